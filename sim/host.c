@@ -1,0 +1,62 @@
+/* The simulated host: CPU cost model and the wait queues through which
+ * parked pollers learn that memory they might read has changed. */
+#include "host.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Defaults.  Verbs data-path costs are the order of magnitude measured for
+ * mlx5 userspace verbs (a post is a WQE write + barrier + doorbell store,
+ * ~100-200 ns; an empty poll ~20-50 ns); they are first-order guesses, not
+ * calibrated against a specific CPU, and each is settable per scenario
+ * (host.cpu.*).  memcpy: CALIBRATION.md "Host" row, ~7 GB/s per core. */
+void host_cpu_params_default(struct host_cpu_params *p)
+{
+    p->post_send_ps = 150 * SIM_NS;
+    p->post_recv_ps = 80 * SIM_NS;
+    p->poll_cq_ps = 30 * SIM_NS;
+    p->poll_cqe_ps = 20 * SIM_NS;
+    p->control_verb_ps = 2 * SIM_US;
+    p->memcpy_bytes_per_s = 7000000000ull;
+    p->wakeup_ps = 50 * SIM_NS;
+}
+
+void host_init(struct host *h, struct sim *sim, uint32_t id, const char *name,
+               const struct host_cpu_params *cpu)
+{
+    memset(h, 0, sizeof(*h));
+    h->sim = sim;
+    h->id = id;
+    snprintf(h->name, sizeof(h->name), "%s", name);
+    h->cpu = *cpu;
+    sim_waitq_init(&h->relax_wq, "host_relax");
+    sim_waitq_init(&h->cqe_wq, "ibv_poll_cq");
+}
+
+void host_dma_landed(struct host *h)
+{
+    h->dma_writes_landed++;
+    if (!sim_waitq_empty(&h->relax_wq))
+        sim_waitq_wake_all(h->sim, &h->relax_wq);
+}
+
+void host_cqe_landed(struct host *h)
+{
+    h->cqes_landed++;
+    if (!sim_waitq_empty(&h->cqe_wq))
+        sim_waitq_wake_all(h->sim, &h->cqe_wq);
+    if (!sim_waitq_empty(&h->relax_wq))
+        sim_waitq_wake_all(h->sim, &h->relax_wq);
+}
+
+struct host *host_of_current(void)
+{
+    struct sim_proc *p = sim_proc_current();
+    return p ? (struct host *)sim_proc_user(p) : NULL;
+}
+
+void host_charge(sim_time_t ps)
+{
+    if (ps && sim_proc_current())
+        sim_proc_sleep(ps);
+}

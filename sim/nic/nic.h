@@ -1,0 +1,216 @@
+/* The RNIC model: verbs objects as the NIC sees them (PD, MR, CQ, QP
+ * context with its send and receive queues) and the engines that move data
+ * (requester, responder, completer), modelled on Linux rxe.
+ *
+ * Split of work with verbs_shim/:
+ *  - verbs_shim/ is the "provider + kernel verbs" layer: it owns the public
+ *    ibv_* structs, validates arguments and QP transitions/attribute masks
+ *    (errno on misuse), charges CPU time, and calls the functions below.
+ *  - sim/nic/ owns the hardware state and all timing below the doorbell:
+ *    doorbell MMIO, WQE fetch, payload DMA, packets, responder checks,
+ *    placement, ACKs, CQE DMA writes.  Wire and protection errors become
+ *    completion statuses here, exactly as real verbs report them.
+ *
+ * The NIC includes <infiniband/verbs.h> for the enums and for struct ibv_wc:
+ * a CQE *is* a struct ibv_wc once it is visible to software. */
+#ifndef RNICSIM_NIC_H
+#define RNICSIM_NIC_H
+
+#include <infiniband/verbs.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../fabric/fabric.h"
+#include "../host.h"
+#include "../pcie/pcie.h"
+#include "../pkt.h"
+#include "../sim.h"
+
+/* ---------------------------------------------------------------- profile */
+
+struct nic_params {
+    uint64_t port_rate_bps;        /* reported by query_port; the link sets the real rate */
+    enum ibv_mtu max_mtu;          /* largest path MTU the port accepts */
+    sim_time_t doorbell_proc_ps;   /* doorbell seen -> WQE fetch issued */
+    sim_time_t wqe_proc_ps;        /* per WQE processing in the send engine */
+    sim_time_t tx_pkt_proc_ps;     /* per packet built (send pipeline occupancy) */
+    sim_time_t rx_pkt_proc_ps;     /* per packet received (receive pipeline occupancy) */
+    uint32_t wqe_bytes;            /* WQE size fetched per WR (64 B basic segment) */
+    uint32_t wqe_sge_bytes;        /* extra bytes per SGE (16 B data segment) */
+    uint32_t cqe_bytes;            /* CQE DMA write size (64 B on mlx5) */
+    uint32_t max_inline_bytes;     /* max_inline_data reported / accepted */
+    bool blueflame;                /* small WQEs written through the doorbell (no fetch) */
+    uint32_t max_qp_rd_atom;       /* device limit for max_rd_atomic */
+    uint32_t max_qp_wr, max_sge, max_cqe, max_qp, max_cq, max_mr;
+    uint32_t ack_every_pkts;       /* responder coalescing: ACK at least every N packets */
+    sim_time_t atomic_proc_ps;     /* atomic unit occupancy per op (plus the PCIe RMW) */
+};
+
+/* ConnectX-5-like defaults; each field's source is in nic.c. */
+void nic_params_default(struct nic_params *p);
+
+/* ---------------------------------------------------------------- objects */
+
+struct nic;
+
+struct nic_pd {
+    struct nic *nic;
+    uint32_t handle;
+    uint32_t n_users; /* MRs + QPs using it */
+};
+
+struct nic_mr {
+    struct nic *nic;
+    struct nic_pd *pd;
+    uint8_t *host_addr; /* where the bytes live in simulator memory */
+    uint64_t iova;      /* address the NIC translates (== host_addr unless iova2) */
+    uint64_t length;
+    uint32_t lkey, rkey;
+    int access; /* enum ibv_access_flags */
+    bool valid;
+};
+
+struct nic_cq {
+    struct nic *nic;
+    struct host *host;
+    uint32_t id;
+    struct ibv_wc *ring; /* visible CQEs; written by nic_cq_push() */
+    uint32_t depth;
+    uint64_t prod, cons;
+    bool overflowed;
+    uint32_t n_qps; /* QPs attached (destroy -> EBUSY) */
+    /* completion-channel notification: one call per arm, for the next CQE */
+    bool armed, armed_solicited_only;
+    sim_cb_fn notify_fn;
+    void *notify_a, *notify_b;
+    struct sim_waitq wq; /* processes blocked on this CQ specifically */
+};
+
+enum { NIC_MAX_SGE = 16, NIC_MAX_INLINE_BYTES = 512 };
+
+struct nic_sge {
+    uint64_t addr;
+    uint32_t length;
+    uint32_t lkey;
+};
+
+struct nic_send_wqe {
+    uint64_t wr_id;
+    enum ibv_wr_opcode opcode;
+    unsigned send_flags;
+    uint32_t imm_data; /* network byte order, as given */
+    uint32_t num_sge;
+    struct nic_sge sge[NIC_MAX_SGE];
+    uint64_t remote_addr;
+    uint32_t rkey;
+    uint64_t compare_add, swap;
+    uint32_t length; /* total bytes (sum of SGEs, or inline length) */
+    uint8_t inline_data[NIC_MAX_INLINE_BYTES];
+    bool signaled; /* IBV_SEND_SIGNALED or sq_sig_all */
+    /* engine state (requester/completer) */
+    uint32_t first_psn, last_psn;
+    uint32_t state;
+};
+
+struct nic_recv_wqe {
+    uint64_t wr_id;
+    uint32_t num_sge;
+    struct nic_sge sge[NIC_MAX_SGE];
+    uint32_t length;
+};
+
+struct nic_qp_init {
+    enum ibv_qp_type qp_type;
+    struct nic_pd *pd;
+    struct nic_cq *send_cq, *recv_cq;
+    struct ibv_qp_cap cap; /* already validated and rounded by the shim */
+    bool sq_sig_all;
+};
+
+struct nic_qp_engine; /* requester/responder/completer state, private to sim/nic */
+
+struct nic_qp {
+    struct nic *nic;
+    uint32_t qpn;
+    struct nic_qp_init init;
+    enum ibv_qp_state state;
+    struct ibv_qp_attr attr; /* current attributes (as last modified) */
+    uint32_t dest_node;      /* fabric node resolved from attr.ah_attr */
+
+    /* send queue: [sq_comp, sq_tail) posted and not yet completed;
+     * [sq_next, sq_db) rung but not yet started by the requester. */
+    struct nic_send_wqe *sq;
+    uint32_t sq_depth;
+    uint64_t sq_comp, sq_next, sq_db, sq_tail;
+    /* receive queue: [rq_head, rq_tail) posted, not yet consumed */
+    struct nic_recv_wqe *rq;
+    uint32_t rq_depth;
+    uint64_t rq_head, rq_tail;
+
+    struct nic_qp_engine *eng;
+};
+
+/* ---------------------------------------------------------------- device */
+
+struct nic_counters {
+    uint64_t doorbells, wqes_fetched, wqes_completed;
+    uint64_t pkts_tx, pkts_rx, bytes_tx, bytes_rx;
+    uint64_t acks_tx, acks_rx, naks_tx, naks_rx;
+    uint64_t cqes_written;
+    uint64_t dma_reads, dma_writes;
+    uint64_t rx_drops; /* packets for unknown / wrong-state QPs, bad PSN */
+};
+
+/* `node_id` is the NIC's fabric address (LID = node_id + 1, GID index 0 is
+ * the IPv4-mapped RoCEv2 GID ::ffff:10.0.0.(node_id+1)). */
+struct nic *nic_create(struct sim *sim, struct host *host, uint32_t node_id,
+                       const struct nic_params *p, struct pcie_link *pcie, struct pkt_pool *pool);
+void nic_destroy(struct nic *nic);
+/* Egress to the fabric; ingress arrives through nic_sink(). */
+void nic_attach_uplink(struct nic *nic, struct link *uplink);
+struct fabric_sink nic_sink(struct nic *nic);
+const struct nic_params *nic_get_params(const struct nic *nic);
+const struct nic_counters *nic_get_counters(const struct nic *nic);
+uint32_t nic_node_id(const struct nic *nic);
+struct host *nic_host(const struct nic *nic);
+/* Resolve a GID / LID to a fabric node id; -1 if unknown. */
+int64_t nic_node_from_gid(const union ibv_gid *gid);
+void nic_gid_of_node(uint32_t node_id, union ibv_gid *gid);
+
+/* PD / MR.  Return NULL with errno set on failure. */
+struct nic_pd *nic_pd_alloc(struct nic *nic);
+int nic_pd_free(struct nic_pd *pd); /* EBUSY while in use */
+struct nic_mr *nic_mr_reg(struct nic_pd *pd, void *addr, uint64_t length, uint64_t iova, int access);
+int nic_mr_dereg(struct nic_mr *mr);
+
+/* CQ */
+struct nic_cq *nic_cq_create(struct nic *nic, uint32_t depth);
+int nic_cq_destroy(struct nic_cq *cq); /* EBUSY while QPs use it */
+/* Take up to n visible CQEs.  No time is charged here. */
+int nic_cq_poll(struct nic_cq *cq, int n, struct ibv_wc *wc);
+/* Make a CQE visible now (called by the completer/responder when the CQE
+ * DMA write lands): appends, wakes cq->wq and host->cqe_wq, fires an armed
+ * notification. */
+void nic_cq_push(struct nic_cq *cq, const struct ibv_wc *wc);
+void nic_cq_arm(struct nic_cq *cq, bool solicited_only);
+void nic_cq_set_notify(struct nic_cq *cq, sim_cb_fn fn, void *a, void *b);
+
+/* QP.  The shim has validated the transition and attribute mask. */
+struct nic_qp *nic_qp_create(struct nic *nic, const struct nic_qp_init *init);
+int nic_qp_destroy(struct nic_qp *qp);
+int nic_qp_modify(struct nic_qp *qp, const struct ibv_qp_attr *attr, int attr_mask);
+struct nic_qp *nic_qp_lookup(struct nic *nic, uint32_t qpn);
+
+/* Append WQEs to the queues (the CPU writing into the host-memory rings).
+ * Return ENOMEM when the queue is full (the rest are not posted). */
+int nic_sq_append(struct nic_qp *qp, const struct nic_send_wqe *wqe);
+int nic_rq_append(struct nic_qp *qp, const struct nic_recv_wqe *wqe);
+/* Ring the send doorbell for everything appended so far: an MMIO write
+ * crosses PCIe (carrying the WQE itself when BlueFlame applies) and the
+ * requester starts when it arrives. */
+void nic_sq_doorbell(struct nic_qp *qp);
+/* Move the QP to the error state now and flush every outstanding WR
+ * with IBV_WC_WR_FLUSH_ERR (used by modify-to-ERR and by the engines). */
+void nic_qp_to_error(struct nic_qp *qp);
+
+#endif /* RNICSIM_NIC_H */

@@ -1,0 +1,64 @@
+/* PCIe link between a host's root complex (memory, CPU) and one device (the
+ * RNIC), first-order TLP model.
+ *
+ * Directions: "up" = device -> root complex (DMA write TLPs, read requests),
+ * "down" = root complex -> device (read completions, CPU MMIO writes).
+ * Each direction is a FIFO serialiser at the effective data-link rate; a TLP
+ * costs its header bytes plus payload.  Posted writes in one direction
+ * complete in issue order (so a CQE written after its data lands after it).
+ *
+ * The caller moves the bytes itself (memcpy) inside the completion callback:
+ * for a DMA write the callback runs when the data are visible in host
+ * memory; for a DMA read when the last completion reached the device. */
+#ifndef RNICSIM_PCIE_H
+#define RNICSIM_PCIE_H
+
+#include <stdint.h>
+
+#include "../sim.h"
+
+struct pcie_params {
+    unsigned gen;                  /* 1..5: sets the per-lane rate and encoding */
+    unsigned lanes;                /* 1, 2, 4, 8, 16 */
+    uint32_t mps_bytes;            /* max payload size */
+    uint32_t mrrs_bytes;           /* max read request size */
+    uint32_t mwr_hdr_bytes;        /* MWr/MRd TLP overhead on the wire */
+    uint32_t cpld_hdr_bytes;       /* CplD TLP overhead on the wire */
+    uint32_t dllp_overhead_permil; /* link-layer (ACK/FC DLLP, SKP) loss, per mille */
+    sim_time_t read_latency_ps;    /* request at device -> first completion back, excl. serialisation */
+    sim_time_t write_latency_ps;   /* last MWr byte leaves device -> visible in memory */
+    sim_time_t mmio_latency_ps;    /* CPU store -> doorbell seen by device, excl. serialisation */
+};
+
+/* Defaults for Gen3 x16, MPS 256, MRRS 512, each field's source in pcie.c. */
+void pcie_params_default(struct pcie_params *p);
+/* Raw rate of the link after line encoding, bits per second. */
+uint64_t pcie_link_rate_bps(const struct pcie_params *p);
+/* Effective rate after DLLP overhead (what TLP bytes are serialised at). */
+uint64_t pcie_effective_rate_bps(const struct pcie_params *p);
+
+struct pcie_link;
+
+struct pcie_link *pcie_link_create(struct sim *sim, const char *name, const struct pcie_params *p);
+void pcie_link_destroy(struct pcie_link *l);
+
+/* Device reads `bytes` of host memory.  Split into MRRS-sized MRd requests
+ * (up), each answered by MPS-sized CplD completions (down).  `done` runs
+ * when the last completion has arrived at the device. */
+void pcie_dma_read(struct pcie_link *l, uint64_t bytes, sim_cb_fn done, void *a, void *b);
+/* Device writes `bytes` to host memory as MPS-sized MWr TLPs (posted).
+ * `done` runs when the data are visible in host memory. */
+void pcie_dma_write(struct pcie_link *l, uint64_t bytes, sim_cb_fn done, void *a, void *b);
+/* CPU writes `bytes` (doorbell 8 B, or a BlueFlame WQE of 64 B) to device
+ * BAR space.  `done` runs when the device sees it. */
+void pcie_mmio_write(struct pcie_link *l, uint64_t bytes, sim_cb_fn done, void *a, void *b);
+
+struct pcie_counters {
+    uint64_t tlp_up, tlp_down;     /* TLPs per direction */
+    uint64_t bytes_up, bytes_down; /* wire bytes per direction (headers included) */
+    uint64_t payload_up, payload_down;
+    uint64_t dma_reads, dma_writes, mmio_writes;
+};
+const struct pcie_counters *pcie_link_counters(const struct pcie_link *l);
+
+#endif /* RNICSIM_PCIE_H */

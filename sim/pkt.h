@@ -1,0 +1,83 @@
+/* A packet on the fabric: a RoCEv2 packet (Eth/IPv4/UDP/BTH and extension
+ * headers) described by fields, with its payload bytes carried along so that
+ * DMA placement at the receiver writes exactly what the sender read.
+ *
+ * Header sizes (IBA Annex 17, CALIBRATION.md "Transports" row RoCEv2):
+ * Eth 14 + IPv4 20 + UDP 8 + BTH 12 (+RETH 16, AETH 4, AtomicETH 28,
+ * AtomicAckETH 8, ImmDt 4) + ICRC 4, then Ethernet FCS 4.  On the wire each
+ * frame also costs preamble+SFD 8 and inter-frame gap 12 bytes. */
+#ifndef RNICSIM_PKT_H
+#define RNICSIM_PKT_H
+
+#include <stdint.h>
+
+#include "sim.h"
+
+enum {
+    PKT_ETH_HDR_BYTES = 14,
+    PKT_IPV4_HDR_BYTES = 20,
+    PKT_UDP_HDR_BYTES = 8,
+    PKT_BTH_BYTES = 12,
+    PKT_RETH_BYTES = 16,
+    PKT_AETH_BYTES = 4,
+    PKT_ATOMICETH_BYTES = 28,
+    PKT_ATOMICACKETH_BYTES = 8,
+    PKT_IMMDT_BYTES = 4,
+    PKT_ICRC_BYTES = 4,
+    PKT_ETH_FCS_BYTES = 4,
+    PKT_ETH_PREAMBLE_IFG_BYTES = 20, /* 8 preamble+SFD, 12 inter-frame gap */
+    PKT_ROCEV2_UDP_PORT = 4791,
+    PKT_MAX_PAYLOAD_BYTES = 4096, /* largest IB path MTU */
+};
+
+struct pkt {
+    struct pkt *next; /* queue link, owned by whoever holds the packet */
+    uint64_t id;      /* unique per simulation, for traces */
+
+    /* fabric addressing */
+    uint32_t src_node, dst_node; /* NIC node ids (index into the topology) */
+    uint32_t frame_bytes;        /* Ethernet frame incl. FCS (no preamble/IFG) */
+    uint32_t flow_hash;          /* for ECMP (src/dst QPN, UDP source port) */
+    uint16_t udp_sport;
+
+    /* BTH */
+    uint8_t opcode; /* IBA opcode (ib_opcode table in sim/nic/opcode.h) */
+    uint8_t se : 1, ack_req : 1, migreq : 1;
+    uint32_t dest_qpn, psn; /* 24-bit values */
+    uint32_t src_qpn;       /* not on the wire for RC; kept for traces/UD */
+
+    /* RETH */
+    uint64_t reth_va;
+    uint32_t reth_rkey, reth_dma_len;
+    /* AETH */
+    uint8_t aeth_syndrome;
+    uint32_t aeth_msn;
+    /* AtomicETH */
+    uint64_t atomic_va;
+    uint32_t atomic_rkey;
+    uint64_t atomic_swap_add, atomic_compare;
+    /* AtomicAckETH */
+    uint64_t atomic_orig;
+    /* ImmDt (network byte order, as in ibv_send_wr.imm_data) */
+    uint32_t imm_data;
+
+    sim_time_t t_sent_ps; /* when the NIC handed it to the wire */
+
+    uint32_t payload_len;
+    uint8_t payload[PKT_MAX_PAYLOAD_BYTES];
+};
+
+/* Bytes the frame occupies on an Ethernet link, including preamble and IFG. */
+static inline uint32_t pkt_wire_bytes(const struct pkt *p)
+{
+    return p->frame_bytes + PKT_ETH_PREAMBLE_IFG_BYTES;
+}
+
+/* Packet pool (free list per simulation). */
+struct pkt_pool;
+struct pkt_pool *pkt_pool_create(void);
+void pkt_pool_destroy(struct pkt_pool *pool);
+struct pkt *pkt_alloc(struct pkt_pool *pool); /* zeroed header, payload_len 0 */
+void pkt_free(struct pkt_pool *pool, struct pkt *p);
+
+#endif /* RNICSIM_PKT_H */
