@@ -2,13 +2,15 @@
  * parked pollers learn that memory they might read has changed. */
 #include "host.h"
 
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Defaults.  Verbs data-path costs are the order of magnitude measured for
  * mlx5 userspace verbs (a post is a WQE write + barrier + doorbell store,
- * ~100-200 ns; an empty poll ~20-50 ns); they are first-order guesses, not
- * calibrated against a specific CPU, and each is settable per scenario
+ * ~100-200 ns; an empty poll ~20-50 ns); they are first-order estimates,
+ * not calibrated against a specific CPU, and each is settable per scenario
  * (host.cpu.*).  memcpy: CALIBRATION.md "Host" row, ~7 GB/s per core. */
 void host_cpu_params_default(struct host_cpu_params *p)
 {
@@ -49,14 +51,79 @@ void host_cqe_landed(struct host *h)
         sim_waitq_wake_all(h->sim, &h->relax_wq);
 }
 
-struct host *host_of_current(void)
+struct host_thread *host_thread_current(void)
 {
     struct sim_proc *p = sim_proc_current();
-    return p ? (struct host *)sim_proc_user(p) : NULL;
+    return p ? (struct host_thread *)sim_proc_user(p) : NULL;
+}
+
+struct host *host_of_current(void)
+{
+    struct host_thread *t = host_thread_current();
+    return t ? t->host : NULL;
+}
+
+struct spawn_ctx {
+    struct host_thread thread;
+    sim_proc_fn fn;
+    void *arg;
+};
+
+static void spawn_trampoline(void *arg)
+{
+    struct spawn_ctx *c = arg;
+    c->fn(c->arg);
+}
+
+struct sim_proc *host_spawn(struct host *h, const char *name, sim_proc_fn fn, void *arg,
+                            void *program, size_t stack_bytes)
+{
+    /* The context lives as long as the process: it is freed by the
+     * simulator together with the process (sim_proc_set_user_owned). */
+    struct spawn_ctx *c = calloc(1, sizeof(*c));
+    if (!c) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    c->thread.host = h;
+    c->thread.program = program;
+    c->fn = fn;
+    c->arg = arg;
+    struct sim_proc *p = sim_proc_create(h->sim, name, spawn_trampoline, c, stack_bytes);
+    if (!p) {
+        free(c);
+        return NULL;
+    }
+    sim_proc_set_user(p, &c->thread);
+    sim_proc_set_user_owned(p, c);
+    return p;
+}
+
+void host_note_call(void)
+{
+    struct host_thread *t = host_thread_current();
+    if (t)
+        t->other_calls++;
 }
 
 void host_charge(sim_time_t ps)
 {
-    if (ps && sim_proc_current())
+    struct host_thread *t = host_thread_current();
+    if (!t)
+        return;
+    if (!sim_waitq_empty(&t->host->relax_wq))
+        sim_waitq_wake_all(t->host->sim, &t->host->relax_wq);
+    if (ps)
         sim_proc_sleep(ps);
+}
+
+void host_park(const char *why)
+{
+    struct host_thread *t = host_thread_current();
+    if (!t)
+        return;
+    snprintf(t->why, sizeof(t->why), "%s", why);
+    sim_waitq_wait(&t->host->relax_wq, t->why);
+    if (t->host->cpu.wakeup_ps)
+        sim_proc_sleep(t->host->cpu.wakeup_ps);
 }

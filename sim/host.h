@@ -41,13 +41,39 @@ struct host {
     uint64_t dma_writes_landed, cqes_landed;
 };
 
+/* Per-process state of a program running on a host (the sim_proc user
+ * pointer).  The poll heuristic: an empty ibv_poll_cq that directly follows
+ * another empty ibv_poll_cq of the same thread (no other verbs or host_*
+ * call in between, `other_calls` unchanged) is a spin loop, so the thread
+ * parks on host->relax_wq until something it could observe changes, then
+ * is charged the elapsed time in one step. */
+struct host_thread {
+    struct host *host;
+    void *program;              /* owned by the runner (tools/rnicsim) */
+    uint64_t other_calls;       /* verbs / host_* calls other than poll_cq */
+    uint64_t empty_poll_mark;   /* other_calls + 1 at the last empty poll; 0 = none */
+    char why[128];              /* blocking point shown in deadlock reports */
+};
+
 void host_init(struct host *h, struct sim *sim, uint32_t id, const char *name,
                const struct host_cpu_params *cpu);
 void host_dma_landed(struct host *h);
 void host_cqe_landed(struct host *h);
-/* The host of the running process (NULL outside a simulated process). */
+/* The thread / host of the running process (NULL outside a simulated
+ * process, e.g. in unit tests that drive the NIC directly). */
+struct host_thread *host_thread_current(void);
 struct host *host_of_current(void);
-/* Charge `ps` of CPU time to the running process (sleeps it). */
+/* Start a process running fn(arg) on host h (its user pointer is a new
+ * host_thread owned by the simulator run; freed with the sim). */
+struct sim_proc *host_spawn(struct host *h, const char *name, sim_proc_fn fn, void *arg,
+                            void *program, size_t stack_bytes);
+/* Record a call other than an empty poll (resets the poll heuristic). */
+void host_note_call(void);
+/* Charge `ps` of CPU time to the running process (sleeps it).  Before
+ * giving up the CPU it wakes this host's host_relax() waiters, since the
+ * running thread may have written memory they poll. */
 void host_charge(sim_time_t ps);
+/* Park the running process on h->relax_wq (host_relax and spinning polls). */
+void host_park(const char *why);
 
 #endif /* RNICSIM_HOST_H */

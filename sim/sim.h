@@ -134,6 +134,8 @@ const char *sim_proc_name(const struct sim_proc *p);
 bool sim_proc_finished(const struct sim_proc *p);
 void sim_proc_set_user(struct sim_proc *p, void *user); /* e.g. the host it runs on */
 void *sim_proc_user(const struct sim_proc *p);
+/* Memory free()d together with the process when the simulator is destroyed. */
+void sim_proc_set_user_owned(struct sim_proc *p, void *owned);
 /* Block the current process for `delay_ps` of simulated time. */
 void sim_proc_sleep(sim_time_t delay_ps);
 /* Give other events at the same instant a chance to run (FIFO). */
