@@ -123,6 +123,9 @@ void host_park(const char *why)
     if (!t)
         return;
     snprintf(t->why, sizeof(t->why), "%s", why);
+    /* This thread may have written memory a sibling thread spins on. */
+    if (!sim_waitq_empty(&t->host->relax_wq))
+        sim_waitq_wake_all(t->host->sim, &t->host->relax_wq);
     sim_waitq_wait(&t->host->relax_wq, t->why);
     if (t->host->cpu.wakeup_ps)
         sim_proc_sleep(t->host->cpu.wakeup_ps);
