@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Install what rnicsim needs on Debian 12 (when root) and build it.
+#
+#   tools/setup.sh [--asan] [--build-dir DIR]
+#
+# Packages and why each one (docs/dependencies.md has the longer story):
+#   cmake, gcc, make      the build (CMake is what C projects of this kind use)
+#   libibverbs-dev        the real <infiniband/verbs.h>: the shim implements it,
+#                         protocol code builds against it unchanged
+#   libyaml-dev           scenario files (libyaml: the C YAML parser Debian ships,
+#                         reports line/column for every node)
+#   python3-matplotlib    plots of results (run with /usr/bin/python3)
+# When not root, it prints the apt-get command to run and stops.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")/.." && pwd)
+build_dir="$here/build"
+sanitize=OFF
+build_type=Release
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --asan) sanitize=ON; build_type=Debug; build_dir="$here/build-asan" ;;
+    --build-dir) build_dir="$2"; shift ;;
+    *) echo "setup.sh: unknown option '$1'" >&2; exit 2 ;;
+    esac
+    shift
+done
+
+packages=(cmake gcc make libc6-dev libibverbs-dev libyaml-dev python3-matplotlib)
+missing=()
+for p in "${packages[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+        missing+=("$p")
+    fi
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    if [ "$(id -u)" -eq 0 ]; then
+        echo "[setup] installing: ${missing[*]}"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq
+        apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    else
+        echo "rnicsim needs these Debian packages, which are not installed:" >&2
+        echo "    sudo apt-get install -y ${missing[*]}" >&2
+        echo "Run that, then run this command again." >&2
+        exit 1
+    fi
+fi
+
+echo "[setup] configuring $build_dir ($build_type, sanitizers $sanitize)"
+cmake -S "$here" -B "$build_dir" -DCMAKE_BUILD_TYPE="$build_type" -DRNICSIM_WERROR=ON \
+    -DRNICSIM_SANITIZE="$sanitize" >/dev/null
+echo "[setup] building"
+cmake --build "$build_dir" -j"$(nproc)" -- --no-print-directory >/dev/null
+echo "[setup] built $build_dir/rnicsim"
