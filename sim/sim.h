@@ -70,7 +70,9 @@ void sim_event_init(struct sim_event *ev, sim_event_fn fn, void *ctx, const char
  * (>= sim_now).  Moving gives it a fresh sequence number. */
 void sim_schedule_at(struct sim *sim, struct sim_event *ev, sim_time_t when);
 void sim_schedule_in(struct sim *sim, struct sim_event *ev, sim_time_t delay_ps);
-/* Remove a pending event in O(log n); no-op if it is idle. */
+/* Remove a pending event in O(log n); no-op if it is idle.
+ * An event's memory must stay valid until its callback returns (do not
+ * free it in its own callback and schedule a new event at that address). */
 void sim_cancel(struct sim *sim, struct sim_event *ev);
 static inline bool sim_event_pending(const struct sim_event *ev)
 {
@@ -201,5 +203,12 @@ uint64_t sim_hist_percentile(struct sim_hist *h, double p); /* 0 < p <= 100; 0 i
 /* Index of the log-linear bucket holding v, and that bucket's lower bound. */
 unsigned sim_hist_bucket(uint64_t v);
 uint64_t sim_hist_bucket_low(unsigned b);
+
+/* ---------------------------------------------------------------- benchmark */
+
+/* Hold model on the bare event queue: `pending` events, `ops` executions
+ * (each reschedules itself a random 0..2 us later).  Returns 0 and the
+ * wall time of the run, or -1 if out of memory.  Used by `rnicsim bench`. */
+int sim_bench_hold(size_t pending, uint64_t ops, uint64_t seed, double *wall_s);
 
 #endif /* RNICSIM_SIM_H */

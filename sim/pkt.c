@@ -1,0 +1,70 @@
+/* Packet pool: packets are allocated in slabs and recycled through a free
+ * list, so the data path never calls malloc.  Destroying the pool frees
+ * every packet, including those still in flight when a run ends. */
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pkt.h"
+
+enum { PKT_SLAB = 64 };
+
+struct pkt_pool {
+    struct pkt *free;
+    struct pkt **slabs;
+    size_t n_slabs, cap_slabs;
+    uint64_t next_id;
+};
+
+struct pkt_pool *pkt_pool_create(void) { return calloc(1, sizeof(struct pkt_pool)); }
+
+void pkt_pool_destroy(struct pkt_pool *pool)
+{
+    if (!pool)
+        return;
+    for (size_t i = 0; i < pool->n_slabs; i++)
+        free(pool->slabs[i]);
+    free(pool->slabs);
+    free(pool);
+}
+
+static void pool_grow(struct pkt_pool *pool)
+{
+    if (pool->n_slabs == pool->cap_slabs) {
+        size_t cap = pool->cap_slabs ? pool->cap_slabs * 2 : 16;
+        struct pkt **s = realloc(pool->slabs, cap * sizeof(*s));
+        if (!s)
+            goto oom;
+        pool->slabs = s;
+        pool->cap_slabs = cap;
+    }
+    struct pkt *slab = malloc(PKT_SLAB * sizeof(*slab));
+    if (!slab)
+        goto oom;
+    pool->slabs[pool->n_slabs++] = slab;
+    for (size_t i = 0; i < PKT_SLAB; i++) {
+        slab[i].next = pool->free;
+        pool->free = &slab[i];
+    }
+    return;
+oom:
+    fprintf(stderr, "rnicsim: out of memory for packets\n");
+    abort();
+}
+
+struct pkt *pkt_alloc(struct pkt_pool *pool)
+{
+    if (!pool->free)
+        pool_grow(pool);
+    struct pkt *p = pool->free;
+    pool->free = p->next;
+    memset(p, 0, offsetof(struct pkt, payload));
+    p->id = ++pool->next_id;
+    return p;
+}
+
+void pkt_free(struct pkt_pool *pool, struct pkt *p)
+{
+    p->next = pool->free;
+    pool->free = p;
+}

@@ -1,0 +1,206 @@
+/* Event queue: (time, seq) order with FIFO ties, move, cancel, the
+ * self-rescheduling fast path, and a randomised comparison against a
+ * reference model with the invariant checker after every step. */
+#include <stdlib.h>
+
+#include "../../sim/sim.h"
+#include "test.h"
+
+struct rec {
+    struct sim_event ev;
+    int id;
+    int *log;
+    size_t *n_log;
+};
+
+static void rec_fire(struct sim *sim, struct sim_event *ev)
+{
+    (void)sim;
+    struct rec *r = ev->ctx;
+    r->log[(*r->n_log)++] = r->id;
+}
+
+static void test_order_and_ties(void)
+{
+    struct sim *sim = sim_create(1);
+    int log[16];
+    size_t n = 0;
+    struct rec r[6];
+    sim_time_t at[6] = {50, 10, 50, 10, 30, 50};
+    for (int i = 0; i < 6; i++) {
+        r[i] = (struct rec){.id = i, .log = log, .n_log = &n};
+        sim_event_init(&r[i].ev, rec_fire, &r[i], "rec");
+        sim_schedule_at(sim, &r[i].ev, at[i]);
+    }
+    CHECK_EQ_U64(sim_events_pending(sim), 6);
+    CHECK(sim_run(sim, SIM_TIME_NEVER) == SIM_RUN_DONE);
+    int want[6] = {1, 3, 4, 0, 2, 5}; /* by time, equal times in scheduling order */
+    CHECK_EQ_U64(n, 6);
+    for (int i = 0; i < 6; i++)
+        CHECK_EQ_U64(log[i], want[i]);
+    CHECK_EQ_U64(sim_now(sim), 50);
+    CHECK_EQ_U64(sim_events_executed(sim), 6);
+    sim_destroy(sim);
+}
+
+static void test_cancel_and_move(void)
+{
+    struct sim *sim = sim_create(1);
+    int log[16];
+    size_t n = 0;
+    struct rec r[4];
+    for (int i = 0; i < 4; i++) {
+        r[i] = (struct rec){.id = i, .log = log, .n_log = &n};
+        sim_event_init(&r[i].ev, rec_fire, &r[i], "rec");
+        sim_schedule_at(sim, &r[i].ev, (sim_time_t)(i + 1) * 100);
+    }
+    sim_cancel(sim, &r[1].ev);
+    CHECK(!sim_event_pending(&r[1].ev));
+    sim_cancel(sim, &r[1].ev); /* idle: no-op */
+    sim_schedule_at(sim, &r[3].ev, 50); /* move earlier */
+    sim_schedule_at(sim, &r[0].ev, 1000); /* move later */
+    sim_check_invariants(sim);
+    CHECK_EQ_U64(sim_events_pending(sim), 3);
+    CHECK(sim_run(sim, 250) == SIM_RUN_TIME_LIMIT);
+    CHECK_EQ_U64(sim_now(sim), 250);
+    CHECK_EQ_U64(n, 1);
+    CHECK_EQ_U64(log[0], 3);
+    CHECK(sim_run(sim, SIM_TIME_NEVER) == SIM_RUN_DONE);
+    CHECK_EQ_U64(n, 3);
+    CHECK_EQ_U64(log[1], 2);
+    CHECK_EQ_U64(log[2], 0);
+    CHECK_EQ_U64(sim_now(sim), 1000);
+    sim_destroy(sim);
+}
+
+/* A periodic event that reschedules itself (the ghost fast path) while
+ * another event cancels it. */
+struct ticker {
+    struct sim_event ev;
+    int ticks;
+};
+
+static void tick(struct sim *sim, struct sim_event *ev)
+{
+    struct ticker *t = ev->ctx;
+    t->ticks++;
+    CHECK(!sim_event_pending(ev)); /* not pending inside its own callback */
+    sim_schedule_in(sim, ev, 10);
+    CHECK(sim_event_pending(ev));
+}
+
+static void stop_ticker(struct sim *sim, void *a, void *b)
+{
+    (void)b;
+    sim_cancel(sim, &((struct ticker *)a)->ev);
+}
+
+static void test_periodic_and_call_in(void)
+{
+    struct sim *sim = sim_create(1);
+    struct ticker t = {.ticks = 0};
+    sim_event_init(&t.ev, tick, &t, "tick");
+    sim_schedule_at(sim, &t.ev, 0);
+    sim_call_in(sim, 95, stop_ticker, &t, NULL);
+    CHECK(sim_run(sim, SIM_TIME_NEVER) == SIM_RUN_DONE);
+    CHECK_EQ_U64(t.ticks, 10); /* 0,10,...,90 */
+    CHECK_EQ_U64(sim_now(sim), 95);
+    sim_destroy(sim);
+}
+
+/* Randomised: schedule, move, cancel and run against a reference list. */
+struct rnd_ev {
+    struct sim_event ev;
+    sim_time_t when;
+    uint64_t order; /* reference tie-break: last (re)schedule */
+    bool pending;
+};
+
+static struct rnd_ev *g_evs;
+static size_t g_n;
+static sim_time_t g_last_time;
+static uint64_t g_last_order;
+static unsigned g_bad;
+
+static void rnd_fire(struct sim *sim, struct sim_event *ev)
+{
+    struct rnd_ev *e = ev->ctx;
+    /* It must be the reference minimum among pending events. */
+    for (size_t i = 0; i < g_n; i++) {
+        struct rnd_ev *o = &g_evs[i];
+        if (o != e && o->pending &&
+            (o->when < e->when || (o->when == e->when && o->order < e->order)))
+            g_bad++;
+    }
+    if (e->when != sim_now(sim) || e->when < g_last_time ||
+        (e->when == g_last_time && e->order < g_last_order))
+        g_bad++;
+    g_last_time = e->when;
+    g_last_order = e->order;
+    e->pending = false;
+}
+
+static void test_random_against_reference(void)
+{
+    struct sim *sim = sim_create(7);
+    struct sim_rng rng;
+    sim_rng_seed(&rng, 7, "test");
+    g_n = 300;
+    g_evs = calloc(g_n, sizeof(*g_evs));
+    uint64_t order = 0;
+    for (size_t i = 0; i < g_n; i++)
+        sim_event_init(&g_evs[i].ev, rnd_fire, &g_evs[i], "rnd");
+    for (int round = 0; round < 200; round++) {
+        for (int k = 0; k < 20; k++) {
+            struct rnd_ev *e = &g_evs[sim_rng_below(&rng, g_n)];
+            if (sim_rng_below(&rng, 4) == 0) {
+                sim_cancel(sim, &e->ev);
+                e->pending = false;
+            } else {
+                /* few distinct times, so ties are frequent */
+                e->when = sim_now(sim) + sim_rng_below(&rng, 8) * 100;
+                e->order = order++;
+                e->pending = true;
+                sim_schedule_at(sim, &e->ev, e->when);
+            }
+            sim_check_invariants(sim);
+        }
+        size_t want = 0;
+        for (size_t i = 0; i < g_n; i++)
+            want += g_evs[i].pending;
+        CHECK_EQ_U64(sim_events_pending(sim), want);
+        sim_run(sim, sim_now(sim) + 300);
+        sim_check_invariants(sim);
+    }
+    sim_run(sim, SIM_TIME_NEVER);
+    CHECK_EQ_U64(g_bad, 0);
+    CHECK_EQ_U64(sim_events_pending(sim), 0);
+    free(g_evs);
+    sim_destroy(sim);
+}
+
+static void test_bench_runs(void)
+{
+    double wall = -1;
+    CHECK(sim_bench_hold(1000, 20000, 3, &wall) == 0);
+    CHECK(wall >= 0);
+}
+
+static void test_bytes_to_ps(void)
+{
+    CHECK_EQ_U64(sim_bytes_to_ps(1, 8000000000ull), 1000);   /* 1 B at 8 Gb/s = 1 ns */
+    CHECK_EQ_U64(sim_bytes_to_ps(1500, 100000000000ull), 120000);
+    CHECK_EQ_U64(sim_bytes_to_ps(1, 3), 2666666666667ull);   /* rounded up */
+    CHECK_EQ_U64(sim_bytes_to_ps(1ull << 40, 100000000000ull), 87960930222080ull);
+}
+
+int main(void)
+{
+    test_order_and_ties();
+    test_cancel_and_move();
+    test_periodic_and_call_in();
+    test_random_against_reference();
+    test_bench_runs();
+    test_bytes_to_ps();
+    return test_summary();
+}
