@@ -25,13 +25,19 @@ struct cfg_node {
     enum cfg_kind kind;
     const char *file; /* shared, owned by the document */
     unsigned line, col;
-    char *scalar;            /* CFG_SCALAR: the text */
-    bool quoted;             /* scalar was quoted (so "yes" is a string) */
-    size_t n;                /* children (MAP: pairs; SEQ: items) */
-    char **keys;             /* MAP: key texts */
+    char *scalar; /* CFG_SCALAR: the text */
+    bool quoted;  /* scalar was quoted (so "yes" is a string) */
+    size_t n;     /* children (MAP: pairs; SEQ: items) */
+    char **keys;  /* MAP: key texts */
     unsigned *key_line, *key_col;
     struct cfg_node **items; /* MAP: values; SEQ: items */
     bool *used;              /* MAP: consumed by a reader */
+    /* Added by the config block (readers need not touch these): */
+    const char **key_file; /* MAP: file of each key (a --set key says "--set") */
+    size_t cap;            /* MAP/SEQ: allocated length of the arrays above */
+    char *path;            /* "topology.links[2]"; "" for the root */
+    char **asked;          /* MAP: every key name an accessor looked up */
+    size_t n_asked;
 };
 
 struct cfg_doc {
@@ -90,6 +96,16 @@ int cfg_errorf(struct cfg_error *err, const struct cfg_node *at, const char *fmt
  * that no accessor consumed: "file:line:col: unknown key 'x' in 'nic'
  * (did you mean 'mtu'?)". */
 int cfg_check_unused(struct cfg_node *map, const char *where, struct cfg_error *err);
+/* Same, also suggesting from `known` (NULL-terminated, may be NULL) for
+ * the keys of `map` itself.  Without it the suggestions come from the keys
+ * the readers of that map consumed or looked up. */
+int cfg_check_unused_known(struct cfg_node *map, const char *where, const char *const *known,
+                           struct cfg_error *err);
+/* The text of a scalar node as a string (error on a mapping / sequence or
+ * on an empty unquoted value). */
+int cfg_node_str(struct cfg_node *n, const char **out, struct cfg_error *err);
+/* "a scalar", "a mapping", "a sequence", "an empty value": for messages. */
+const char *cfg_kind_name(const struct cfg_node *n);
 
 /* Plain unit parsers (no position).  Return 0, or -1 with a message in
  * `why` ("unknown unit 'Gbs' (expected bps, Kbps, Mbps, Gbps, Tbps)"). */
