@@ -11,6 +11,8 @@ if [ "${1:-}" = "--asan" ]; then
     args=(--asan)
     export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
     export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+    # debug build: check the event queue's invariants after every event
+    export RNICSIM_CHECK_EVQ=${RNICSIM_CHECK_EVQ:-1}
 fi
 "$here/tools/setup.sh" "${args[@]}"
 ctest --test-dir "$build_dir" --output-on-failure -j2
