@@ -94,6 +94,10 @@ struct topo_params {
 
 struct topology;
 
+/* Defaults: star of 2 nodes, 100 Gb/s links with 5 ns of cable each way
+ * side, a cut-through-class switch (sources in topology.c). */
+void fabric_defaults(struct topo_params *p);
+
 /* Build links (and the switch).  Node i's egress link is topo_uplink(t, i);
  * packets for node i are delivered to the sink given by topo_attach(). */
 struct topology *topo_create(struct sim *sim, const struct topo_params *p, struct pkt_pool *pool);
