@@ -1,0 +1,473 @@
+/* The completer: what comes back for the requester's packets - ACKs, NAKs,
+ * read responses, atomic ACKs - turned into completions (rxe_comp.c is the
+ * model).
+ *
+ * Per response packet (nic_comp_rx), by opcode:
+ *
+ *   ACKNOWLEDGE, syndrome ACK   every PSN up to the ACK's is acknowledged
+ *                               (coalesced ACKs cover many packets)
+ *   ACKNOWLEDGE, RNR NAK        PSNs before it acknowledged; wait the RNR
+ *                               timer of the NAK, resend from its PSN;
+ *                               rnr_retry times (7 = forever), then
+ *                               IBV_WC_RNR_RETRY_EXC_ERR
+ *   ACKNOWLEDGE, PSN seq. NAK   go back N from its PSN (counts against retry_cnt)
+ *   ACKNOWLEDGE, other NAK      the WQE fails: invalid request ->
+ *                               IBV_WC_REM_INV_REQ_ERR, remote access ->
+ *                               IBV_WC_REM_ACCESS_ERR, remote operational ->
+ *                               IBV_WC_REM_OP_ERR
+ *   READ_RESPONSE_*             in PSN order: payload placed by a DMA write
+ *                               into the READ's local SGEs; the last one
+ *                               completes the READ
+ *   ATOMIC_ACKNOWLEDGE          original value DMA-written to the local SGE
+ *
+ * Any response also acknowledges every PSN before its own (IBA 9.7.5.1.3).
+ *
+ * Completion order (nic_comp_advance): WQEs complete strictly in posting
+ * order from sq_comp: a SEND/WRITE when its last PSN is acknowledged, a
+ * READ/atomic when its data placement is issued (the CQE write is issued
+ * after it, and posted PCIe writes land in order, so the CQE is visible
+ * after the data).  Signalled WQEs get a CQE; a failed WQE always gets
+ * one, then the QP moves to ERR and flushes the rest.
+ *
+ * Local ACK timeout (IBA 9.7.6.1.3): while a transmitted PSN is not
+ * acknowledged a timer of 4.096 us * 2^timeout runs (timeout 0 = never),
+ * restarted on every progress.  On expiry the requester goes back to the
+ * oldest unacknowledged PSN; after retry_cnt expiries without progress the
+ * oldest WQE completes with IBV_WC_RETRY_EXC_ERR.  The timer is lazy: its
+ * deadline moves forward without touching the event queue, and the event
+ * re-arms itself when it fires early. */
+#include <string.h>
+
+#include "nic_priv.h"
+
+enum ibv_wc_opcode nic_wc_opcode(enum ibv_wr_opcode op)
+{
+    switch (op) {
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM:
+        return IBV_WC_RDMA_WRITE;
+    case IBV_WR_RDMA_READ:
+        return IBV_WC_RDMA_READ;
+    case IBV_WR_ATOMIC_CMP_AND_SWP:
+        return IBV_WC_COMP_SWAP;
+    case IBV_WR_ATOMIC_FETCH_AND_ADD:
+        return IBV_WC_FETCH_ADD;
+    default:
+        return IBV_WC_SEND;
+    }
+}
+
+/* mlx5 CQE error syndromes (mlx5 PRM, rdma-core mlx5dv.h MLX5_CQE_SYNDROME_*),
+ * reported as vendor_err the way the mlx5 provider does. */
+uint32_t nic_vendor_err(enum ibv_wc_status st)
+{
+    switch (st) {
+    case IBV_WC_LOC_LEN_ERR:
+        return 0x01;
+    case IBV_WC_LOC_QP_OP_ERR:
+        return 0x02;
+    case IBV_WC_LOC_PROT_ERR:
+        return 0x04;
+    case IBV_WC_WR_FLUSH_ERR:
+        return 0x05;
+    case IBV_WC_BAD_RESP_ERR:
+        return 0x10;
+    case IBV_WC_LOC_ACCESS_ERR:
+        return 0x11;
+    case IBV_WC_REM_INV_REQ_ERR:
+        return 0x12;
+    case IBV_WC_REM_ACCESS_ERR:
+        return 0x13;
+    case IBV_WC_REM_OP_ERR:
+        return 0x14;
+    case IBV_WC_RETRY_EXC_ERR:
+        return 0x15;
+    case IBV_WC_RNR_RETRY_EXC_ERR:
+        return 0x16;
+    default:
+        return 0;
+    }
+}
+
+/* ---------------------------------------------------------------- timer */
+
+static sim_time_t ack_timeout_ps(const struct nic_qp *qp)
+{
+    if (!qp->attr.timeout)
+        return SIM_TIME_NEVER;
+    return (sim_time_t)4096 * SIM_NS << qp->attr.timeout; /* IBA 9.7.6.1.3 */
+}
+
+static bool outstanding(const struct nic_qp_engine *e)
+{
+    return nic_psn_diff(e->tx_psn_hi, e->comp_psn) >= 0;
+}
+
+static void timer_arm(struct nic_qp *qp, sim_time_t deadline)
+{
+    struct nic_qp_engine *e = qp->eng;
+    e->timer_deadline = deadline;
+    if (deadline != SIM_TIME_NEVER &&
+        (!sim_event_pending(&e->timer_ev) || e->timer_ev.time > deadline))
+        sim_schedule_at(qp->nic->sim, &e->timer_ev, deadline);
+}
+
+void nic_comp_on_tx(struct nic_qp *qp)
+{
+    struct nic_qp_engine *e = qp->eng;
+    if (e->timer_deadline == SIM_TIME_NEVER) {
+        sim_time_t t = ack_timeout_ps(qp);
+        if (t != SIM_TIME_NEVER)
+            timer_arm(qp, sim_now(qp->nic->sim) + t);
+    }
+}
+
+/* Every PSN before `upto` is acknowledged. */
+static void ack_upto(struct nic_qp *qp, uint32_t upto)
+{
+    struct nic_qp_engine *e = qp->eng;
+    if (nic_psn_diff(upto, e->comp_psn) <= 0)
+        return;
+    e->comp_psn = upto;
+    e->gap_pending = false;
+    e->retry_left = qp->attr.retry_cnt;
+    e->rnr_left = qp->attr.rnr_retry;
+    sim_time_t t = ack_timeout_ps(qp);
+    if (outstanding(e) && t != SIM_TIME_NEVER)
+        e->timer_deadline = sim_now(qp->nic->sim) + t; /* lazy: the event catches up */
+    else
+        e->timer_deadline = SIM_TIME_NEVER;
+}
+
+static void timer_ev_fn(struct sim *sim, struct sim_event *ev)
+{
+    struct nic_qp *qp = ev->ctx;
+    struct nic_qp_engine *e = qp->eng;
+    if (e->timer_deadline == SIM_TIME_NEVER || !nic_qp_can_send(qp))
+        return;
+    if (e->timer_deadline > sim_now(sim)) {
+        sim_schedule_at(sim, &e->timer_ev, e->timer_deadline);
+        return;
+    }
+    e->timer_deadline = SIM_TIME_NEVER;
+    if (!outstanding(e))
+        return;
+    if (e->retry_left == 0) {
+        nic_comp_fail_wqe(qp, qp->sq_comp, IBV_WC_RETRY_EXC_ERR);
+        return;
+    }
+    e->retry_left--;
+    e->gap_pending = false;
+    nic_req_rewind(qp, e->comp_psn);
+    nic_req_kick(qp);
+}
+
+/* ---------------------------------------------------------------- completion */
+
+static void write_send_cqe(struct nic_qp *qp, const struct nic_send_wqe *w,
+                           enum ibv_wc_status st)
+{
+    struct ibv_wc wc = {
+        .wr_id = w->wr_id,
+        .status = st,
+        .opcode = nic_wc_opcode(w->opcode),
+        .vendor_err = nic_vendor_err(st),
+        .byte_len = w->length,
+        .qp_num = qp->qpn,
+    };
+    nic_cqe_write(qp->nic, qp->init.send_cq, &wc, false);
+}
+
+void nic_comp_advance(struct nic_qp *qp)
+{
+    struct nic_qp_engine *e = qp->eng;
+    while (qp->sq_comp < qp->sq_tail) {
+        struct nic_send_wqe *w = nic_sq_wqe(qp, qp->sq_comp);
+        if (w->state == NIC_WQE_ERROR) {
+            write_send_cqe(qp, w, e->err_status);
+            w->state = NIC_WQE_DONE;
+            qp->sq_comp++;
+            qp->nic->cnt.wqes_completed++;
+            nic_qp_to_error(qp); /* flushes everything behind it */
+            return;
+        }
+        if (w->state != NIC_WQE_DONE) {
+            if (qp->sq_comp >= e->req_idx || w->state != NIC_WQE_SENT ||
+                nic_wqe_is_rd_atomic(w) || nic_psn_diff(w->last_psn, e->comp_psn) >= 0)
+                break;
+            w->state = NIC_WQE_DONE;
+        }
+        if (w->signaled)
+            write_send_cqe(qp, w, IBV_WC_SUCCESS);
+        qp->sq_comp++;
+        qp->nic->cnt.wqes_completed++;
+    }
+    if (qp->sq_next < qp->sq_comp)
+        qp->sq_next = qp->sq_comp;
+}
+
+void nic_comp_fail_wqe(struct nic_qp *qp, uint64_t idx, enum ibv_wc_status status)
+{
+    if (idx >= qp->sq_tail)
+        return;
+    struct nic_send_wqe *w = nic_sq_wqe(qp, idx);
+    struct nic_qp_engine *e = qp->eng;
+    w->state = NIC_WQE_ERROR;
+    e->err_status = status;
+    sim_cancel(qp->nic->sim, &e->req_ev);
+    if (e->req_idx > idx) { /* stop building at the failed WQE */
+        e->req_idx = idx;
+        e->req_pkt = 0;
+    }
+    e->req_state = NIC_REQ_STOPPED;
+    nic_comp_advance(qp);
+}
+
+/* ---------------------------------------------------------------- response packets */
+
+static void place_done(struct sim *sim, void *a, void *b)
+{
+    (void)sim;
+    (void)b;
+    struct nic_op *op = a;
+    struct nic *nic = op->nic;
+    nic_copy_to_host(nic, op, op->pkt ? op->pkt->payload : op->data8);
+    if (nic->host)
+        host_dma_landed(nic->host);
+    if (op->pkt)
+        pkt_free(nic->pool, op->pkt);
+    nic_op_free(op);
+}
+
+/* DMA-write `len` bytes (from op->pkt or op->data8) to the op's segments. */
+static void place(struct nic *nic, struct nic_op *op, uint32_t len)
+{
+    nic->cnt.dma_writes++;
+    if (nic->pcie)
+        pcie_dma_write(nic->pcie, len, place_done, op, NULL);
+    else
+        place_done(nic->sim, op, NULL);
+}
+
+/* Go back to `psn` for a response that did not come (once per gap). */
+static void resend_from(struct nic_qp *qp, uint32_t psn)
+{
+    struct nic_qp_engine *e = qp->eng;
+    if (e->gap_pending && e->gap_psn == psn)
+        return;
+    e->gap_pending = true;
+    e->gap_psn = psn;
+    nic_req_rewind(qp, psn);
+    nic_req_kick(qp);
+}
+
+/* The head WQE, if it is a READ/atomic whose request went out. */
+static struct nic_send_wqe *head_rd_atomic(struct nic_qp *qp)
+{
+    if (qp->sq_comp >= qp->eng->req_idx)
+        return NULL;
+    struct nic_send_wqe *w = nic_sq_wqe(qp, qp->sq_comp);
+    return w->state == NIC_WQE_SENT && nic_wqe_is_rd_atomic(w) ? w : NULL;
+}
+
+static void comp_ack(struct nic_qp *qp, struct pkt *p)
+{
+    struct nic_qp_engine *e = qp->eng;
+    uint8_t syn = p->aeth_syndrome;
+    uint32_t psn = p->psn;
+    if ((syn & NIC_AETH_TYPE_MASK) == 0) { /* ACK */
+        if (nic_psn_diff(psn, e->tx_psn_hi) > 0)
+            return; /* acknowledges something never sent: ignore */
+        /* an ACK beyond an unanswered READ/atomic means its response was
+         * lost (IBA 9.7.5.1.3 "implied NAK"): resend from there */
+        ack_upto(qp, nic_psn_add(psn, 1));
+        nic_comp_advance(qp);
+        struct nic_send_wqe *w = nic_qp_can_send(qp) ? head_rd_atomic(qp) : NULL;
+        if (w) {
+            uint32_t expect = nic_psn_add(w->first_psn, e->comp_rd_pkt);
+            if (nic_psn_diff(psn, expect) >= 0) {
+                e->comp_psn = expect;
+                resend_from(qp, expect);
+            }
+        }
+        return;
+    }
+    if (nic_psn_diff(psn, nic_psn_add(e->tx_psn_hi, 1)) > 0)
+        return;
+    ack_upto(qp, psn);
+    nic_comp_advance(qp);
+    if (!nic_qp_can_send(qp))
+        return;
+    if ((syn & NIC_AETH_TYPE_MASK) == NIC_AETH_RNR_NAK) {
+        if (qp->attr.rnr_retry != 7) { /* 7 = retry forever (IBA 9.7.5.2.8) */
+            if (e->rnr_left == 0) {
+                nic_comp_fail_wqe(qp, qp->sq_comp, IBV_WC_RNR_RETRY_EXC_ERR);
+                return;
+            }
+            e->rnr_left--;
+        }
+        nic_req_rewind(qp, psn);
+        e->req_state = NIC_REQ_WAIT_RNR;
+        e->timer_deadline = SIM_TIME_NEVER;
+        sim_schedule_in(qp->nic->sim, &e->rnr_ev, nic_rnr_timer_ps(syn & 0x1f));
+        return;
+    }
+    switch (syn) {
+    case NIC_AETH_NAK_PSN_SEQ:
+        if (e->retry_left == 0) {
+            nic_comp_fail_wqe(qp, qp->sq_comp, IBV_WC_RETRY_EXC_ERR);
+            return;
+        }
+        e->retry_left--;
+        nic_req_rewind(qp, psn);
+        nic_req_kick(qp);
+        return;
+    case NIC_AETH_NAK_INV_REQ:
+        nic_comp_fail_wqe(qp, qp->sq_comp, IBV_WC_REM_INV_REQ_ERR);
+        return;
+    case NIC_AETH_NAK_REM_ACC:
+        nic_comp_fail_wqe(qp, qp->sq_comp, IBV_WC_REM_ACCESS_ERR);
+        return;
+    case NIC_AETH_NAK_INV_RD:
+        nic_comp_fail_wqe(qp, qp->sq_comp, IBV_WC_REM_INV_RD_REQ_ERR);
+        return;
+    default: /* remote operational error and reserved codes */
+        nic_comp_fail_wqe(qp, qp->sq_comp, IBV_WC_REM_OP_ERR);
+        return;
+    }
+}
+
+/* Check a READ response / atomic ACK against the head WQE.  Returns the
+ * WQE if `p` is the packet expected next, else NULL (p dropped by caller;
+ * a gap makes the requester go back to the missing PSN). */
+static struct nic_send_wqe *expect_response(struct nic_qp *qp, const struct pkt *p, bool atomic)
+{
+    struct nic_qp_engine *e = qp->eng;
+    if (nic_psn_diff(p->psn, e->comp_psn) < 0)
+        return NULL; /* duplicate */
+    /* a response acknowledges the requests before its READ/atomic, not
+     * missing responses of that READ: stop at the oldest unanswered one */
+    uint32_t upto = p->psn;
+    for (uint64_t i = qp->sq_comp; i < e->req_idx; i++) {
+        const struct nic_send_wqe *r = nic_sq_wqe(qp, i);
+        if (r->state == NIC_WQE_SENT && nic_wqe_is_rd_atomic(r)) {
+            uint32_t first_missing =
+                nic_psn_add(r->first_psn, i == qp->sq_comp ? e->comp_rd_pkt : 0);
+            if (nic_psn_diff(upto, first_missing) > 0)
+                upto = first_missing;
+            break;
+        }
+    }
+    ack_upto(qp, upto);
+    nic_comp_advance(qp);
+    if (!nic_qp_can_send(qp))
+        return NULL;
+    struct nic_send_wqe *w = head_rd_atomic(qp);
+    if (!w || (w->opcode == IBV_WR_RDMA_READ) == atomic)
+        return NULL;
+    uint32_t expect = nic_psn_add(w->first_psn, e->comp_rd_pkt);
+    int32_t d = nic_psn_diff(p->psn, expect);
+    if (d > 0) /* a response went missing: go back to it */
+        resend_from(qp, expect);
+    return d == 0 ? w : NULL;
+}
+
+static void rd_atomic_done(struct nic_qp *qp, struct nic_send_wqe *w)
+{
+    struct nic_qp_engine *e = qp->eng;
+    w->state = NIC_WQE_DONE;
+    e->comp_rd_pkt = 0;
+    if (e->rd_outstanding)
+        e->rd_outstanding--;
+    nic_comp_advance(qp);
+    if (nic_qp_can_send(qp))
+        nic_req_kick(qp); /* a READ/atomic credit came back */
+}
+
+/* Returns true if it took ownership of p. */
+static bool comp_read_resp(struct nic_qp *qp, struct pkt *p)
+{
+    struct nic *nic = qp->nic;
+    struct nic_qp_engine *e = qp->eng;
+    struct nic_send_wqe *w = expect_response(qp, p, false);
+    if (!w)
+        return false;
+    uint32_t mtu = e->mtu_bytes;
+    uint32_t n = nic_wqe_npkts(w, mtu);
+    uint32_t k = e->comp_rd_pkt;
+    uint32_t off = k * mtu;
+    uint32_t want = w->length > off ? w->length - off : 0;
+    if (want > mtu)
+        want = mtu;
+    /* a READ asked again from packet k is answered by a new response
+     * sequence (FIRST/ONLY at k): check the length and where it ends */
+    bool last = (nic_opcode(p->opcode)->mask & NIC_OPF_LAST) != 0;
+    if (p->payload_len != want || last != (k + 1 == n)) {
+        nic_comp_fail_wqe(qp, qp->sq_comp, IBV_WC_BAD_RESP_ERR);
+        return false;
+    }
+    bool owned = false;
+    if (want) {
+        struct nic_op *op = nic_op_alloc(nic, NIC_OP_PLACE, NULL);
+        op->pkt = p;
+        nic_sges_to_segs(nic, w->sge, w->num_sge, off, want, op);
+        place(nic, op, want);
+        owned = true;
+    }
+    e->comp_rd_pkt++;
+    ack_upto(qp, nic_psn_add(p->psn, 1));
+    if (e->comp_rd_pkt == n)
+        rd_atomic_done(qp, w);
+    return owned;
+}
+
+static void comp_atomic_ack(struct nic_qp *qp, struct pkt *p)
+{
+    struct nic *nic = qp->nic;
+    struct nic_send_wqe *w = expect_response(qp, p, true);
+    if (!w)
+        return;
+    struct nic_op *op = nic_op_alloc(nic, NIC_OP_PLACE, NULL);
+    memcpy(op->data8, &p->atomic_orig, 8); /* host byte order, as mlx5 returns it */
+    nic_sges_to_segs(nic, w->sge, w->num_sge, 0, 8, op);
+    place(nic, op, 8);
+    ack_upto(qp, nic_psn_add(p->psn, 1));
+    rd_atomic_done(qp, w);
+}
+
+void nic_comp_rx(struct nic_qp *qp, struct pkt *p)
+{
+    uint32_t mask = nic_opcode(p->opcode)->mask;
+    bool owned = false;
+    if (mask & NIC_OPF_ACK)
+        comp_ack(qp, p);
+    else if (mask & NIC_OPF_READ)
+        owned = comp_read_resp(qp, p);
+    else if (mask & NIC_OPF_ATOMIC_ACK)
+        comp_atomic_ack(qp, p);
+    if (!owned)
+        pkt_free(qp->nic->pool, p);
+}
+
+/* ---------------------------------------------------------------- life cycle */
+
+void nic_comp_init(struct nic_qp *qp)
+{
+    struct nic_qp_engine *e = qp->eng;
+    if (!e->timer_ev.fn)
+        sim_event_init(&e->timer_ev, timer_ev_fn, qp, "nic.ack_timer");
+    e->timer_deadline = SIM_TIME_NEVER;
+    e->comp_rd_pkt = 0;
+    e->comp_psn = e->next_psn = 0;
+    e->tx_psn_hi = NIC_PSN_MASK;
+    e->retry_left = e->rnr_left = 0;
+    e->gap_pending = false;
+}
+
+void nic_comp_stop(struct nic_qp *qp)
+{
+    struct nic_qp_engine *e = qp->eng;
+    sim_cancel(qp->nic->sim, &e->timer_ev);
+    e->timer_deadline = SIM_TIME_NEVER;
+    e->comp_rd_pkt = 0;
+}

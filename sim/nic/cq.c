@@ -1,0 +1,195 @@
+/* Completion queues.
+ *
+ * A CQE is produced by the engines with nic_cqe_write(): a cqe_bytes DMA
+ * write over PCIe; when it lands (posted writes land in issue order, so
+ * after the data it completes), nic_cq_push() appends it to the ring the
+ * application polls, wakes processes blocked on this CQ and on the host,
+ * and fires an armed completion notification.
+ *
+ * Notification (IBA 11.4.2.2, rdma-core ibv_req_notify_cq): arming asks
+ * for one event at the next CQE - or, armed "solicited only", at the next
+ * CQE of a message with the Solicited Event bit or the next error CQE.
+ * The arm is consumed when the event fires.
+ *
+ * Overflow: a push into a full ring is dropped and `overflowed` set (the
+ * CQ error async event and the QP errors it causes on hardware are not
+ * modelled yet).
+ *
+ * Lifetime: a CQ destroyed while CQE writes are in flight stays allocated
+ * (a zombie) until the last one lands, and then drops it. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nic_priv.h"
+
+struct nic_cq_priv {
+    struct nic_cq cq;
+    uint32_t inflight; /* CQE writes issued, not landed */
+    bool dead;
+};
+
+static struct nic_cq_priv *cq_priv(struct nic_cq *cq)
+{
+    return (struct nic_cq_priv *)(void *)((char *)cq - offsetof(struct nic_cq_priv, cq));
+}
+
+static void cq_free(struct nic_cq_priv *c)
+{
+    struct nic *nic = c->cq.nic;
+    for (uint32_t i = 0; i < nic->n_cqs; i++)
+        if (nic->cqs[i] == &c->cq) {
+            nic->cqs[i] = nic->cqs[--nic->n_cqs];
+            break;
+        }
+    free(c->cq.ring);
+    free(c);
+}
+
+struct nic_cq *nic_cq_create(struct nic *nic, uint32_t depth)
+{
+    if (depth == 0 || depth > nic->p.max_cqe) {
+        errno = EINVAL;
+        return NULL;
+    }
+    if (nic->n_live_cqs >= nic->p.max_cq) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    if (nic->n_cqs == nic->cap_cqs) {
+        uint32_t cap = nic->cap_cqs ? 2 * nic->cap_cqs : 8;
+        struct nic_cq **n = realloc(nic->cqs, cap * sizeof(*n));
+        if (!n) {
+            errno = ENOMEM;
+            return NULL;
+        }
+        nic->cqs = n;
+        nic->cap_cqs = cap;
+    }
+    struct nic_cq_priv *c = calloc(1, sizeof(*c));
+    if (!c) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    c->cq.ring = calloc(depth, sizeof(*c->cq.ring));
+    if (!c->cq.ring) {
+        free(c);
+        errno = ENOMEM;
+        return NULL;
+    }
+    c->cq.nic = nic;
+    c->cq.host = nic->host;
+    c->cq.id = nic->next_cq_id++;
+    c->cq.depth = depth;
+    sim_waitq_init(&c->cq.wq, "ibv_poll_cq");
+    nic->cqs[nic->n_cqs++] = &c->cq;
+    nic->n_live_cqs++;
+    return &c->cq;
+}
+
+int nic_cq_destroy(struct nic_cq *cq)
+{
+    if (!cq)
+        return EINVAL;
+    if (cq->n_qps)
+        return EBUSY;
+    struct nic_cq_priv *c = cq_priv(cq);
+    c->dead = true;
+    cq->nic->n_live_cqs--;
+    cq->notify_fn = NULL;
+    if (!c->inflight)
+        cq_free(c);
+    return 0;
+}
+
+int nic_cq_poll(struct nic_cq *cq, int n, struct ibv_wc *wc)
+{
+    int got = 0;
+    while (got < n && cq->cons != cq->prod) {
+        wc[got++] = cq->ring[cq->cons % cq->depth];
+        cq->cons++;
+    }
+    return got;
+}
+
+static void cq_push(struct nic_cq *cq, const struct ibv_wc *wc, bool solicited)
+{
+    struct sim *sim = cq->nic->sim;
+    if (cq->prod - cq->cons >= cq->depth) {
+        cq->overflowed = true;
+    } else {
+        cq->ring[cq->prod % cq->depth] = *wc;
+        cq->prod++;
+    }
+    if (!sim_waitq_empty(&cq->wq))
+        sim_waitq_wake_all(sim, &cq->wq);
+    if (cq->host)
+        host_cqe_landed(cq->host);
+    if (cq->armed &&
+        (!cq->armed_solicited_only || solicited || wc->status != IBV_WC_SUCCESS)) {
+        cq->armed = false;
+        cq->armed_solicited_only = false;
+        if (cq->notify_fn)
+            cq->notify_fn(sim, cq->notify_a, cq->notify_b);
+    }
+}
+
+void nic_cq_push(struct nic_cq *cq, const struct ibv_wc *wc) { cq_push(cq, wc, false); }
+
+void nic_cq_arm(struct nic_cq *cq, bool solicited_only)
+{
+    /* an arm for "any CQE" is not narrowed by a later solicited-only arm */
+    cq->armed_solicited_only = cq->armed ? cq->armed_solicited_only && solicited_only
+                                         : solicited_only;
+    cq->armed = true;
+}
+
+void nic_cq_set_notify(struct nic_cq *cq, sim_cb_fn fn, void *a, void *b)
+{
+    cq->notify_fn = fn;
+    cq->notify_a = a;
+    cq->notify_b = b;
+}
+
+/* ---------------------------------------------------------------- CQE writes */
+
+static void cqe_landed(struct sim *sim, void *a, void *b)
+{
+    (void)sim;
+    (void)b;
+    struct nic_op *op = a;
+    struct nic_cq_priv *c = cq_priv(op->cq);
+    c->inflight--;
+    op->nic->cnt.cqes_written++;
+    if (!c->dead)
+        cq_push(&c->cq, &op->wc, op->solicited);
+    else if (!c->inflight)
+        cq_free(c);
+    nic_op_free(op);
+}
+
+void nic_cqe_write(struct nic *nic, struct nic_cq *cq, const struct ibv_wc *wc, bool solicited)
+{
+    struct nic_op *op = nic_op_alloc(nic, NIC_OP_CQE, NULL);
+    op->cq = cq;
+    op->wc = *wc;
+    op->solicited = solicited;
+    cq_priv(cq)->inflight++;
+    nic->cnt.dma_writes++;
+    if (nic->pcie)
+        pcie_dma_write(nic->pcie, nic->p.cqe_bytes, cqe_landed, op, NULL);
+    else
+        cqe_landed(nic->sim, op, NULL);
+}
+
+void nic_cq_teardown(struct nic *nic)
+{
+    for (uint32_t i = 0; i < nic->n_cqs; i++) {
+        struct nic_cq_priv *c = cq_priv(nic->cqs[i]);
+        free(c->cq.ring);
+        free(c);
+    }
+    free(nic->cqs);
+    nic->cqs = NULL;
+    nic->n_cqs = 0;
+}

@@ -1,0 +1,180 @@
+/* Protection domains and memory regions: the NIC's memory protection table
+ * (mlx5's MPT, without the translation cache, which is issue 4).
+ *
+ * Keys.  An MR gets one key used as both lkey and rkey (mlx5 does the
+ * same): key = index << 8 | generation, where `index` is its slot in the
+ * table and `generation` counts the registrations of that slot, so a key
+ * of a deregistered MR does not name the slot's next MR.  Lookup is O(1):
+ * the slot of key >> 8, then the exact key compared.
+ *
+ * Checks (IBA 10.6.3, rxe's mr_check_range / lookup_mr): the key names a
+ * valid MR, the MR belongs to the QP's PD, [va, va+len) lies inside
+ * [iova, iova+length), and the MR grants the access needed (remote write /
+ * read / atomic for a responder, local write for placement into local
+ * buffers).  Zero-length accesses pass without a key check (IBA C9-88 ...
+ * a zero-length RDMA does not validate the R_Key). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nic_priv.h"
+
+/* ---------------------------------------------------------------- PD */
+
+struct nic_pd *nic_pd_alloc(struct nic *nic)
+{
+    if (nic->n_pds == nic->cap_pds) {
+        uint32_t cap = nic->cap_pds ? 2 * nic->cap_pds : 8;
+        struct nic_pd **n = realloc(nic->pds, cap * sizeof(*n));
+        if (!n) {
+            errno = ENOMEM;
+            return NULL;
+        }
+        nic->pds = n;
+        nic->cap_pds = cap;
+    }
+    struct nic_pd *pd = calloc(1, sizeof(*pd));
+    if (!pd) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    pd->nic = nic;
+    pd->handle = nic->next_pd_handle++;
+    nic->pds[nic->n_pds++] = pd;
+    return pd;
+}
+
+int nic_pd_free(struct nic_pd *pd)
+{
+    if (!pd)
+        return EINVAL;
+    if (pd->n_users)
+        return EBUSY;
+    struct nic *nic = pd->nic;
+    for (uint32_t i = 0; i < nic->n_pds; i++)
+        if (nic->pds[i] == pd) {
+            nic->pds[i] = nic->pds[--nic->n_pds];
+            break;
+        }
+    free(pd);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- MR */
+
+struct nic_mr *nic_mr_reg(struct nic_pd *pd, void *addr, uint64_t length, uint64_t iova, int access)
+{
+    if (!pd || (!addr && length)) {
+        errno = EINVAL;
+        return NULL;
+    }
+    struct nic *nic = pd->nic;
+    if (nic->n_mrs >= nic->p.max_mr) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    /* find a free slot (slot 0 unused, so no key is 0x00..00) */
+    uint32_t idx = 0;
+    for (uint32_t i = nic->mr_next_free_hint; i < nic->mr_cap; i++)
+        if (i && !nic->mr_tbl[i]) {
+            idx = i;
+            break;
+        }
+    if (!idx) {
+        uint32_t cap = nic->mr_cap ? 2 * nic->mr_cap : 64;
+        if (cap > (1u << 24)) {
+            errno = ENOMEM;
+            return NULL;
+        }
+        struct nic_mr **t = realloc(nic->mr_tbl, cap * sizeof(*t));
+        if (!t) {
+            errno = ENOMEM;
+            return NULL;
+        }
+        nic->mr_tbl = t;
+        uint8_t *g = realloc(nic->mr_gen, cap);
+        if (!g) {
+            errno = ENOMEM;
+            return NULL;
+        }
+        nic->mr_gen = g;
+        memset(t + nic->mr_cap, 0, (cap - nic->mr_cap) * sizeof(*t));
+        memset(g + nic->mr_cap, 0, cap - nic->mr_cap);
+        idx = nic->mr_cap ? nic->mr_cap : 1;
+        nic->mr_cap = cap;
+    }
+    struct nic_mr *mr = calloc(1, sizeof(*mr));
+    if (!mr) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    nic->mr_gen[idx]++;
+    mr->nic = nic;
+    mr->pd = pd;
+    mr->host_addr = addr;
+    mr->iova = iova;
+    mr->length = length;
+    mr->lkey = mr->rkey = (idx << 8) | nic->mr_gen[idx];
+    mr->access = access;
+    mr->valid = true;
+    nic->mr_tbl[idx] = mr;
+    nic->mr_next_free_hint = idx + 1;
+    nic->n_mrs++;
+    pd->n_users++;
+    return mr;
+}
+
+int nic_mr_dereg(struct nic_mr *mr)
+{
+    if (!mr)
+        return EINVAL;
+    struct nic *nic = mr->nic;
+    uint32_t idx = mr->lkey >> 8;
+    if (idx < nic->mr_cap && nic->mr_tbl[idx] == mr) {
+        nic->mr_tbl[idx] = NULL;
+        if (idx < nic->mr_next_free_hint)
+            nic->mr_next_free_hint = idx;
+    }
+    nic->n_mrs--;
+    mr->pd->n_users--;
+    mr->valid = false;
+    free(mr);
+    return 0;
+}
+
+struct nic_mr *nic_mr_lookup(struct nic *nic, uint32_t key)
+{
+    uint32_t idx = key >> 8;
+    if (idx >= nic->mr_cap)
+        return NULL;
+    struct nic_mr *mr = nic->mr_tbl[idx];
+    return mr && mr->lkey == key && mr->valid ? mr : NULL;
+}
+
+enum nic_mr_status nic_mr_check(struct nic *nic, uint32_t key, const struct nic_pd *pd,
+                                uint64_t va, uint64_t len, int access, uint8_t **host)
+{
+    struct nic_mr *mr = nic_mr_lookup(nic, key);
+    if (!mr)
+        return NIC_MR_BAD_KEY;
+    if (mr->pd != pd)
+        return NIC_MR_BAD_PD;
+    if (va < mr->iova || len > mr->length || va - mr->iova > mr->length - len)
+        return NIC_MR_BOUNDS;
+    if ((mr->access & access) != access)
+        return NIC_MR_ACCESS;
+    if (host)
+        *host = mr->host_addr + (va - mr->iova);
+    return NIC_MR_OK;
+}
+
+void nic_mr_teardown(struct nic *nic)
+{
+    for (uint32_t i = 0; i < nic->mr_cap; i++)
+        free(nic->mr_tbl[i]);
+    free(nic->mr_tbl);
+    free(nic->mr_gen);
+    nic->mr_tbl = NULL;
+    nic->mr_gen = NULL;
+    nic->mr_cap = 0;
+}

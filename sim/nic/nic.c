@@ -1,0 +1,541 @@
+/* The RNIC device: its profile, the transmit engine that feeds the uplink,
+ * the receive pipeline that dispatches packets to the responder (requests)
+ * or the completer (responses), and the pooled contexts every operation
+ * uses to cross PCIe.  docs/nic.md walks the whole model.
+ *
+ * Transmit engine.  Each QP has two packet sources (its requester and its
+ * responder), each a staging ring of packets in PSN order.  A source with a
+ * ready head packet is queued on the NIC's round-robin list.  The engine
+ * takes one packet, spends tx_pkt_proc_ps on it (pipeline occupancy; the
+ * next packet starts after it), then hands it to the uplink - but never
+ * keeps more than NIC_TX_LINK_PKTS frames queued there: a finished packet
+ * waits "in hand" until the link's idle hook says the queue drained.  So
+ * the link is paced by its own serialisation and the NIC never floods it,
+ * and packets that become ready later (ACKs) are not stuck behind a deep
+ * queue.
+ *
+ *     source rings --(round robin)--> [building: tx_pkt_proc] --> [hand] --> uplink
+ *                                                           ^ idle hook -----'
+ *
+ * Receive pipeline.  Arriving frames queue; each costs rx_pkt_proc_ps of
+ * pipeline occupancy, then goes to nic_resp_rx (requests) or nic_comp_rx
+ * (responses) of the QP named by its BTH.  Unknown QPs, QPs in a state that
+ * does not accept the packet, and invalid opcodes are dropped (rx_drops). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nic_priv.h"
+
+/* ---------------------------------------------------------------- profile */
+
+void nic_params_default(struct nic_params *p)
+{
+    memset(p, 0, sizeof(*p));
+    /* ConnectX-5 product brief: 100 Gb/s per port (CALIBRATION.md, NICs). */
+    p->port_rate_bps = 100000000000ull;
+    /* IBA: largest IB path MTU 4096 (CALIBRATION.md, Transports: IB path MTU). */
+    p->max_mtu = IBV_MTU_4096;
+    /* Estimate: doorbell decode + QP context lookup, a few cycles of a
+     * ~500 MHz NIC pipeline times its depth. */
+    p->doorbell_proc_ps = 50 * SIM_NS;
+    /* CALIBRATION.md, NICs "one QP ... with post lists of 128, ~7.5 M/s":
+     * the send engine handles one QP's WQEs one after the other, so its per
+     * WQE time sets the per-QP message rate: 1 / 7.5 M/s = 133 ns. */
+    p->wqe_proc_ps = 133 * SIM_NS;
+    /* ConnectX-5 product brief: up to 200 M msg/s per NIC -> 5 ns per packet
+     * (CALIBRATION.md, NICs lists ConnectX-6 at 215 M msg/s). */
+    p->tx_pkt_proc_ps = 5 * SIM_NS;
+    /* Same message-rate figure for the receive pipeline. */
+    p->rx_pkt_proc_ps = 5 * SIM_NS;
+    /* mlx5 PRM: one 64 B WQE basic block (control + remote address segment). */
+    p->wqe_bytes = 64;
+    /* mlx5 PRM: a data (scatter/gather) segment is 16 B. */
+    p->wqe_sge_bytes = 16;
+    /* mlx5 PRM: 64 B CQE, the mlx5 provider's default CQE size. */
+    p->cqe_bytes = 64;
+    /* Estimate: mlx5 on ConnectX-5 accepts perftest's inline defaults
+     * (DEF_INLINE_WRITE 220, DEF_INLINE_SEND_RC_UC 236); 256 B covers both
+     * and is what profiles/cx5-100g.yaml uses.  The real limit depends on
+     * the WQE size the provider picks and is larger. */
+    p->max_inline_bytes = 256;
+    /* mlx5 BlueFlame: a single small WQE is written through the doorbell
+     * register, so the NIC need not fetch it (rdma-core mlx5 provider). */
+    p->blueflame = true;
+    /* ibv_devinfo -v on ConnectX-5 (MT4119): max_qp_rd_atom 16, max_qp_wr
+     * 32768, max_cqe 4194303, max_qp 262144, max_cq 16777216, max_mr 16777216. */
+    p->max_qp_rd_atom = 16;
+    p->max_qp_wr = 32768;
+    /* Model limit NIC_MAX_SGE (nic.h); the device reports 30. */
+    p->max_sge = NIC_MAX_SGE;
+    p->max_cqe = 4194303;
+    p->max_qp = 262144;
+    p->max_cq = 16777216;
+    p->max_mr = 16777216;
+    /* Estimate: the responder ACKs every message that asks (AckReq on the
+     * last packet) and at least every 16 packets of a long one. */
+    p->ack_every_pkts = 16;
+    /* Estimate: one atomic ALU operation plus the ordering check; the PCIe
+     * read-modify-write is modelled on top of it. */
+    p->atomic_proc_ps = 50 * SIM_NS;
+}
+
+/* ---------------------------------------------------------------- op pool */
+
+enum { NIC_OP_SLAB = 64 };
+
+struct nic_op *nic_op_alloc(struct nic *nic, enum nic_op_kind kind, struct nic_qp *qp)
+{
+    if (!nic->op_free) {
+        if (nic->n_op_slabs == nic->cap_op_slabs) {
+            uint32_t cap = nic->cap_op_slabs ? 2 * nic->cap_op_slabs : 16;
+            struct nic_op **s = realloc(nic->op_slabs, cap * sizeof(*s));
+            if (!s)
+                abort();
+            nic->op_slabs = s;
+            nic->cap_op_slabs = cap;
+        }
+        struct nic_op *slab = calloc(NIC_OP_SLAB, sizeof(*slab));
+        if (!slab)
+            abort();
+        nic->op_slabs[nic->n_op_slabs++] = slab;
+        for (unsigned i = 0; i < NIC_OP_SLAB; i++) {
+            slab[i].next = nic->op_free;
+            nic->op_free = &slab[i];
+        }
+    }
+    struct nic_op *op = nic->op_free;
+    nic->op_free = op->next;
+    op->next = NULL;
+    op->nic = nic;
+    op->qp = qp;
+    op->kind = (uint8_t)kind;
+    op->flag = false;
+    op->v = 0;
+    op->pkt = NULL;
+    op->n_seg = 0;
+    op->cq = NULL;
+    op->solicited = false;
+    op->epoch = 0;
+    if (qp) {
+        nic_qp_get(qp);
+        op->epoch = kind == NIC_OP_REQ_PAYLOAD ? qp->eng->req_epoch : qp->eng->epoch;
+    }
+    return op;
+}
+
+void nic_op_free(struct nic_op *op)
+{
+    struct nic *nic = op->nic;
+    struct nic_qp *qp = op->qp;
+    op->qp = NULL;
+    op->next = nic->op_free;
+    nic->op_free = op;
+    if (qp)
+        nic_qp_put(qp);
+}
+
+bool nic_op_stale(const struct nic_op *op)
+{
+    const struct nic_qp_engine *e = op->qp->eng;
+    if (e->dead)
+        return true;
+    return op->epoch != (op->kind == NIC_OP_REQ_PAYLOAD ? e->req_epoch : e->epoch);
+}
+
+void nic_copy_from_host(struct nic *nic, const struct nic_op *op, uint8_t *buf)
+{
+    uint32_t off = 0;
+    for (uint32_t i = 0; i < op->n_seg; i++) {
+        const struct nic_seg *s = &op->seg[i];
+        if (s->len && nic_mr_lookup(nic, s->key))
+            memcpy(buf + off, s->host, s->len);
+        off += s->len;
+    }
+}
+
+void nic_copy_to_host(struct nic *nic, const struct nic_op *op, const uint8_t *buf)
+{
+    uint32_t off = 0;
+    for (uint32_t i = 0; i < op->n_seg; i++) {
+        const struct nic_seg *s = &op->seg[i];
+        if (s->len && nic_mr_lookup(nic, s->key))
+            memcpy(s->host, buf + off, s->len);
+        off += s->len;
+    }
+}
+
+/* ---------------------------------------------------------------- staging rings */
+
+void nic_stage_init(struct nic_stage *s) { memset(s, 0, sizeof(*s)); }
+
+void nic_stage_push(struct nic_stage *s, struct pkt *p, bool ready)
+{
+    struct nic_stage_ent *e = &s->e[s->tail % NIC_STAGE_SLOTS];
+    e->pkt = p;
+    e->ready = ready;
+    s->tail++;
+    s->bytes += p->payload_len;
+}
+
+bool nic_stage_mark_ready(struct nic_stage *s, const struct pkt *p)
+{
+    for (uint32_t i = s->head; i != s->tail; i++) {
+        struct nic_stage_ent *e = &s->e[i % NIC_STAGE_SLOTS];
+        if (e->pkt == p) {
+            e->ready = true;
+            return true;
+        }
+    }
+    return false;
+}
+
+void nic_stage_clear(struct nic *nic, struct nic_stage *s)
+{
+    for (uint32_t i = s->head; i != s->tail; i++) {
+        struct nic_stage_ent *e = &s->e[i % NIC_STAGE_SLOTS];
+        if (e->ready)
+            pkt_free(nic->pool, e->pkt);
+        e->pkt = NULL;
+    }
+    s->head = s->tail = 0;
+    s->bytes = 0;
+}
+
+/* ---------------------------------------------------------------- packets */
+
+void nic_pkt_address(const struct nic_qp *qp, struct pkt *p, uint8_t opcode, uint32_t psn,
+                     uint32_t payload_len)
+{
+    p->src_node = qp->nic->node_id;
+    p->dst_node = qp->dest_node;
+    p->dest_qpn = qp->attr.dest_qp_num & NIC_PSN_MASK;
+    p->src_qpn = qp->qpn;
+    p->psn = psn & NIC_PSN_MASK;
+    p->opcode = opcode;
+    p->payload_len = payload_len;
+    p->frame_bytes = nic_frame_bytes(opcode, payload_len);
+    p->udp_sport = qp->eng->udp_sport;
+    /* the same hash both ways, so ECMP keeps a connection on one path */
+    uint32_t lo = qp->qpn < p->dest_qpn ? qp->qpn : p->dest_qpn;
+    uint32_t hi = qp->qpn < p->dest_qpn ? p->dest_qpn : qp->qpn;
+    p->flow_hash = (lo * 0x9e3779b1u) ^ (hi * 0x85ebca6bu) ^ p->udp_sport;
+}
+
+/* ---------------------------------------------------------------- transmit engine */
+
+static void tx_start(struct nic *nic);
+
+static void tx_send(struct nic *nic, struct pkt *p)
+{
+    p->t_sent_ps = sim_now(nic->sim);
+    nic->cnt.pkts_tx++;
+    nic->cnt.bytes_tx += p->frame_bytes;
+    if (p->opcode == IB_OPCODE_RC_ACKNOWLEDGE) {
+        if ((p->aeth_syndrome & NIC_AETH_TYPE_MASK) == 0)
+            nic->cnt.acks_tx++;
+        else
+            nic->cnt.naks_tx++;
+    }
+    if (!nic->uplink) {
+        pkt_free(nic->pool, p);
+        return;
+    }
+    nic->tx_link_pkts++;
+    link_send(nic->uplink, p);
+}
+
+/* Take the next packet: control packets first, then the head of the next
+ * source in round-robin order. */
+static struct pkt *tx_take(struct nic *nic)
+{
+    if (nic->ctrl_head) {
+        struct pkt *p = nic->ctrl_head;
+        nic->ctrl_head = p->next;
+        if (!nic->ctrl_head)
+            nic->ctrl_tail = NULL;
+        p->next = NULL;
+        return p;
+    }
+    struct nic_txsrc *src;
+    while ((src = nic->txq_head) != NULL) {
+        nic->txq_head = src->next;
+        if (!nic->txq_head)
+            nic->txq_tail = NULL;
+        src->next = NULL;
+        struct nic_qp *qp = src->qp;
+        struct nic_stage *s = src->stage;
+        if (qp->eng->dead || s->head == s->tail || !s->e[s->head % NIC_STAGE_SLOTS].ready) {
+            src->queued = false;
+            nic_qp_put(qp);
+            continue;
+        }
+        struct nic_stage_ent *e = &s->e[s->head % NIC_STAGE_SLOTS];
+        struct pkt *p = e->pkt;
+        e->pkt = NULL;
+        s->head++;
+        s->bytes -= p->payload_len;
+        bool more = s->head != s->tail && s->e[s->head % NIC_STAGE_SLOTS].ready;
+        if (more) { /* stays queued (keeps its reference), back of the line */
+            if (nic->txq_tail)
+                nic->txq_tail->next = src;
+            else
+                nic->txq_head = src;
+            nic->txq_tail = src;
+        } else {
+            src->queued = false;
+        }
+        if (src->kind == NIC_TXSRC_REQ)
+            nic_req_on_tx(qp, p);
+        else
+            nic_resp_on_tx(qp, p);
+        if (!more)
+            nic_qp_put(qp);
+        return p;
+    }
+    return NULL;
+}
+
+static void tx_start(struct nic *nic)
+{
+    if (nic->tx_building || nic->tx_hand || nic->tx_taking)
+        return;
+    nic->tx_taking = true;
+    struct pkt *p = tx_take(nic);
+    nic->tx_taking = false;
+    if (!p)
+        return;
+    nic->tx_building = p;
+    sim_schedule_in(nic->sim, &nic->tx_ev, nic->p.tx_pkt_proc_ps);
+}
+
+static void tx_ev_fn(struct sim *sim, struct sim_event *ev)
+{
+    (void)sim;
+    struct nic *nic = ev->ctx;
+    struct pkt *p = nic->tx_building;
+    nic->tx_building = NULL;
+    if (nic->tx_link_pkts < NIC_TX_LINK_PKTS)
+        tx_send(nic, p);
+    else
+        nic->tx_hand = p;
+    tx_start(nic);
+}
+
+static void tx_link_idle(struct sim *sim, void *a, void *b)
+{
+    (void)sim;
+    (void)b;
+    struct nic *nic = a;
+    nic->tx_link_pkts = 0;
+    if (nic->tx_hand) {
+        struct pkt *p = nic->tx_hand;
+        nic->tx_hand = NULL;
+        tx_send(nic, p);
+    }
+    tx_start(nic);
+}
+
+void nic_tx_src_ready(struct nic *nic, struct nic_txsrc *src)
+{
+    if (!src->queued) {
+        src->queued = true;
+        nic_qp_get(src->qp);
+        src->next = NULL;
+        if (nic->txq_tail)
+            nic->txq_tail->next = src;
+        else
+            nic->txq_head = src;
+        nic->txq_tail = src;
+    }
+    tx_start(nic);
+}
+
+void nic_tx_ctrl(struct nic *nic, struct pkt *p)
+{
+    p->next = NULL;
+    if (nic->ctrl_tail)
+        nic->ctrl_tail->next = p;
+    else
+        nic->ctrl_head = p;
+    nic->ctrl_tail = p;
+    tx_start(nic);
+}
+
+/* ---------------------------------------------------------------- receive pipeline */
+
+static void rx_process(struct nic *nic, struct pkt *p)
+{
+    nic->cnt.pkts_rx++;
+    nic->cnt.bytes_rx += p->frame_bytes;
+    const struct nic_opcode_info *info = nic_opcode(p->opcode);
+    struct nic_qp *qp = info->name ? nic_qp_lookup(nic, p->dest_qpn) : NULL;
+    if (!qp || qp->init.qp_type != IBV_QPT_RC) {
+        nic->cnt.rx_drops++;
+        pkt_free(nic->pool, p);
+        return;
+    }
+    if (info->mask & NIC_OPF_REQ) {
+        if (!nic_qp_can_receive(qp)) {
+            nic->cnt.rx_drops++;
+            pkt_free(nic->pool, p);
+            return;
+        }
+        nic_resp_rx(qp, p);
+        return;
+    }
+    if (info->mask & NIC_OPF_AETH) {
+        if ((p->aeth_syndrome & NIC_AETH_TYPE_MASK) == 0)
+            nic->cnt.acks_rx++;
+        else
+            nic->cnt.naks_rx++;
+    }
+    if (!nic_qp_can_send(qp)) {
+        nic->cnt.rx_drops++;
+        pkt_free(nic->pool, p);
+        return;
+    }
+    nic_comp_rx(qp, p);
+}
+
+static void rx_ev_fn(struct sim *sim, struct sim_event *ev)
+{
+    struct nic *nic = ev->ctx;
+    struct pkt *p = nic->rx_head;
+    nic->rx_head = p->next;
+    if (!nic->rx_head)
+        nic->rx_tail = NULL;
+    p->next = NULL;
+    if (nic->rx_head)
+        sim_schedule_in(sim, &nic->rx_ev, nic->p.rx_pkt_proc_ps);
+    rx_process(nic, p);
+}
+
+static void rx_arrive(struct sim *sim, void *ctx, struct pkt *p)
+{
+    struct nic *nic = ctx;
+    p->next = NULL;
+    if (nic->rx_tail)
+        nic->rx_tail->next = p;
+    else
+        nic->rx_head = p;
+    nic->rx_tail = p;
+    if (!sim_event_pending(&nic->rx_ev))
+        sim_schedule_in(sim, &nic->rx_ev, nic->p.rx_pkt_proc_ps);
+}
+
+/* ---------------------------------------------------------------- device */
+
+struct nic *nic_create(struct sim *sim, struct host *host, uint32_t node_id,
+                       const struct nic_params *p, struct pcie_link *pcie, struct pkt_pool *pool)
+{
+    if (!sim || !p || !pool || node_id >= 0xfffffeu) {
+        errno = EINVAL;
+        return NULL;
+    }
+    struct nic *nic = calloc(1, sizeof(*nic));
+    if (!nic) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    nic->sim = sim;
+    nic->host = host;
+    nic->node_id = node_id;
+    nic->p = *p;
+    nic->pcie = pcie;
+    nic->pool = pool;
+    nic->next_pd_handle = 1;
+    nic->next_cq_id = 1;
+    /* QPNs 0 and 1 are the special QP0/QP1; start where mlx5 QPNs look real */
+    nic->next_qpn = 0x100;
+    nic->qp_tbl_mask = 63;
+    nic->qp_tbl = calloc(nic->qp_tbl_mask + 1, sizeof(*nic->qp_tbl));
+    if (!nic->qp_tbl) {
+        free(nic);
+        errno = ENOMEM;
+        return NULL;
+    }
+    sim_event_init(&nic->tx_ev, tx_ev_fn, nic, "nic.tx");
+    sim_event_init(&nic->rx_ev, rx_ev_fn, nic, "nic.rx");
+    return nic;
+}
+
+static void free_pkt_list(struct nic *nic, struct pkt *p)
+{
+    while (p) {
+        struct pkt *n = p->next;
+        pkt_free(nic->pool, p);
+        p = n;
+    }
+}
+
+void nic_destroy(struct nic *nic)
+{
+    if (!nic)
+        return;
+    sim_cancel(nic->sim, &nic->tx_ev);
+    sim_cancel(nic->sim, &nic->rx_ev);
+    if (nic->uplink)
+        link_set_idle_hook(nic->uplink, NULL, NULL, NULL);
+    nic->txq_head = nic->txq_tail = NULL;
+    nic_qp_teardown(nic);
+    nic_atomic_teardown(nic);
+    nic_cq_teardown(nic);
+    nic_mr_teardown(nic);
+    for (uint32_t i = 0; i < nic->n_pds; i++)
+        free(nic->pds[i]);
+    free(nic->pds);
+    free_pkt_list(nic, nic->rx_head);
+    free_pkt_list(nic, nic->ctrl_head);
+    if (nic->tx_building)
+        pkt_free(nic->pool, nic->tx_building);
+    if (nic->tx_hand)
+        pkt_free(nic->pool, nic->tx_hand);
+    for (uint32_t i = 0; i < nic->n_op_slabs; i++)
+        free(nic->op_slabs[i]);
+    free(nic->op_slabs);
+    free(nic);
+}
+
+void nic_attach_uplink(struct nic *nic, struct link *uplink)
+{
+    nic->uplink = uplink;
+    if (uplink)
+        link_set_idle_hook(uplink, tx_link_idle, nic, NULL);
+}
+
+struct fabric_sink nic_sink(struct nic *nic) { return (struct fabric_sink){rx_arrive, nic}; }
+
+const struct nic_params *nic_get_params(const struct nic *nic) { return &nic->p; }
+const struct nic_counters *nic_get_counters(const struct nic *nic) { return &nic->cnt; }
+uint32_t nic_node_id(const struct nic *nic) { return nic->node_id; }
+struct host *nic_host(const struct nic *nic) { return nic->host; }
+
+/* GID index 0 of node n: the IPv4-mapped RoCEv2 GID ::ffff:10.a.b.c with
+ * a.b.c = n + 1 (10.0.0.(n+1) for the first 254 nodes). */
+void nic_gid_of_node(uint32_t node_id, union ibv_gid *gid)
+{
+    uint32_t a = node_id + 1;
+    memset(gid, 0, sizeof(*gid));
+    gid->raw[10] = 0xff;
+    gid->raw[11] = 0xff;
+    gid->raw[12] = 10;
+    gid->raw[13] = (uint8_t)(a >> 16);
+    gid->raw[14] = (uint8_t)(a >> 8);
+    gid->raw[15] = (uint8_t)a;
+}
+
+int64_t nic_node_from_gid(const union ibv_gid *gid)
+{
+    if (!gid)
+        return -1;
+    for (int i = 0; i < 10; i++)
+        if (gid->raw[i])
+            return -1;
+    if (gid->raw[10] != 0xff || gid->raw[11] != 0xff || gid->raw[12] != 10)
+        return -1;
+    uint32_t a = ((uint32_t)gid->raw[13] << 16) | ((uint32_t)gid->raw[14] << 8) | gid->raw[15];
+    if (a == 0 || a == 0xffffffu)
+        return -1;
+    return (int64_t)a - 1;
+}

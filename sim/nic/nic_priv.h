@@ -1,0 +1,374 @@
+/* Internal header of the RNIC model (sim/nic/): the device structure, the
+ * per-QP engine state, the pooled contexts that carry an operation across
+ * PCIe, and the prototypes each file offers the others, grouped by file.
+ * Nothing outside sim/nic/ includes this. */
+#ifndef RNICSIM_NIC_PRIV_H
+#define RNICSIM_NIC_PRIV_H
+
+#include "nic.h"
+#include "opcode.h"
+
+/* Model constants (structure of the engines, not calibrated hardware
+ * numbers; docs/nic.md explains each). */
+enum {
+    NIC_STAGE_SLOTS = 32,              /* packets a QP half may hold between build and wire */
+    NIC_STAGE_MAX_BYTES = 64 * 1024,   /* payload bytes a QP half may prefetch by DMA */
+    NIC_RESP_WORK_SLOTS = 64,          /* responder work FIFO (ACKs, reads, atomics) */
+    NIC_TX_LINK_PKTS = 2,              /* frames the NIC keeps queued on its uplink */
+    NIC_ATOMIC_HISTORY = 16,           /* replies kept for duplicate atomics */
+    NIC_BF_MAX_BYTES = 256,            /* BlueFlame buffer: larger WQEs are fetched */
+    NIC_MAX_MSG_BYTES = 1u << 30,      /* port max_msg_sz (the shim reports the same) */
+};
+
+/* ---------------------------------------------------------------- staging rings */
+
+/* Packets of one QP half (requester or responder) in PSN order, from the
+ * moment they are built to the moment the transmit engine takes them.  A
+ * packet whose payload DMA read is still in flight is not `ready`; the TX
+ * engine only ever takes the head, so packets leave in PSN order. */
+struct nic_stage_ent {
+    struct pkt *pkt;
+    bool ready;
+};
+
+struct nic_stage {
+    struct nic_stage_ent e[NIC_STAGE_SLOTS];
+    uint32_t head, tail; /* free-running; count = tail - head */
+    uint32_t bytes;      /* payload bytes staged */
+};
+
+/* A packet source the transmit engine serves round robin. */
+enum nic_txsrc_kind { NIC_TXSRC_REQ, NIC_TXSRC_RESP };
+
+struct nic_txsrc {
+    struct nic_txsrc *next;
+    struct nic_qp *qp;
+    struct nic_stage *stage;
+    uint8_t kind; /* enum nic_txsrc_kind */
+    bool queued;
+};
+
+/* ---------------------------------------------------------------- pooled operation contexts */
+
+/* Everything that crosses PCIe (or waits in a NIC queue) and must find its
+ * way back carries one of these: a DMA read filling a packet, a DMA write
+ * placing a packet's payload, a CQE write, a doorbell, an atomic.  `epoch`
+ * is the QP's epoch at issue: a QP that went to RESET/ERR or retransmitted
+ * since ignores the result. */
+enum nic_op_kind {
+    NIC_OP_DOORBELL,
+    NIC_OP_FETCH,
+    NIC_OP_REQ_PAYLOAD,  /* requester: host -> packet */
+    NIC_OP_RESP_PAYLOAD, /* responder READ: host -> packet */
+    NIC_OP_PLACE,        /* packet / 8 bytes -> host */
+    NIC_OP_CQE,
+    NIC_OP_ATOMIC,
+};
+
+struct nic_seg {
+    uint8_t *host; /* simulator address */
+    uint32_t key;  /* MR key, re-checked when the DMA completes */
+    uint32_t len;
+};
+
+struct nic_op {
+    struct nic_op *next; /* free list / atomic unit queue */
+    struct nic *nic;
+    struct nic_qp *qp; /* holds a reference while set */
+    uint32_t epoch;
+    uint8_t kind;
+    bool flag;
+    uint64_t v;
+    struct pkt *pkt;
+    uint32_t n_seg;
+    struct nic_seg seg[NIC_MAX_SGE + 1];
+    uint8_t data8[8];
+    /* CQE */
+    struct nic_cq *cq;
+    struct ibv_wc wc;
+    bool solicited;
+    /* atomic */
+    uint8_t atomic_opcode;
+    uint64_t swap_add, compare;
+};
+
+/* ---------------------------------------------------------------- the device */
+
+struct nic {
+    struct sim *sim;
+    struct host *host;
+    uint32_t node_id;
+    struct nic_params p;
+    struct pcie_link *pcie;
+    struct pkt_pool *pool;
+    struct link *uplink;
+    struct nic_counters cnt;
+
+    /* objects */
+    uint32_t next_pd_handle, next_cq_id, next_qpn;
+    struct nic_pd **pds;
+    uint32_t n_pds, cap_pds;
+    struct nic_cq **cqs; /* live and zombie CQs */
+    uint32_t n_cqs, cap_cqs, n_live_cqs;
+    struct nic_qp **qp_tbl; /* open addressing by qpn & mask, live QPs */
+    uint32_t qp_tbl_mask, n_qps;
+    struct nic_qp **zombie_qps; /* destroyed, still referenced by in-flight operations */
+    uint32_t n_zombie_qps, cap_zombie_qps;
+    struct nic_mr **mr_tbl; /* index = key >> 8 */
+    uint8_t *mr_gen;
+    uint32_t mr_cap, n_mrs, mr_next_free_hint;
+
+    /* transmit engine: round robin over QP halves with a ready packet;
+     * NIC-level control packets (a NAK sent as the QP enters ERR) first */
+    struct nic_txsrc *txq_head, *txq_tail;
+    struct pkt *ctrl_head, *ctrl_tail;
+    struct pkt *tx_building; /* in the pipeline for tx_pkt_proc_ps */
+    struct pkt *tx_hand;     /* built, waiting for room on the uplink */
+    unsigned tx_link_pkts;   /* frames handed to the uplink since it was last idle */
+    bool tx_taking;          /* inside tx_take (source hooks may queue sources) */
+    struct sim_event tx_ev;
+
+    /* receive pipeline */
+    struct pkt *rx_head, *rx_tail;
+    struct sim_event rx_ev;
+
+    /* atomic unit (one per NIC, serialises every atomic) */
+    struct nic_op *atom_head, *atom_tail;
+    bool atom_busy;
+
+    /* operation context pool */
+    struct nic_op *op_free;
+    struct nic_op **op_slabs;
+    uint32_t n_op_slabs, cap_op_slabs;
+};
+
+/* ---------------------------------------------------------------- per-QP engine state */
+
+/* Requester states (req.c has the diagram). */
+enum nic_req_state {
+    NIC_REQ_IDLE,           /* nothing fetched to start (or SQD) */
+    NIC_REQ_NEXT_WQE,       /* pick the next WQE */
+    NIC_REQ_WQE_PROC,       /* wqe_proc_ps of engine time running */
+    NIC_REQ_SEGMENT,        /* building packets of the current WQE */
+    NIC_REQ_WAIT_SPACE,     /* staging ring / prefetch window full */
+    NIC_REQ_WAIT_RD_ATOMIC, /* max_rd_atomic READ/atomics outstanding, or a fence */
+    NIC_REQ_WAIT_RNR,       /* RNR NAK back-off */
+    NIC_REQ_STOPPED,        /* error: the completer finishes the QP */
+    NIC_REQ_N_STATES,
+};
+
+/* State of a send WQE (nic_send_wqe.state). */
+enum nic_wqe_state {
+    NIC_WQE_QUEUED = 0, /* not started */
+    NIC_WQE_RETRY,      /* to be (re)sent from req_pkt on (go back N) */
+    NIC_WQE_STARTED,    /* PSNs assigned, packets being built */
+    NIC_WQE_SENT,       /* every packet built */
+    NIC_WQE_DONE,       /* acknowledged / response placed */
+    NIC_WQE_ERROR,      /* completes with eng->err_status */
+};
+
+/* Responder work items, served in order (they produce response packets). */
+enum nic_resp_work_kind {
+    NIC_RW_ACK,           /* ACK or NAK (aeth syndrome) */
+    NIC_RW_READ,          /* read response packets */
+    NIC_RW_ATOMIC,        /* atomic ACK after the atomic unit ran */
+    NIC_RW_ATOMIC_REPLAY, /* atomic ACK of a duplicate, from the history */
+};
+
+struct nic_resp_work {
+    uint8_t kind;
+    uint8_t syndrome;
+    uint8_t atomic_opcode;
+    uint32_t psn, msn;
+    uint32_t key;
+    uint8_t *host;
+    uint32_t len, npkts, done_pkts;
+    uint64_t swap_add, compare, orig;
+};
+
+struct nic_atomic_hist {
+    uint32_t psn;
+    bool valid;
+    uint64_t orig;
+};
+
+struct nic_qp_engine {
+    struct nic_qp *qp;
+    uint32_t refs; /* 1 for the table + one per in-flight op / queued TX source */
+    bool dead;     /* destroyed: freed when refs reaches 0 */
+    uint32_t epoch; /* bumped by RESET/ERR/destroy: in-flight results are dropped */
+    uint32_t req_epoch; /* also bumped by every go-back-N rewind */
+    uint32_t mtu_bytes;
+    uint16_t udp_sport;
+
+    /* requester */
+    enum nic_req_state req_state;
+    bool req_running, req_again;
+    struct sim_event req_ev;
+    sim_time_t req_busy_until; /* send engine occupied by the last WQE started */
+    uint64_t fetch_issued, fetched; /* WQE indices */
+    uint64_t req_idx;               /* WQE being built */
+    uint32_t req_pkt;               /* next packet index within it */
+    uint32_t next_psn;              /* PSN of the next new WQE */
+    uint32_t rd_outstanding;        /* READ/atomic WQEs started, not completed */
+    uint32_t tx_psn_hi;             /* highest PSN covered by a transmitted request */
+    struct nic_stage req_stage;
+    struct nic_txsrc req_src;
+
+    /* completer */
+    uint32_t comp_psn;     /* every PSN before it is acknowledged */
+    uint32_t comp_rd_pkt;  /* read response packets received for the head READ */
+    uint32_t retry_left, rnr_left;
+    uint32_t gap_psn;  /* went back to it for a missing response ... */
+    bool gap_pending;  /* ... and no progress since: do not go back again */
+    enum ibv_wc_status err_status;
+    sim_time_t timer_deadline; /* SIM_TIME_NEVER: no timer */
+    struct sim_event timer_ev;
+    struct sim_event rnr_ev;
+
+    /* responder */
+    uint32_t epsn, msn;
+    bool nak_sent;     /* one NAK per sequence gap / RNR until the PSN arrives */
+    uint32_t resp_msg; /* 0, NIC_OPF_SEND or NIC_OPF_WRITE: multi-packet message in progress */
+    uint32_t resp_off; /* bytes of the message received */
+    uint32_t resp_len; /* WRITE: RETH DMA length */
+    uint32_t resp_key; /* WRITE: MR key */
+    uint8_t *resp_host; /* WRITE: where byte 0 of the message goes */
+    uint32_t pkts_since_ack;
+    uint32_t rd_resp_outstanding;
+    struct nic_resp_work work[NIC_RESP_WORK_SLOTS];
+    uint32_t work_head, work_tail;
+    struct nic_atomic_hist atomic_hist[NIC_ATOMIC_HISTORY];
+    uint32_t atomic_hist_next;
+    struct nic_stage resp_stage;
+    struct nic_txsrc resp_src;
+};
+
+/* ---------------------------------------------------------------- nic.c */
+
+struct nic_op *nic_op_alloc(struct nic *nic, enum nic_op_kind kind, struct nic_qp *qp);
+void nic_op_free(struct nic_op *op);
+/* True if the op's QP is gone, or changed epoch since the op was issued. */
+bool nic_op_stale(const struct nic_op *op);
+/* A source's head packet became ready: make sure the TX engine serves it. */
+void nic_tx_src_ready(struct nic *nic, struct nic_txsrc *src);
+/* A NIC-level packet (not tied to QP state) to send next. */
+void nic_tx_ctrl(struct nic *nic, struct pkt *p);
+/* Fill the addressing fields of a packet from `qp`. */
+void nic_pkt_address(const struct nic_qp *qp, struct pkt *p, uint8_t opcode, uint32_t psn,
+                     uint32_t payload_len);
+/* Memory copies of a DMA that completed: seg -> buf (read) or buf -> seg
+ * (write), skipping segments whose MR was deregistered meanwhile. */
+void nic_copy_from_host(struct nic *nic, const struct nic_op *op, uint8_t *buf);
+void nic_copy_to_host(struct nic *nic, const struct nic_op *op, const uint8_t *buf);
+void nic_stage_init(struct nic_stage *s);
+static inline uint32_t nic_stage_count(const struct nic_stage *s) { return s->tail - s->head; }
+static inline bool nic_stage_full(const struct nic_stage *s, uint32_t more_bytes)
+{
+    return nic_stage_count(s) >= NIC_STAGE_SLOTS ||
+           (s->bytes && s->bytes + more_bytes > NIC_STAGE_MAX_BYTES);
+}
+static inline struct nic_stage_ent *nic_stage_tail_ent(struct nic_stage *s)
+{
+    return s->tail == s->head ? NULL : &s->e[(s->tail - 1) % NIC_STAGE_SLOTS];
+}
+void nic_stage_push(struct nic_stage *s, struct pkt *p, bool ready);
+/* Mark the entry holding `p` ready; false if the ring no longer holds it
+ * (cleared by an error or a rewind: the caller frees the packet). */
+bool nic_stage_mark_ready(struct nic_stage *s, const struct pkt *p);
+/* Drop every entry: ready packets are freed, packets still waiting for a
+ * DMA read stay owned by that read's op (which frees them on return). */
+void nic_stage_clear(struct nic *nic, struct nic_stage *s);
+
+/* ---------------------------------------------------------------- mr.c */
+
+enum nic_mr_status {
+    NIC_MR_OK,
+    NIC_MR_BAD_KEY,
+    NIC_MR_BAD_PD,
+    NIC_MR_BOUNDS,
+    NIC_MR_ACCESS,
+};
+struct nic_mr *nic_mr_lookup(struct nic *nic, uint32_t key);
+/* Check [va, va+len) of the MR named by `key` for `pd` and `access` (bits
+ * of enum ibv_access_flags that must all be set); on success *host is the
+ * simulator address of va. */
+enum nic_mr_status nic_mr_check(struct nic *nic, uint32_t key, const struct nic_pd *pd,
+                                uint64_t va, uint64_t len, int access, uint8_t **host);
+void nic_mr_teardown(struct nic *nic);
+
+/* ---------------------------------------------------------------- cq.c */
+
+/* Write a CQE: a cqe_bytes DMA write, then nic_cq_push when it lands. */
+void nic_cqe_write(struct nic *nic, struct nic_cq *cq, const struct ibv_wc *wc, bool solicited);
+void nic_cq_teardown(struct nic *nic);
+
+/* ---------------------------------------------------------------- qp.c */
+
+void nic_qp_get(struct nic_qp *qp);
+void nic_qp_put(struct nic_qp *qp);
+void nic_qp_teardown(struct nic *nic);
+/* Flush CQEs for every send WQE in [sq_comp, sq_tail) / receive WQE in
+ * [rq_head, rq_tail). */
+void nic_qp_flush_sq(struct nic_qp *qp);
+void nic_qp_flush_rq(struct nic_qp *qp);
+static inline struct nic_send_wqe *nic_sq_wqe(struct nic_qp *qp, uint64_t idx)
+{
+    return &qp->sq[idx % qp->sq_depth];
+}
+static inline struct nic_recv_wqe *nic_rq_wqe(struct nic_qp *qp, uint64_t idx)
+{
+    return &qp->rq[idx % qp->rq_depth];
+}
+static inline bool nic_qp_can_send(const struct nic_qp *qp)
+{
+    return qp->state == IBV_QPS_RTS || qp->state == IBV_QPS_SQD;
+}
+static inline bool nic_qp_can_receive(const struct nic_qp *qp)
+{
+    return qp->state == IBV_QPS_RTR || qp->state == IBV_QPS_RTS || qp->state == IBV_QPS_SQD;
+}
+
+/* ---------------------------------------------------------------- req.c */
+
+void nic_req_init(struct nic_qp *qp);
+/* Run the requester now (re-entrancy safe). */
+void nic_req_kick(struct nic_qp *qp);
+/* Go back N: resend from `psn` (a PSN of a WQE in [sq_comp, req_idx]). */
+void nic_req_rewind(struct nic_qp *qp, uint32_t psn);
+/* The TX engine took packet `p` of the requester. */
+void nic_req_on_tx(struct nic_qp *qp, const struct pkt *p);
+/* Stop the requester (error / reset / destroy). */
+void nic_req_stop(struct nic_qp *qp);
+bool nic_wqe_is_rd_atomic(const struct nic_send_wqe *w);
+uint32_t nic_wqe_npkts(const struct nic_send_wqe *w, uint32_t mtu);
+/* Gather the SGE pieces covering [off, off+len) of `sge` into op segments
+ * (keys looked up now).  Returns false if a key no longer resolves. */
+bool nic_sges_to_segs(struct nic *nic, const struct nic_sge *sge, uint32_t num_sge, uint32_t off,
+                      uint32_t len, struct nic_op *op);
+
+/* ---------------------------------------------------------------- resp.c */
+
+void nic_resp_init(struct nic_qp *qp);
+void nic_resp_rx(struct nic_qp *qp, struct pkt *p);
+/* The TX engine took a responder packet. */
+void nic_resp_on_tx(struct nic_qp *qp, const struct pkt *p);
+void nic_resp_stop(struct nic_qp *qp);
+/* Atomic unit: an atomic op finished / the unit is free. */
+void nic_atomic_teardown(struct nic *nic);
+
+/* ---------------------------------------------------------------- comp.c */
+
+void nic_comp_init(struct nic_qp *qp);
+void nic_comp_rx(struct nic_qp *qp, struct pkt *p);
+/* Complete what can be completed, in order (CQEs for signalled WQEs). */
+void nic_comp_advance(struct nic_qp *qp);
+/* The requester transmitted a request covering PSNs up to tx_psn_hi. */
+void nic_comp_on_tx(struct nic_qp *qp);
+/* Fail WQE `idx` with `status` (it completes in order, then the QP errors). */
+void nic_comp_fail_wqe(struct nic_qp *qp, uint64_t idx, enum ibv_wc_status status);
+void nic_comp_stop(struct nic_qp *qp);
+enum ibv_wc_opcode nic_wc_opcode(enum ibv_wr_opcode op);
+uint32_t nic_vendor_err(enum ibv_wc_status st);
+
+#endif /* RNICSIM_NIC_PRIV_H */

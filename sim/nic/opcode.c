@@ -1,0 +1,148 @@
+/* The IBA opcode table (see opcode.h).  Opcode numbers: IBA 9.2 Table 38;
+ * headers per opcode: IBA 9.3 ("the following headers are present");
+ * header sizes: IBA Annex 17 / CALIBRATION.md "Transports" (RoCEv2). */
+#include "opcode.h"
+
+#define HDR(m)                                                                                     \
+    (PKT_BTH_BYTES + (((m)&NIC_OPF_RETH) ? PKT_RETH_BYTES : 0) +                                   \
+     (((m)&NIC_OPF_AETH) ? PKT_AETH_BYTES : 0) + (((m)&NIC_OPF_ATMETH) ? PKT_ATOMICETH_BYTES : 0) + \
+     (((m)&NIC_OPF_ATMACK) ? PKT_ATOMICACKETH_BYTES : 0) +                                         \
+     (((m)&NIC_OPF_IMMDT) ? PKT_IMMDT_BYTES : 0))
+
+#define OP(n, m) {.name = (n), .mask = (m), .hdr_bytes = HDR(m)}
+
+#define RQ NIC_OPF_REQ
+#define RS NIC_OPF_RESP
+#define PL NIC_OPF_PAYLOAD
+
+const struct nic_opcode_info nic_opcodes[256] = {
+    [IB_OPCODE_RC_SEND_FIRST] = OP("RC_SEND_FIRST", RQ | NIC_OPF_SEND | NIC_OPF_FIRST | PL |
+                                                        NIC_OPF_RWR),
+    [IB_OPCODE_RC_SEND_MIDDLE] = OP("RC_SEND_MIDDLE", RQ | NIC_OPF_SEND | NIC_OPF_MIDDLE | PL |
+                                                          NIC_OPF_RWR),
+    [IB_OPCODE_RC_SEND_LAST] = OP("RC_SEND_LAST", RQ | NIC_OPF_SEND | NIC_OPF_LAST | PL |
+                                                      NIC_OPF_RWR),
+    [IB_OPCODE_RC_SEND_LAST_WITH_IMMEDIATE] =
+        OP("RC_SEND_LAST_WITH_IMMEDIATE",
+           RQ | NIC_OPF_SEND | NIC_OPF_LAST | PL | NIC_OPF_RWR | NIC_OPF_IMMDT),
+    [IB_OPCODE_RC_SEND_ONLY] = OP("RC_SEND_ONLY", RQ | NIC_OPF_SEND | NIC_OPF_ONLY | PL |
+                                                      NIC_OPF_RWR),
+    [IB_OPCODE_RC_SEND_ONLY_WITH_IMMEDIATE] =
+        OP("RC_SEND_ONLY_WITH_IMMEDIATE",
+           RQ | NIC_OPF_SEND | NIC_OPF_ONLY | PL | NIC_OPF_RWR | NIC_OPF_IMMDT),
+    [IB_OPCODE_RC_RDMA_WRITE_FIRST] =
+        OP("RC_RDMA_WRITE_FIRST", RQ | NIC_OPF_WRITE | NIC_OPF_FIRST | PL | NIC_OPF_RETH),
+    [IB_OPCODE_RC_RDMA_WRITE_MIDDLE] =
+        OP("RC_RDMA_WRITE_MIDDLE", RQ | NIC_OPF_WRITE | NIC_OPF_MIDDLE | PL),
+    [IB_OPCODE_RC_RDMA_WRITE_LAST] = OP("RC_RDMA_WRITE_LAST", RQ | NIC_OPF_WRITE | NIC_OPF_LAST |
+                                                                  PL),
+    [IB_OPCODE_RC_RDMA_WRITE_LAST_WITH_IMMEDIATE] =
+        OP("RC_RDMA_WRITE_LAST_WITH_IMMEDIATE",
+           RQ | NIC_OPF_WRITE | NIC_OPF_LAST | PL | NIC_OPF_IMMDT | NIC_OPF_RWR),
+    [IB_OPCODE_RC_RDMA_WRITE_ONLY] =
+        OP("RC_RDMA_WRITE_ONLY", RQ | NIC_OPF_WRITE | NIC_OPF_ONLY | PL | NIC_OPF_RETH),
+    [IB_OPCODE_RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE] =
+        OP("RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE",
+           RQ | NIC_OPF_WRITE | NIC_OPF_ONLY | PL | NIC_OPF_RETH | NIC_OPF_IMMDT | NIC_OPF_RWR),
+    [IB_OPCODE_RC_RDMA_READ_REQUEST] =
+        OP("RC_RDMA_READ_REQUEST", RQ | NIC_OPF_READ | NIC_OPF_ONLY | NIC_OPF_RETH),
+    [IB_OPCODE_RC_RDMA_READ_RESPONSE_FIRST] =
+        OP("RC_RDMA_READ_RESPONSE_FIRST", RS | NIC_OPF_READ | NIC_OPF_FIRST | PL | NIC_OPF_AETH),
+    [IB_OPCODE_RC_RDMA_READ_RESPONSE_MIDDLE] =
+        OP("RC_RDMA_READ_RESPONSE_MIDDLE", RS | NIC_OPF_READ | NIC_OPF_MIDDLE | PL),
+    [IB_OPCODE_RC_RDMA_READ_RESPONSE_LAST] =
+        OP("RC_RDMA_READ_RESPONSE_LAST", RS | NIC_OPF_READ | NIC_OPF_LAST | PL | NIC_OPF_AETH),
+    [IB_OPCODE_RC_RDMA_READ_RESPONSE_ONLY] =
+        OP("RC_RDMA_READ_RESPONSE_ONLY", RS | NIC_OPF_READ | NIC_OPF_ONLY | PL | NIC_OPF_AETH),
+    [IB_OPCODE_RC_ACKNOWLEDGE] =
+        OP("RC_ACKNOWLEDGE", RS | NIC_OPF_ACK | NIC_OPF_ONLY | NIC_OPF_AETH),
+    [IB_OPCODE_RC_ATOMIC_ACKNOWLEDGE] =
+        OP("RC_ATOMIC_ACKNOWLEDGE",
+           RS | NIC_OPF_ATOMIC_ACK | NIC_OPF_ONLY | NIC_OPF_AETH | NIC_OPF_ATMACK),
+    [IB_OPCODE_RC_COMPARE_SWAP] =
+        OP("RC_COMPARE_SWAP", RQ | NIC_OPF_ATOMIC | NIC_OPF_ONLY | NIC_OPF_ATMETH),
+    [IB_OPCODE_RC_FETCH_ADD] =
+        OP("RC_FETCH_ADD", RQ | NIC_OPF_ATOMIC | NIC_OPF_ONLY | NIC_OPF_ATMETH),
+};
+
+uint32_t nic_ext_hdr_bytes(uint32_t mask) { return HDR(mask) - PKT_BTH_BYTES; }
+
+enum { ETH_MIN_FRAME_BYTES = 64 }; /* IEEE 802.3 minimum frame, FCS included */
+
+uint32_t nic_frame_bytes(uint8_t opcode, uint32_t payload_len)
+{
+    uint32_t pad = (4u - (payload_len & 3u)) & 3u;
+    uint32_t bytes = PKT_ETH_HDR_BYTES + PKT_IPV4_HDR_BYTES + PKT_UDP_HDR_BYTES +
+                     nic_opcodes[opcode].hdr_bytes + payload_len + pad + PKT_ICRC_BYTES +
+                     PKT_ETH_FCS_BYTES;
+    return bytes < ETH_MIN_FRAME_BYTES ? ETH_MIN_FRAME_BYTES : bytes;
+}
+
+/* Requester opcodes by verb and position; -1 = none.  Index 0..3 =
+ * FIRST, MIDDLE, LAST, ONLY. */
+enum { POS_FIRST, POS_MIDDLE, POS_LAST, POS_ONLY, POS_N };
+
+static const int16_t req_opcodes[][POS_N] = {
+    [IBV_WR_SEND] = {IB_OPCODE_RC_SEND_FIRST, IB_OPCODE_RC_SEND_MIDDLE, IB_OPCODE_RC_SEND_LAST,
+                     IB_OPCODE_RC_SEND_ONLY},
+    [IBV_WR_SEND_WITH_IMM] = {IB_OPCODE_RC_SEND_FIRST, IB_OPCODE_RC_SEND_MIDDLE,
+                              IB_OPCODE_RC_SEND_LAST_WITH_IMMEDIATE,
+                              IB_OPCODE_RC_SEND_ONLY_WITH_IMMEDIATE},
+    [IBV_WR_RDMA_WRITE] = {IB_OPCODE_RC_RDMA_WRITE_FIRST, IB_OPCODE_RC_RDMA_WRITE_MIDDLE,
+                           IB_OPCODE_RC_RDMA_WRITE_LAST, IB_OPCODE_RC_RDMA_WRITE_ONLY},
+    [IBV_WR_RDMA_WRITE_WITH_IMM] = {IB_OPCODE_RC_RDMA_WRITE_FIRST, IB_OPCODE_RC_RDMA_WRITE_MIDDLE,
+                                    IB_OPCODE_RC_RDMA_WRITE_LAST_WITH_IMMEDIATE,
+                                    IB_OPCODE_RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE},
+    [IBV_WR_RDMA_READ] = {-1, -1, -1, IB_OPCODE_RC_RDMA_READ_REQUEST},
+    [IBV_WR_ATOMIC_CMP_AND_SWP] = {-1, -1, -1, IB_OPCODE_RC_COMPARE_SWAP},
+    [IBV_WR_ATOMIC_FETCH_AND_ADD] = {-1, -1, -1, IB_OPCODE_RC_FETCH_ADD},
+};
+
+static int pos_index(uint32_t pos)
+{
+    switch (pos & NIC_OPF_ONLY) {
+    case NIC_OPF_ONLY:
+        return (pos & NIC_OPF_MIDDLE) ? -1 : POS_ONLY;
+    case NIC_OPF_FIRST:
+        return POS_FIRST;
+    case NIC_OPF_LAST:
+        return POS_LAST;
+    default:
+        return (pos & NIC_OPF_MIDDLE) ? POS_MIDDLE : -1;
+    }
+}
+
+int nic_req_opcode(enum ibv_wr_opcode wr, uint32_t pos)
+{
+    int i = pos_index(pos);
+    if (i < 0 || (unsigned)wr >= sizeof(req_opcodes) / sizeof(req_opcodes[0]))
+        return -1;
+    int op = req_opcodes[wr][i];
+    /* entries of verbs absent from the table are zero-filled rows: only
+     * SEND/SEND_IMM legitimately map to opcode 0 (SEND_FIRST) */
+    if (op == 0 && wr != IBV_WR_SEND && wr != IBV_WR_SEND_WITH_IMM)
+        return -1;
+    return op;
+}
+
+uint8_t nic_read_resp_opcode(uint32_t pos)
+{
+    static const uint8_t ops[POS_N] = {
+        [POS_FIRST] = IB_OPCODE_RC_RDMA_READ_RESPONSE_FIRST,
+        [POS_MIDDLE] = IB_OPCODE_RC_RDMA_READ_RESPONSE_MIDDLE,
+        [POS_LAST] = IB_OPCODE_RC_RDMA_READ_RESPONSE_LAST,
+        [POS_ONLY] = IB_OPCODE_RC_RDMA_READ_RESPONSE_ONLY,
+    };
+    int i = pos_index(pos);
+    return ops[i < 0 ? POS_ONLY : i];
+}
+
+/* IBA 9.7.5.2.8 Table 45, in units of 10 ns (0.01 ms = 1000). */
+static const uint32_t rnr_timer_10ns[32] = {
+    65536000, 1000,    2000,    3000,    4000,    6000,    8000,    12000,
+    16000,    24000,   32000,   48000,   64000,   96000,   128000,  192000,
+    256000,   384000,  512000,  768000,  1024000, 1536000, 2048000, 3072000,
+    4096000,  6144000, 8192000, 12288000, 16384000, 24576000, 32768000, 49152000,
+};
+
+uint64_t nic_rnr_timer_ps(uint8_t code) { return (uint64_t)rnr_timer_10ns[code & 31] * 10000u; }

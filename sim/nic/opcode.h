@@ -1,0 +1,139 @@
+/* IBA transport opcodes as the NIC sees them: the real opcode numbers
+ * (IBA 9.2, Table 38 "OpCode field"; rxe's ib_opcode), which extension
+ * headers each one carries, and what it means to the engines.  Protocol
+ * facts live in the table (opcode.c), not in branches.
+ *
+ * Only the RC group (opcode bits 7..5 = 000) is filled; UC (001) and UD
+ * (011) join the same table in issue 3. */
+#ifndef RNICSIM_NIC_OPCODE_H
+#define RNICSIM_NIC_OPCODE_H
+
+#include <infiniband/verbs.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../pkt.h"
+
+enum ib_opcode {
+    IB_OPCODE_RC_SEND_FIRST = 0x00,
+    IB_OPCODE_RC_SEND_MIDDLE = 0x01,
+    IB_OPCODE_RC_SEND_LAST = 0x02,
+    IB_OPCODE_RC_SEND_LAST_WITH_IMMEDIATE = 0x03,
+    IB_OPCODE_RC_SEND_ONLY = 0x04,
+    IB_OPCODE_RC_SEND_ONLY_WITH_IMMEDIATE = 0x05,
+    IB_OPCODE_RC_RDMA_WRITE_FIRST = 0x06,
+    IB_OPCODE_RC_RDMA_WRITE_MIDDLE = 0x07,
+    IB_OPCODE_RC_RDMA_WRITE_LAST = 0x08,
+    IB_OPCODE_RC_RDMA_WRITE_LAST_WITH_IMMEDIATE = 0x09,
+    IB_OPCODE_RC_RDMA_WRITE_ONLY = 0x0a,
+    IB_OPCODE_RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE = 0x0b,
+    IB_OPCODE_RC_RDMA_READ_REQUEST = 0x0c,
+    IB_OPCODE_RC_RDMA_READ_RESPONSE_FIRST = 0x0d,
+    IB_OPCODE_RC_RDMA_READ_RESPONSE_MIDDLE = 0x0e,
+    IB_OPCODE_RC_RDMA_READ_RESPONSE_LAST = 0x0f,
+    IB_OPCODE_RC_RDMA_READ_RESPONSE_ONLY = 0x10,
+    IB_OPCODE_RC_ACKNOWLEDGE = 0x11,
+    IB_OPCODE_RC_ATOMIC_ACKNOWLEDGE = 0x12,
+    IB_OPCODE_RC_COMPARE_SWAP = 0x13,
+    IB_OPCODE_RC_FETCH_ADD = 0x14,
+};
+
+/* Per-opcode mask bits (rxe's RXE_*_MASK, same idea). */
+enum nic_opf {
+    /* extension headers after the BTH (IBA 9.3) */
+    NIC_OPF_RETH = 1u << 0,      /* RDMA extended transport header, 16 B */
+    NIC_OPF_AETH = 1u << 1,      /* ACK extended transport header, 4 B */
+    NIC_OPF_ATMETH = 1u << 2,    /* AtomicETH, 28 B */
+    NIC_OPF_ATMACK = 1u << 3,    /* AtomicAckETH, 8 B */
+    NIC_OPF_IMMDT = 1u << 4,     /* immediate data, 4 B */
+    NIC_OPF_PAYLOAD = 1u << 5,   /* may carry payload */
+    /* direction */
+    NIC_OPF_REQ = 1u << 6,       /* requester -> responder */
+    NIC_OPF_RESP = 1u << 7,      /* responder -> requester (ACK, read response, atomic ACK) */
+    /* operation */
+    NIC_OPF_SEND = 1u << 8,
+    NIC_OPF_WRITE = 1u << 9,
+    NIC_OPF_READ = 1u << 10,     /* read request or read response */
+    NIC_OPF_ATOMIC = 1u << 11,   /* CmpSwap / FetchAdd request */
+    NIC_OPF_ACK = 1u << 12,      /* ACKNOWLEDGE */
+    NIC_OPF_ATOMIC_ACK = 1u << 13,
+    /* position of the packet in its message */
+    NIC_OPF_FIRST = 1u << 14,
+    NIC_OPF_MIDDLE = 1u << 15,
+    NIC_OPF_LAST = 1u << 16,
+    NIC_OPF_ONLY = NIC_OPF_FIRST | NIC_OPF_LAST,
+    /* responder semantics */
+    NIC_OPF_RWR = 1u << 17,      /* consumes a receive WQE (SEND*, WRITE with immediate) */
+};
+
+struct nic_opcode_info {
+    const char *name; /* NULL: not a valid opcode */
+    uint32_t mask;    /* enum nic_opf */
+    uint16_t hdr_bytes; /* BTH + extension headers (no Eth/IP/UDP, no ICRC) */
+};
+
+extern const struct nic_opcode_info nic_opcodes[256];
+
+static inline const struct nic_opcode_info *nic_opcode(uint8_t op) { return &nic_opcodes[op]; }
+static inline bool nic_opcode_valid(uint8_t op) { return nic_opcodes[op].name != NULL; }
+
+/* Bytes of the extension headers named by `mask`. */
+uint32_t nic_ext_hdr_bytes(uint32_t mask);
+
+/* Ethernet frame bytes of a RoCEv2 packet: Eth 14 + IPv4 20 + UDP 8 + BTH 12
+ * + extension headers + payload + pad to 4 B (BTH PadCnt, IBA 9.2.2.3) +
+ * ICRC 4 + FCS 4, at least the Ethernet minimum of 64 B. */
+uint32_t nic_frame_bytes(uint8_t opcode, uint32_t payload_len);
+
+/* Requester opcode of packet `pos` of a message of verb `wr`:
+ * pos is NIC_OPF_FIRST, NIC_OPF_MIDDLE, NIC_OPF_LAST or NIC_OPF_ONLY.
+ * Returns -1 for a verb/position pair that has no RC opcode. */
+int nic_req_opcode(enum ibv_wr_opcode wr, uint32_t pos);
+
+/* Read-response opcode of packet `pos` (FIRST, MIDDLE, LAST, ONLY). */
+uint8_t nic_read_resp_opcode(uint32_t pos);
+
+/* Position bits (FIRST/MIDDLE/LAST/ONLY) of packet k of n. */
+static inline uint32_t nic_pkt_pos(uint32_t k, uint32_t n)
+{
+    if (n <= 1)
+        return NIC_OPF_ONLY;
+    if (k == 0)
+        return NIC_OPF_FIRST;
+    return k + 1 == n ? NIC_OPF_LAST : NIC_OPF_MIDDLE;
+}
+
+/* AETH syndromes (IBA 9.7.5.2.1, Table 43): bits 6..5 say ACK / RNR NAK /
+ * NAK; the low five bits carry the credit count, the RNR timer code or the
+ * NAK code. */
+enum nic_aeth {
+    NIC_AETH_ACK = 0x1f,          /* ACK, end-to-end credits invalid (no credit flow) */
+    NIC_AETH_RNR_NAK = 0x20,      /* | RNR timer code (5 bits) */
+    NIC_AETH_NAK_PSN_SEQ = 0x60,  /* PSN sequence error */
+    NIC_AETH_NAK_INV_REQ = 0x61,  /* invalid request */
+    NIC_AETH_NAK_REM_ACC = 0x62,  /* remote access error */
+    NIC_AETH_NAK_REM_OP = 0x63,   /* remote operational error */
+    NIC_AETH_NAK_INV_RD = 0x64,   /* invalid RD request */
+    NIC_AETH_TYPE_MASK = 0x60,
+};
+
+/* RNR timer code (5 bits) -> time, IBA 9.7.5.2.8 Table 45. */
+uint64_t nic_rnr_timer_ps(uint8_t code);
+
+/* PSNs are 24-bit serial numbers. */
+#define NIC_PSN_MASK 0xffffffu
+static inline uint32_t nic_psn_add(uint32_t psn, uint32_t n) { return (psn + n) & NIC_PSN_MASK; }
+/* a - b as a signed 24-bit distance */
+static inline int32_t nic_psn_diff(uint32_t a, uint32_t b)
+{
+    int32_t d = (int32_t)((a - b) & NIC_PSN_MASK);
+    return (d & 0x800000) ? d - 0x1000000 : d;
+}
+
+/* Path MTU enum -> bytes (IBV_MTU_256 .. IBV_MTU_4096; anything else 256). */
+static inline uint32_t nic_mtu_bytes(enum ibv_mtu mtu)
+{
+    return mtu >= IBV_MTU_256 && mtu <= IBV_MTU_4096 ? 128u << mtu : 256u;
+}
+
+#endif /* RNICSIM_NIC_OPCODE_H */

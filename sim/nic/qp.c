@@ -1,0 +1,469 @@
+/* Queue pairs: the QP context as the NIC keeps it, the QPN table, state
+ * changes and flushing.
+ *
+ * The shim has already validated transitions and attribute masks
+ * (verbs_shim/qp.c); here every attribute named by the mask is recorded in
+ * qp->attr (so ibv_query_qp reports it) and the engines are set up for the
+ * new state:
+ *
+ *   RESET   everything cleared: queues emptied without completions, PSN
+ *           state and timers gone, in-flight results will be ignored
+ *   INIT    receives may be posted (and are held)
+ *   RTR     responder on: expected PSN = rq_psn, dest_node from the AV
+ *   RTS     requester on: next PSN = sq_psn, retry counters loaded
+ *   SQD     the requester starts no new WQE (the current one finishes)
+ *   ERR     nic_qp_to_error: engines stop, every outstanding WR flushed
+ *
+ * QPN table: open addressing on qpn & mask with the QPN chosen so that its
+ * slot is free, hence lookup is one probe.  QPNs are handed out in
+ * increasing order (24-bit, wrapping, skipping 0 and 1) and are not reused
+ * until the counter wraps, so a late packet for a destroyed QP finds no QP.
+ *
+ * Lifetime: operations in flight (DMA, doorbells, queued TX sources) hold
+ * a reference; a destroyed QP leaves the table at once and is freed when
+ * its last reference is dropped. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nic_priv.h"
+
+/* ---------------------------------------------------------------- references */
+
+static void qp_free(struct nic_qp *qp)
+{
+    struct nic *nic = qp->nic;
+    for (uint32_t i = 0; i < nic->n_zombie_qps; i++)
+        if (nic->zombie_qps[i] == qp) {
+            nic->zombie_qps[i] = nic->zombie_qps[--nic->n_zombie_qps];
+            break;
+        }
+    free(qp->sq);
+    free(qp->rq);
+    free(qp->eng);
+    free(qp);
+}
+
+void nic_qp_get(struct nic_qp *qp) { qp->eng->refs++; }
+
+void nic_qp_put(struct nic_qp *qp)
+{
+    if (--qp->eng->refs == 0 && qp->eng->dead)
+        qp_free(qp);
+}
+
+/* ---------------------------------------------------------------- QPN table */
+
+static void tbl_insert(struct nic *nic, struct nic_qp *qp)
+{
+    nic->qp_tbl[qp->qpn & nic->qp_tbl_mask] = qp;
+    nic->n_qps++;
+}
+
+static int tbl_grow(struct nic *nic)
+{
+    uint32_t size = (nic->qp_tbl_mask + 1) * 2;
+    struct nic_qp **t = calloc(size, sizeof(*t));
+    if (!t)
+        return ENOMEM;
+    /* two live QPNs may now want one slot: keep doubling until they don't */
+    for (;;) {
+        bool clash = false;
+        for (uint32_t i = 0; i <= nic->qp_tbl_mask && !clash; i++) {
+            struct nic_qp *q = nic->qp_tbl[i];
+            if (!q)
+                continue;
+            if (t[q->qpn & (size - 1)])
+                clash = true;
+            else
+                t[q->qpn & (size - 1)] = q;
+        }
+        if (!clash)
+            break;
+        free(t);
+        size *= 2;
+        if (size > (1u << 24))
+            return ENOMEM;
+        t = calloc(size, sizeof(*t));
+        if (!t)
+            return ENOMEM;
+    }
+    free(nic->qp_tbl);
+    nic->qp_tbl = t;
+    nic->qp_tbl_mask = size - 1;
+    return 0;
+}
+
+static uint32_t next_qpn(struct nic *nic)
+{
+    uint32_t q = nic->next_qpn;
+    nic->next_qpn = (nic->next_qpn + 1) & NIC_PSN_MASK;
+    if (nic->next_qpn < 2)
+        nic->next_qpn = 2;
+    return q;
+}
+
+static int alloc_qpn(struct nic *nic, uint32_t *qpn)
+{
+    if ((nic->n_qps + 1) * 2 > nic->qp_tbl_mask + 1) {
+        int rc = tbl_grow(nic);
+        if (rc)
+            return rc;
+    }
+    for (uint32_t tries = 0; tries <= NIC_PSN_MASK; tries++) {
+        uint32_t q = next_qpn(nic);
+        if (q < 2 || q == NIC_PSN_MASK)
+            continue;
+        if (!nic->qp_tbl[q & nic->qp_tbl_mask]) {
+            *qpn = q;
+            return 0;
+        }
+    }
+    return ENOMEM;
+}
+
+struct nic_qp *nic_qp_lookup(struct nic *nic, uint32_t qpn)
+{
+    struct nic_qp *qp = nic->qp_tbl[qpn & nic->qp_tbl_mask];
+    return qp && qp->qpn == qpn ? qp : NULL;
+}
+
+/* ---------------------------------------------------------------- create / destroy */
+
+struct nic_qp *nic_qp_create(struct nic *nic, const struct nic_qp_init *init)
+{
+    if (!nic || !init || !init->pd || !init->send_cq || !init->recv_cq) {
+        errno = EINVAL;
+        return NULL;
+    }
+    if (nic->n_qps >= nic->p.max_qp) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    struct nic_qp *qp = calloc(1, sizeof(*qp));
+    struct nic_qp_engine *e = calloc(1, sizeof(*e));
+    uint32_t sq_depth = init->cap.max_send_wr ? init->cap.max_send_wr : 1;
+    uint32_t rq_depth = init->cap.max_recv_wr ? init->cap.max_recv_wr : 1;
+    struct nic_send_wqe *sq = calloc(sq_depth, sizeof(*sq));
+    struct nic_recv_wqe *rq = calloc(rq_depth, sizeof(*rq));
+    uint32_t qpn = 0;
+    int rc = (qp && e && sq && rq) ? alloc_qpn(nic, &qpn) : ENOMEM;
+    if (rc) {
+        free(qp);
+        free(e);
+        free(sq);
+        free(rq);
+        errno = rc;
+        return NULL;
+    }
+    qp->nic = nic;
+    qp->qpn = qpn;
+    qp->init = *init;
+    qp->state = IBV_QPS_RESET;
+    qp->attr.qp_state = IBV_QPS_RESET;
+    qp->attr.cap = init->cap;
+    qp->sq = sq;
+    qp->sq_depth = init->cap.max_send_wr;
+    qp->rq = rq;
+    qp->rq_depth = init->cap.max_recv_wr;
+    qp->eng = e;
+    e->qp = qp;
+    e->refs = 1;
+    e->mtu_bytes = 256;
+    e->timer_deadline = SIM_TIME_NEVER;
+    nic_req_init(qp);
+    nic_resp_init(qp);
+    nic_comp_init(qp);
+    tbl_insert(nic, qp);
+    init->pd->n_users++;
+    init->send_cq->n_qps++;
+    init->recv_cq->n_qps++;
+    return qp;
+}
+
+/* Stop every engine and drop what is staged; results in flight will be
+ * ignored (epoch). */
+static void qp_quiesce(struct nic_qp *qp)
+{
+    struct nic_qp_engine *e = qp->eng;
+    e->epoch++;
+    e->req_epoch++;
+    nic_req_stop(qp);
+    nic_comp_stop(qp);
+    nic_resp_stop(qp);
+}
+
+int nic_qp_destroy(struct nic_qp *qp)
+{
+    if (!qp)
+        return EINVAL;
+    struct nic *nic = qp->nic;
+    struct nic_qp_engine *e = qp->eng;
+    qp_quiesce(qp);
+    e->dead = true;
+    nic->qp_tbl[qp->qpn & nic->qp_tbl_mask] = NULL;
+    nic->n_qps--;
+    qp->init.pd->n_users--;
+    qp->init.send_cq->n_qps--;
+    qp->init.recv_cq->n_qps--;
+    if (e->refs > 1) {
+        if (nic->n_zombie_qps == nic->cap_zombie_qps) {
+            uint32_t cap = nic->cap_zombie_qps ? 2 * nic->cap_zombie_qps : 8;
+            struct nic_qp **z = realloc(nic->zombie_qps, cap * sizeof(*z));
+            if (!z)
+                abort();
+            nic->zombie_qps = z;
+            nic->cap_zombie_qps = cap;
+        }
+        nic->zombie_qps[nic->n_zombie_qps++] = qp;
+    }
+    nic_qp_put(qp);
+    return 0;
+}
+
+void nic_qp_teardown(struct nic *nic)
+{
+    for (uint32_t i = 0; i <= nic->qp_tbl_mask; i++) {
+        struct nic_qp *qp = nic->qp_tbl[i];
+        if (!qp)
+            continue;
+        qp_quiesce(qp);
+        free(qp->sq);
+        free(qp->rq);
+        free(qp->eng);
+        free(qp);
+    }
+    for (uint32_t i = 0; i < nic->n_zombie_qps; i++) {
+        struct nic_qp *qp = nic->zombie_qps[i];
+        free(qp->sq);
+        free(qp->rq);
+        free(qp->eng);
+        free(qp);
+    }
+    free(nic->zombie_qps);
+    free(nic->qp_tbl);
+    nic->zombie_qps = NULL;
+    nic->qp_tbl = NULL;
+    nic->n_zombie_qps = 0;
+}
+
+/* ---------------------------------------------------------------- modify */
+
+/* Copy every attribute named in `mask` (the fields of struct ibv_qp_attr
+ * that each IBV_QP_* bit selects, as the kernel's ib_modify_qp). */
+static void record_attrs(struct nic_qp *qp, const struct ibv_qp_attr *a, int mask)
+{
+    struct ibv_qp_attr *q = &qp->attr;
+    if (mask & IBV_QP_STATE)
+        q->qp_state = a->qp_state;
+    if (mask & IBV_QP_CUR_STATE)
+        q->cur_qp_state = a->cur_qp_state;
+    if (mask & IBV_QP_EN_SQD_ASYNC_NOTIFY)
+        q->en_sqd_async_notify = a->en_sqd_async_notify;
+    if (mask & IBV_QP_ACCESS_FLAGS)
+        q->qp_access_flags = a->qp_access_flags;
+    if (mask & IBV_QP_PKEY_INDEX)
+        q->pkey_index = a->pkey_index;
+    if (mask & IBV_QP_PORT)
+        q->port_num = a->port_num;
+    if (mask & IBV_QP_QKEY)
+        q->qkey = a->qkey;
+    if (mask & IBV_QP_AV)
+        q->ah_attr = a->ah_attr;
+    if (mask & IBV_QP_PATH_MTU)
+        q->path_mtu = a->path_mtu;
+    if (mask & IBV_QP_TIMEOUT)
+        q->timeout = a->timeout;
+    if (mask & IBV_QP_RETRY_CNT)
+        q->retry_cnt = a->retry_cnt;
+    if (mask & IBV_QP_RNR_RETRY)
+        q->rnr_retry = a->rnr_retry;
+    if (mask & IBV_QP_RQ_PSN)
+        q->rq_psn = a->rq_psn & NIC_PSN_MASK;
+    if (mask & IBV_QP_MAX_QP_RD_ATOMIC)
+        q->max_rd_atomic = a->max_rd_atomic;
+    if (mask & IBV_QP_ALT_PATH) {
+        q->alt_ah_attr = a->alt_ah_attr;
+        q->alt_pkey_index = a->alt_pkey_index;
+        q->alt_port_num = a->alt_port_num;
+        q->alt_timeout = a->alt_timeout;
+    }
+    if (mask & IBV_QP_MIN_RNR_TIMER)
+        q->min_rnr_timer = a->min_rnr_timer;
+    if (mask & IBV_QP_SQ_PSN)
+        q->sq_psn = a->sq_psn & NIC_PSN_MASK;
+    if (mask & IBV_QP_MAX_DEST_RD_ATOMIC)
+        q->max_dest_rd_atomic = a->max_dest_rd_atomic;
+    if (mask & IBV_QP_PATH_MIG_STATE)
+        q->path_mig_state = a->path_mig_state;
+    if (mask & IBV_QP_CAP)
+        q->cap = a->cap;
+    if (mask & IBV_QP_DEST_QPN)
+        q->dest_qp_num = a->dest_qp_num & NIC_PSN_MASK;
+    if (mask & IBV_QP_RATE_LIMIT)
+        q->rate_limit = a->rate_limit;
+}
+
+/* The kernel's rdma_calc_flow_label + rdma_get_udp_sport: the RoCEv2 UDP
+ * source port of a connection, from its two QPNs (0xC000..0xFFFF). */
+static uint16_t roce_udp_sport(uint32_t lqpn, uint32_t rqpn)
+{
+    uint64_t v = (uint64_t)lqpn * rqpn;
+    v ^= v >> 20;
+    v ^= v >> 40;
+    uint32_t fl = (uint32_t)(v & 0xfffff);
+    return (uint16_t)(((fl & 0x3fff) ^ ((fl & 0xfc000) >> 14)) | 0xc000);
+}
+
+/* Back to RESET: empty queues (no completions), fresh engines. */
+static void qp_reset(struct nic_qp *qp)
+{
+    struct nic_qp_engine *e = qp->eng;
+    qp_quiesce(qp);
+    qp->sq_comp = qp->sq_next = qp->sq_db = qp->sq_tail = 0;
+    qp->rq_head = qp->rq_tail = 0;
+    for (uint32_t i = 0; i < qp->sq_depth; i++)
+        qp->sq[i].state = NIC_WQE_QUEUED;
+    struct ibv_qp_cap cap = qp->attr.cap;
+    memset(&qp->attr, 0, sizeof(qp->attr));
+    qp->attr.cap = cap;
+    qp->dest_node = 0;
+    e->mtu_bytes = 256;
+    nic_req_init(qp);
+    nic_resp_init(qp);
+    nic_comp_init(qp);
+}
+
+int nic_qp_modify(struct nic_qp *qp, const struct ibv_qp_attr *attr, int attr_mask)
+{
+    if (!qp || !attr)
+        return EINVAL;
+    struct nic_qp_engine *e = qp->eng;
+    enum ibv_qp_state cur = qp->state;
+    enum ibv_qp_state next = (attr_mask & IBV_QP_STATE) ? attr->qp_state : cur;
+    if (next == IBV_QPS_ERR) {
+        record_attrs(qp, attr, attr_mask & ~IBV_QP_STATE);
+        nic_qp_to_error(qp);
+        return 0;
+    }
+    if (next == IBV_QPS_RESET) {
+        qp_reset(qp);
+        qp->state = IBV_QPS_RESET;
+        qp->attr.qp_state = IBV_QPS_RESET;
+        return 0;
+    }
+    record_attrs(qp, attr, attr_mask);
+    if (attr_mask & IBV_QP_AV) {
+        const struct ibv_ah_attr *ah = &qp->attr.ah_attr;
+        int64_t node = ah->is_global ? nic_node_from_gid(&ah->grh.dgid) : (int64_t)ah->dlid - 1;
+        qp->dest_node = node >= 0 ? (uint32_t)node : 0;
+    }
+    if (attr_mask & IBV_QP_PATH_MTU)
+        e->mtu_bytes = nic_mtu_bytes(qp->attr.path_mtu);
+    if (attr_mask & (IBV_QP_DEST_QPN | IBV_QP_AV))
+        e->udp_sport = roce_udp_sport(qp->qpn, qp->attr.dest_qp_num);
+    if (attr_mask & IBV_QP_RQ_PSN) {
+        e->epsn = qp->attr.rq_psn;
+        e->nak_sent = false;
+    }
+    if (attr_mask & IBV_QP_SQ_PSN) {
+        e->next_psn = qp->attr.sq_psn;
+        e->comp_psn = qp->attr.sq_psn;
+        e->tx_psn_hi = nic_psn_add(qp->attr.sq_psn, NIC_PSN_MASK); /* sq_psn - 1 */
+    }
+    if (attr_mask & IBV_QP_RETRY_CNT)
+        e->retry_left = qp->attr.retry_cnt;
+    if (attr_mask & IBV_QP_RNR_RETRY)
+        e->rnr_left = qp->attr.rnr_retry;
+    qp->state = next;
+    qp->attr.qp_state = next;
+    if (next == IBV_QPS_RTS && (cur == IBV_QPS_RTR || cur == IBV_QPS_SQD || cur == IBV_QPS_SQE))
+        nic_req_kick(qp);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- queues */
+
+int nic_sq_append(struct nic_qp *qp, const struct nic_send_wqe *wqe)
+{
+    if (qp->init.qp_type != IBV_QPT_RC)
+        return EOPNOTSUPP; /* UC/UD data path: issue 3 */
+    if (qp->sq_tail - qp->sq_comp >= qp->sq_depth)
+        return ENOMEM;
+    struct nic_send_wqe *w = nic_sq_wqe(qp, qp->sq_tail);
+    /* the inline bytes are copied only as far as they are used */
+    memcpy(w, wqe, offsetof(struct nic_send_wqe, inline_data));
+    if (wqe->send_flags & IBV_SEND_INLINE) {
+        uint32_t n = wqe->length < NIC_MAX_INLINE_BYTES ? wqe->length : NIC_MAX_INLINE_BYTES;
+        memcpy(w->inline_data, wqe->inline_data, n);
+    }
+    w->signaled = wqe->signaled;
+    w->first_psn = w->last_psn = 0;
+    w->state = NIC_WQE_QUEUED;
+    qp->sq_tail++;
+    return 0;
+}
+
+int nic_rq_append(struct nic_qp *qp, const struct nic_recv_wqe *wqe)
+{
+    if (qp->init.qp_type != IBV_QPT_RC)
+        return EOPNOTSUPP;
+    if (qp->rq_tail - qp->rq_head >= qp->rq_depth)
+        return ENOMEM;
+    *nic_rq_wqe(qp, qp->rq_tail) = *wqe;
+    qp->rq_tail++;
+    if (qp->state == IBV_QPS_ERR)
+        nic_qp_flush_rq(qp); /* a receive posted in ERR completes flushed */
+    return 0;
+}
+
+/* ---------------------------------------------------------------- error and flush */
+
+void nic_qp_flush_sq(struct nic_qp *qp)
+{
+    struct nic *nic = qp->nic;
+    for (uint64_t i = qp->sq_comp; i < qp->sq_tail; i++) {
+        struct nic_send_wqe *w = nic_sq_wqe(qp, i);
+        struct ibv_wc wc = {
+            .wr_id = w->wr_id,
+            .status = IBV_WC_WR_FLUSH_ERR,
+            .opcode = nic_wc_opcode(w->opcode),
+            .vendor_err = nic_vendor_err(IBV_WC_WR_FLUSH_ERR),
+            .qp_num = qp->qpn,
+        };
+        w->state = NIC_WQE_DONE;
+        nic_cqe_write(nic, qp->init.send_cq, &wc, false);
+        nic->cnt.wqes_completed++;
+    }
+    qp->sq_comp = qp->sq_next = qp->sq_tail;
+    if (qp->sq_db < qp->sq_tail)
+        qp->sq_db = qp->sq_tail;
+    qp->eng->fetch_issued = qp->eng->fetched = qp->eng->req_idx = qp->sq_tail;
+    qp->eng->req_pkt = 0;
+}
+
+void nic_qp_flush_rq(struct nic_qp *qp)
+{
+    for (uint64_t i = qp->rq_head; i < qp->rq_tail; i++) {
+        struct ibv_wc wc = {
+            .wr_id = nic_rq_wqe(qp, i)->wr_id,
+            .status = IBV_WC_WR_FLUSH_ERR,
+            .opcode = IBV_WC_RECV,
+            .vendor_err = nic_vendor_err(IBV_WC_WR_FLUSH_ERR),
+            .qp_num = qp->qpn,
+        };
+        nic_cqe_write(qp->nic, qp->init.recv_cq, &wc, false);
+    }
+    qp->rq_head = qp->rq_tail;
+}
+
+void nic_qp_to_error(struct nic_qp *qp)
+{
+    if (!qp || qp->eng->dead)
+        return;
+    qp_quiesce(qp);
+    qp->state = IBV_QPS_ERR;
+    qp->attr.qp_state = IBV_QPS_ERR;
+    nic_qp_flush_sq(qp);
+    nic_qp_flush_rq(qp);
+}

@@ -1,0 +1,555 @@
+/* The requester: from the send doorbell to request packets in the staging
+ * ring (rxe_req.c is the model).
+ *
+ * Doorbell and WQE fetch.  ibv_post_send appends WQEs to the send queue in
+ * host memory and rings one doorbell (nic_sq_doorbell): an MMIO write over
+ * PCIe, 8 bytes - or, with BlueFlame, when the doorbell covers a single WQE
+ * of at most NIC_BF_MAX_BYTES, the WQE itself (64 B-rounded), which then
+ * needs no fetch.  doorbell_proc_ps after the MMIO lands the NIC issues one
+ * DMA read for every WQE the doorbell covers (wqe_bytes + num_sge *
+ * wqe_sge_bytes each, inline data instead of SGEs for inline WQEs); when it
+ * completes those WQEs are "fetched" and the requester may start them.  A
+ * doorbell that reaches a QP in ERR flushes the new WQEs.
+ *
+ * Requester state machine (one per QP, enum nic_req_state):
+ *
+ *     IDLE --kick--> NEXT_WQE ------------------------> SEGMENT --+--> NEXT_WQE
+ *       ^               |  |                             |   ^     |
+ *       +-- nothing ----+  +--> WQE_PROC --req_ev--+     v   |     +--> STOPPED
+ *           fetched / SQD  |   (engine busy)       |  WAIT_SPACE       (local error:
+ *                          +--> WAIT_RD_ATOMIC     |  (ring full)       the completer
+ *                               (max_rd_atomic,    +--> NEXT_WQE         finishes)
+ *                                fence)
+ *     WAIT_RNR: RNR back-off after an RNR NAK (completer); rnr_ev -> NEXT_WQE
+ *
+ *  NEXT_WQE   takes WQE req_idx if it is fetched; READ/atomics wait while
+ *             max_rd_atomic of them are outstanding (and a fenced WQE waits
+ *             for all of them).  The send engine works on one WQE of a QP
+ *             at a time for wqe_proc_ps (occupancy, overlapped with the
+ *             payload DMA: it limits one QP's message rate, it is not added
+ *             to the latency); a WQE that finds it busy waits in WQE_PROC.
+ *             Taking a new WQE: local checks (every SGE's lkey, PD, bounds,
+ *             LOCAL_WRITE for READ/atomic targets: failure =
+ *             IBV_WC_LOC_PROT_ERR; message longer than 1 GiB =
+ *             IBV_WC_LOC_LEN_ERR), PSNs assigned (one per packet; a READ
+ *             takes one per response packet).
+ *  SEGMENT    builds the packets of the WQE at path_mtu into the staging
+ *             ring: opcode from the table (FIRST/MIDDLE/LAST/ONLY, +IMM),
+ *             RETH on the first WRITE packet, AckReq and SE on the last;
+ *             each packet's payload is fetched by its own DMA read (the
+ *             SGE pieces it covers), so a long message streams: at most
+ *             NIC_STAGE_SLOTS packets / NIC_STAGE_MAX_BYTES of payload are
+ *             between DMA read and wire.  Inline payload is copied from
+ *             the WQE, no DMA.
+ *
+ * Go back N (nic_req_rewind, called by the completer on a timeout, a PSN
+ * sequence NAK, an RNR NAK or a missing read response): every WQE from the
+ * one holding the PSN on is marked RETRY, the staging ring is dropped
+ * (in-flight payload reads are ignored: req_epoch), and building restarts
+ * at that PSN - mid-message for SEND/WRITE, with a shortened READ request
+ * for a partly answered READ. */
+#include <string.h>
+
+#include "nic_priv.h"
+
+static void req_run(struct nic_qp *qp);
+static enum nic_req_state req_start_wqe(struct nic_qp *qp);
+
+bool nic_wqe_is_rd_atomic(const struct nic_send_wqe *w)
+{
+    return w->opcode == IBV_WR_RDMA_READ || w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+           w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
+
+static bool wqe_is_atomic(const struct nic_send_wqe *w)
+{
+    return w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
+
+/* PSNs a WQE uses: packets of a SEND/WRITE, response packets of a READ. */
+uint32_t nic_wqe_npkts(const struct nic_send_wqe *w, uint32_t mtu)
+{
+    if (wqe_is_atomic(w))
+        return 1;
+    return w->length ? (uint32_t)(((uint64_t)w->length + mtu - 1) / mtu) : 1;
+}
+
+static uint32_t wqe_fetch_bytes(const struct nic_params *p, const struct nic_send_wqe *w)
+{
+    if (w->send_flags & IBV_SEND_INLINE)
+        return p->wqe_bytes + ((w->length + 15u) & ~15u);
+    return p->wqe_bytes + w->num_sge * p->wqe_sge_bytes;
+}
+
+bool nic_sges_to_segs(struct nic *nic, const struct nic_sge *sge, uint32_t num_sge, uint32_t off,
+                      uint32_t len, struct nic_op *op)
+{
+    uint32_t i = 0;
+    while (i < num_sge && off >= sge[i].length) {
+        off -= sge[i].length;
+        i++;
+    }
+    op->n_seg = 0;
+    for (; len && i < num_sge; i++, off = 0) {
+        uint32_t take = sge[i].length - off;
+        if (take > len)
+            take = len;
+        if (!take)
+            continue;
+        struct nic_mr *mr = nic_mr_lookup(nic, sge[i].lkey);
+        if (!mr)
+            return false;
+        struct nic_seg *s = &op->seg[op->n_seg++];
+        s->host = mr->host_addr + (sge[i].addr - mr->iova) + off;
+        s->key = sge[i].lkey;
+        s->len = take;
+        len -= take;
+    }
+    return len == 0;
+}
+
+/* ---------------------------------------------------------------- doorbell and WQE fetch */
+
+static void fetch_done(struct sim *sim, void *a, void *b)
+{
+    (void)sim;
+    (void)b;
+    struct nic_op *op = a;
+    struct nic_qp *qp = op->qp;
+    if (!nic_op_stale(op)) {
+        struct nic_qp_engine *e = qp->eng;
+        if (op->v > e->fetched) {
+            op->nic->cnt.wqes_fetched += op->v - e->fetched;
+            e->fetched = op->v;
+        }
+        req_run(qp);
+    }
+    nic_op_free(op);
+}
+
+static void db_process(struct sim *sim, void *a, void *b)
+{
+    (void)sim;
+    (void)b;
+    struct nic_op *op = a;
+    struct nic_qp *qp = op->qp;
+    struct nic *nic = op->nic;
+    if (nic_op_stale(op)) {
+        nic_op_free(op);
+        return;
+    }
+    if (qp->state == IBV_QPS_ERR) {
+        nic_qp_flush_sq(qp);
+        nic_op_free(op);
+        return;
+    }
+    struct nic_qp_engine *e = qp->eng;
+    if (op->v <= e->fetch_issued) {
+        nic_op_free(op);
+        return;
+    }
+    if (op->flag && op->v == e->fetch_issued + 1 && e->fetched == e->fetch_issued) {
+        /* BlueFlame: the WQE came with the doorbell */
+        e->fetch_issued = e->fetched = op->v;
+        nic->cnt.wqes_fetched++;
+        nic_op_free(op);
+        req_run(qp);
+        return;
+    }
+    uint64_t bytes = 0;
+    for (uint64_t i = e->fetch_issued; i < op->v; i++)
+        bytes += wqe_fetch_bytes(&nic->p, nic_sq_wqe(qp, i));
+    e->fetch_issued = op->v;
+    op->kind = NIC_OP_FETCH;
+    nic->cnt.dma_reads++;
+    if (nic->pcie)
+        pcie_dma_read(nic->pcie, bytes, fetch_done, op, NULL);
+    else
+        fetch_done(nic->sim, op, NULL);
+}
+
+static void db_arrived(struct sim *sim, void *a, void *b)
+{
+    (void)b;
+    struct nic_op *op = a;
+    op->nic->cnt.doorbells++;
+    if (nic_op_stale(op)) {
+        nic_op_free(op);
+        return;
+    }
+    sim_call_in(sim, op->nic->p.doorbell_proc_ps, db_process, op, NULL);
+}
+
+void nic_sq_doorbell(struct nic_qp *qp)
+{
+    struct nic *nic = qp->nic;
+    uint64_t n = qp->sq_tail - qp->sq_db;
+    if (!n)
+        return;
+    uint32_t sz = wqe_fetch_bytes(&nic->p, nic_sq_wqe(qp, qp->sq_tail - 1));
+    bool bf = nic->p.blueflame && n == 1 && sz <= NIC_BF_MAX_BYTES;
+    struct nic_op *op = nic_op_alloc(nic, NIC_OP_DOORBELL, qp);
+    op->v = qp->sq_tail;
+    op->flag = bf;
+    qp->sq_db = qp->sq_tail;
+    uint64_t bytes = bf ? (sz + 63u) & ~63u : 8;
+    if (nic->pcie)
+        pcie_mmio_write(nic->pcie, bytes, db_arrived, op, NULL);
+    else
+        db_arrived(nic->sim, op, NULL);
+}
+
+/* ---------------------------------------------------------------- packets */
+
+static void req_payload_done(struct sim *sim, void *a, void *b)
+{
+    (void)sim;
+    (void)b;
+    struct nic_op *op = a;
+    struct nic *nic = op->nic;
+    struct nic_qp *qp = op->qp;
+    struct pkt *p = op->pkt;
+    if (nic_op_stale(op)) {
+        pkt_free(nic->pool, p);
+    } else {
+        nic_copy_from_host(nic, op, p->payload);
+        if (nic_stage_mark_ready(&qp->eng->req_stage, p))
+            nic_tx_src_ready(nic, &qp->eng->req_src);
+        else
+            pkt_free(nic->pool, p);
+    }
+    nic_op_free(op);
+}
+
+/* Packet k of SEND/WRITE WQE w into the staging ring. */
+static void build_send_write(struct nic_qp *qp, struct nic_send_wqe *w, uint32_t k, uint32_t n)
+{
+    struct nic *nic = qp->nic;
+    struct nic_qp_engine *e = qp->eng;
+    uint32_t mtu = e->mtu_bytes;
+    uint32_t off = k * mtu;
+    uint32_t plen = w->length > off ? w->length - off : 0;
+    if (plen > mtu)
+        plen = mtu;
+    uint32_t pos = nic_pkt_pos(k, n);
+    uint8_t opcode = (uint8_t)nic_req_opcode(w->opcode, pos);
+    uint32_t mask = nic_opcode(opcode)->mask;
+    struct pkt *p = pkt_alloc(nic->pool);
+    nic_pkt_address(qp, p, opcode, nic_psn_add(w->first_psn, k), plen);
+    if (mask & NIC_OPF_RETH) {
+        p->reth_va = w->remote_addr;
+        p->reth_rkey = w->rkey;
+        p->reth_dma_len = w->length;
+    }
+    if (mask & NIC_OPF_IMMDT)
+        p->imm_data = w->imm_data;
+    if (pos & NIC_OPF_LAST) {
+        p->ack_req = 1;
+        p->se = (w->send_flags & IBV_SEND_SOLICITED) ? 1 : 0;
+    }
+    if (!plen) {
+        nic_stage_push(&e->req_stage, p, true);
+    } else if (w->send_flags & IBV_SEND_INLINE) {
+        memcpy(p->payload, w->inline_data + off, plen);
+        nic_stage_push(&e->req_stage, p, true);
+    } else {
+        struct nic_op *op = nic_op_alloc(nic, NIC_OP_REQ_PAYLOAD, qp);
+        op->pkt = p;
+        nic_sges_to_segs(nic, w->sge, w->num_sge, off, plen, op);
+        nic_stage_push(&e->req_stage, p, false);
+        nic->cnt.dma_reads++;
+        if (nic->pcie)
+            pcie_dma_read(nic->pcie, plen, req_payload_done, op, NULL);
+        else
+            req_payload_done(nic->sim, op, NULL);
+    }
+}
+
+/* The READ request (from response packet k on) or the atomic request. */
+static void build_rd_atomic(struct nic_qp *qp, struct nic_send_wqe *w, uint32_t k)
+{
+    struct nic *nic = qp->nic;
+    struct nic_qp_engine *e = qp->eng;
+    struct pkt *p = pkt_alloc(nic->pool);
+    if (w->opcode == IBV_WR_RDMA_READ) {
+        uint32_t off = k * e->mtu_bytes;
+        nic_pkt_address(qp, p, IB_OPCODE_RC_RDMA_READ_REQUEST, nic_psn_add(w->first_psn, k), 0);
+        p->reth_va = w->remote_addr + off;
+        p->reth_rkey = w->rkey;
+        p->reth_dma_len = w->length > off ? w->length - off : 0;
+    } else {
+        bool cas = w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP;
+        nic_pkt_address(qp, p, cas ? IB_OPCODE_RC_COMPARE_SWAP : IB_OPCODE_RC_FETCH_ADD,
+                        w->first_psn, 0);
+        p->atomic_va = w->remote_addr;
+        p->atomic_rkey = w->rkey;
+        p->atomic_swap_add = cas ? w->swap : w->compare_add;
+        p->atomic_compare = cas ? w->compare_add : 0;
+    }
+    p->ack_req = 1;
+    nic_stage_push(&e->req_stage, p, true);
+}
+
+/* ---------------------------------------------------------------- state handlers */
+
+/* Local checks of a new WQE (rxe: the lkey checks happen as the payload is
+ * copied; mlx5 reports them as a local protection error). */
+static enum ibv_wc_status check_wqe(struct nic_qp *qp, const struct nic_send_wqe *w)
+{
+    if (w->length > NIC_MAX_MSG_BYTES)
+        return IBV_WC_LOC_LEN_ERR;
+    if (w->send_flags & IBV_SEND_INLINE)
+        return IBV_WC_SUCCESS;
+    int access = nic_wqe_is_rd_atomic(w) ? IBV_ACCESS_LOCAL_WRITE : 0;
+    for (uint32_t i = 0; i < w->num_sge; i++) {
+        const struct nic_sge *s = &w->sge[i];
+        if (s->length && nic_mr_check(qp->nic, s->lkey, qp->init.pd, s->addr, s->length, access,
+                                      NULL) != NIC_MR_OK)
+            return IBV_WC_LOC_PROT_ERR;
+    }
+    return IBV_WC_SUCCESS;
+}
+
+static enum nic_req_state req_next_wqe(struct nic_qp *qp)
+{
+    struct nic_qp_engine *e = qp->eng;
+    if (!nic_qp_can_send(qp) || e->req_idx >= e->fetched)
+        return NIC_REQ_IDLE;
+    struct nic_send_wqe *w = nic_sq_wqe(qp, e->req_idx);
+    if (w->state == NIC_WQE_ERROR)
+        return NIC_REQ_STOPPED;
+    if (w->state == NIC_WQE_DONE) { /* completed by a late ACK while being resent */
+        e->req_idx++;
+        e->req_pkt = 0;
+        qp->sq_next = e->req_idx;
+        return NIC_REQ_NEXT_WQE;
+    }
+    if (qp->state == IBV_QPS_SQD && w->state == NIC_WQE_QUEUED)
+        return NIC_REQ_IDLE; /* drained: no new WQE starts in SQD */
+    uint32_t max_rd = qp->attr.max_rd_atomic ? qp->attr.max_rd_atomic : 1; /* mlx5: log2 0 = 1 */
+    if ((nic_wqe_is_rd_atomic(w) && e->rd_outstanding >= max_rd) ||
+        ((w->send_flags & IBV_SEND_FENCE) && e->rd_outstanding))
+        return NIC_REQ_WAIT_RD_ATOMIC;
+    sim_time_t now = sim_now(qp->nic->sim);
+    if (now < e->req_busy_until) { /* the send engine is still on the previous WQE */
+        sim_schedule_at(qp->nic->sim, &e->req_ev, e->req_busy_until);
+        return NIC_REQ_WQE_PROC;
+    }
+    e->req_busy_until = now + qp->nic->p.wqe_proc_ps;
+    return req_start_wqe(qp);
+}
+
+/* The send engine takes WQE req_idx: checks and PSNs of a new WQE, or
+ * resume a retried one. */
+static enum nic_req_state req_start_wqe(struct nic_qp *qp)
+{
+    struct nic_qp_engine *e = qp->eng;
+    if (!nic_qp_can_send(qp) || e->req_idx >= e->fetched)
+        return NIC_REQ_IDLE;
+    struct nic_send_wqe *w = nic_sq_wqe(qp, e->req_idx);
+    if (w->state == NIC_WQE_QUEUED) {
+        enum ibv_wc_status st = check_wqe(qp, w);
+        if (st != IBV_WC_SUCCESS) {
+            nic_comp_fail_wqe(qp, e->req_idx, st);
+            return NIC_REQ_STOPPED;
+        }
+        uint32_t n = nic_wqe_npkts(w, e->mtu_bytes);
+        w->first_psn = e->next_psn;
+        w->last_psn = nic_psn_add(e->next_psn, n - 1);
+        e->next_psn = nic_psn_add(e->next_psn, n);
+        e->req_pkt = 0;
+    }
+    w->state = NIC_WQE_STARTED;
+    if (nic_wqe_is_rd_atomic(w))
+        e->rd_outstanding++;
+    return NIC_REQ_SEGMENT;
+}
+
+static void req_offer(struct nic_qp *qp)
+{
+    struct nic_stage *s = &qp->eng->req_stage;
+    if (s->head != s->tail && s->e[s->head % NIC_STAGE_SLOTS].ready)
+        nic_tx_src_ready(qp->nic, &qp->eng->req_src);
+}
+
+static enum nic_req_state req_segment(struct nic_qp *qp)
+{
+    struct nic_qp_engine *e = qp->eng;
+    if (!nic_qp_can_send(qp))
+        return NIC_REQ_IDLE;
+    struct nic_send_wqe *w = nic_sq_wqe(qp, e->req_idx);
+    if (nic_wqe_is_rd_atomic(w)) {
+        if (nic_stage_full(&e->req_stage, 0)) {
+            req_offer(qp);
+            return NIC_REQ_WAIT_SPACE;
+        }
+        build_rd_atomic(qp, w, wqe_is_atomic(w) ? 0 : e->req_pkt);
+    } else {
+        uint32_t n = nic_wqe_npkts(w, e->mtu_bytes);
+        while (e->req_pkt < n) {
+            uint32_t off = e->req_pkt * e->mtu_bytes;
+            uint32_t plen = w->length > off ? w->length - off : 0;
+            if (plen > e->mtu_bytes)
+                plen = e->mtu_bytes;
+            if (nic_stage_full(&e->req_stage, plen)) {
+                req_offer(qp);
+                return NIC_REQ_WAIT_SPACE;
+            }
+            build_send_write(qp, w, e->req_pkt, n);
+            e->req_pkt++;
+        }
+    }
+    w->state = NIC_WQE_SENT;
+    e->req_idx++;
+    e->req_pkt = 0;
+    qp->sq_next = e->req_idx;
+    req_offer(qp);
+    return NIC_REQ_NEXT_WQE;
+}
+
+/* ---------------------------------------------------------------- dispatcher */
+
+static void req_dispatch(struct nic_qp *qp)
+{
+    struct nic_qp_engine *e = qp->eng;
+    /* a kick wakes the parking states that wait for something external */
+    switch (e->req_state) {
+    case NIC_REQ_IDLE:
+    case NIC_REQ_WAIT_RD_ATOMIC:
+        e->req_state = NIC_REQ_NEXT_WQE;
+        break;
+    case NIC_REQ_WAIT_SPACE:
+        e->req_state = NIC_REQ_SEGMENT;
+        break;
+    default:
+        break;
+    }
+    for (;;) {
+        enum nic_req_state next;
+        switch (e->req_state) {
+        case NIC_REQ_NEXT_WQE:
+            next = req_next_wqe(qp);
+            break;
+        case NIC_REQ_SEGMENT:
+            next = req_segment(qp);
+            break;
+        default: /* IDLE, WQE_PROC, WAIT_*, STOPPED: wait for an event */
+            return;
+        }
+        if (e->req_state == NIC_REQ_STOPPED || e->dead)
+            return; /* a nested error stopped the requester */
+        e->req_state = next;
+    }
+}
+
+static void req_run(struct nic_qp *qp)
+{
+    struct nic_qp_engine *e = qp->eng;
+    if (e->dead)
+        return;
+    if (e->req_running) {
+        e->req_again = true;
+        return;
+    }
+    e->req_running = true;
+    do {
+        e->req_again = false;
+        req_dispatch(qp);
+    } while (e->req_again && !e->dead);
+    e->req_running = false;
+}
+
+void nic_req_kick(struct nic_qp *qp) { req_run(qp); }
+
+static void req_ev_fn(struct sim *sim, struct sim_event *ev)
+{
+    (void)sim;
+    struct nic_qp *qp = ev->ctx;
+    if (qp->eng->req_state == NIC_REQ_WQE_PROC) {
+        qp->eng->req_state = NIC_REQ_NEXT_WQE;
+        req_run(qp);
+    }
+}
+
+static void rnr_ev_fn(struct sim *sim, struct sim_event *ev)
+{
+    (void)sim;
+    struct nic_qp *qp = ev->ctx;
+    if (qp->eng->req_state == NIC_REQ_WAIT_RNR) {
+        qp->eng->req_state = NIC_REQ_NEXT_WQE;
+        req_run(qp);
+    }
+}
+
+/* ---------------------------------------------------------------- hooks for the other engines */
+
+void nic_req_init(struct nic_qp *qp)
+{
+    struct nic_qp_engine *e = qp->eng;
+    if (!e->req_src.qp) {
+        sim_event_init(&e->req_ev, req_ev_fn, qp, "nic.req");
+        sim_event_init(&e->rnr_ev, rnr_ev_fn, qp, "nic.rnr");
+        e->req_src.qp = qp;
+        e->req_src.stage = &e->req_stage;
+        e->req_src.kind = NIC_TXSRC_REQ;
+        nic_stage_init(&e->req_stage);
+    }
+    e->req_state = NIC_REQ_IDLE;
+    e->fetch_issued = e->fetched = e->req_idx = qp->sq_comp;
+    e->req_pkt = 0;
+    e->rd_outstanding = 0;
+    e->req_busy_until = 0;
+}
+
+void nic_req_stop(struct nic_qp *qp)
+{
+    struct nic_qp_engine *e = qp->eng;
+    sim_cancel(qp->nic->sim, &e->req_ev);
+    sim_cancel(qp->nic->sim, &e->rnr_ev);
+    nic_stage_clear(qp->nic, &e->req_stage);
+    e->req_state = NIC_REQ_STOPPED;
+}
+
+void nic_req_on_tx(struct nic_qp *qp, const struct pkt *p)
+{
+    struct nic_qp_engine *e = qp->eng;
+    uint32_t hi = p->psn;
+    if (p->opcode == IB_OPCODE_RC_RDMA_READ_REQUEST && p->reth_dma_len > e->mtu_bytes)
+        hi = nic_psn_add(hi, (p->reth_dma_len + e->mtu_bytes - 1) / e->mtu_bytes - 1);
+    if (nic_psn_diff(hi, e->tx_psn_hi) > 0)
+        e->tx_psn_hi = hi;
+    nic_comp_on_tx(qp);
+    if (e->req_state == NIC_REQ_WAIT_SPACE)
+        req_run(qp);
+}
+
+void nic_req_rewind(struct nic_qp *qp, uint32_t psn)
+{
+    struct nic_qp_engine *e = qp->eng;
+    uint64_t end = e->req_idx;
+    if (end < qp->sq_tail && nic_sq_wqe(qp, end)->state == NIC_WQE_STARTED)
+        end++;
+    uint64_t i = qp->sq_comp;
+    while (i < end && nic_psn_diff(psn, nic_sq_wqe(qp, i)->last_psn) > 0)
+        i++;
+    if (i >= end)
+        return; /* nothing sent at or after that PSN */
+    for (uint64_t j = i; j < end; j++) {
+        struct nic_send_wqe *w = nic_sq_wqe(qp, j);
+        if (w->state == NIC_WQE_STARTED || w->state == NIC_WQE_SENT) {
+            if (nic_wqe_is_rd_atomic(w))
+                e->rd_outstanding--;
+            w->state = NIC_WQE_RETRY;
+        }
+    }
+    struct nic_send_wqe *w = nic_sq_wqe(qp, i);
+    int32_t k = nic_psn_diff(psn, w->first_psn);
+    e->req_idx = i;
+    e->req_pkt = (k > 0 && !wqe_is_atomic(w)) ? (uint32_t)k : 0;
+    qp->sq_next = i;
+    e->req_epoch++;
+    sim_cancel(qp->nic->sim, &e->req_ev);
+    nic_stage_clear(qp->nic, &e->req_stage);
+    e->tx_psn_hi = nic_psn_add(nic_psn_add(w->first_psn, e->req_pkt), NIC_PSN_MASK);
+    e->req_state = NIC_REQ_NEXT_WQE;
+}

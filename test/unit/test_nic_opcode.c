@@ -1,0 +1,149 @@
+/* The IBA opcode table: opcode numbers, header bytes per opcode, frame
+ * sizes, the requester opcode choice, AETH/RNR timer tables, PSN
+ * arithmetic and the GID <-> node mapping.  Expected values are written out
+ * from the spec (IBA 9.2 Table 38, Annex 17; CALIBRATION.md "Transports"),
+ * not computed with the code under test. */
+#include <string.h>
+
+#include "sim/nic/nic.h"
+#include "sim/nic/opcode.h"
+#include "test.h"
+
+enum { L2L3L4 = 14 + 20 + 8, TRAILER = 4 + 4 }; /* Eth+IPv4+UDP, ICRC+FCS */
+
+static void test_numbers(void)
+{
+    /* IBA Table 38, RC group */
+    CHECK_EQ_U64(IB_OPCODE_RC_SEND_FIRST, 0x00);
+    CHECK_EQ_U64(IB_OPCODE_RC_SEND_ONLY_WITH_IMMEDIATE, 0x05);
+    CHECK_EQ_U64(IB_OPCODE_RC_RDMA_WRITE_FIRST, 0x06);
+    CHECK_EQ_U64(IB_OPCODE_RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE, 0x0b);
+    CHECK_EQ_U64(IB_OPCODE_RC_RDMA_READ_REQUEST, 0x0c);
+    CHECK_EQ_U64(IB_OPCODE_RC_RDMA_READ_RESPONSE_ONLY, 0x10);
+    CHECK_EQ_U64(IB_OPCODE_RC_ACKNOWLEDGE, 0x11);
+    CHECK_EQ_U64(IB_OPCODE_RC_ATOMIC_ACKNOWLEDGE, 0x12);
+    CHECK_EQ_U64(IB_OPCODE_RC_COMPARE_SWAP, 0x13);
+    CHECK_EQ_U64(IB_OPCODE_RC_FETCH_ADD, 0x14);
+    unsigned valid = 0;
+    for (unsigned op = 0; op < 256; op++)
+        valid += nic_opcode_valid((uint8_t)op);
+    CHECK_EQ_U64(valid, 21); /* 0x00..0x14 */
+    CHECK(!nic_opcode_valid(0x15));
+    CHECK(!nic_opcode_valid(0x20)); /* UC: issue 3 */
+}
+
+static void test_headers(void)
+{
+    /* BTH 12 + extension headers */
+    CHECK_EQ_U64(nic_opcode(IB_OPCODE_RC_SEND_MIDDLE)->hdr_bytes, 12);
+    CHECK_EQ_U64(nic_opcode(IB_OPCODE_RC_SEND_LAST_WITH_IMMEDIATE)->hdr_bytes, 12 + 4);
+    CHECK_EQ_U64(nic_opcode(IB_OPCODE_RC_RDMA_WRITE_FIRST)->hdr_bytes, 12 + 16);
+    CHECK_EQ_U64(nic_opcode(IB_OPCODE_RC_RDMA_WRITE_MIDDLE)->hdr_bytes, 12);
+    CHECK_EQ_U64(nic_opcode(IB_OPCODE_RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE)->hdr_bytes, 12 + 16 + 4);
+    CHECK_EQ_U64(nic_opcode(IB_OPCODE_RC_RDMA_READ_REQUEST)->hdr_bytes, 12 + 16);
+    CHECK_EQ_U64(nic_opcode(IB_OPCODE_RC_RDMA_READ_RESPONSE_FIRST)->hdr_bytes, 12 + 4);
+    CHECK_EQ_U64(nic_opcode(IB_OPCODE_RC_RDMA_READ_RESPONSE_MIDDLE)->hdr_bytes, 12);
+    CHECK_EQ_U64(nic_opcode(IB_OPCODE_RC_ACKNOWLEDGE)->hdr_bytes, 12 + 4);
+    CHECK_EQ_U64(nic_opcode(IB_OPCODE_RC_ATOMIC_ACKNOWLEDGE)->hdr_bytes, 12 + 4 + 8);
+    CHECK_EQ_U64(nic_opcode(IB_OPCODE_RC_COMPARE_SWAP)->hdr_bytes, 12 + 28);
+    CHECK_EQ_U64(nic_ext_hdr_bytes(NIC_OPF_RETH | NIC_OPF_IMMDT), 20);
+
+    /* frames */
+    CHECK_EQ_U64(nic_frame_bytes(IB_OPCODE_RC_RDMA_WRITE_ONLY, 4096),
+                 14 + 20 + 8 + 12 + 16 + 4096 + 4 + 4);
+    CHECK_EQ_U64(nic_frame_bytes(IB_OPCODE_RC_RDMA_WRITE_MIDDLE, 4096), L2L3L4 + 12 + 4096 + TRAILER);
+    CHECK_EQ_U64(nic_frame_bytes(IB_OPCODE_RC_ACKNOWLEDGE, 0), L2L3L4 + 12 + 4 + TRAILER); /* 66 */
+    CHECK_EQ_U64(nic_frame_bytes(IB_OPCODE_RC_FETCH_ADD, 0), L2L3L4 + 12 + 28 + TRAILER);
+    CHECK_EQ_U64(nic_frame_bytes(IB_OPCODE_RC_ATOMIC_ACKNOWLEDGE, 0), L2L3L4 + 12 + 4 + 8 + TRAILER);
+    /* payload padded to 4 bytes (BTH PadCnt): 2 B -> 4 B */
+    CHECK_EQ_U64(nic_frame_bytes(IB_OPCODE_RC_RDMA_WRITE_ONLY, 2), L2L3L4 + 12 + 16 + 4 + TRAILER);
+    CHECK_EQ_U64(nic_frame_bytes(IB_OPCODE_RC_RDMA_WRITE_ONLY, 64), L2L3L4 + 12 + 16 + 64 + TRAILER);
+    /* a 0-byte SEND_ONLY is 62 B: padded to the Ethernet minimum of 64 */
+    CHECK_EQ_U64(nic_frame_bytes(IB_OPCODE_RC_SEND_ONLY, 0), 64);
+}
+
+static void test_req_opcodes(void)
+{
+    CHECK_EQ_U64(nic_req_opcode(IBV_WR_SEND, NIC_OPF_ONLY), IB_OPCODE_RC_SEND_ONLY);
+    CHECK_EQ_U64(nic_req_opcode(IBV_WR_SEND, NIC_OPF_FIRST), IB_OPCODE_RC_SEND_FIRST);
+    CHECK_EQ_U64(nic_req_opcode(IBV_WR_SEND_WITH_IMM, NIC_OPF_MIDDLE), IB_OPCODE_RC_SEND_MIDDLE);
+    CHECK_EQ_U64(nic_req_opcode(IBV_WR_SEND_WITH_IMM, NIC_OPF_LAST),
+                 IB_OPCODE_RC_SEND_LAST_WITH_IMMEDIATE);
+    CHECK_EQ_U64(nic_req_opcode(IBV_WR_RDMA_WRITE, NIC_OPF_FIRST), IB_OPCODE_RC_RDMA_WRITE_FIRST);
+    CHECK_EQ_U64(nic_req_opcode(IBV_WR_RDMA_WRITE_WITH_IMM, NIC_OPF_ONLY),
+                 IB_OPCODE_RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE);
+    CHECK_EQ_U64(nic_req_opcode(IBV_WR_RDMA_READ, NIC_OPF_ONLY), IB_OPCODE_RC_RDMA_READ_REQUEST);
+    CHECK_EQ_U64(nic_req_opcode(IBV_WR_ATOMIC_FETCH_AND_ADD, NIC_OPF_ONLY), IB_OPCODE_RC_FETCH_ADD);
+    CHECK(nic_req_opcode(IBV_WR_RDMA_READ, NIC_OPF_FIRST) < 0);
+    CHECK(nic_req_opcode(IBV_WR_SEND_WITH_INV, NIC_OPF_ONLY) < 0);
+    CHECK_EQ_U64(nic_read_resp_opcode(NIC_OPF_MIDDLE), IB_OPCODE_RC_RDMA_READ_RESPONSE_MIDDLE);
+    CHECK_EQ_U64(nic_read_resp_opcode(NIC_OPF_ONLY), IB_OPCODE_RC_RDMA_READ_RESPONSE_ONLY);
+    /* positions */
+    CHECK_EQ_U64(nic_pkt_pos(0, 1), NIC_OPF_ONLY);
+    CHECK_EQ_U64(nic_pkt_pos(0, 3), NIC_OPF_FIRST);
+    CHECK_EQ_U64(nic_pkt_pos(1, 3), NIC_OPF_MIDDLE);
+    CHECK_EQ_U64(nic_pkt_pos(2, 3), NIC_OPF_LAST);
+    /* every opcode that consumes a receive is a SEND or a WRITE with immediate */
+    for (unsigned op = 0; op < 256; op++) {
+        const struct nic_opcode_info *i = nic_opcode((uint8_t)op);
+        if (i->mask & NIC_OPF_RWR)
+            CHECK((i->mask & NIC_OPF_SEND) || (i->mask & NIC_OPF_IMMDT));
+    }
+}
+
+static void test_tables(void)
+{
+    /* IBA Table 45 */
+    CHECK_EQ_U64(nic_rnr_timer_ps(0), 655360ull * SIM_US); /* 655.36 ms */
+    CHECK_EQ_U64(nic_rnr_timer_ps(1), 10 * SIM_US);
+    CHECK_EQ_U64(nic_rnr_timer_ps(12), 640 * SIM_US);
+    CHECK_EQ_U64(nic_rnr_timer_ps(14), 1280 * SIM_US);
+    CHECK_EQ_U64(nic_rnr_timer_ps(31), 491520 * SIM_US);
+    /* 24-bit PSN arithmetic */
+    CHECK_EQ_U64(nic_psn_add(0xffffff, 1), 0);
+    CHECK(nic_psn_diff(0, 0xffffff) == 1);
+    CHECK(nic_psn_diff(0xffffff, 0) == -1);
+    CHECK(nic_psn_diff(5, 3) == 2);
+    CHECK(nic_psn_diff(0x7fffff, 0) == 0x7fffff);
+    /* path MTUs */
+    CHECK_EQ_U64(nic_mtu_bytes(IBV_MTU_256), 256);
+    CHECK_EQ_U64(nic_mtu_bytes(IBV_MTU_1024), 1024);
+    CHECK_EQ_U64(nic_mtu_bytes(IBV_MTU_4096), 4096);
+    /* GIDs: ::ffff:10.0.0.(n+1) */
+    union ibv_gid g;
+    nic_gid_of_node(0, &g);
+    static const uint8_t want0[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 1};
+    CHECK(memcmp(g.raw, want0, 16) == 0);
+    CHECK(nic_node_from_gid(&g) == 0);
+    nic_gid_of_node(300, &g);
+    CHECK_EQ_U64(g.raw[14], 1);
+    CHECK_EQ_U64(g.raw[15], 45);
+    CHECK(nic_node_from_gid(&g) == 300);
+    g.raw[0] = 0xfe;
+    CHECK(nic_node_from_gid(&g) == -1);
+    CHECK(nic_node_from_gid(NULL) == -1);
+}
+
+static void test_defaults(void)
+{
+    struct nic_params p;
+    nic_params_default(&p);
+    CHECK_EQ_U64(p.port_rate_bps, 100000000000ull);
+    CHECK_EQ_U64(p.max_mtu, IBV_MTU_4096);
+    CHECK_EQ_U64(p.wqe_bytes, 64);
+    CHECK_EQ_U64(p.cqe_bytes, 64);
+    CHECK(p.max_sge <= NIC_MAX_SGE);
+    CHECK(p.max_inline_bytes <= NIC_MAX_INLINE_BYTES);
+    CHECK(p.max_qp_rd_atom >= 1);
+    CHECK(p.ack_every_pkts >= 1);
+}
+
+int main(void)
+{
+    test_numbers();
+    test_headers();
+    test_req_opcodes();
+    test_tables();
+    test_defaults();
+    return test_summary();
+}
