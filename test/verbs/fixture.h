@@ -1,0 +1,131 @@
+/* Verbs-level test fixture: a simulation of N hosts (default 2) on a star
+ * fabric, each with PCIe and an RNIC, programs run as simulated processes,
+ * an in-simulation rendezvous board for connection data, and helpers that
+ * build an RC pair (device, PD, MR, CQs, QP, INIT/RTR/RTS) so each test
+ * is short.
+ *
+ * Typical use:
+ *     struct fx *fx = fx_create(1, NULL);
+ *     fx_spawn(fx, 0, "client", client_fn, &state);
+ *     fx_spawn(fx, 1, "server", server_fn, &state);
+ *     CHECK(fx_run(fx) == SIM_RUN_DONE);
+ *     fx_destroy(fx);
+ * and inside a program:
+ *     struct fx_rc *rc = &state->rc[0];
+ *     fx_rc_open(fx, rc, NULL);
+ *     fx_rc_connect(fx, rc, "pair0/client", "pair0/server"); */
+#ifndef RNICSIM_TEST_VERBS_FIXTURE_H
+#define RNICSIM_TEST_VERBS_FIXTURE_H
+
+#include <infiniband/verbs.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sim/fabric/fabric.h"
+#include "sim/host.h"
+#include "sim/nic/nic.h"
+#include "sim/pcie/pcie.h"
+#include "sim/sim.h"
+
+enum { FX_MAX_HOSTS = 4, FX_MAX_KEYS = 64, FX_MAX_VALUE_BYTES = 128, FX_MAX_RCS = 32 };
+
+struct fx_kv {
+    char key[48];
+    uint8_t value[FX_MAX_VALUE_BYTES];
+    size_t len;
+};
+
+struct fx_rc;
+
+struct fx {
+    struct sim *sim;
+    struct pkt_pool *pool;
+    struct topology *topo;
+    unsigned n_hosts;
+    struct host hosts[FX_MAX_HOSTS];
+    struct pcie_link *pcie[FX_MAX_HOSTS];
+    struct nic *nic[FX_MAX_HOSTS];
+    struct nic_params nicp;
+    /* rendezvous board */
+    struct fx_kv kv[FX_MAX_KEYS];
+    unsigned n_kv;
+    struct sim_waitq kv_wq;
+    /* RC endpoints still open (closed by fx_destroy if a test left them) */
+    struct fx_rc *rcs[FX_MAX_RCS];
+};
+
+/* Two hosts; `np` overrides the NIC defaults (NULL = nic_params_default). */
+struct fx *fx_create(uint64_t seed, const struct nic_params *np);
+struct fx *fx_create_n(uint64_t seed, unsigned n_hosts, const struct nic_params *np);
+/* Run fn(arg) as a program on host `h`. */
+struct sim_proc *fx_spawn(struct fx *fx, unsigned h, const char *name, sim_proc_fn fn, void *arg);
+/* sim_run until everything finished (or 10 s of simulated time). */
+enum sim_run_result fx_run(struct fx *fx);
+void fx_destroy(struct fx *fx);
+
+/* Rendezvous (inside programs): put stores a copy; get blocks until the
+ * key exists and copies min(len, stored) bytes. */
+void fx_put(struct fx *fx, const char *key, const void *buf, size_t len);
+void fx_get(struct fx *fx, const char *key, void *buf, size_t len);
+/* A two-party barrier: put "<name>/<me>", get "<name>/<peer>". */
+void fx_barrier(struct fx *fx, const char *name, const char *me, const char *peer);
+
+/* ---------------------------------------------------------------- RC pair */
+
+struct fx_ep_info {
+    uint32_t qpn;
+    uint32_t psn;
+    union ibv_gid gid;
+    uint64_t addr;
+    uint32_t rkey;
+    uint32_t pad;
+};
+
+struct fx_rc_opts {
+    size_t buf_bytes; /* registered buffer (default 2 MiB) */
+    int access;       /* MR access (default LOCAL_WRITE|REMOTE_*) */
+    int qp_access;    /* QP access flags (default REMOTE_WRITE|READ|ATOMIC) */
+    uint32_t max_send_wr, max_recv_wr, max_send_sge, max_recv_sge, max_inline;
+    int cq_depth; /* default 256 */
+    bool sq_sig_all;
+    bool use_channel; /* create a completion channel for both CQs */
+};
+
+struct fx_rc {
+    struct fx *fx;
+    struct ibv_context *ctx;
+    struct ibv_pd *pd;
+    struct ibv_mr *mr;
+    struct ibv_comp_channel *channel;
+    struct ibv_cq *scq, *rcq;
+    struct ibv_qp *qp;
+    uint8_t *buf;
+    size_t buf_bytes;
+    struct fx_ep_info local, remote;
+    struct fx_rc_opts opts;
+};
+
+void fx_rc_default_opts(struct fx_rc_opts *o);
+/* Open device, PD, MR over a fresh buffer, send and recv CQs, RC QP in
+ * RESET.  `o` NULL = defaults.  Returns 0 or an errno (and records it). */
+int fx_rc_open(struct fx *fx, struct fx_rc *rc, const struct fx_rc_opts *o);
+/* The three standard transitions with the kernel's required masks. */
+int fx_rc_to_init(struct fx_rc *rc);
+int fx_rc_to_rtr(struct fx_rc *rc, const struct fx_ep_info *remote);
+int fx_rc_to_rts(struct fx_rc *rc);
+/* Publish local info under `me`, fetch `peer`'s, INIT/RTR/RTS. */
+int fx_rc_connect(struct fx_rc *rc, const char *me, const char *peer);
+/* Destroy everything fx_rc_open made (any process, or outside one). */
+void fx_rc_close(struct fx_rc *rc);
+
+/* Spin on ibv_poll_cq until one CQE arrives (the parking heuristic makes
+ * this cheap); returns the poll result (1, or <0). */
+int fx_poll_one(struct ibv_cq *cq, struct ibv_wc *wc);
+/* Post one WR of `opcode` on rc (local SGE [off, off+len) of rc->buf,
+ * remote address remote.addr + roff).  Returns ibv_post_send's result. */
+int fx_post(struct fx_rc *rc, enum ibv_wr_opcode opcode, uint64_t wr_id, size_t off, uint32_t len,
+            uint64_t roff, unsigned flags);
+int fx_post_recv(struct fx_rc *rc, uint64_t wr_id, size_t off, uint32_t len);
+
+#endif /* RNICSIM_TEST_VERBS_FIXTURE_H */

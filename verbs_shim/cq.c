@@ -1,0 +1,305 @@
+/* Completion queues and completion channels.
+ *
+ * Polling model (sim/host.h): ibv_poll_cq takes the CQEs that are visible
+ * now (nic_cq_poll) and charges host.cpu.poll_cq_ps plus poll_cqe_ps per
+ * CQE returned.  An empty poll that directly follows an empty poll of the
+ * same thread (no other verbs or host_* call in between) is a spin loop:
+ * the thread parks (host_park) until something it could observe changes
+ * on its host (a DMA write or a CQE lands, a sibling thread runs), then
+ * polls once more and returns what is there, possibly 0.  A busy loop
+ * therefore costs one simulator event per real change, not per iteration,
+ * and a loop that can never succeed leaves the process blocked, which the
+ * simulator reports as a deadlock naming "ibv_poll_cq".
+ *
+ * Completion channels: ibv_req_notify_cq arms the CQ on the NIC
+ * (nic_cq_arm); the NIC calls cq_notify() once per arm, for the next CQE.
+ * cq_notify queues the CQ on its channel, adds one to the channel's eventfd
+ * (semaphore mode, so the fd is readable exactly while events are queued)
+ * and wakes processes blocked in ibv_get_cq_event.  Exactly one event per
+ * arm, never a spurious one. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "shim.h"
+
+/* ---------------------------------------------------------------- channel event queue */
+
+static int channel_push(struct shim_channel *ch, struct shim_cq *scq)
+{
+    if (ch->q_len == ch->q_cap) {
+        size_t ncap = ch->q_cap ? ch->q_cap * 2 : 8;
+        struct shim_cq **nq = malloc(ncap * sizeof(*nq));
+        if (!nq)
+            return ENOMEM;
+        for (size_t i = 0; i < ch->q_len; i++)
+            nq[i] = ch->q[(ch->q_head + i) % ch->q_cap];
+        free(ch->q);
+        ch->q = nq;
+        ch->q_head = 0;
+        ch->q_cap = ncap;
+    }
+    ch->q[(ch->q_head + ch->q_len) % ch->q_cap] = scq;
+    ch->q_len++;
+    return 0;
+}
+
+static struct shim_cq *channel_pop(struct shim_channel *ch)
+{
+    struct shim_cq *scq = ch->q[ch->q_head];
+    ch->q_head = (ch->q_head + 1) % ch->q_cap;
+    ch->q_len--;
+    return scq;
+}
+
+static void channel_fd_add(struct shim_channel *ch)
+{
+    uint64_t one = 1;
+    ssize_t rc = write(ch->ch.fd, &one, sizeof(one));
+    (void)rc; /* an eventfd write of 1 cannot fail short of 2^64-2 events */
+}
+
+static void channel_fd_take(struct shim_channel *ch)
+{
+    uint64_t v;
+    ssize_t rc = read(ch->ch.fd, &v, sizeof(v)); /* semaphore mode: takes 1 */
+    (void)rc;                                    /* readable: one count per queued event */
+}
+
+/* Drop the queued events of a CQ being destroyed (the kernel removes them
+ * from the event file too), keeping the order of the others. */
+static void channel_remove_cq(struct shim_channel *ch, struct shim_cq *scq)
+{
+    size_t kept = 0, removed = 0;
+    for (size_t i = 0; i < ch->q_len; i++) {
+        struct shim_cq *e = ch->q[(ch->q_head + i) % ch->q_cap];
+        if (e == scq) {
+            removed++;
+            continue;
+        }
+        ch->q[(ch->q_head + kept) % ch->q_cap] = e;
+        kept++;
+    }
+    ch->q_len = kept;
+    while (removed--)
+        channel_fd_take(ch);
+}
+
+/* NIC callback: one call per arm, when the next CQE became visible. */
+static void cq_notify(struct sim *sim, void *a, void *b)
+{
+    (void)b;
+    struct shim_cq *scq = a;
+    struct shim_channel *ch = scq->channel;
+    if (!ch)
+        return; /* armed without a channel: the event goes nowhere */
+    if (channel_push(ch, scq) != 0)
+        return; /* out of memory: the event is lost, as on an overflowing EQ */
+    channel_fd_add(ch);
+    if (!sim_waitq_empty(&ch->wq))
+        sim_waitq_wake_all(sim, &ch->wq);
+}
+
+/* ---------------------------------------------------------------- channels */
+
+struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *context)
+{
+    shim_charge_control();
+    if (!context) {
+        errno = EINVAL;
+        return NULL;
+    }
+    struct shim_channel *ch = calloc(1, sizeof(*ch));
+    if (!ch) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    ch->ch.fd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
+    if (ch->ch.fd < 0) {
+        int e = errno;
+        free(ch);
+        errno = e;
+        return NULL;
+    }
+    ch->ch.context = context;
+    ch->ch.refcnt = 0;
+    ch->ctx = shim_ctx(context);
+    sim_waitq_init(&ch->wq, "ibv_get_cq_event");
+    ch->ctx->n_channels++;
+    return &ch->ch;
+}
+
+/* Returns 0, EINVAL (NULL) or EBUSY (CQs still use it), as rdma-core. */
+int ibv_destroy_comp_channel(struct ibv_comp_channel *channel)
+{
+    shim_charge_control();
+    if (!channel)
+        return EINVAL;
+    if (channel->refcnt)
+        return EBUSY;
+    struct shim_channel *ch = shim_channel(channel);
+    close(ch->ch.fd);
+    free(ch->q);
+    ch->ctx->n_channels--;
+    free(ch);
+    return 0;
+}
+
+/* Returns 0 with the CQ and its context, or -1 with errno (EINVAL: NULL
+ * arguments; EAGAIN: called outside a simulated process with no event
+ * queued, where blocking could never end).  Inside a simulated process it
+ * blocks until an event is queued. */
+int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq **cq, void **cq_context)
+{
+    host_note_call();
+    if (!channel || !cq || !cq_context) {
+        errno = EINVAL;
+        return -1;
+    }
+    struct shim_channel *ch = shim_channel(channel);
+    while (ch->q_len == 0) {
+        if (!sim_proc_current()) {
+            errno = EAGAIN;
+            return -1;
+        }
+        sim_waitq_wait(&ch->wq, "ibv_get_cq_event: waiting for a completion event");
+    }
+    struct shim_cq *scq = channel_pop(ch);
+    channel_fd_take(ch);
+    scq->events_delivered++;
+    *cq = &scq->cq;
+    *cq_context = scq->cq.cq_context;
+    /* The read(2) on the event file: costed like a control verb. */
+    struct host *h = host_of_current();
+    if (h)
+        host_charge(h->cpu.control_verb_ps);
+    return 0;
+}
+
+void ibv_ack_cq_events(struct ibv_cq *cq, unsigned int nevents)
+{
+    host_note_call();
+    if (!cq)
+        return;
+    struct shim_cq *scq = shim_cq(cq);
+    cq->comp_events_completed += nevents;
+    if (!sim_waitq_empty(&scq->ack_wq))
+        sim_waitq_wake_all(scq->ctx->host->sim, &scq->ack_wq);
+}
+
+/* ---------------------------------------------------------------- CQs */
+
+/* Returns the CQ (cq->cqe = the granted size, exactly `cqe`), or NULL with
+ * errno EINVAL (NULL context, cqe < 1 or > max_cqe, comp_vector out of
+ * range, channel of another context) or the NIC's errno. */
+struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe, void *cq_context,
+                             struct ibv_comp_channel *channel, int comp_vector)
+{
+    shim_charge_control();
+    if (!context) {
+        errno = EINVAL;
+        return NULL;
+    }
+    struct shim_context *sctx = shim_ctx(context);
+    const struct nic_params *p = nic_get_params(sctx->nic);
+    if (cqe < 1 || (uint32_t)cqe > p->max_cqe || comp_vector < 0 ||
+        comp_vector >= context->num_comp_vectors || (channel && channel->context != context)) {
+        errno = EINVAL;
+        return NULL;
+    }
+    struct shim_cq *scq = calloc(1, sizeof(*scq));
+    if (!scq) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    scq->ncq = nic_cq_create(sctx->nic, (uint32_t)cqe);
+    if (!scq->ncq) {
+        int e = errno ? errno : ENOMEM;
+        free(scq);
+        errno = e;
+        return NULL;
+    }
+    scq->ctx = sctx;
+    scq->channel = channel ? shim_channel(channel) : NULL;
+    sim_waitq_init(&scq->ack_wq, "ibv_destroy_cq");
+    nic_cq_set_notify(scq->ncq, cq_notify, scq, NULL);
+    scq->cq.context = context;
+    scq->cq.channel = channel;
+    scq->cq.cq_context = cq_context;
+    scq->cq.handle = scq->ncq->id;
+    scq->cq.cqe = cqe;
+    pthread_mutex_init(&scq->cq.mutex, NULL);
+    pthread_cond_init(&scq->cq.cond, NULL);
+    if (channel)
+        channel->refcnt++;
+    sctx->n_cqs++;
+    return &scq->cq;
+}
+
+/* Returns 0, EINVAL (NULL) or EBUSY (QPs still use it).  Like rdma-core it
+ * then waits until every event delivered by ibv_get_cq_event has been
+ * acknowledged (a simulated process blocks there; that never ends if the
+ * program forgets to ack, as on real hardware). */
+int ibv_destroy_cq(struct ibv_cq *cq)
+{
+    shim_charge_control();
+    if (!cq)
+        return EINVAL;
+    struct shim_cq *scq = shim_cq(cq);
+    if (scq->n_qps)
+        return EBUSY;
+    int rc = nic_cq_destroy(scq->ncq);
+    if (rc)
+        return rc;
+    if (scq->channel) {
+        channel_remove_cq(scq->channel, scq);
+        scq->channel->ch.refcnt--;
+    }
+    while (sim_proc_current() && cq->comp_events_completed != scq->events_delivered)
+        sim_waitq_wait(&scq->ack_wq, "ibv_destroy_cq: waiting for ibv_ack_cq_events");
+    pthread_cond_destroy(&cq->cond);
+    pthread_mutex_destroy(&cq->mutex);
+    scq->ctx->n_cqs--;
+    free(scq);
+    return 0;
+}
+
+/* ops.req_notify_cq: arm once for the next CQE (or the next solicited
+ * one).  Costs a CQ doorbell-record write, charged like a poll. */
+int shim_req_notify_cq(struct ibv_cq *cq, int solicited_only)
+{
+    host_note_call();
+    struct shim_cq *scq = shim_cq(cq);
+    nic_cq_arm(scq->ncq, solicited_only != 0);
+    struct host *h = host_of_current();
+    if (h)
+        host_charge(h->cpu.poll_cq_ps);
+    return 0;
+}
+
+/* ops.poll_cq: see the file comment for the cost and parking model.
+ * Returns the number of CQEs written to wc (0..num_entries), or -1 for a
+ * NULL wc array. */
+int shim_poll_cq(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc)
+{
+    struct shim_cq *scq = shim_cq(cq);
+    if (num_entries > 0 && !wc)
+        return -1;
+    int got = num_entries > 0 ? nic_cq_poll(scq->ncq, num_entries, wc) : 0;
+    struct host_thread *ht = host_thread_current();
+    if (!ht)
+        return got;
+    if (got == 0 && ht->empty_poll_mark == ht->other_calls + 1) {
+        char why[64];
+        snprintf(why, sizeof(why), "ibv_poll_cq(cq %u): CQ empty", cq->handle);
+        host_park(why);
+        got = num_entries > 0 ? nic_cq_poll(scq->ncq, num_entries, wc) : 0;
+    }
+    int n = got > 0 ? got : 0;
+    host_charge(ht->host->cpu.poll_cq_ps + (sim_time_t)n * ht->host->cpu.poll_cqe_ps);
+    ht->empty_poll_mark = n ? 0 : ht->other_calls + 1;
+    return got;
+}

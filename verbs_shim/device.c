@@ -1,0 +1,351 @@
+/* The simulated RDMA device as libibverbs shows it: device list, open and
+ * close, device/port/GID/P_Key queries, fork support.
+ *
+ * In simulation every host has one RNIC (host->nic), and a program running
+ * on that host sees exactly one device, "rnicsim0".  Outside a simulated
+ * process there is no host, so the device list is empty (not an error).
+ *
+ * Port: one RoCEv2 port (link layer Ethernet, LID 0, GRH required), state
+ * ACTIVE, GID index 0 = the NIC's IPv4-mapped GID (nic_gid_of_node). */
+#include <endian.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "shim.h"
+
+/* ibv_query_port is a macro in verbs.h (the inline extended-op path); the
+ * exported function is the fallback it calls. */
+#undef ibv_query_port
+#undef ibv_get_device_list
+
+void shim_charge_control(void)
+{
+    host_note_call();
+    struct host *h = host_of_current();
+    if (h)
+        host_charge(h->cpu.control_verb_ps);
+}
+
+/* ---------------------------------------------------------------- devices */
+
+static struct shim_device *shim_device_new(struct nic *nic)
+{
+    struct shim_device *sdev = calloc(1, sizeof(*sdev));
+    if (!sdev)
+        return NULL;
+    sdev->nic = nic;
+    sdev->refs = 1;
+    sdev->dev.node_type = IBV_NODE_CA;
+    sdev->dev.transport_type = IBV_TRANSPORT_IB; /* RoCE reports IB transport */
+    snprintf(sdev->dev.name, sizeof(sdev->dev.name), "rnicsim0");
+    snprintf(sdev->dev.dev_name, sizeof(sdev->dev.dev_name), "uverbs0");
+    snprintf(sdev->dev.dev_path, sizeof(sdev->dev.dev_path), "/sys/class/infiniband_verbs/uverbs0");
+    snprintf(sdev->dev.ibdev_path, sizeof(sdev->dev.ibdev_path), "/sys/class/infiniband/rnicsim0");
+    return sdev;
+}
+
+struct shim_device *shim_device_get(struct shim_device *sdev)
+{
+    sdev->refs++;
+    return sdev;
+}
+
+void shim_device_put(struct shim_device *sdev)
+{
+    if (--sdev->refs == 0)
+        free(sdev);
+}
+
+/* Returns a NULL-terminated array: this host's NIC, or nothing outside a
+ * simulated process (*num_devices = 0, list non-NULL). */
+struct ibv_device **ibv_get_device_list(int *num_devices)
+{
+    shim_charge_control();
+    struct host *h = host_of_current();
+    struct ibv_device **list = calloc(2, sizeof(*list));
+    if (!list) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    int n = 0;
+    if (h && h->nic) {
+        struct shim_device *sdev = shim_device_new(h->nic);
+        if (!sdev) {
+            free(list);
+            errno = ENOMEM;
+            return NULL;
+        }
+        list[n++] = &sdev->dev;
+    }
+    if (num_devices)
+        *num_devices = n;
+    return list;
+}
+
+void ibv_free_device_list(struct ibv_device **list)
+{
+    host_note_call();
+    if (!list)
+        return;
+    for (struct ibv_device **d = list; *d; d++)
+        shim_device_put(shim_container_of(*d, struct shim_device, dev));
+    free(list);
+}
+
+const char *ibv_get_device_name(struct ibv_device *device)
+{
+    host_note_call();
+    if (!device) {
+        errno = EINVAL;
+        return NULL;
+    }
+    return device->name;
+}
+
+/* Node GUID: an EUI-64 built from a locally administered MAC
+ * 02:00:00:00:hh:ll (hh:ll = node id + 1), as mlx5 derives it from its MAC. */
+__be64 shim_node_guid(const struct nic *nic)
+{
+    uint64_t id = (uint64_t)nic_node_id(nic) + 1;
+    uint64_t guid = 0x020000fffe000000ull | (id & 0xffffffull);
+    return htobe64(guid);
+}
+
+__be64 ibv_get_device_guid(struct ibv_device *device)
+{
+    host_note_call();
+    if (!device)
+        return 0;
+    return shim_node_guid(shim_container_of(device, struct shim_device, dev)->nic);
+}
+
+/* ---------------------------------------------------------------- open / close */
+
+struct ibv_context *ibv_open_device(struct ibv_device *device)
+{
+    shim_charge_control();
+    if (!device) {
+        errno = EINVAL;
+        return NULL;
+    }
+    struct shim_device *sdev = shim_container_of(device, struct shim_device, dev);
+    struct shim_context *sctx = calloc(1, sizeof(*sctx));
+    if (!sctx) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    int afd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
+    if (afd < 0) {
+        int e = errno;
+        free(sctx);
+        errno = e;
+        return NULL;
+    }
+    sctx->sdev = shim_device_get(sdev);
+    sctx->nic = sdev->nic;
+    sctx->host = nic_host(sdev->nic);
+    sim_waitq_init(&sctx->async_wq, "ibv_get_async_event");
+
+    struct ibv_context *ctx = &sctx->vctx.context;
+    ctx->device = device;
+    ctx->cmd_fd = -1; /* no kernel command channel: verbs are function calls */
+    ctx->async_fd = afd;
+    ctx->num_comp_vectors = SHIM_NUM_COMP_VECTORS;
+    pthread_mutex_init(&ctx->mutex, NULL);
+    ctx->abi_compat = __VERBS_ABI_IS_EXTENDED;
+    sctx->vctx.sz = sizeof(struct verbs_context);
+    shim_context_set_ops(sctx);
+    return ctx;
+}
+
+/* Like rdma-core, closing does not check for live objects (the kernel would
+ * clean them up); objects still alive must not be used afterwards. */
+int ibv_close_device(struct ibv_context *context)
+{
+    shim_charge_control();
+    if (!context)
+        return EINVAL;
+    struct shim_context *sctx = shim_ctx(context);
+    shim_async_teardown(sctx);
+    pthread_mutex_destroy(&context->mutex);
+    shim_device_put(sctx->sdev);
+    free(sctx);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- queries */
+
+int shim_query_device_attr(struct ibv_context *context, struct ibv_device_attr *attr)
+{
+    struct shim_context *sctx = shim_ctx(context);
+    const struct nic_params *p = nic_get_params(sctx->nic);
+    memset(attr, 0, sizeof(*attr));
+    snprintf(attr->fw_ver, sizeof(attr->fw_ver), "rnicsim");
+    attr->node_guid = shim_node_guid(sctx->nic);
+    attr->sys_image_guid = attr->node_guid;
+    attr->max_mr_size = UINT64_MAX; /* as mlx5: any size the MTT can map */
+    attr->page_size_cap = 4096;
+    attr->vendor_id = 0;
+    attr->vendor_part_id = 0;
+    attr->hw_ver = 0;
+    attr->max_qp = (int)p->max_qp;
+    attr->max_qp_wr = (int)p->max_qp_wr;
+    attr->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SYS_IMAGE_GUID;
+    attr->max_sge = (int)p->max_sge;
+    attr->max_sge_rd = (int)p->max_sge;
+    attr->max_cq = (int)p->max_cq;
+    attr->max_cqe = (int)p->max_cqe;
+    attr->max_mr = (int)p->max_mr;
+    attr->max_pd = (int)p->max_mr; /* estimate: no separate PD table limit in the model */
+    attr->max_qp_rd_atom = (int)p->max_qp_rd_atom;
+    attr->max_qp_init_rd_atom = (int)p->max_qp_rd_atom;
+    attr->max_res_rd_atom = (int)p->max_qp_rd_atom * (int)p->max_qp;
+    attr->atomic_cap = IBV_ATOMIC_HCA;
+    attr->max_ah = (int)p->max_qp; /* estimate: AHs are software objects here */
+    attr->max_pkeys = SHIM_PKEY_TBL_LEN;
+    attr->local_ca_ack_delay = 16; /* what ConnectX-5 reports */
+    attr->phys_port_cnt = 1;
+    return 0;
+}
+
+int ibv_query_device(struct ibv_context *context, struct ibv_device_attr *device_attr)
+{
+    shim_charge_control();
+    if (!context || !device_attr)
+        return EINVAL;
+    return shim_query_device_attr(context, device_attr);
+}
+
+/* Width/speed a RoCE port reports for its Ethernet rate: the kernel's
+ * ib_get_eth_speed() table (drivers/infiniband/core/verbs.c), extended
+ * with HDR/NDR for 200/400 Gb/s as mlx5 reports them. */
+static const struct {
+    uint64_t up_to_bps;
+    uint8_t width, speed;
+} port_speed_table[] = {
+    {1000000000ull, 1 /* 1X */, 1 /* SDR */},    {10000000000ull, 1 /* 1X */, 8 /* FDR10 */},
+    {20000000000ull, 2 /* 4X */, 2 /* DDR */},   {25000000000ull, 1 /* 1X */, 32 /* EDR */},
+    {40000000000ull, 2 /* 4X */, 8 /* FDR10 */}, {100000000000ull, 2 /* 4X */, 32 /* EDR */},
+    {200000000000ull, 2 /* 4X */, 64 /* HDR */}, {UINT64_MAX, 2 /* 4X */, 128 /* NDR */},
+};
+
+void shim_port_attr(const struct shim_context *ctx, struct ibv_port_attr *attr)
+{
+    const struct nic_params *p = nic_get_params(ctx->nic);
+    memset(attr, 0, sizeof(*attr));
+    attr->state = IBV_PORT_ACTIVE;
+    attr->max_mtu = p->max_mtu;
+    attr->active_mtu = p->max_mtu;
+    attr->gid_tbl_len = SHIM_GID_TBL_LEN;
+    attr->port_cap_flags = IBV_PORT_CM_SUP | IBV_PORT_IP_BASED_GIDS;
+    attr->max_msg_sz = SHIM_MAX_MSG_BYTES;
+    attr->pkey_tbl_len = SHIM_PKEY_TBL_LEN;
+    attr->lid = 0; /* RoCE: no LIDs */
+    attr->sm_lid = 0;
+    attr->max_vl_num = 1;
+    attr->phys_state = 5; /* LinkUp */
+    attr->link_layer = IBV_LINK_LAYER_ETHERNET;
+    attr->flags = IBV_QPF_GRH_REQUIRED;
+    for (size_t i = 0; i < sizeof(port_speed_table) / sizeof(port_speed_table[0]); i++) {
+        if (p->port_rate_bps <= port_speed_table[i].up_to_bps) {
+            attr->active_width = port_speed_table[i].width;
+            attr->active_speed = port_speed_table[i].speed;
+            break;
+        }
+    }
+}
+
+int shim_query_port_ex(struct ibv_context *context, uint8_t port_num,
+                       struct ibv_port_attr *port_attr, size_t port_attr_len)
+{
+    shim_charge_control();
+    if (!context || !port_attr)
+        return EINVAL;
+    if (port_num != SHIM_PORT_NUM)
+        return EINVAL;
+    struct ibv_port_attr ours;
+    shim_port_attr(shim_ctx(context), &ours);
+    size_t n = port_attr_len < sizeof(ours) ? port_attr_len : sizeof(ours);
+    memcpy(port_attr, &ours, n);
+    if (port_attr_len > n)
+        memset((char *)port_attr + n, 0, port_attr_len - n);
+    return 0;
+}
+
+/* The exported fallback (IBVERBS_1.1): callers built against the old
+ * struct pass the compat layout, which ends before port_cap_flags2. */
+int ibv_query_port(struct ibv_context *context, uint8_t port_num,
+                   struct _compat_ibv_port_attr *port_attr)
+{
+    return shim_query_port_ex(context, port_num, (struct ibv_port_attr *)(void *)port_attr,
+                              offsetof(struct ibv_port_attr, port_cap_flags2));
+}
+
+/* Returns 0, or -1 with errno set (EINVAL: bad port or index), as
+ * rdma-core's ibv_query_gid does. */
+int ibv_query_gid(struct ibv_context *context, uint8_t port_num, int index, union ibv_gid *gid)
+{
+    shim_charge_control();
+    if (!context || !gid || port_num != SHIM_PORT_NUM || index < 0 || index >= SHIM_GID_TBL_LEN) {
+        errno = EINVAL;
+        return -1;
+    }
+    nic_gid_of_node(nic_node_id(shim_ctx(context)->nic), gid);
+    return 0;
+}
+
+/* Returns 0 or an errno value; copies min(entry_size, ours) and zeroes the
+ * rest of the caller's entry. */
+int _ibv_query_gid_ex(struct ibv_context *context, uint32_t port_num, uint32_t gid_index,
+                      struct ibv_gid_entry *entry, uint32_t flags, size_t entry_size)
+{
+    shim_charge_control();
+    if (!context || !entry || flags != 0 || port_num != SHIM_PORT_NUM)
+        return EINVAL;
+    if (gid_index >= SHIM_GID_TBL_LEN)
+        return EINVAL;
+    struct ibv_gid_entry ours;
+    memset(&ours, 0, sizeof(ours));
+    nic_gid_of_node(nic_node_id(shim_ctx(context)->nic), &ours.gid);
+    ours.gid_index = gid_index;
+    ours.port_num = port_num;
+    ours.gid_type = IBV_GID_TYPE_ROCE_V2;
+    ours.ndev_ifindex = 0; /* no Linux netdev behind the simulated port */
+    size_t n = entry_size < sizeof(ours) ? entry_size : sizeof(ours);
+    memcpy(entry, &ours, n);
+    if (entry_size > n)
+        memset((char *)entry + n, 0, entry_size - n);
+    return 0;
+}
+
+/* Returns 0, or -1 with errno EINVAL as rdma-core does for a bad index. */
+int ibv_query_pkey(struct ibv_context *context, uint8_t port_num, int index, __be16 *pkey)
+{
+    shim_charge_control();
+    if (!context || !pkey || port_num != SHIM_PORT_NUM || index < 0 || index >= SHIM_PKEY_TBL_LEN) {
+        errno = EINVAL;
+        return -1;
+    }
+    *pkey = htobe16(SHIM_DEFAULT_PKEY);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- fork */
+
+/* The model pins nothing and copies nothing behind the program's back, so
+ * fork needs no preparation. */
+int ibv_fork_init(void)
+{
+    host_note_call();
+    return 0;
+}
+
+enum ibv_fork_status ibv_is_fork_initialized(void)
+{
+    host_note_call();
+    return IBV_FORK_UNNEEDED;
+}

@@ -1,0 +1,191 @@
+/* The data path: ibv_post_send and ibv_post_recv.
+ *
+ * The CPU side of posting is modelled here: each work request is checked
+ * (errno on misuse, as mlx5 answers it), converted into a NIC WQE and
+ * appended to the queue in host memory; inline payload is copied from the
+ * caller's buffers now, as the CPU reads them at post time.  A post list
+ * rings ONE doorbell after the last valid WR (doorbell batching), and the
+ * call is charged host.cpu.post_send_ps (post_recv_ps) per WR attempted.
+ * The receive queue has no doorbell: the NIC reads it when a message
+ * arrives.
+ *
+ * The first failing WR is returned in *bad_wr with its errno; the WRs
+ * before it stay posted (and are rung). */
+#include <errno.h>
+#include <string.h>
+
+#include "shim.h"
+
+/* Opcodes an RC send queue accepts (IBA 9.4 / rdma-core's RC opcode set).
+ * A table, not branches: UC/UD tables join it when those QPs exist. */
+static const bool rc_send_opcode_ok[] = {
+    [IBV_WR_RDMA_WRITE] = true,
+    [IBV_WR_RDMA_WRITE_WITH_IMM] = true,
+    [IBV_WR_SEND] = true,
+    [IBV_WR_SEND_WITH_IMM] = true,
+    [IBV_WR_RDMA_READ] = true,
+    [IBV_WR_ATOMIC_CMP_AND_SWP] = true,
+    [IBV_WR_ATOMIC_FETCH_AND_ADD] = true,
+};
+
+static bool opcode_is_atomic(enum ibv_wr_opcode op)
+{
+    return op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
+
+enum { SHIM_ATOMIC_BYTES = 8 };
+
+/* Check one send WR and build its WQE.  Returns 0 or EINVAL. */
+static int build_send_wqe(const struct shim_qp *sqp, const struct ibv_send_wr *wr,
+                          struct nic_send_wqe *wqe)
+{
+    if ((unsigned)wr->opcode >= sizeof(rc_send_opcode_ok) / sizeof(rc_send_opcode_ok[0]) ||
+        !rc_send_opcode_ok[wr->opcode])
+        return EINVAL;
+    if (wr->num_sge < 0 || (uint32_t)wr->num_sge > sqp->cap.max_send_sge ||
+        wr->num_sge > NIC_MAX_SGE || (wr->num_sge > 0 && !wr->sg_list))
+        return EINVAL;
+    bool is_inline = (wr->send_flags & IBV_SEND_INLINE) != 0;
+    bool is_atomic = opcode_is_atomic(wr->opcode);
+    if (is_inline && (wr->opcode == IBV_WR_RDMA_READ || is_atomic))
+        return EINVAL;
+    if (is_atomic && (wr->num_sge != 1 || wr->sg_list[0].length != SHIM_ATOMIC_BYTES))
+        return EINVAL;
+
+    uint64_t total = 0;
+    for (int i = 0; i < wr->num_sge; i++)
+        total += wr->sg_list[i].length;
+    if (is_inline && total > sqp->cap.max_inline_data)
+        return EINVAL;
+
+    memset(wqe, 0, offsetof(struct nic_send_wqe, inline_data));
+    wqe->wr_id = wr->wr_id;
+    wqe->opcode = wr->opcode;
+    wqe->send_flags = wr->send_flags;
+    wqe->imm_data = wr->imm_data;
+    wqe->num_sge = (uint32_t)wr->num_sge;
+    for (int i = 0; i < wr->num_sge; i++) {
+        wqe->sge[i].addr = wr->sg_list[i].addr;
+        wqe->sge[i].length = wr->sg_list[i].length;
+        wqe->sge[i].lkey = wr->sg_list[i].lkey;
+    }
+    /* Longer than any message the port accepts: saturate, the NIC answers
+     * with a length error completion. */
+    wqe->length = total > UINT32_MAX ? UINT32_MAX : (uint32_t)total;
+    wqe->signaled = sqp->sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED);
+    if (is_atomic) {
+        wqe->remote_addr = wr->wr.atomic.remote_addr;
+        wqe->rkey = wr->wr.atomic.rkey;
+        wqe->compare_add = wr->wr.atomic.compare_add;
+        wqe->swap = wr->wr.atomic.swap;
+    } else if (wr->opcode != IBV_WR_SEND && wr->opcode != IBV_WR_SEND_WITH_IMM) {
+        wqe->remote_addr = wr->wr.rdma.remote_addr;
+        wqe->rkey = wr->wr.rdma.rkey;
+    }
+    if (is_inline) {
+        /* The CPU copies the payload into the WQE now: later changes to
+         * the source buffers do not affect what is sent. */
+        size_t off = 0;
+        for (int i = 0; i < wr->num_sge; i++) {
+            const struct ibv_sge *s = &wr->sg_list[i];
+            if (s->length)
+                memcpy(wqe->inline_data + off, (const void *)(uintptr_t)s->addr, s->length);
+            off += s->length;
+        }
+    }
+    return 0;
+}
+
+/* ops.post_send.  Returns 0 or an errno with *bad_wr at the first WR not
+ * posted: EINVAL (QP in RESET/INIT/RTR, opcode not valid on RC, too many
+ * SGEs, inline READ/atomic, inline payload above max_inline_data, atomic
+ * without exactly one 8-byte SGE, NULL list), ENOMEM (send queue full). */
+int shim_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad_wr)
+{
+    host_note_call();
+    struct shim_qp *sqp = shim_qp(qp);
+    int rc = 0;
+    unsigned attempted = 0, posted = 0;
+    struct nic_send_wqe wqe;
+
+    if (!wr) {
+        rc = EINVAL;
+    } else {
+        enum ibv_qp_state st = sqp->nqp->state;
+        if (st == IBV_QPS_RESET || st == IBV_QPS_INIT || st == IBV_QPS_RTR)
+            rc = EINVAL;
+    }
+    for (; !rc && wr; wr = wr->next) {
+        attempted++;
+        rc = build_send_wqe(sqp, wr, &wqe);
+        if (!rc)
+            rc = nic_sq_append(sqp->nqp, &wqe);
+        if (rc)
+            break;
+        posted++;
+    }
+    if (rc && bad_wr)
+        *bad_wr = wr;
+
+    struct host *h = host_of_current();
+    if (h && attempted)
+        host_charge((sim_time_t)attempted * h->cpu.post_send_ps);
+    if (posted)
+        nic_sq_doorbell(sqp->nqp);
+    return rc;
+}
+
+/* ops.post_recv.  Returns 0 or an errno with *bad_wr at the first WR not
+ * posted: EINVAL (QP in RESET, too many SGEs, NULL list), ENOMEM (receive
+ * queue full). */
+int shim_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr)
+{
+    host_note_call();
+    struct shim_qp *sqp = shim_qp(qp);
+    int rc = 0;
+    unsigned attempted = 0;
+    struct nic_recv_wqe wqe;
+
+    if (!wr || sqp->nqp->state == IBV_QPS_RESET)
+        rc = EINVAL;
+    for (; !rc && wr; wr = wr->next) {
+        attempted++;
+        if (wr->num_sge < 0 || (uint32_t)wr->num_sge > sqp->cap.max_recv_sge ||
+            wr->num_sge > NIC_MAX_SGE || (wr->num_sge > 0 && !wr->sg_list)) {
+            rc = EINVAL;
+            break;
+        }
+        memset(&wqe, 0, sizeof(wqe));
+        wqe.wr_id = wr->wr_id;
+        wqe.num_sge = (uint32_t)wr->num_sge;
+        uint64_t total = 0;
+        for (int i = 0; i < wr->num_sge; i++) {
+            wqe.sge[i].addr = wr->sg_list[i].addr;
+            wqe.sge[i].length = wr->sg_list[i].length;
+            wqe.sge[i].lkey = wr->sg_list[i].lkey;
+            total += wr->sg_list[i].length;
+        }
+        wqe.length = total > UINT32_MAX ? UINT32_MAX : (uint32_t)total;
+        rc = nic_rq_append(sqp->nqp, &wqe);
+        if (rc)
+            break;
+    }
+    if (rc && bad_wr)
+        *bad_wr = wr;
+
+    struct host *h = host_of_current();
+    if (h && attempted)
+        host_charge((sim_time_t)attempted * h->cpu.post_recv_ps);
+    return rc;
+}
+
+/* ops.post_srq_recv: SRQs are not implemented (ibv_create_srq is not
+ * provided), so there is no valid SRQ to post to. */
+int shim_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr)
+{
+    (void)srq;
+    host_note_call();
+    if (bad_wr)
+        *bad_wr = wr;
+    return EOPNOTSUPP;
+}

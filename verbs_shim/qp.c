@@ -1,0 +1,353 @@
+/* Queue pairs: creation with capability checks, the state machine with the
+ * kernel's attribute-mask rules, attribute value checks, query, destroy.
+ *
+ * State diagram of an RC QP (IBA 10.3.1; the kernel's qp_state_table in
+ * drivers/infiniband/core/verbs.c, checked by ib_modify_qp_is_ok):
+ *
+ *   RESET -> INIT -> RTR -> RTS <-> SQD          any state -> RESET, ERR
+ *     ^                       ^                  SQE -> RTS
+ *     +-- RESET, INIT->INIT, RTS->RTS, SQD->SQD (attribute changes)
+ *
+ * Each allowed transition has a set of required and a set of optional
+ * attribute-mask bits (table below).  A mask missing a required bit, or
+ * with a bit that is neither required nor optional (IBV_QP_STATE aside),
+ * is EINVAL; so is IBV_QP_CUR_STATE outside RTR/RTS/SQD/SQE or naming a
+ * state the QP is not in.  Value checks follow rxe/mlx5 (port 1, P_Key
+ * index 0, path MTU <= port max MTU, RDMA-read depths <= device limits,
+ * 5-bit timeouts, 3-bit retry counts, a global AV whose DGID the fabric
+ * knows, no alternate path on RoCE).  Moving to ERR flushes every
+ * outstanding WR (nic_qp_to_error).
+ *
+ * Only RC is implemented; UC, UD, raw packet and XRC QPs are refused with
+ * EOPNOTSUPP (valid types the model lacks), other type values with EINVAL. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shim.h"
+
+enum { SHIM_N_QP_STATES = IBV_QPS_ERR + 1 };
+
+struct qp_transition {
+    bool valid;
+    int req; /* required attribute-mask bits (besides IBV_QP_STATE) */
+    int opt; /* optional ones */
+};
+
+/* RC rows of the kernel's qp_state_table (the same facts, our enums). */
+static const struct qp_transition rc_transitions[SHIM_N_QP_STATES][SHIM_N_QP_STATES] = {
+    [IBV_QPS_RESET] =
+        {
+            [IBV_QPS_RESET] = {.valid = true},
+            [IBV_QPS_ERR] = {.valid = true},
+            [IBV_QPS_INIT] = {.valid = true,
+                              .req = IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS},
+        },
+    [IBV_QPS_INIT] =
+        {
+            [IBV_QPS_RESET] = {.valid = true},
+            [IBV_QPS_ERR] = {.valid = true},
+            [IBV_QPS_INIT] = {.valid = true,
+                              .opt = IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS},
+            [IBV_QPS_RTR] = {.valid = true,
+                             .req = IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                                    IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER,
+                             .opt = IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX},
+        },
+    [IBV_QPS_RTR] =
+        {
+            [IBV_QPS_RESET] = {.valid = true},
+            [IBV_QPS_ERR] = {.valid = true},
+            [IBV_QPS_RTS] = {.valid = true,
+                             .req = IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                                    IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC,
+                             .opt = IBV_QP_CUR_STATE | IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS |
+                                    IBV_QP_MIN_RNR_TIMER | IBV_QP_PATH_MIG_STATE},
+        },
+    [IBV_QPS_RTS] =
+        {
+            [IBV_QPS_RESET] = {.valid = true},
+            [IBV_QPS_ERR] = {.valid = true},
+            [IBV_QPS_RTS] = {.valid = true,
+                             .opt = IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS | IBV_QP_ALT_PATH |
+                                    IBV_QP_PATH_MIG_STATE | IBV_QP_MIN_RNR_TIMER},
+            [IBV_QPS_SQD] = {.valid = true, .opt = IBV_QP_EN_SQD_ASYNC_NOTIFY},
+        },
+    [IBV_QPS_SQD] =
+        {
+            [IBV_QPS_RESET] = {.valid = true},
+            [IBV_QPS_ERR] = {.valid = true},
+            [IBV_QPS_RTS] = {.valid = true,
+                             .opt = IBV_QP_CUR_STATE | IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS |
+                                    IBV_QP_MIN_RNR_TIMER | IBV_QP_PATH_MIG_STATE},
+            [IBV_QPS_SQD] = {.valid = true,
+                             .opt = IBV_QP_PORT | IBV_QP_AV | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                                    IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC |
+                                    IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_ALT_PATH |
+                                    IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX | IBV_QP_MIN_RNR_TIMER |
+                                    IBV_QP_PATH_MIG_STATE},
+        },
+    [IBV_QPS_SQE] =
+        {
+            [IBV_QPS_RESET] = {.valid = true},
+            [IBV_QPS_ERR] = {.valid = true},
+            [IBV_QPS_RTS] = {.valid = true}, /* no RC optional attributes */
+        },
+    [IBV_QPS_ERR] =
+        {
+            [IBV_QPS_RESET] = {.valid = true},
+            [IBV_QPS_ERR] = {.valid = true},
+        },
+};
+
+/* Mask bits above the last one the uverbs ABI knows are EOPNOTSUPP. */
+#define SHIM_QP_ATTR_KNOWN ((IBV_QP_RATE_LIMIT << 1) - 1)
+
+bool shim_modify_qp_is_ok(enum ibv_qp_state cur, enum ibv_qp_state next, enum ibv_qp_type type,
+                          int mask)
+{
+    if ((unsigned)cur >= SHIM_N_QP_STATES || (unsigned)next >= SHIM_N_QP_STATES)
+        return false;
+    if (type != IBV_QPT_RC)
+        return false;
+    if ((mask & IBV_QP_CUR_STATE) && cur != IBV_QPS_RTR && cur != IBV_QPS_RTS &&
+        cur != IBV_QPS_SQD && cur != IBV_QPS_SQE)
+        return false;
+    const struct qp_transition *t = &rc_transitions[cur][next];
+    if (!t->valid)
+        return false;
+    if ((mask & t->req) != t->req)
+        return false;
+    if (mask & ~(t->req | t->opt | IBV_QP_STATE))
+        return false;
+    return true;
+}
+
+/* ---------------------------------------------------------------- create / destroy */
+
+static int check_qp_type(enum ibv_qp_type type)
+{
+    switch (type) {
+    case IBV_QPT_RC:
+        return 0;
+    case IBV_QPT_UC:
+    case IBV_QPT_UD:
+    case IBV_QPT_RAW_PACKET:
+    case IBV_QPT_XRC_SEND:
+    case IBV_QPT_XRC_RECV:
+    case IBV_QPT_DRIVER:
+        return EOPNOTSUPP;
+    }
+    return EINVAL;
+}
+
+/* Returns the QP in RESET (init_attr->cap updated to what was granted:
+ * the requested depths and SGE counts, max_inline_data = the device's
+ * inline limit), or NULL with errno: EINVAL for NULL pd/attr/CQs, CQs of
+ * another context, an SRQ, or capabilities above the device limits;
+ * EOPNOTSUPP for QP types the model lacks; the NIC's errno otherwise. */
+struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *init)
+{
+    shim_charge_control();
+    if (!pd || !init || !init->send_cq || !init->recv_cq || init->srq ||
+        init->send_cq->context != pd->context || init->recv_cq->context != pd->context) {
+        errno = EINVAL;
+        return NULL;
+    }
+    int rc = check_qp_type(init->qp_type);
+    if (rc) {
+        errno = rc;
+        return NULL;
+    }
+    struct shim_pd *spd = shim_pd(pd);
+    const struct nic_params *p = nic_get_params(spd->ctx->nic);
+    uint32_t max_sge = p->max_sge < NIC_MAX_SGE ? p->max_sge : NIC_MAX_SGE;
+    uint32_t max_inline =
+        p->max_inline_bytes < NIC_MAX_INLINE_BYTES ? p->max_inline_bytes : NIC_MAX_INLINE_BYTES;
+    const struct ibv_qp_cap *c = &init->cap;
+    if (c->max_send_wr > p->max_qp_wr || c->max_recv_wr > p->max_qp_wr ||
+        c->max_send_sge > max_sge || c->max_recv_sge > max_sge || c->max_inline_data > max_inline) {
+        errno = EINVAL;
+        return NULL;
+    }
+    struct shim_qp *sqp = calloc(1, sizeof(*sqp));
+    if (!sqp) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    sqp->cap = *c;
+    sqp->cap.max_inline_data = max_inline;
+    sqp->sq_sig_all = init->sq_sig_all != 0;
+    sqp->ctx = spd->ctx;
+    sqp->pd = spd;
+    sqp->send_cq = shim_cq(init->send_cq);
+    sqp->recv_cq = shim_cq(init->recv_cq);
+
+    struct nic_qp_init ninit = {
+        .qp_type = init->qp_type,
+        .pd = spd->npd,
+        .send_cq = sqp->send_cq->ncq,
+        .recv_cq = sqp->recv_cq->ncq,
+        .cap = sqp->cap,
+        .sq_sig_all = sqp->sq_sig_all,
+    };
+    sqp->nqp = nic_qp_create(spd->ctx->nic, &ninit);
+    if (!sqp->nqp) {
+        int e = errno ? errno : ENOMEM;
+        free(sqp);
+        errno = e;
+        return NULL;
+    }
+    init->cap = sqp->cap;
+
+    struct ibv_qp *qp = &sqp->qp;
+    qp->context = pd->context;
+    qp->qp_context = init->qp_context;
+    qp->pd = pd;
+    qp->send_cq = init->send_cq;
+    qp->recv_cq = init->recv_cq;
+    qp->srq = NULL;
+    qp->handle = sqp->nqp->qpn;
+    qp->qp_num = sqp->nqp->qpn;
+    qp->state = IBV_QPS_RESET;
+    qp->qp_type = init->qp_type;
+    pthread_mutex_init(&qp->mutex, NULL);
+    pthread_cond_init(&qp->cond, NULL);
+    qp->events_completed = 0;
+
+    spd->n_qps++;
+    sqp->send_cq->n_qps++;
+    sqp->recv_cq->n_qps++;
+    return qp;
+}
+
+/* Returns 0, EINVAL for NULL, or the NIC's errno. */
+int ibv_destroy_qp(struct ibv_qp *qp)
+{
+    shim_charge_control();
+    if (!qp)
+        return EINVAL;
+    struct shim_qp *sqp = shim_qp(qp);
+    int rc = nic_qp_destroy(sqp->nqp);
+    if (rc)
+        return rc;
+    sqp->pd->n_qps--;
+    sqp->send_cq->n_qps--;
+    sqp->recv_cq->n_qps--;
+    pthread_cond_destroy(&qp->cond);
+    pthread_mutex_destroy(&qp->mutex);
+    free(sqp);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- modify */
+
+/* The AV of a connected QP on a RoCE port: GRH mandatory, port 1, GID
+ * index 0, and a destination GID that names a node of the fabric. */
+static bool av_ok(const struct ibv_ah_attr *ah)
+{
+    return ah->is_global && ah->port_num == SHIM_PORT_NUM &&
+           ah->grh.sgid_index < SHIM_GID_TBL_LEN && nic_node_from_gid(&ah->grh.dgid) >= 0;
+}
+
+/* Value checks of the attributes named in `mask`; 0 or EINVAL. */
+static int check_attr_values(const struct shim_qp *sqp, const struct ibv_qp_attr *a, int mask)
+{
+    const struct nic_params *p = nic_get_params(sqp->ctx->nic);
+    if ((mask & IBV_QP_PORT) && a->port_num != SHIM_PORT_NUM)
+        return EINVAL;
+    if ((mask & IBV_QP_PKEY_INDEX) && a->pkey_index >= SHIM_PKEY_TBL_LEN)
+        return EINVAL;
+    if ((mask & IBV_QP_PATH_MTU) && (a->path_mtu < IBV_MTU_256 || a->path_mtu > p->max_mtu))
+        return EINVAL;
+    if ((mask & IBV_QP_MAX_QP_RD_ATOMIC) && a->max_rd_atomic > p->max_qp_rd_atom)
+        return EINVAL;
+    if ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) && a->max_dest_rd_atomic > p->max_qp_rd_atom)
+        return EINVAL;
+    if ((mask & IBV_QP_TIMEOUT) && a->timeout > 31)
+        return EINVAL;
+    if ((mask & IBV_QP_MIN_RNR_TIMER) && a->min_rnr_timer > 31)
+        return EINVAL;
+    if ((mask & IBV_QP_RETRY_CNT) && a->retry_cnt > 7)
+        return EINVAL;
+    if ((mask & IBV_QP_RNR_RETRY) && a->rnr_retry > 7)
+        return EINVAL;
+    if ((mask & IBV_QP_AV) && !av_ok(&a->ah_attr))
+        return EINVAL;
+    /* The kernel bans alternate paths (APM) on RoCE ports. */
+    if (mask & IBV_QP_ALT_PATH)
+        return EINVAL;
+    if ((mask & IBV_QP_PATH_MIG_STATE) && a->path_mig_state > IBV_MIG_ARMED)
+        return EINVAL;
+    return 0;
+}
+
+/* Returns 0 or an errno value (EINVAL: NULL arguments, a transition or
+ * mask the kernel refuses, a bad attribute value; EOPNOTSUPP: mask bits
+ * the uverbs ABI does not know).  PSNs are masked to 24 bits as the kernel
+ * does. */
+int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask)
+{
+    shim_charge_control();
+    if (!qp || !attr)
+        return EINVAL;
+    if (attr_mask & ~SHIM_QP_ATTR_KNOWN)
+        return EOPNOTSUPP;
+    struct shim_qp *sqp = shim_qp(qp);
+    enum ibv_qp_state actual = sqp->nqp->state;
+    if ((attr_mask & IBV_QP_STATE) && (unsigned)attr->qp_state >= SHIM_N_QP_STATES)
+        return EINVAL;
+    if (attr_mask & IBV_QP_CUR_STATE) {
+        if ((unsigned)attr->cur_qp_state >= SHIM_N_QP_STATES || attr->cur_qp_state != actual)
+            return EINVAL;
+    }
+    enum ibv_qp_state next = (attr_mask & IBV_QP_STATE) ? attr->qp_state : actual;
+    if (!shim_modify_qp_is_ok(actual, next, qp->qp_type, attr_mask))
+        return EINVAL;
+    int rc = check_attr_values(sqp, attr, attr_mask);
+    if (rc)
+        return rc;
+
+    if (next == IBV_QPS_ERR) {
+        nic_qp_to_error(sqp->nqp);
+    } else {
+        struct ibv_qp_attr a = *attr;
+        a.qp_state = next;
+        a.rq_psn &= 0xffffff;
+        a.sq_psn &= 0xffffff;
+        rc = nic_qp_modify(sqp->nqp, &a, attr_mask | IBV_QP_STATE);
+        if (rc)
+            return rc;
+    }
+    qp->state = next;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- query */
+
+/* Returns 0 with every attribute filled (whatever attr_mask asks, as
+ * providers do) and the creation attributes, or EINVAL for NULL. */
+int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask,
+                 struct ibv_qp_init_attr *init_attr)
+{
+    (void)attr_mask;
+    shim_charge_control();
+    if (!qp || !attr || !init_attr)
+        return EINVAL;
+    struct shim_qp *sqp = shim_qp(qp);
+    *attr = sqp->nqp->attr;
+    attr->qp_state = sqp->nqp->state;
+    attr->cur_qp_state = sqp->nqp->state;
+    attr->cap = sqp->cap;
+    attr->sq_draining = 0;
+    memset(init_attr, 0, sizeof(*init_attr));
+    init_attr->qp_context = qp->qp_context;
+    init_attr->send_cq = qp->send_cq;
+    init_attr->recv_cq = qp->recv_cq;
+    init_attr->srq = NULL;
+    init_attr->cap = sqp->cap;
+    init_attr->qp_type = qp->qp_type;
+    init_attr->sq_sig_all = sqp->sq_sig_all;
+    qp->state = attr->qp_state;
+    return 0;
+}

@@ -1,0 +1,197 @@
+/* Internal header of the verbs shim: the libibverbs API implemented over the
+ * simulated RNIC (sim/nic/nic.h).
+ *
+ * The shim plays the part of an rdma-core provider plus the kernel's uverbs
+ * layer: every public object (struct ibv_pd, ibv_cq, ...) is the first
+ * member of a shim object that also holds the NIC-side object and the
+ * bookkeeping the kernel would keep (use counts for EBUSY, the completion
+ * channel's event queue).  The application only ever sees the public
+ * member; shim code gets back to its object with container_of.
+ *
+ * The context is shaped like a provider context (VERBS_ABI.md): a whole
+ * struct verbs_context lives at the end of struct shim_context, the
+ * application is handed &vctx.context, abi_compat is the extended-ABI
+ * marker and vctx.sz covers every extended op, so verbs_get_ctx_op() works
+ * and returns NULL for the ops left unimplemented. */
+#ifndef RNICSIM_VERBS_SHIM_H
+#define RNICSIM_VERBS_SHIM_H
+
+#include <infiniband/verbs.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sim/host.h"
+#include "sim/nic/nic.h"
+#include "sim/sim.h"
+
+#define shim_container_of(ptr, type, member)                                                       \
+    ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
+
+/* Fixed facts of the simulated device (not hardware parameters of the
+ * model: these are what the device reports about itself). */
+enum {
+    SHIM_PORT_NUM = 1,         /* one physical port, numbered 1 as on real HCAs */
+    SHIM_GID_TBL_LEN = 1,      /* GID index 0: the RoCEv2 IPv4-mapped GID */
+    SHIM_PKEY_TBL_LEN = 1,     /* RoCE ports have the default P_Key only */
+    SHIM_NUM_COMP_VECTORS = 1, /* one completion EQ */
+};
+#define SHIM_DEFAULT_PKEY 0xffffu
+/* Largest message (port max_msg_sz): 1 GiB, what mlx5 reports. */
+#define SHIM_MAX_MSG_BYTES (1u << 30)
+
+/* ---------------------------------------------------------------- objects */
+
+struct shim_device {
+    struct ibv_device dev; /* what ibv_get_device_list hands out */
+    struct nic *nic;
+    unsigned refs; /* device lists and open contexts holding it */
+};
+
+struct shim_async_event_node;
+
+struct shim_context {
+    struct shim_device *sdev;
+    struct nic *nic;
+    struct host *host;
+    uint32_t n_pds, n_cqs, n_channels;
+    uint32_t next_pd_handle, next_cq_handle, next_ah_handle;
+    /* asynchronous events (ibv_get_async_event), FIFO; ctx->async_fd is an
+     * eventfd in semaphore mode that counts them */
+    struct shim_async_event_node *async_head, *async_tail;
+    struct sim_waitq async_wq;
+    struct verbs_context vctx; /* must be last: context is its last member */
+};
+
+struct shim_pd {
+    struct ibv_pd pd;
+    struct shim_context *ctx;
+    struct nic_pd *npd;
+    uint32_t n_mrs, n_qps, n_ahs;
+};
+
+struct shim_mr {
+    struct ibv_mr mr;
+    struct shim_pd *pd;
+    struct nic_mr *nmr;
+};
+
+struct shim_cq;
+
+struct shim_channel {
+    struct ibv_comp_channel ch; /* ch.fd: eventfd (semaphore mode), one count per queued event */
+    struct shim_context *ctx;
+    struct shim_cq **q; /* FIFO ring of CQs with a pending event */
+    size_t q_head, q_len, q_cap;
+    struct sim_waitq wq; /* processes blocked in ibv_get_cq_event */
+};
+
+struct shim_cq {
+    struct ibv_cq cq;
+    struct shim_context *ctx;
+    struct nic_cq *ncq;
+    struct shim_channel *channel;
+    uint32_t n_qps;
+    uint32_t events_delivered; /* by ibv_get_cq_event; acked ones in cq.comp_events_completed */
+    struct sim_waitq ack_wq;   /* ibv_destroy_cq waiting for acks */
+};
+
+struct shim_qp {
+    struct ibv_qp qp;
+    struct shim_context *ctx;
+    struct shim_pd *pd;
+    struct shim_cq *send_cq, *recv_cq;
+    struct nic_qp *nqp;
+    struct ibv_qp_cap cap; /* what was granted */
+    bool sq_sig_all;
+};
+
+struct shim_ah {
+    struct ibv_ah ah;
+    struct shim_pd *pd;
+    struct ibv_ah_attr attr;
+};
+
+static inline struct shim_context *shim_ctx(struct ibv_context *c)
+{
+    return shim_container_of(c, struct shim_context, vctx.context);
+}
+static inline struct shim_pd *shim_pd(struct ibv_pd *p)
+{
+    return shim_container_of(p, struct shim_pd, pd);
+}
+static inline struct shim_mr *shim_mr(struct ibv_mr *m)
+{
+    return shim_container_of(m, struct shim_mr, mr);
+}
+static inline struct shim_cq *shim_cq(struct ibv_cq *c)
+{
+    return shim_container_of(c, struct shim_cq, cq);
+}
+static inline struct shim_qp *shim_qp(struct ibv_qp *q)
+{
+    return shim_container_of(q, struct shim_qp, qp);
+}
+static inline struct shim_ah *shim_ah(struct ibv_ah *a)
+{
+    return shim_container_of(a, struct shim_ah, ah);
+}
+static inline struct shim_channel *shim_channel(struct ibv_comp_channel *c)
+{
+    return shim_container_of(c, struct shim_channel, ch);
+}
+
+/* ---------------------------------------------------------------- cost.c-like helpers (device.c)
+ */
+
+/* A control-path verb (create/modify/query/destroy): note the call for the
+ * poll heuristic and charge host.cpu.control_verb_ps to the running process
+ * (nothing outside a simulated process). */
+void shim_charge_control(void);
+
+/* ---------------------------------------------------------------- device.c */
+
+/* Drop one reference to a device; frees it at zero. */
+void shim_device_put(struct shim_device *sdev);
+struct shim_device *shim_device_get(struct shim_device *sdev);
+/* Port attributes of the (single) port, full current struct. */
+void shim_port_attr(const struct shim_context *ctx, struct ibv_port_attr *attr);
+/* The node GUID (network byte order) derived from the fabric node id. */
+__be64 shim_node_guid(const struct nic *nic);
+/* verbs_context.query_port: copies min(port_attr_len, ours), zeroes the rest. */
+int shim_query_port_ex(struct ibv_context *context, uint8_t port_num,
+                       struct ibv_port_attr *port_attr, size_t port_attr_len);
+int shim_query_device_attr(struct ibv_context *context, struct ibv_device_attr *attr);
+
+/* ---------------------------------------------------------------- context.c */
+
+/* Fills the legacy ops table and the extended entries that exist. */
+void shim_context_set_ops(struct shim_context *sctx);
+
+/* ---------------------------------------------------------------- cq.c */
+
+int shim_poll_cq(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc);
+int shim_req_notify_cq(struct ibv_cq *cq, int solicited_only);
+
+/* ---------------------------------------------------------------- post.c */
+
+int shim_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad_wr);
+int shim_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr);
+int shim_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr);
+
+/* ---------------------------------------------------------------- qp.c */
+
+/* Is `mask` acceptable for cur -> next of an RC QP (the kernel's
+ * ib_modify_qp_is_ok)?  Exposed for the state tests. */
+bool shim_modify_qp_is_ok(enum ibv_qp_state cur, enum ibv_qp_state next, enum ibv_qp_type type,
+                          int mask);
+
+/* ---------------------------------------------------------------- async.c */
+
+/* Queue an asynchronous event on a context (wakes ibv_get_async_event and
+ * makes ctx->async_fd readable).  Returns 0 or ENOMEM. */
+int shim_async_event_post(struct shim_context *sctx, const struct ibv_async_event *ev);
+/* Free queued events and close the fd (ibv_close_device). */
+void shim_async_teardown(struct shim_context *sctx);
+
+#endif /* RNICSIM_VERBS_SHIM_H */
