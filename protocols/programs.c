@@ -1,0 +1,25 @@
+/* The registry of built-in programs: protocol drivers compiled into the
+ * rnicsim command, looked up by the name a scenario gives (programs.h). */
+#include "protocols/programs.h"
+
+#include <stddef.h>
+#include <string.h>
+
+#include "protocols/perftest/perftest.h"
+
+const struct program_def protocol_programs[] = {
+    {"perftest", perftest_main,
+     "perftest-style WRITE/READ/SEND/atomic latency and bandwidth (--server | --client)"},
+    {NULL, NULL, NULL},
+};
+
+/* Linear search: the table is short and looked up once per program. */
+const struct program_def *program_find(const char *name)
+{
+    if (!name)
+        return NULL;
+    for (const struct program_def *p = protocol_programs; p->name; p++)
+        if (strcmp(p->name, name) == 0)
+            return p;
+    return NULL;
+}
