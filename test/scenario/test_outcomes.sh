@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Run outcomes other than success and deadlock: a program that fails
+# (exit 1, named on stderr) and a run cut by stop_time (exit 4).  The JSON
+# is written in both cases and names the outcome.
+# Args: rnicsim binary, source dir, scratch dir.
+set -u
+bin=${1:?rnicsim binary}
+src=${2:?source dir}
+scratch=${3:?scratch dir}
+mkdir -p "$scratch"
+export RNICSIM_PROFILES="$src/profiles"
+pass=0
+fail=0
+ok() { echo "PASS $1"; pass=$((pass + 1)); }
+bad() { echo "FAIL $1"; fail=$((fail + 1)); }
+check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
+py=/usr/bin/python3
+scn="$src/scenarios/examples/small.yaml"
+result() { $py -c 'import json,sys; print(json.load(open(sys.argv[1]))["result"])' "$1" 2>/dev/null; }
+
+# perftest refuses bad options with status 1, so both programs fail.
+timeout 60 "$bin" run "$scn" -o "$scratch/f.json" --set 'programs.1.args=[--client, --sizes=bogus]' \
+    --set 'programs.0.args=[--server, --sizes=bogus]' >/dev/null 2>"$scratch/f.err"
+rc=$?
+check "failing program: exit 1 (got $rc)" "[ $rc -eq 1 ]"
+check "failing program: named on stderr" \
+    "grep -q \"program 'perftest' on h0 (programs\\[1\\]) exited with status 1\" '$scratch/f.err'"
+check "failing program: JSON result program-failed" "[ \"\$(result '$scratch/f.json')\" = program-failed ]"
+
+# stop_time far too short for the workload.
+timeout 60 "$bin" run "$scn" -o "$scratch/t.json" --set stop_time=2us >/dev/null 2>"$scratch/t.err"
+rc=$?
+check "time limit: exit 4 (got $rc)" "[ $rc -eq 4 ]"
+check "time limit: stderr says so" "grep -q 'stop_time 2.000 us reached' '$scratch/t.err'"
+check "time limit: JSON result time-limit, sim_time <= 2 us" "$py - '$scratch/t.json' <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d['result'] == 'time-limit', d['result']
+assert d['sim_time_ps'] <= 2000000, d['sim_time_ps']
+PY"
+
+# Unwritable output: the run happens, the error is reported.
+timeout 60 "$bin" run "$scn" -o "$scratch/no/such/dir/x.json" --quiet >/dev/null 2>"$scratch/w.err"
+rc=$?
+check "unwritable -o: exit 5 (got $rc) with a message" "[ $rc -eq 5 ] && grep -q 'cannot write' '$scratch/w.err'"
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

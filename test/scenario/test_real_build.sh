@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# The real-hardware build: configure a separate build with
+# -DRNICSIM_REAL_VERBS=ON, build real_perftest and real_hello_write against
+# the system libibverbs with zero warnings, and check on this machine (no
+# RDMA device) that they say "no RDMA device found" and exit 1.  Also checks
+# the POSIX out-of-band board over TCP between two processes, and that the
+# user-program example builds as a simulator plug-in (shared object).
+# Args: rnicsim binary (unused), source dir, scratch dir.
+set -u
+src=${2:?source dir}
+scratch=${3:?scratch dir}
+build="$scratch/build-real"
+mkdir -p "$scratch"
+pass=0
+fail=0
+ok() { echo "PASS $1"; pass=$((pass + 1)); }
+bad() { echo "FAIL $1"; fail=$((fail + 1)); }
+check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
+
+# 1. configure + build with warnings as errors, and no warning in the log
+log="$scratch/build.log"
+if cmake -S "$src" -B "$build" -DRNICSIM_REAL_VERBS=ON -DRNICSIM_WERROR=ON >"$log" 2>&1 &&
+    cmake --build "$build" --target real_perftest real_hello_write -j2 >>"$log" 2>&1; then
+    ok "configure and build real_perftest, real_hello_write"
+else
+    bad "configure and build real_perftest, real_hello_write"
+    tail -40 "$log"
+fi
+check "build has zero warnings" "! grep -qi 'warning:' '$log'"
+
+# 2. no device here: message and exit status 1 (both roles, and the example)
+if [ -x "$build/real_perftest" ]; then
+    out=$(RNICSIM_OOB_PORT=1 timeout 20 "$build/real_perftest" --client 127.0.0.1 2>&1)
+    rc=$?
+    check "real_perftest --client: 'no RDMA device found'" \
+        "grep -q 'no RDMA device found' <<<\"\$out\""
+    check "real_perftest --client: exit 1 (got $rc)" "[ $rc -eq 1 ]"
+    out=$(RNICSIM_OOB_PORT=0 timeout 20 "$build/real_perftest" --server --tests=write 2>&1)
+    rc=$?
+    check "real_perftest --server: no device, exit 1 (got $rc)" \
+        "[ $rc -eq 1 ] && grep -q 'no RDMA device found' <<<\"\$out\""
+    out=$(timeout 20 "$build/real_perftest" --help 2>&1)
+    rc=$?
+    check "real_perftest --help: exit 0, lists options" \
+        "[ $rc -eq 0 ] && grep -q -- '--tx-depth' <<<\"\$out\" && grep -q RNICSIM_OOB_SERVER <<<\"\$out\""
+    timeout 20 "$build/real_perftest" --client --sizes=bogus 127.0.0.1 >/dev/null 2>&1
+    rc=$?
+    check "real_perftest bad --sizes: exit 1 (got $rc)" "[ $rc -eq 1 ]"
+else
+    bad "real_perftest was not built"
+fi
+if [ -x "$build/real_hello_write" ]; then
+    out=$(RNICSIM_OOB_PORT=0 timeout 20 "$build/real_hello_write" --server 2>&1)
+    rc=$?
+    check "real_hello_write: no device, exit 1 (got $rc)" \
+        "[ $rc -eq 1 ] && grep -q 'no RDMA device found' <<<\"\$out\""
+fi
+
+# 3. the example as a simulator plug-in: no libibverbs, warnings are errors
+cc=${CC:-cc}
+warn="-std=c11 -D_GNU_SOURCE -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Wcast-qual -Wformat=2 -Werror"
+check "hello_write.c builds as a shared object" \
+    "$cc $warn -shared -fPIC -I'$src/include' '$src/docs/examples/hello_write.c' -o '$scratch/hello_write.so' 2>'$scratch/so.log'"
+
+# 4. out-of-band board over TCP: client started first, 40 lockstep rounds,
+#    wrong-length get -> EMSGSIZE, threads, report format
+cat >"$scratch/oob_check.c" <<'EOF'
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include "rnicsim/host.h"
+static void set42(void *arg) { *(int *)arg = 42; }
+int main(int argc, char **argv)
+{
+    int server = argc > 1 && strcmp(argv[1], "--server") == 0;
+    const char *me = server ? "server" : "client", *peer = server ? "client" : "server";
+    char key[64], val[32], want[32];
+    for (int i = 0; i < 40; i++) {
+        snprintf(key, sizeof key, "t/%d/%s", i, me);
+        snprintf(val, sizeof val, "%d-%s", i * 7, me);
+        if (host_oob_put(key, val, strlen(val) + 1)) { perror("put"); return 1; }
+        snprintf(key, sizeof key, "t/%d/%s", i, peer);
+        snprintf(want, sizeof want, "%d-%s", i * 7, peer);
+        memset(val, 0, sizeof val);
+        if (host_oob_get(key, val, strlen(want) + 1)) { perror("get"); return 1; }
+        if (strcmp(val, want) != 0) { printf("round %d: got '%s' want '%s'\n", i, val, want); return 1; }
+        if (i == 0 && (host_oob_get(key, val, 3) == 0 || errno != EMSGSIZE)) { printf("no EMSGSIZE\n"); return 1; }
+    }
+    int v = 0, h = host_thread_start(set42, &v);
+    if (h < 0 || host_thread_join(h) != 0 || v != 42) { printf("thread failed\n"); return 1; }
+    uint64_t t0 = host_now_ns();
+    host_compute(200000);
+    if (host_now_ns() - t0 < 200000) { printf("host_compute too short\n"); return 1; }
+    struct host_kv kv[] = {{"size_bytes", 1048576}, {"bw_gbps", 12.5}};
+    host_report("demo_bw", kv, 2);
+    printf("%s oob ok\n", me);
+    return 0;
+}
+EOF
+if $cc $warn -I"$src/include" "$scratch/oob_check.c" "$src/tools/real/host_posix.c" \
+    -lpthread -o "$scratch/oob_check" 2>"$scratch/oob_build.log"; then
+    port=$((20000 + $$ % 20000))
+    (RNICSIM_OOB_PORT=$port timeout 30 "$scratch/oob_check" --client 127.0.0.1 >"$scratch/oob_client.out" 2>&1
+     echo $? >"$scratch/oob_client.rc") &
+    sleep 0.3
+    RNICSIM_OOB_PORT=$port timeout 30 "$scratch/oob_check" --server >"$scratch/oob_server.out" 2>&1
+    src_rc=$?
+    wait
+    crc=$(cat "$scratch/oob_client.rc")
+    check "oob over TCP: server exit 0 (got $src_rc)" "[ $src_rc -eq 0 ]"
+    check "oob over TCP: client exit 0 (got $crc)" "[ $crc -eq 0 ] && grep -q 'client oob ok' '$scratch/oob_client.out'"
+    check "host_report prints 'table: key=value'" \
+        "grep -qx 'demo_bw: size_bytes=1048576 bw_gbps=12.5' '$scratch/oob_server.out'"
+else
+    bad "oob_check builds with host_posix.c"
+    cat "$scratch/oob_build.log"
+fi
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,287 @@
+/* <rnicsim/host.h> in the simulator: the portability calls of protocol
+ * code, acting in simulated time on the simulated host the calling
+ * process runs on.  The run is reached from the running process
+ * (host_thread.program -> struct prog_inst -> struct run); there is no
+ * global state, so several runs (rnicsim bench) can live in one process.
+ *
+ * These functions are exported by the rnicsim executable (ENABLE_EXPORTS)
+ * so that user programs loaded with dlopen resolve them.
+ *
+ * Every call except host_relax() counts as "another call" for the
+ * spin-poll heuristic (host_note_call), so a loop that does real work
+ * between empty polls is not mistaken for a pure spin. */
+#include "rnicsim/host.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tools/rnicsim/rnicsim.h"
+
+struct oob_entry {
+    char *key;
+    void *value;
+    size_t len;
+};
+
+/* A thread started with host_thread_start. */
+struct run_thread {
+    struct prog_inst *pi;
+    void (*fn)(void *arg);
+    void *arg;
+    struct sim_proc *proc;
+    char name[112]; /* "h1/perftest#0.t3" (kept alive for the core) */
+};
+
+static struct prog_inst *current_inst(void)
+{
+    struct host_thread *t = host_thread_current();
+    return t ? (struct prog_inst *)t->program : NULL;
+}
+
+uint64_t host_now_ns(void)
+{
+    struct sim_proc *p = sim_proc_current();
+    host_note_call();
+    return p ? sim_now(sim_proc_sim(p)) / SIM_NS : 0;
+}
+
+void host_compute(uint64_t ns)
+{
+    host_note_call();
+    if (ns > SIM_TIME_NEVER / SIM_NS)
+        ns = SIM_TIME_NEVER / SIM_NS;
+    host_charge(ns * SIM_NS);
+}
+
+void *host_memcpy(void *dst, const void *src, size_t n)
+{
+    host_note_call();
+    if (n)
+        memcpy(dst, src, n);
+    struct host *h = host_of_current();
+    if (h && h->cpu.memcpy_bytes_per_s && n)
+        host_charge(sim_bytes_to_ps(n, h->cpu.memcpy_bytes_per_s * 8));
+    return dst;
+}
+
+void host_relax(void)
+{
+    host_park("host_relax()");
+}
+
+/* ---------------------------------------------------------------- threads */
+
+static void thread_entry(void *arg)
+{
+    struct run_thread *th = arg;
+    th->fn(th->arg);
+    run_process_finished(th->pi);
+}
+
+int host_thread_start(void (*fn)(void *arg), void *arg)
+{
+    host_note_call();
+    struct prog_inst *pi = current_inst();
+    if (!pi) {
+        errno = EPERM;
+        return -1;
+    }
+    if (!fn) {
+        errno = EINVAL;
+        return -1;
+    }
+    struct run *r = pi->run;
+    if (r->nthreads == r->threads_cap) {
+        r->threads_cap = r->threads_cap ? 2 * r->threads_cap : 8;
+        r->threads = xrealloc_or_die(r->threads, r->threads_cap * sizeof(*r->threads));
+    }
+    struct run_thread *th = xcalloc_or_die(1, sizeof(*th));
+    th->pi = pi;
+    th->fn = fn;
+    th->arg = arg;
+    snprintf(th->name, sizeof(th->name), "%s.t%zu", pi->proc_name, r->nthreads);
+    th->proc = host_spawn(pi->host, th->name, thread_entry, th, pi, pi->def->stack_bytes);
+    if (!th->proc) {
+        free(th);
+        errno = ENOMEM;
+        return -1;
+    }
+    sim_proc_set_daemon(th->proc, pi->def->daemon);
+    if (!pi->def->daemon)
+        r->live_nondaemon++;
+    r->threads[r->nthreads] = th;
+    return (int)r->nthreads++;
+}
+
+int host_thread_join(int handle)
+{
+    host_note_call();
+    struct prog_inst *pi = current_inst();
+    if (!pi) {
+        errno = EPERM;
+        return -1;
+    }
+    struct run *r = pi->run;
+    if (handle < 0 || (size_t)handle >= r->nthreads) {
+        errno = ESRCH;
+        return -1;
+    }
+    struct run_thread *th = r->threads[handle];
+    if (th->proc == sim_proc_current()) {
+        errno = EDEADLK;
+        return -1;
+    }
+    struct host_thread *t = host_thread_current();
+    snprintf(t->why, sizeof(t->why), "host_thread_join(%d)", handle);
+    sim_proc_join(th->proc);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- out-of-band board */
+
+static struct oob_entry *oob_find(struct run *r, const char *key)
+{
+    for (size_t i = 0; i < r->noob; i++)
+        if (strcmp(r->oob[i].key, key) == 0)
+            return &r->oob[i];
+    return NULL;
+}
+
+int host_oob_put(const char *key, const void *buf, size_t len)
+{
+    host_note_call();
+    struct prog_inst *pi = current_inst();
+    if (!pi) {
+        errno = EPERM;
+        return -1;
+    }
+    if (!key || (!buf && len)) {
+        errno = EINVAL;
+        return -1;
+    }
+    struct run *r = pi->run;
+    void *copy = xcalloc_or_die(1, len ? len : 1);
+    if (len)
+        memcpy(copy, buf, len);
+    struct oob_entry *e = oob_find(r, key);
+    if (e) { /* a later put replaces the value */
+        free(e->value);
+    } else {
+        if (r->noob == r->oob_cap) {
+            r->oob_cap = r->oob_cap ? 2 * r->oob_cap : 16;
+            r->oob = xrealloc_or_die(r->oob, r->oob_cap * sizeof(*r->oob));
+        }
+        e = &r->oob[r->noob++];
+        e->key = xstrdup_or_die(key);
+    }
+    e->value = copy;
+    e->len = len;
+    if (!sim_waitq_empty(&r->oob_wq))
+        sim_waitq_wake_all(r->world->sim, &r->oob_wq);
+    return 0;
+}
+
+int host_oob_get(const char *key, void *buf, size_t len)
+{
+    host_note_call();
+    struct prog_inst *pi = current_inst();
+    if (!pi) {
+        errno = EPERM;
+        return -1;
+    }
+    if (!key || (!buf && len)) {
+        errno = EINVAL;
+        return -1;
+    }
+    struct run *r = pi->run;
+    for (;;) {
+        const struct oob_entry *e = oob_find(r, key);
+        if (e) {
+            if (e->len != len) {
+                errno = EMSGSIZE;
+                return -1;
+            }
+            if (len)
+                memcpy(buf, e->value, len);
+            return 0;
+        }
+        struct host_thread *t = host_thread_current();
+        snprintf(t->why, sizeof(t->why), "host_oob_get(\"%s\")", key);
+        sim_waitq_wait(&r->oob_wq, t->why);
+    }
+}
+
+const char *host_name(void)
+{
+    host_note_call();
+    struct host *h = host_of_current();
+    return h ? h->name : "";
+}
+
+/* ---------------------------------------------------------------- results */
+
+void host_report(const char *table, const struct host_kv *kv, size_t n)
+{
+    host_note_call();
+    struct prog_inst *pi = current_inst();
+    if (!pi || !table || (!kv && n))
+        return;
+    struct run *r = pi->run;
+    struct report_table *tb = NULL;
+    for (size_t i = 0; i < r->ntables; i++)
+        if (strcmp(r->tables[i].name, table) == 0)
+            tb = &r->tables[i];
+    if (!tb) {
+        if (r->ntables == r->tables_cap) {
+            r->tables_cap = r->tables_cap ? 2 * r->tables_cap : 8;
+            r->tables = xrealloc_or_die(r->tables, r->tables_cap * sizeof(*r->tables));
+        }
+        tb = &r->tables[r->ntables++];
+        memset(tb, 0, sizeof(*tb));
+        tb->name = xstrdup_or_die(table);
+    }
+    if (tb->nrows == tb->cap) {
+        tb->cap = tb->cap ? 2 * tb->cap : 16;
+        tb->rows = xrealloc_or_die(tb->rows, tb->cap * sizeof(*tb->rows));
+    }
+    struct report_row *row = &tb->rows[tb->nrows++];
+    row->n = n;
+    row->keys = xcalloc_or_die(n, sizeof(char *));
+    row->values = xcalloc_or_die(n, sizeof(double));
+    for (size_t i = 0; i < n; i++) {
+        row->keys[i] = xstrdup_or_die(kv[i].key ? kv[i].key : "");
+        row->values[i] = kv[i].value;
+    }
+}
+
+void host_api_free_run(struct run *r)
+{
+    for (size_t i = 0; i < r->noob; i++) {
+        free(r->oob[i].key);
+        free(r->oob[i].value);
+    }
+    free(r->oob);
+    r->oob = NULL;
+    r->noob = 0;
+    for (size_t i = 0; i < r->nthreads; i++)
+        free(r->threads[i]);
+    free(r->threads);
+    r->threads = NULL;
+    r->nthreads = 0;
+    for (size_t i = 0; i < r->ntables; i++) {
+        struct report_table *tb = &r->tables[i];
+        for (size_t k = 0; k < tb->nrows; k++) {
+            for (size_t j = 0; j < tb->rows[k].n; j++)
+                free(tb->rows[k].keys[j]);
+            free(tb->rows[k].keys);
+            free(tb->rows[k].values);
+        }
+        free(tb->rows);
+        free(tb->name);
+    }
+    free(r->tables);
+    r->tables = NULL;
+    r->ntables = 0;
+}

@@ -1,0 +1,240 @@
+/* The rnicsim command line.
+ *
+ *   rnicsim run FILE.yaml [-o results.json] [--set KEY=VALUE]... [--seed N]
+ *                         [--profiles DIR] [--quiet]
+ *   rnicsim params [--profile NAME] [--profiles DIR] [--markdown]
+ *   rnicsim programs
+ *   rnicsim bench [--reps N] [--json FILE]
+ *
+ * Exit status of `run`: 0 done; 1 a program returned non-zero; 2 bad
+ * command line or scenario (nothing ran); 3 deadlock; 4 stop_time reached
+ * with programs still running; 5 the world could not be built or the
+ * results could not be written.  docs/cli.md is the user's reference. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tools/rnicsim/rnicsim.h"
+
+#define EXIT_USAGE 2
+#define EXIT_INTERNAL 5
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage:\n"
+                 "  rnicsim run FILE.yaml [-o RESULTS.json] [--set KEY=VALUE]... [--seed N]\n"
+                 "                        [--profiles DIR] [--quiet]\n"
+                 "  rnicsim params [--profile NAME] [--profiles DIR] [--markdown]\n"
+                 "  rnicsim programs\n"
+                 "  rnicsim bench [--reps N] [--json FILE]\n"
+                 "  rnicsim --version | --help\n"
+                 "\n"
+                 "run: simulate a scenario, print a summary, write JSON results (-o).\n"
+                 "  exit status: 0 done, 1 a program failed, 2 bad input, 3 deadlock,\n"
+                 "  4 stop_time reached with programs running, 5 internal error.\n"
+                 "params: list every hardware parameter with its effective value.\n"
+                 "programs: list the built-in programs.\n"
+                 "bench: measure simulator speed (events/s, simulated packets/s).\n");
+}
+
+/* "--opt VALUE" or "--opt=VALUE"; advances *i.  NULL if not this option. */
+static const char *opt_value(int argc, char **argv, int *i, const char *name, bool *missing)
+{
+    size_t n = strlen(name);
+    const char *a = argv[*i];
+    if (strncmp(a, name, n) != 0)
+        return NULL;
+    if (a[n] == '=')
+        return a + n + 1;
+    if (a[n] != '\0')
+        return NULL;
+    if (*i + 1 >= argc) {
+        *missing = true;
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+static void report_outcome(const struct run *r)
+{
+    struct sim *sim = r->world->sim;
+    char t[32];
+    format_time(r->sim_time_ps, t, sizeof(t));
+    for (size_t i = 0; i < r->ninsts; i++) {
+        const struct prog_inst *pi = &r->insts[i];
+        if (pi->finished && pi->exit_code != 0)
+            fprintf(stderr, "rnicsim: program '%s' on %s (programs[%zu]) exited with status %d\n",
+                    pi->def->program, pi->def->host, i, pi->exit_code);
+    }
+    if (r->sim_result == SIM_RUN_DEADLOCK) {
+        fprintf(stderr, "deadlock at %s:\n", t);
+        sim_deadlock_report(sim, stderr);
+    } else if (r->result == RUN_TIME_LIMIT) {
+        char st[32];
+        format_time(r->scn->stop_time_ps, st, sizeof(st));
+        fprintf(stderr, "rnicsim: stop_time %s reached with programs still running:\n", st);
+        sim_deadlock_report(sim, stderr);
+    }
+}
+
+static int cmd_run(int argc, char **argv)
+{
+    const char *file = NULL, *out = NULL;
+    const char **sets = xcalloc_or_die((size_t)argc, sizeof(char *));
+    struct scenario_opts o = {.sets = sets};
+    bool quiet = false;
+    int rc = EXIT_USAGE;
+    for (int i = 0; i < argc; i++) {
+        bool missing = false;
+        const char *v;
+        if ((v = opt_value(argc, argv, &i, "--set", &missing))) {
+            sets[o.nsets++] = v;
+        } else if ((v = opt_value(argc, argv, &i, "-o", &missing)) ||
+                   (v = opt_value(argc, argv, &i, "--output", &missing))) {
+            out = v;
+        } else if ((v = opt_value(argc, argv, &i, "--seed", &missing))) {
+            char why[160];
+            if (cfg_parse_u64(v, &o.seed, why, sizeof(why))) {
+                fprintf(stderr, "rnicsim: bad --seed '%s': %s\n", v, why);
+                goto out;
+            }
+            o.have_seed = true;
+        } else if ((v = opt_value(argc, argv, &i, "--profiles", &missing))) {
+            o.profiles_dir = v;
+        } else if (missing) {
+            fprintf(stderr, "rnicsim: %s needs a value\n", argv[i]);
+            goto out;
+        } else if (!strcmp(argv[i], "--quiet") || !strcmp(argv[i], "-q")) {
+            quiet = true;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            fprintf(stderr, "rnicsim run: unknown option '%s'\n", argv[i]);
+            usage(stderr);
+            goto out;
+        } else if (!file) {
+            file = argv[i];
+        } else {
+            fprintf(stderr, "rnicsim run: one scenario file at a time ('%s' and '%s')\n", file,
+                    argv[i]);
+            goto out;
+        }
+    }
+    if (!file) {
+        fprintf(stderr, "rnicsim run: missing scenario file\n");
+        usage(stderr);
+        goto out;
+    }
+
+    struct cfg_error err = {{0}};
+    struct scenario *s = scenario_load(file, NULL, &o, &err);
+    if (!s) {
+        fprintf(stderr, "%s\n", err.msg);
+        goto out;
+    }
+    char why[512];
+    struct run *r = run_scenario(s, !quiet && isatty(STDERR_FILENO), why, sizeof(why));
+    fflush(stdout);
+    if (!r) {
+        fprintf(stderr, "rnicsim: %s\n", why);
+        scenario_free(s);
+        rc = EXIT_INTERNAL;
+        goto out;
+    }
+    report_outcome(r);
+    rc = run_exit_code(r->result);
+    if (out && results_write_json(r, out, why, sizeof(why))) {
+        fprintf(stderr, "rnicsim: %s\n", why);
+        rc = rc ? rc : EXIT_INTERNAL;
+    }
+    if (!quiet)
+        results_print_summary(r, stdout);
+    fflush(stdout);
+    run_free(r);
+    scenario_free(s);
+out:
+    free(sets);
+    return rc;
+}
+
+static int cmd_params(int argc, char **argv)
+{
+    const char *profile = NULL;
+    struct profile_search ps = {0};
+    bool markdown = false;
+    for (int i = 0; i < argc; i++) {
+        bool missing = false;
+        const char *v;
+        if ((v = opt_value(argc, argv, &i, "--profile", &missing))) {
+            profile = v;
+        } else if ((v = opt_value(argc, argv, &i, "--profiles", &missing))) {
+            ps.cli_dir = v;
+        } else if (!strcmp(argv[i], "--markdown")) {
+            markdown = true;
+        } else {
+            fprintf(stderr, "rnicsim params: %s '%s'\n",
+                    missing ? "missing value for" : "unknown option", argv[i]);
+            return EXIT_USAGE;
+        }
+    }
+    struct hw_profile hw;
+    hw_profile_default(&hw);
+    if (profile) {
+        struct cfg_error err = {{0}};
+        char *path = NULL;
+        if (profile_load(profile, &ps, NULL, &hw, &path, &err)) {
+            fprintf(stderr, "%s\n", err.msg);
+            free(path);
+            return EXIT_USAGE;
+        }
+        if (!markdown)
+            printf("# profile %s (%s)\n", profile, path);
+        free(path);
+    } else if (!markdown) {
+        printf("# C defaults (no profile); profile search path:\n");
+        profile_print_dirs(&ps, stdout);
+    }
+    if (markdown) {
+        printf("| key | kind | %s | meaning |\n|---|---|---|---|\n", profile ? profile : "default");
+    }
+    for (size_t i = 0; i < hw_params_count; i++) {
+        const struct param_def *d = &hw_params[i];
+        char val[64];
+        param_format(&hw, d, val, sizeof(val));
+        if (markdown)
+            printf("| `%s` | %s | `%s` | %s |\n", d->key, param_kind_name(d->kind), val, d->doc);
+        else
+            printf("%-26s %-5s %10s  %s\n", d->key, param_kind_name(d->kind), val, d->doc);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "run"))
+        return cmd_run(argc - 2, argv + 2);
+    if (!strcmp(cmd, "params"))
+        return cmd_params(argc - 2, argv + 2);
+    if (!strcmp(cmd, "bench"))
+        return bench_main(argc - 2, argv + 2);
+    if (!strcmp(cmd, "programs")) {
+        programs_list(stdout);
+        return 0;
+    }
+    if (!strcmp(cmd, "--version")) {
+        printf("rnicsim %s\n", RNICSIM_VERSION);
+        return 0;
+    }
+    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+        usage(stdout);
+        return 0;
+    }
+    fprintf(stderr, "rnicsim: unknown command '%s'\n", cmd);
+    usage(stderr);
+    return EXIT_USAGE;
+}

@@ -1,0 +1,335 @@
+/* The hardware parameter table: every settable parameter of the NIC, PCIe
+ * and host CPU models, with its key, kind, place in struct hw_profile and a
+ * one-line description.  Profile files, a scenario's `hardware:` map and
+ * `--set hardware.<key>=...` all go through this one table.
+ *
+ * Key naming: "<block>.<field>" with the field's unit suffix dropped
+ * (tx_pkt_proc_ps -> nic.tx_pkt_proc, mps_bytes -> pcie.mps); the unit is
+ * written with the value instead ("5ns", "256B"). */
+#include <stdio.h>
+#include <string.h>
+
+#include "tools/rnicsim/rnicsim.h"
+
+#define P(k, kd, blk, fld, d)                                                                      \
+    {                                                                                              \
+        .key = (k), .kind = (kd), .offset = offsetof(struct hw_profile, blk.fld),                  \
+        .width = sizeof(((struct hw_profile *)0)->blk.fld), .doc = (d)                             \
+    }
+
+/* Grouped by block, in the order of the C structs. */
+const struct param_def hw_params[] = {
+    /* NIC (sim/nic/nic.h, struct nic_params) */
+    P("nic.port_rate", PARAM_RATE, nic, port_rate_bps,
+      "port rate reported by ibv_query_port (the link sets the real rate)"),
+    P("nic.max_mtu", PARAM_MTU, nic, max_mtu, "largest path MTU the port accepts (256..4096)"),
+    P("nic.doorbell_proc", PARAM_TIME, nic, doorbell_proc_ps, "doorbell seen -> WQE fetch issued"),
+    P("nic.wqe_proc", PARAM_TIME, nic, wqe_proc_ps, "per-WQE processing in the send engine"),
+    P("nic.tx_pkt_proc", PARAM_TIME, nic, tx_pkt_proc_ps,
+      "per packet built (send pipeline occupancy)"),
+    P("nic.rx_pkt_proc", PARAM_TIME, nic, rx_pkt_proc_ps,
+      "per packet received (receive pipeline occupancy)"),
+    P("nic.wqe", PARAM_SIZE, nic, wqe_bytes, "WQE bytes fetched per WR (basic segment)"),
+    P("nic.wqe_sge", PARAM_SIZE, nic, wqe_sge_bytes, "extra WQE bytes per scatter/gather entry"),
+    P("nic.cqe", PARAM_SIZE, nic, cqe_bytes, "CQE DMA write size"),
+    P("nic.max_inline", PARAM_SIZE, nic, max_inline_bytes, "max_inline_data reported / accepted"),
+    P("nic.blueflame", PARAM_BOOL, nic, blueflame,
+      "small WQEs are written through the doorbell (no WQE fetch)"),
+    P("nic.max_qp_rd_atom", PARAM_COUNT, nic, max_qp_rd_atom,
+      "device limit for max_rd_atomic / max_dest_rd_atomic"),
+    P("nic.max_qp_wr", PARAM_COUNT, nic, max_qp_wr, "max work requests per queue"),
+    P("nic.max_sge", PARAM_COUNT, nic, max_sge, "max scatter/gather entries per WR"),
+    P("nic.max_cqe", PARAM_COUNT, nic, max_cqe, "max CQ depth"),
+    P("nic.max_qp", PARAM_COUNT, nic, max_qp, "max queue pairs"),
+    P("nic.max_cq", PARAM_COUNT, nic, max_cq, "max completion queues"),
+    P("nic.max_mr", PARAM_COUNT, nic, max_mr, "max memory regions"),
+    P("nic.ack_every_pkts", PARAM_COUNT, nic, ack_every_pkts,
+      "responder ACK coalescing: ACK at least every N packets"),
+    P("nic.atomic_proc", PARAM_TIME, nic, atomic_proc_ps,
+      "atomic unit occupancy per operation (plus the PCIe read-modify-write)"),
+    /* PCIe (sim/pcie/pcie.h, struct pcie_params) */
+    P("pcie.gen", PARAM_COUNT, pcie, gen, "PCIe generation 1..5 (per-lane rate and encoding)"),
+    P("pcie.lanes", PARAM_COUNT, pcie, lanes, "link width: 1, 2, 4, 8 or 16 lanes"),
+    P("pcie.mps", PARAM_SIZE, pcie, mps_bytes, "max payload size of a TLP"),
+    P("pcie.mrrs", PARAM_SIZE, pcie, mrrs_bytes, "max read request size"),
+    P("pcie.mwr_hdr", PARAM_SIZE, pcie, mwr_hdr_bytes, "MWr/MRd TLP overhead on the wire"),
+    P("pcie.cpld_hdr", PARAM_SIZE, pcie, cpld_hdr_bytes, "CplD TLP overhead on the wire"),
+    P("pcie.dllp_overhead_permil", PARAM_COUNT, pcie, dllp_overhead_permil,
+      "link-layer loss (ACK/FC DLLPs, SKP) in per mille"),
+    P("pcie.read_latency", PARAM_TIME, pcie, read_latency_ps,
+      "DMA read request at device -> first completion back (excl. serialisation)"),
+    P("pcie.write_latency", PARAM_TIME, pcie, write_latency_ps,
+      "last MWr byte leaves the device -> visible in host memory"),
+    P("pcie.mmio_latency", PARAM_TIME, pcie, mmio_latency_ps,
+      "CPU store -> doorbell seen by the device (excl. serialisation)"),
+    /* Host CPU (sim/host.h, struct host_cpu_params) */
+    P("host.cpu.post_send", PARAM_TIME, cpu, post_send_ps, "ibv_post_send, per WR"),
+    P("host.cpu.post_recv", PARAM_TIME, cpu, post_recv_ps, "ibv_post_recv, per WR"),
+    P("host.cpu.poll_cq", PARAM_TIME, cpu, poll_cq_ps, "one ibv_poll_cq call"),
+    P("host.cpu.poll_cqe", PARAM_TIME, cpu, poll_cqe_ps, "extra per CQE returned by ibv_poll_cq"),
+    P("host.cpu.control_verb", PARAM_TIME, cpu, control_verb_ps,
+      "create/modify/destroy/reg_mr (control path verbs)"),
+    P("host.cpu.memcpy_rate", PARAM_BYTE_RATE, cpu, memcpy_bytes_per_s,
+      "host_memcpy copy rate (written in bits/s, e.g. 56Gbps = 7 GB/s)"),
+    P("host.cpu.wakeup", PARAM_TIME, cpu, wakeup_ps, "a parked poller notices new data"),
+};
+
+const size_t hw_params_count = sizeof(hw_params) / sizeof(hw_params[0]);
+
+void hw_profile_default(struct hw_profile *hw)
+{
+    memset(hw, 0, sizeof(*hw));
+    nic_params_default(&hw->nic);
+    pcie_params_default(&hw->pcie);
+    host_cpu_params_default(&hw->cpu);
+}
+
+const struct param_def *param_find(const char *key)
+{
+    for (size_t i = 0; i < hw_params_count; i++)
+        if (strcmp(hw_params[i].key, key) == 0)
+            return &hw_params[i];
+    return NULL;
+}
+
+const char *param_suggest(const char *key)
+{
+    const char *keys[sizeof(hw_params) / sizeof(hw_params[0])];
+    for (size_t i = 0; i < hw_params_count; i++)
+        keys[i] = hw_params[i].key;
+    const char *s = suggest_word(key, keys, hw_params_count);
+    if (s)
+        return s;
+    /* "tx_pkt_proc" without its block: match on the last component. */
+    for (size_t i = 0; i < hw_params_count; i++) {
+        const char *dot = strrchr(hw_params[i].key, '.');
+        if (dot && strcmp(dot + 1, key) == 0)
+            return hw_params[i].key;
+    }
+    return NULL;
+}
+
+const char *param_kind_name(enum param_kind k)
+{
+    static const char *const names[] = {
+        [PARAM_TIME] = "time", [PARAM_RATE] = "rate",   [PARAM_BYTE_RATE] = "rate",
+        [PARAM_SIZE] = "size", [PARAM_COUNT] = "count", [PARAM_BOOL] = "bool",
+        [PARAM_MTU] = "mtu",
+    };
+    return names[k];
+}
+
+/* Integer fields of width 1 (bool), 4 or 8 bytes. */
+static void field_store(struct hw_profile *hw, const struct param_def *d, uint64_t v)
+{
+    unsigned char *p = (unsigned char *)hw + d->offset;
+    if (d->kind == PARAM_BOOL) {
+        bool b = v != 0;
+        memcpy(p, &b, sizeof(b));
+    } else if (d->width == sizeof(uint32_t)) {
+        uint32_t w = (uint32_t)v;
+        memcpy(p, &w, sizeof(w));
+    } else {
+        memcpy(p, &v, sizeof(v));
+    }
+}
+
+static uint64_t field_load(const struct hw_profile *hw, const struct param_def *d)
+{
+    const unsigned char *p = (const unsigned char *)hw + d->offset;
+    if (d->kind == PARAM_BOOL) {
+        bool b;
+        memcpy(&b, p, sizeof(b));
+        return b;
+    }
+    if (d->width == sizeof(uint32_t)) {
+        uint32_t w;
+        memcpy(&w, p, sizeof(w));
+        return w;
+    }
+    uint64_t v;
+    memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+/* ibv_mtu enum <-> bytes. */
+static const struct {
+    uint64_t bytes;
+    enum ibv_mtu mtu;
+} mtu_table[] = {
+    {256, IBV_MTU_256},   {512, IBV_MTU_512},   {1024, IBV_MTU_1024},
+    {2048, IBV_MTU_2048}, {4096, IBV_MTU_4096},
+};
+
+int param_set_node(struct hw_profile *hw, const struct param_def *d, struct cfg_node *n,
+                   struct cfg_error *err)
+{
+    uint64_t v = 0;
+    int rc = 0;
+    switch (d->kind) {
+    case PARAM_TIME:
+        rc = cfg_node_time(n, &v, err);
+        break;
+    case PARAM_RATE:
+        rc = cfg_node_rate(n, &v, err);
+        break;
+    case PARAM_BYTE_RATE:
+        rc = cfg_node_rate(n, &v, err);
+        if (rc == 0 && v % 8)
+            return cfg_errorf(err, n, "'%s': %s is not a whole number of bytes per second", d->key,
+                              n->scalar);
+        v /= 8;
+        break;
+    case PARAM_SIZE:
+        rc = cfg_node_size(n, &v, err);
+        break;
+    case PARAM_COUNT:
+        rc = cfg_node_u64(n, &v, err);
+        break;
+    case PARAM_BOOL: {
+        /* Unquoted true/false (yes/no, on/off), as cfg_get_bool. */
+        const char *s = NULL;
+        if (cfg_node_str(n, &s, err))
+            return -1;
+        if (!n->quoted && (!strcmp(s, "true") || !strcmp(s, "yes") || !strcmp(s, "on")))
+            v = 1;
+        else if (!n->quoted && (!strcmp(s, "false") || !strcmp(s, "no") || !strcmp(s, "off")))
+            v = 0;
+        else
+            return cfg_errorf(err, n, "bad boolean '%s' for '%s': expected true or false", s,
+                              d->key);
+        break;
+    }
+    case PARAM_MTU: {
+        if (cfg_node_size(n, &v, err))
+            return -1;
+        for (size_t i = 0; i < sizeof(mtu_table) / sizeof(mtu_table[0]); i++) {
+            if (mtu_table[i].bytes == v) {
+                field_store(hw, d, (uint64_t)mtu_table[i].mtu);
+                return 0;
+            }
+        }
+        return cfg_errorf(err, n, "bad MTU '%s' for '%s': expected 256, 512, 1024, 2048 or 4096",
+                          n->scalar, d->key);
+    }
+    }
+    if (rc)
+        return -1;
+    if (d->width == sizeof(uint32_t) && v > UINT32_MAX)
+        return cfg_errorf(err, n, "'%s': %s is too large (at most %u)", d->key, n->scalar,
+                          UINT32_MAX);
+    field_store(hw, d, v);
+    return 0;
+}
+
+uint64_t param_value(const struct hw_profile *hw, const struct param_def *d)
+{
+    uint64_t v = field_load(hw, d);
+    if (d->kind == PARAM_MTU) {
+        for (size_t i = 0; i < sizeof(mtu_table) / sizeof(mtu_table[0]); i++)
+            if ((uint64_t)mtu_table[i].mtu == v)
+                return mtu_table[i].bytes;
+        return 0;
+    }
+    if (d->kind == PARAM_BYTE_RATE)
+        return v * 8;
+    return v;
+}
+
+/* Largest unit that divides v exactly, so the text reads back exactly. */
+static void format_units(uint64_t v, const char *const *units, const uint64_t *scale, size_t n,
+                         char *buf, size_t len)
+{
+    size_t best = 0;
+    for (size_t i = 0; i < n; i++)
+        if (v != 0 && v % scale[i] == 0)
+            best = i;
+    snprintf(buf, len, "%llu%s", (unsigned long long)(v / scale[best]), units[best]);
+}
+
+void param_format(const struct hw_profile *hw, const struct param_def *d, char *buf, size_t len)
+{
+    static const char *const tu[] = {"ps", "ns", "us", "ms", "s"};
+    static const uint64_t ts[] = {1, 1000, 1000000, 1000000000, 1000000000000};
+    static const char *const ru[] = {"bps", "Kbps", "Mbps", "Gbps", "Tbps"};
+    static const uint64_t rs[] = {1, 1000, 1000000, 1000000000, 1000000000000};
+    static const char *const su[] = {"B", "KiB", "MiB", "GiB"};
+    static const uint64_t ss[] = {1, 1024, 1024 * 1024, 1024 * 1024 * 1024};
+    uint64_t v = param_value(hw, d);
+    switch (d->kind) {
+    case PARAM_TIME:
+        format_units(v, tu, ts, 5, buf, len);
+        break;
+    case PARAM_RATE:
+    case PARAM_BYTE_RATE:
+        format_units(v, ru, rs, 5, buf, len);
+        break;
+    case PARAM_SIZE:
+        format_units(v, su, ss, 4, buf, len);
+        break;
+    case PARAM_BOOL:
+        snprintf(buf, len, "%s", v ? "true" : "false");
+        break;
+    case PARAM_COUNT:
+    case PARAM_MTU:
+        snprintf(buf, len, "%llu", (unsigned long long)v);
+        break;
+    }
+}
+
+/* Is `prefix` + "." the start of some parameter key? */
+static bool is_param_prefix(const char *prefix)
+{
+    size_t n = strlen(prefix);
+    for (size_t i = 0; i < hw_params_count; i++)
+        if (strncmp(hw_params[i].key, prefix, n) == 0 && hw_params[i].key[n] == '.')
+            return true;
+    return false;
+}
+
+static int unknown_param(struct cfg_node *map, size_t i, const char *full, const char *where,
+                         struct cfg_error *err)
+{
+    const char *s = param_suggest(full);
+    char hint[160] = "";
+    if (s)
+        snprintf(hint, sizeof(hint), " (did you mean '%s'?)", s);
+    struct cfg_node at = {.file = map->key_file ? map->key_file[i] : map->file,
+                          .line = map->key_line[i],
+                          .col = map->key_col[i]};
+    return cfg_errorf(err, &at, "unknown hardware parameter '%s' in '%s'%s", full, where, hint);
+}
+
+/* Walk `map` whose keys extend `prefix`. */
+static int apply_level(struct hw_profile *hw, struct cfg_node *map, const char *prefix,
+                       const char *where, struct cfg_error *err)
+{
+    if (map->kind != CFG_MAP)
+        return cfg_errorf(err, map, "'%s': expected a mapping of hardware parameters, got %s",
+                          map->path, cfg_kind_name(map));
+    for (size_t i = 0; i < map->n; i++) {
+        char full[256];
+        snprintf(full, sizeof(full), "%s%s%s", prefix, prefix[0] ? "." : "", map->keys[i]);
+        const struct param_def *d = param_find(full);
+        if (d) {
+            struct cfg_node *n = cfg_child(map, map->keys[i]);
+            if (param_set_node(hw, d, n, err))
+                return -1;
+        } else if (is_param_prefix(full)) {
+            struct cfg_node *n = cfg_child(map, map->keys[i]);
+            if (apply_level(hw, n, full, where, err))
+                return -1;
+        } else {
+            return unknown_param(map, i, full, where, err);
+        }
+    }
+    return 0;
+}
+
+int params_apply_map(struct hw_profile *hw, struct cfg_node *map, const char *where,
+                     struct cfg_error *err)
+{
+    if (!map)
+        return 0;
+    return apply_level(hw, map, "", where, err);
+}

@@ -1,0 +1,305 @@
+/* Results of a run: the JSON document (deterministic: the same scenario
+ * and seed give a byte-identical file; no wall-clock value in it) and the
+ * readable summary printed after the run (where wall-clock time and
+ * events/s do appear).
+ *
+ * JSON layout:
+ *   {"rnicsim": "0.1", "scenario", "file", "seed", "profile", "result",
+ *    "sim_time_ps", "events",
+ *    "params": {"nic.tx_pkt_proc": 5000, ...}   (base units: ps, bps, bytes)
+ *    "topology": {...},
+ *    "programs": [{"host", "program", "args", "daemon", "finished", "exit_code"}],
+ *    "tables": {"write_lat": [{row}, ...], ...}  (host_report, report order)
+ *    "counters": {"hosts": {"h0": {"host": {...}, "nic": {...}, "pcie": {...}}},
+ *                 "links": {"<name>": {...}}, "switches": {"sw0": {...}}}} */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/config/json.h"
+#include "tools/rnicsim/rnicsim.h"
+
+void format_time(sim_time_t ps, char *buf, size_t len)
+{
+    if (ps < SIM_US)
+        snprintf(buf, len, "%.3f ns", (double)ps / 1e3);
+    else if (ps < SIM_MS)
+        snprintf(buf, len, "%.3f us", (double)ps / 1e6);
+    else if (ps < SIM_S)
+        snprintf(buf, len, "%.3f ms", (double)ps / 1e9);
+    else
+        snprintf(buf, len, "%.3f s", (double)ps / 1e12);
+}
+
+static void write_params(struct json_writer *w, const struct scenario *s)
+{
+    json_kv_object_begin(w, "params");
+    for (size_t i = 0; i < hw_params_count; i++) {
+        const struct param_def *d = &hw_params[i];
+        if (d->kind == PARAM_BOOL)
+            json_kv_bool(w, d->key, param_value(&s->hw, d) != 0);
+        else
+            json_kv_u64(w, d->key, param_value(&s->hw, d));
+    }
+    json_object_end(w);
+    json_kv_object_begin(w, "topology");
+    json_kv_str(w, "kind", s->topo.kind == TOPO_STAR ? "star" : "back-to-back");
+    json_kv_u64(w, "hosts", s->topo.n_nodes);
+    json_kv_u64(w, "link.rate", s->topo.link.rate_bps);
+    json_kv_u64(w, "link.delay", s->topo.link.delay_ps);
+    if (s->topo.kind == TOPO_STAR) {
+        json_kv_u64(w, "switch.latency", s->topo.sw.latency_ps);
+        json_kv_u64(w, "switch.buffer", s->topo.sw.port_buffer_bytes);
+    }
+    json_object_end(w);
+}
+
+static void write_programs(struct json_writer *w, const struct run *r)
+{
+    json_kv_array_begin(w, "programs");
+    for (size_t i = 0; i < r->ninsts; i++) {
+        const struct prog_inst *pi = &r->insts[i];
+        json_object_begin(w);
+        json_kv_str(w, "host", pi->def->host);
+        json_kv_str(w, "program", pi->def->program);
+        json_kv_array_begin(w, "args");
+        for (size_t k = 0; k < pi->def->nargs; k++)
+            json_str(w, pi->def->args[k]);
+        json_array_end(w);
+        json_kv_bool(w, "daemon", pi->def->daemon);
+        json_kv_bool(w, "finished", pi->finished);
+        json_key(w, "exit_code");
+        if (pi->finished)
+            json_i64(w, pi->exit_code);
+        else
+            json_null(w);
+        json_object_end(w);
+    }
+    json_array_end(w);
+}
+
+static void write_tables(struct json_writer *w, const struct run *r)
+{
+    json_kv_object_begin(w, "tables");
+    for (size_t i = 0; i < r->ntables; i++) {
+        const struct report_table *tb = &r->tables[i];
+        json_kv_array_begin(w, tb->name);
+        for (size_t k = 0; k < tb->nrows; k++) {
+            json_object_begin(w);
+            for (size_t j = 0; j < tb->rows[k].n; j++)
+                json_kv_double(w, tb->rows[k].keys[j], tb->rows[k].values[j]);
+            json_object_end(w);
+        }
+        json_array_end(w);
+    }
+    json_object_end(w);
+}
+
+static void write_nic(struct json_writer *w, const struct nic_counters *c)
+{
+    json_kv_object_begin(w, "nic");
+    json_kv_u64(w, "doorbells", c->doorbells);
+    json_kv_u64(w, "wqes_fetched", c->wqes_fetched);
+    json_kv_u64(w, "wqes_completed", c->wqes_completed);
+    json_kv_u64(w, "pkts_tx", c->pkts_tx);
+    json_kv_u64(w, "pkts_rx", c->pkts_rx);
+    json_kv_u64(w, "bytes_tx", c->bytes_tx);
+    json_kv_u64(w, "bytes_rx", c->bytes_rx);
+    json_kv_u64(w, "acks_tx", c->acks_tx);
+    json_kv_u64(w, "acks_rx", c->acks_rx);
+    json_kv_u64(w, "naks_tx", c->naks_tx);
+    json_kv_u64(w, "naks_rx", c->naks_rx);
+    json_kv_u64(w, "cqes_written", c->cqes_written);
+    json_kv_u64(w, "dma_reads", c->dma_reads);
+    json_kv_u64(w, "dma_writes", c->dma_writes);
+    json_kv_u64(w, "rx_drops", c->rx_drops);
+    json_object_end(w);
+}
+
+static void write_pcie(struct json_writer *w, const struct pcie_counters *c)
+{
+    json_kv_object_begin(w, "pcie");
+    json_kv_u64(w, "tlp_up", c->tlp_up);
+    json_kv_u64(w, "tlp_down", c->tlp_down);
+    json_kv_u64(w, "bytes_up", c->bytes_up);
+    json_kv_u64(w, "bytes_down", c->bytes_down);
+    json_kv_u64(w, "payload_up", c->payload_up);
+    json_kv_u64(w, "payload_down", c->payload_down);
+    json_kv_u64(w, "dma_reads", c->dma_reads);
+    json_kv_u64(w, "dma_writes", c->dma_writes);
+    json_kv_u64(w, "mmio_writes", c->mmio_writes);
+    json_object_end(w);
+}
+
+static void write_counters(struct json_writer *w, const struct run *r)
+{
+    const struct world *wd = r->world;
+    json_kv_object_begin(w, "counters");
+    json_kv_object_begin(w, "hosts");
+    for (size_t i = 0; i < wd->nhosts; i++) {
+        const struct host *h = &wd->hosts[i];
+        json_kv_object_begin(w, h->name);
+        json_kv_object_begin(w, "host");
+        json_kv_u64(w, "dma_writes_landed", h->dma_writes_landed);
+        json_kv_u64(w, "cqes_landed", h->cqes_landed);
+        json_object_end(w);
+        write_nic(w, nic_get_counters(wd->nics[i]));
+        write_pcie(w, pcie_link_counters(wd->pcie[i]));
+        json_object_end(w);
+    }
+    json_object_end(w);
+    json_kv_object_begin(w, "links");
+    for (unsigned i = 0; i < topo_n_links(wd->topo); i++) {
+        const struct link *l = topo_link(wd->topo, i);
+        const struct link_counters *c = link_get_counters(l);
+        json_kv_object_begin(w, link_name(l));
+        json_kv_u64(w, "pkts_sent", c->pkts_sent);
+        json_kv_u64(w, "bytes_sent", c->bytes_sent);
+        json_kv_u64(w, "pkts_dropped", c->pkts_dropped);
+        json_kv_u64(w, "bytes_dropped", c->bytes_dropped);
+        json_kv_u64(w, "max_queue_bytes", c->max_queue_bytes);
+        json_kv_u64(w, "busy_ps", c->busy_ps);
+        json_object_end(w);
+    }
+    json_object_end(w);
+    json_kv_object_begin(w, "switches");
+    for (unsigned i = 0; i < topo_n_switches(wd->topo); i++) {
+        const struct switch_counters *c = switch_get_counters(topo_switch(wd->topo, i));
+        char name[32];
+        snprintf(name, sizeof(name), "sw%u", i);
+        json_kv_object_begin(w, name);
+        json_kv_u64(w, "pkts_forwarded", c->pkts_forwarded);
+        json_kv_u64(w, "pkts_dropped_no_route", c->pkts_dropped_no_route);
+        json_object_end(w);
+    }
+    json_object_end(w);
+    json_object_end(w);
+}
+
+int results_write_json(const struct run *r, const char *path, char *why, size_t why_len)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        snprintf(why, why_len, "cannot write '%s': %s", path, strerror(errno));
+        return -1;
+    }
+    const struct scenario *s = r->scn;
+    struct json_writer *w = json_new_file(f);
+    json_object_begin(w);
+    json_kv_str(w, "rnicsim", RNICSIM_VERSION);
+    json_kv_str(w, "scenario", s->name);
+    json_kv_str(w, "file", s->file);
+    json_kv_u64(w, "seed", s->seed);
+    json_kv_str(w, "profile", s->profile_name);
+    json_kv_str(w, "result", run_result_name(r->result));
+    json_kv_u64(w, "sim_time_ps", r->sim_time_ps);
+    json_kv_u64(w, "events", r->events);
+    write_params(w, s);
+    write_programs(w, r);
+    write_tables(w, r);
+    write_counters(w, r);
+    json_object_end(w);
+    int rc = json_finish(w);
+    if (fclose(f) != 0)
+        rc = -1;
+    if (rc)
+        snprintf(why, why_len, "error writing '%s'", path);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- summary */
+
+/* Value of `key` in a row; false if absent. */
+static bool row_get(const struct report_row *row, const char *key, double *v)
+{
+    for (size_t i = 0; i < row->n; i++) {
+        if (strcmp(row->keys[i], key) == 0) {
+            *v = row->values[i];
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Columns for a table: the well-known perftest shapes, else every key of
+ * the first row. */
+struct column {
+    const char *key, *title;
+    int decimals;
+};
+
+static const struct column lat_cols[] = {
+    {"size_bytes", "size", 0},
+    {"t_avg_us", "avg[us]", 3},
+    {"t_p50_us", "p50[us]", 3},
+    {"t_p99_us", "p99[us]", 3},
+};
+static const struct column bw_cols[] = {
+    {"size_bytes", "size", 0},
+    {"bw_gbps", "Gb/s", 3},
+    {"msg_rate_mpps", "Mpps", 4},
+};
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+static bool has_cols(const struct report_table *tb, const struct column *cols, size_t n)
+{
+    double v;
+    for (size_t i = 0; i < n; i++)
+        if (tb->nrows == 0 || !row_get(&tb->rows[0], cols[i].key, &v))
+            return false;
+    return true;
+}
+
+static void print_table(const struct report_table *tb, FILE *out)
+{
+    const struct column *cols = NULL;
+    size_t ncols = 0;
+    if (ends_with(tb->name, "_lat") && has_cols(tb, lat_cols, 4)) {
+        cols = lat_cols;
+        ncols = 4;
+    } else if (ends_with(tb->name, "_bw") && has_cols(tb, bw_cols, 3)) {
+        cols = bw_cols;
+        ncols = 3;
+    }
+    fprintf(out, "\n%s\n", tb->name);
+    if (cols) {
+        for (size_t c = 0; c < ncols; c++)
+            fprintf(out, " %10s", cols[c].title);
+        fputc('\n', out);
+        for (size_t k = 0; k < tb->nrows; k++) {
+            for (size_t c = 0; c < ncols; c++) {
+                double v = 0;
+                row_get(&tb->rows[k], cols[c].key, &v);
+                fprintf(out, " %10.*f", cols[c].decimals, v);
+            }
+            fputc('\n', out);
+        }
+        return;
+    }
+    /* Generic: each row as its own key=value list (rows may differ). */
+    for (size_t k = 0; k < tb->nrows; k++) {
+        const struct report_row *row = &tb->rows[k];
+        for (size_t j = 0; j < row->n; j++)
+            fprintf(out, "%s%s=%g", j ? "  " : " ", row->keys[j], row->values[j]);
+        fputc('\n', out);
+    }
+}
+
+void results_print_summary(const struct run *r, FILE *out)
+{
+    char t[32];
+    format_time(r->sim_time_ps, t, sizeof(t));
+    double evs = r->wall_s > 0 ? (double)r->events / r->wall_s : 0.0;
+    fprintf(out, "\n== %s: %s\n", r->scn->name, run_result_name(r->result));
+    fprintf(out, "simulated %s, %" PRIu64 " events; wall %.3f s, %.2f M events/s\n", t, r->events,
+            r->wall_s, evs / 1e6);
+    for (size_t i = 0; i < r->ntables; i++)
+        print_table(&r->tables[i], out);
+}

@@ -1,0 +1,262 @@
+/* The rnicsim command: internal interfaces between its files.
+ *
+ * Reading order: main.c (CLI) -> scenario.c (schema) -> params.c /
+ * profile.c (hardware parameters) -> world.c (building the simulated
+ * hardware) -> run.c (programs as coroutines, outcome) -> host_api.c
+ * (<rnicsim/host.h> in simulation) -> results.c (JSON + summary) ->
+ * bench.c (`rnicsim bench`). */
+#ifndef RNICSIM_TOOL_H
+#define RNICSIM_TOOL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sim/config/config.h"
+#include "sim/fabric/fabric.h"
+#include "sim/host.h"
+#include "sim/nic/nic.h"
+#include "sim/pcie/pcie.h"
+#include "sim/sim.h"
+
+#define RNICSIM_VERSION "0.1"
+
+/* ---------------------------------------------------------------- params.c */
+
+/* Every hardware parameter a scenario can set. */
+struct hw_profile {
+    struct nic_params nic;
+    struct pcie_params pcie;
+    struct host_cpu_params cpu;
+};
+
+enum param_kind {
+    PARAM_TIME,      /* sim_time_t, written with a time unit; base unit ps */
+    PARAM_RATE,      /* uint64_t bits/s, written with a rate unit */
+    PARAM_BYTE_RATE, /* uint64_t bytes/s, written as a rate in bits/s (divisible by 8) */
+    PARAM_SIZE,      /* integer field, written as a size; base unit bytes */
+    PARAM_COUNT,     /* integer field, plain number */
+    PARAM_BOOL,      /* bool */
+    PARAM_MTU,       /* enum ibv_mtu, written as 256..4096 (bytes) */
+};
+
+struct param_def {
+    const char *key; /* dotted: "nic.tx_pkt_proc" */
+    enum param_kind kind;
+    size_t offset;   /* into struct hw_profile */
+    size_t width;    /* sizeof the field */
+    const char *doc; /* one line */
+};
+
+extern const struct param_def hw_params[];
+extern const size_t hw_params_count;
+
+/* The C defaults of every block (nic_params_default, ...). */
+void hw_profile_default(struct hw_profile *hw);
+const struct param_def *param_find(const char *key);
+/* The closest known key (did-you-mean), or NULL. */
+const char *param_suggest(const char *key);
+/* Parse a scalar node according to the parameter's kind and store it. */
+int param_set_node(struct hw_profile *hw, const struct param_def *d, struct cfg_node *n,
+                   struct cfg_error *err);
+/* Value in base units (ps, bits/s, bytes, count, 0/1; MTU in bytes). */
+uint64_t param_value(const struct hw_profile *hw, const struct param_def *d);
+/* Human form with a unit ("5ns", "100Gbps", "4KiB"), as a file would say. */
+void param_format(const struct hw_profile *hw, const struct param_def *d, char *buf, size_t len);
+const char *param_kind_name(enum param_kind k);
+/* Apply a (possibly nested) map of parameters: nested maps flatten to
+ * dotted keys ("nic: {mtu: 4096}" == "nic.mtu: 4096").  Unknown keys are
+ * errors with a suggestion.  `where` names the map in messages. */
+int params_apply_map(struct hw_profile *hw, struct cfg_node *map, const char *where,
+                     struct cfg_error *err);
+
+/* ---------------------------------------------------------------- profile.c */
+
+struct profile_search {
+    const char *cli_dir;       /* --profiles DIR, or NULL */
+    const char *scenario_file; /* for <scenario dir>/../profiles, or NULL */
+};
+
+/* Find profiles/<name>.yaml and apply it onto `hw`.  `at` positions the
+ * "not found" error (the scenario's profile: value).  The path found is
+ * returned in `path` (malloc'd). */
+int profile_load(const char *name, const struct profile_search *s, struct cfg_node *at,
+                 struct hw_profile *hw, char **path, struct cfg_error *err);
+/* Print the search directories, one a line (for `rnicsim params`). */
+void profile_print_dirs(const struct profile_search *s, FILE *out);
+
+/* ---------------------------------------------------------------- scenario.c */
+
+typedef int (*program_main_fn)(int argc, char **argv);
+
+struct scn_program {
+    char *host; /* "h1" */
+    uint32_t host_index;
+    char *program; /* as written (argv[0]) */
+    char *so_path; /* resolved shared-object path, or NULL for a built-in */
+    program_main_fn main;
+    char **args; /* NULL-terminated */
+    size_t nargs;
+    bool daemon;
+    size_t stack_bytes;
+};
+
+struct scenario {
+    struct cfg_doc *doc;
+    char *file; /* as given */
+    char *name, *description;
+    uint64_t seed;
+    sim_time_t stop_time_ps;
+    char *profile_name, *profile_path;
+    struct hw_profile hw;
+    struct topo_params topo;
+    struct scn_program *progs;
+    size_t nprogs;
+    void **dl_handles; /* dlopen()ed user programs */
+    size_t n_dl;
+};
+
+struct scenario_opts {
+    const char *profiles_dir; /* --profiles */
+    const char *const *sets;  /* --set assignments */
+    size_t nsets;
+    bool have_seed; /* --seed */
+    uint64_t seed;
+};
+
+/* Load a scenario file (or, when `text` is non-NULL, that text under the
+ * name `file`), apply --set overrides, read and check everything.  NULL
+ * with `err` filled ("file:line:col: message") on any error. */
+struct scenario *scenario_load(const char *file, const char *text, const struct scenario_opts *o,
+                               struct cfg_error *err);
+void scenario_free(struct scenario *s);
+
+/* ---------------------------------------------------------------- world.c */
+
+struct world {
+    struct sim *sim;
+    struct pkt_pool *pool;
+    struct topology *topo;
+    size_t nhosts;
+    struct host *hosts;
+    struct pcie_link **pcie;
+    struct nic **nics;
+};
+
+/* Build the simulator and the hardware of a scenario.  NULL with a
+ * message in `why` if something cannot be created. */
+struct world *world_build(const struct scenario *s, char *why, size_t why_len);
+void world_free(struct world *w);
+/* Sum of pkts_tx over every NIC. */
+uint64_t world_pkts_tx(const struct world *w);
+
+/* ---------------------------------------------------------------- run.c */
+
+struct oob_entry;
+struct run_thread;
+
+/* A table of host_report rows, in report order. */
+struct report_row {
+    size_t n;
+    char **keys;
+    double *values;
+};
+struct report_table {
+    char *name;
+    struct report_row *rows;
+    size_t nrows, cap;
+};
+
+enum run_result { RUN_DONE, RUN_DEADLOCK, RUN_PROGRAM_FAILED, RUN_TIME_LIMIT };
+
+struct run;
+
+/* One program instance (and, shared, its threads): the host_thread.program
+ * pointer of its processes. */
+struct prog_inst {
+    struct run *run;
+    const struct scn_program *def;
+    struct host *host;
+    char **argv;
+    int argc;
+    char proc_name[96]; /* "h1/perftest#0": the process name (kept alive) */
+    int exit_code;
+    bool finished;
+};
+
+struct run {
+    const struct scenario *scn;
+    struct world *world;
+    struct prog_inst *insts;
+    size_t ninsts;
+    /* host_thread_start handles (index = handle) */
+    struct run_thread **threads;
+    size_t nthreads, threads_cap;
+    /* out-of-band board */
+    struct oob_entry *oob;
+    size_t noob, oob_cap;
+    struct sim_waitq oob_wq;
+    /* host_report tables, in order of first report */
+    struct report_table *tables;
+    size_t ntables, tables_cap;
+    /* non-daemon processes still running; daemons present */
+    size_t live_nondaemon;
+    bool has_daemons;
+    /* outcome */
+    enum sim_run_result sim_result;
+    enum run_result result;
+    sim_time_t sim_time_ps;
+    uint64_t events;
+    double wall_s;
+    bool progress;
+    double progress_t0, progress_last;
+};
+
+/* Build the world, start every program, run the simulation.  Fills the
+ * outcome fields.  NULL with `why` filled if the world cannot be built. */
+struct run *run_scenario(const struct scenario *s, bool progress, char *why, size_t why_len);
+void run_free(struct run *r);
+/* A program or thread process of `pi` returned (keeps the live count). */
+void run_process_finished(struct prog_inst *pi);
+const char *run_result_name(enum run_result r);
+int run_exit_code(enum run_result r);
+double wall_seconds(void);
+
+/* ---------------------------------------------------------------- host_api.c */
+
+/* Free the out-of-band board and the report tables of a run. */
+void host_api_free_run(struct run *r);
+
+/* ---------------------------------------------------------------- programs_load.c */
+
+/* Resolve the `program:` value `name` (node `at` for errors): a built-in
+ * (program_find) or a shared object (contains '/' or ends in .so),
+ * relative to the directory of `scenario_file`.  Sets p->main and
+ * p->so_path; a new dlopen handle goes to *handle. */
+int program_resolve(const char *name, const char *scenario_file, struct cfg_node *at,
+                    struct scn_program *p, void **handle, struct cfg_error *err);
+void programs_list(FILE *out);
+
+/* ---------------------------------------------------------------- results.c */
+
+int results_write_json(const struct run *r, const char *path, char *why, size_t why_len);
+void results_print_summary(const struct run *r, FILE *out);
+/* "12.345 us" style. */
+void format_time(sim_time_t ps, char *buf, size_t len);
+
+/* ---------------------------------------------------------------- bench.c */
+
+int bench_main(int argc, char **argv);
+
+/* ---------------------------------------------------------------- util */
+
+/* Closest of `cands` (n strings) to `word`: case-insensitive edit distance,
+ * at most one edit per three letters; NULL if none close. */
+const char *suggest_word(const char *word, const char *const *cands, size_t n);
+char *xstrdup_or_die(const char *s) __attribute__((returns_nonnull));
+void *xcalloc_or_die(size_t n, size_t size) __attribute__((returns_nonnull));
+void *xrealloc_or_die(void *p, size_t size) __attribute__((returns_nonnull));
+/* A new string formatted like printf (exits when out of memory). */
+char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2), returns_nonnull));
+
+#endif /* RNICSIM_TOOL_H */

@@ -1,0 +1,198 @@
+/* Running a scenario: build the world, start every program as a coroutine
+ * on its host (argv[0] = the program name as written), run the event loop
+ * until stop_time, and classify the outcome:
+ *
+ *   done            every non-daemon program (and thread) returned 0
+ *   program-failed  some program returned non-zero (exit status 1)
+ *   deadlock        the event queue ran dry with programs blocked (3)
+ *   time-limit      stop_time reached with programs still running (4)
+ *
+ * Daemon programs do not keep the run alive: when the last non-daemon
+ * process finishes and daemons exist, the run stops at that instant. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tools/rnicsim/rnicsim.h"
+
+double wall_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static const char *const run_result_names[] = {
+    [RUN_DONE] = "done",
+    [RUN_DEADLOCK] = "deadlock",
+    [RUN_PROGRAM_FAILED] = "program-failed",
+    [RUN_TIME_LIMIT] = "time-limit",
+};
+
+static const int run_exit_codes[] = {
+    [RUN_DONE] = 0,
+    [RUN_DEADLOCK] = 3,
+    [RUN_PROGRAM_FAILED] = 1,
+    [RUN_TIME_LIMIT] = 4,
+};
+
+const char *run_result_name(enum run_result r)
+{
+    return run_result_names[r];
+}
+int run_exit_code(enum run_result r)
+{
+    return run_exit_codes[r];
+}
+
+/* Body of every program process. */
+static void program_entry(void *arg)
+{
+    struct prog_inst *pi = arg;
+    optind = 0; /* a fresh getopt scan for programs that parse options */
+    pi->exit_code = pi->def->main(pi->argc, pi->argv);
+    pi->finished = true;
+    run_process_finished(pi);
+}
+
+void run_process_finished(struct prog_inst *pi)
+{
+    struct run *r = pi->run;
+    if (pi->def->daemon)
+        return;
+    if (r->live_nondaemon > 0)
+        r->live_nondaemon--;
+    if (r->live_nondaemon == 0 && r->has_daemons)
+        sim_stop(r->world->sim);
+}
+
+static void progress_cb(struct sim *sim, void *arg)
+{
+    struct run *r = arg;
+    double now = wall_seconds();
+    if (now - r->progress_last < 0.2)
+        return;
+    r->progress_last = now;
+    double el = now - r->progress_t0;
+    double evs = el > 0 ? (double)sim_events_executed(sim) / el : 0.0;
+    char t[32];
+    format_time(sim_now(sim), t, sizeof(t));
+    fprintf(stderr, "\r[rnicsim] sim %s  %.1f M ev/s   ", t, evs / 1e6);
+    fflush(stderr);
+}
+
+static int start_programs(struct run *r, char *why, size_t why_len)
+{
+    const struct scenario *s = r->scn;
+    r->insts = xcalloc_or_die(s->nprogs, sizeof(*r->insts));
+    r->ninsts = s->nprogs;
+    for (size_t i = 0; i < s->nprogs; i++) {
+        const struct scn_program *def = &s->progs[i];
+        struct prog_inst *pi = &r->insts[i];
+        pi->run = r;
+        pi->def = def;
+        pi->host = &r->world->hosts[def->host_index];
+        pi->argc = (int)def->nargs + 1;
+        pi->argv = xcalloc_or_die(def->nargs + 2, sizeof(char *));
+        pi->argv[0] = xstrdup_or_die(def->program);
+        for (size_t k = 0; k < def->nargs; k++)
+            pi->argv[k + 1] = xstrdup_or_die(def->args[k]);
+        if (def->daemon)
+            r->has_daemons = true;
+        else
+            r->live_nondaemon++;
+    }
+    for (size_t i = 0; i < s->nprogs; i++) {
+        struct prog_inst *pi = &r->insts[i];
+        snprintf(pi->proc_name, sizeof(pi->proc_name), "%s/%s#%zu", pi->def->host, pi->def->program,
+                 i);
+        struct sim_proc *p =
+            host_spawn(pi->host, pi->proc_name, program_entry, pi, pi, pi->def->stack_bytes);
+        if (!p) {
+            snprintf(why, why_len, "cannot start program %s on %s (stack of %zu bytes)",
+                     pi->def->program, pi->def->host, pi->def->stack_bytes);
+            return -1;
+        }
+        sim_proc_set_daemon(p, pi->def->daemon);
+    }
+    return 0;
+}
+
+#ifdef RNICSIM_SANITIZE
+/* Programs that never finished (deadlock, time limit, daemon servers) still
+ * own what they allocated, like a process killed mid-flight; their stacks
+ * are unmapped, so LeakSanitizer would report that memory as leaked.  Leak
+ * checking is turned off at exit for such runs only (LSan calls this weak
+ * hook); runs whose programs all finished are checked in full. */
+static bool abandoned_programs;
+int __lsan_is_turned_off(void);
+int __lsan_is_turned_off(void) { return abandoned_programs; }
+#endif
+
+struct run *run_scenario(const struct scenario *s, bool progress, char *why, size_t why_len)
+{
+    struct run *r = xcalloc_or_die(1, sizeof(*r));
+    r->scn = s;
+    r->world = world_build(s, why, why_len);
+    if (!r->world) {
+        free(r);
+        return NULL;
+    }
+    sim_waitq_init(&r->oob_wq, "host_oob_get");
+    if (start_programs(r, why, why_len)) {
+        run_free(r);
+        return NULL;
+    }
+    struct sim *sim = r->world->sim;
+    r->progress = progress;
+    r->progress_t0 = r->progress_last = wall_seconds();
+    if (progress)
+        sim_set_progress(sim, 1u << 16, progress_cb, r);
+    double t0 = wall_seconds();
+    enum sim_run_result res = sim_run(sim, s->stop_time_ps);
+    r->wall_s = wall_seconds() - t0;
+    if (progress)
+        fprintf(stderr, "\r%60s\r", "");
+    r->sim_time_ps = sim_now(sim);
+    r->events = sim_events_executed(sim);
+    r->sim_result = res;
+
+    bool failed = false, running = false;
+    for (size_t i = 0; i < r->ninsts; i++) {
+        if (r->insts[i].finished && r->insts[i].exit_code != 0)
+            failed = true;
+        if (!r->insts[i].finished && !r->insts[i].def->daemon)
+            running = true;
+#ifdef RNICSIM_SANITIZE
+        if (!r->insts[i].finished)
+            abandoned_programs = true;
+#endif
+    }
+    if (failed)
+        r->result = RUN_PROGRAM_FAILED;
+    else if (res == SIM_RUN_DEADLOCK)
+        r->result = RUN_DEADLOCK;
+    else if (running || r->live_nondaemon > 0)
+        r->result = res == SIM_RUN_TIME_LIMIT ? RUN_TIME_LIMIT : RUN_DEADLOCK;
+    else
+        r->result = RUN_DONE;
+    return r;
+}
+
+void run_free(struct run *r)
+{
+    if (!r)
+        return;
+    host_api_free_run(r);
+    world_free(r->world);
+    for (size_t i = 0; i < r->ninsts; i++) {
+        for (int k = 0; k < r->insts[i].argc; k++)
+            free(r->insts[i].argv[k]);
+        free(r->insts[i].argv);
+    }
+    free(r->insts);
+    free(r);
+}
