@@ -8,9 +8,9 @@
 #define RNICSIM_PROGRAMS_H
 
 struct program_def {
-    const char *name;                      /* as written in scenarios */
-    int (*main)(int argc, char **argv);    /* argv[0] is the name */
-    const char *summary;                   /* one line for `rnicsim programs` */
+    const char *name;                   /* as written in scenarios */
+    int (*main)(int argc, char **argv); /* argv[0] is the name */
+    const char *summary;                /* one line for `rnicsim programs` */
 };
 
 /* Terminated by an entry with name == NULL. */

@@ -142,7 +142,8 @@ void sim_event_init(struct sim_event *ev, sim_event_fn fn, void *ctx, const char
 void sim_schedule_at(struct sim *sim, struct sim_event *ev, sim_time_t when)
 {
     if (when < sim->now) {
-        fprintf(stderr, "rnicsim: internal error: event '%s' scheduled in the past (%llu < %llu ps)\n",
+        fprintf(stderr,
+                "rnicsim: internal error: event '%s' scheduled in the past (%llu < %llu ps)\n",
                 ev->name ? ev->name : "?", (unsigned long long)when, (unsigned long long)sim->now);
         abort();
     }
@@ -196,8 +197,8 @@ void sim_check_invariants(const struct sim *sim)
         else if (e->time < sim->now)
             what = "event is in the past";
         if (what) {
-            fprintf(stderr, "rnicsim: event queue invariant broken at slot %zu (event '%s'): %s\n", i,
-                    e->ev->name ? e->ev->name : "?", what);
+            fprintf(stderr, "rnicsim: event queue invariant broken at slot %zu (event '%s'): %s\n",
+                    i, e->ev->name ? e->ev->name : "?", what);
             abort();
         }
     }

@@ -19,13 +19,13 @@ struct host;
 /* CPU time charged for verbs calls and declared work (host profile).  Each
  * default's source is in host.c. */
 struct host_cpu_params {
-    sim_time_t post_send_ps;      /* ibv_post_send, per WR (incl. WQE write) */
-    sim_time_t post_recv_ps;      /* ibv_post_recv, per WR */
-    sim_time_t poll_cq_ps;        /* one ibv_poll_cq call */
-    sim_time_t poll_cqe_ps;       /* extra per CQE returned */
-    sim_time_t control_verb_ps;   /* create/modify/destroy/reg_mr (non data path) */
-    uint64_t memcpy_bytes_per_s;  /* host_memcpy cost */
-    sim_time_t wakeup_ps;         /* a parked poller notices new data */
+    sim_time_t post_send_ps;     /* ibv_post_send, per WR (incl. WQE write) */
+    sim_time_t post_recv_ps;     /* ibv_post_recv, per WR */
+    sim_time_t poll_cq_ps;       /* one ibv_poll_cq call */
+    sim_time_t poll_cqe_ps;      /* extra per CQE returned */
+    sim_time_t control_verb_ps;  /* create/modify/destroy/reg_mr (non data path) */
+    uint64_t memcpy_bytes_per_s; /* host_memcpy cost */
+    sim_time_t wakeup_ps;        /* a parked poller notices new data */
 };
 
 void host_cpu_params_default(struct host_cpu_params *p);
@@ -49,10 +49,10 @@ struct host {
  * is charged the elapsed time in one step. */
 struct host_thread {
     struct host *host;
-    void *program;              /* owned by the runner (tools/rnicsim) */
-    uint64_t other_calls;       /* verbs / host_* calls other than poll_cq */
-    uint64_t empty_poll_mark;   /* other_calls + 1 at the last empty poll; 0 = none */
-    char why[128];              /* blocking point shown in deadlock reports */
+    void *program;            /* owned by the runner (tools/rnicsim) */
+    uint64_t other_calls;     /* verbs / host_* calls other than poll_cq */
+    uint64_t empty_poll_mark; /* other_calls + 1 at the last empty poll; 0 = none */
+    char why[128];            /* blocking point shown in deadlock reports */
 };
 
 void host_init(struct host *h, struct sim *sim, uint32_t id, const char *name,

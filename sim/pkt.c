@@ -16,7 +16,10 @@ struct pkt_pool {
     uint64_t next_id;
 };
 
-struct pkt_pool *pkt_pool_create(void) { return calloc(1, sizeof(struct pkt_pool)); }
+struct pkt_pool *pkt_pool_create(void)
+{
+    return calloc(1, sizeof(struct pkt_pool));
+}
 
 void pkt_pool_destroy(struct pkt_pool *pool)
 {

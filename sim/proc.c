@@ -125,8 +125,7 @@ static void switch_out(struct sim_proc *p)
     rnicsim_ctx_switch(&p->sp, sim->main_sp);
 #endif
 #ifdef RNICSIM_ASAN_FIBERS
-    __sanitizer_finish_switch_fiber(p->fake_stack, &sim->main_stack_bottom,
-                                    &sim->main_stack_size);
+    __sanitizer_finish_switch_fiber(p->fake_stack, &sim->main_stack_bottom, &sim->main_stack_size);
 #endif
 }
 
@@ -139,7 +138,10 @@ static void uc_entry(unsigned hi, unsigned lo)
 #else
 /* Called from rnicsim_ctx_start with the process pointer. */
 void rnicsim_proc_entry(struct sim_proc *p);
-void rnicsim_proc_entry(struct sim_proc *p) { proc_entry(p); }
+void rnicsim_proc_entry(struct sim_proc *p)
+{
+    proc_entry(p);
+}
 #endif
 
 static void proc_entry(struct sim_proc *p)
@@ -216,8 +218,8 @@ struct sim_proc *sim_proc_create(struct sim *sim, const char *name, sim_proc_fn 
     p->name = strdup(name ? name : "proc");
     p->map_bytes = stack_bytes + page;
     p->page_bytes = page;
-    p->map = mmap(NULL, p->map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK,
-                  -1, 0);
+    p->map = mmap(NULL, p->map_bytes, PROT_READ | PROT_WRITE,
+                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
     if (!p->name || p->map == MAP_FAILED || mprotect(p->map, page, PROT_NONE) != 0) {
         int e = p->name ? errno : ENOMEM;
         if (p->map != MAP_FAILED && p->map)
@@ -249,13 +251,13 @@ struct sim_proc *sim_proc_create(struct sim *sim, const char *name, sim_proc_fn 
      * a 16-byte aligned stack. */
     uintptr_t sp_after_ret = ((uintptr_t)top - 16) & ~(uintptr_t)15;
     uintptr_t *frame = (uintptr_t *)(sp_after_ret - 7 * sizeof(uintptr_t));
-    frame[0] = 0;                                /* r15 */
-    frame[1] = 0;                                /* r14 */
-    frame[2] = (uintptr_t)rnicsim_proc_entry;    /* r13: function */
-    frame[3] = (uintptr_t)p;                     /* r12: argument */
-    frame[4] = 0;                                /* rbx */
-    frame[5] = 0;                                /* rbp */
-    frame[6] = (uintptr_t)rnicsim_ctx_start;     /* return address */
+    frame[0] = 0;                             /* r15 */
+    frame[1] = 0;                             /* r14 */
+    frame[2] = (uintptr_t)rnicsim_proc_entry; /* r13: function */
+    frame[3] = (uintptr_t)p;                  /* r12: argument */
+    frame[4] = 0;                             /* rbx */
+    frame[5] = 0;                             /* rbp */
+    frame[6] = (uintptr_t)rnicsim_ctx_start;  /* return address */
     p->sp = frame;
 #elif defined(__aarch64__)
     /* Initial frame popped by rnicsim_ctx_switch (22 slots of 8 bytes):
@@ -264,9 +266,9 @@ struct sim_proc *sim_proc_create(struct sim *sim, const char *name, sim_proc_fn 
     uintptr_t sp_top = ((uintptr_t)top - 16) & ~(uintptr_t)15;
     uintptr_t *frame = (uintptr_t *)(sp_top - 176);
     memset(frame, 0, 176);
-    frame[0] = (uintptr_t)p;                     /* x19: argument */
-    frame[1] = (uintptr_t)rnicsim_proc_entry;    /* x20: function */
-    frame[11] = (uintptr_t)rnicsim_ctx_start;    /* x30 */
+    frame[0] = (uintptr_t)p;                  /* x19: argument */
+    frame[1] = (uintptr_t)rnicsim_proc_entry; /* x20: function */
+    frame[11] = (uintptr_t)rnicsim_ctx_start; /* x30 */
     p->sp = frame;
 #else
 #error "no assembly context switch for this architecture: configure with -DRNICSIM_UCONTEXT=ON"
@@ -312,14 +314,38 @@ void sim_deadlock_report(const struct sim *sim, FILE *out)
     }
 }
 
-void sim_proc_set_daemon(struct sim_proc *p, bool daemon) { p->daemon = daemon; }
-struct sim_proc *sim_proc_current(void) { return current; }
-struct sim *sim_proc_sim(const struct sim_proc *p) { return p->sim; }
-const char *sim_proc_name(const struct sim_proc *p) { return p->name; }
-bool sim_proc_finished(const struct sim_proc *p) { return p->state == PROC_FINISHED; }
-void sim_proc_set_user(struct sim_proc *p, void *user) { p->user = user; }
-void *sim_proc_user(const struct sim_proc *p) { return p->user; }
-void sim_proc_set_user_owned(struct sim_proc *p, void *owned) { p->user_owned = owned; }
+void sim_proc_set_daemon(struct sim_proc *p, bool daemon)
+{
+    p->daemon = daemon;
+}
+struct sim_proc *sim_proc_current(void)
+{
+    return current;
+}
+struct sim *sim_proc_sim(const struct sim_proc *p)
+{
+    return p->sim;
+}
+const char *sim_proc_name(const struct sim_proc *p)
+{
+    return p->name;
+}
+bool sim_proc_finished(const struct sim_proc *p)
+{
+    return p->state == PROC_FINISHED;
+}
+void sim_proc_set_user(struct sim_proc *p, void *user)
+{
+    p->user = user;
+}
+void *sim_proc_user(const struct sim_proc *p)
+{
+    return p->user;
+}
+void sim_proc_set_user_owned(struct sim_proc *p, void *owned)
+{
+    p->user_owned = owned;
+}
 
 static struct sim_proc *must_be_in_process(const char *what)
 {
@@ -338,7 +364,10 @@ void sim_proc_sleep(sim_time_t delay_ps)
     switch_out(p);
 }
 
-void sim_proc_yield(void) { sim_proc_sleep(0); }
+void sim_proc_yield(void)
+{
+    sim_proc_sleep(0);
+}
 
 void sim_proc_join(struct sim_proc *p)
 {

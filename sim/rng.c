@@ -34,7 +34,10 @@ void sim_rng_stream(const struct sim *sim, struct sim_rng *r, const char *stream
     sim_rng_seed(r, sim->seed, stream_name);
 }
 
-static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+static inline uint64_t rotl(uint64_t x, int k)
+{
+    return (x << k) | (x >> (64 - k));
+}
 
 uint64_t sim_rng_u64(struct sim_rng *r)
 {

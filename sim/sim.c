@@ -38,11 +38,26 @@ void sim_destroy(struct sim *sim)
     free(sim);
 }
 
-sim_time_t sim_now(const struct sim *sim) { return sim->now; }
-uint64_t sim_seed(const struct sim *sim) { return sim->seed; }
-uint64_t sim_events_executed(const struct sim *sim) { return sim->executed; }
-size_t sim_events_pending(const struct sim *sim) { return sim->n - (sim->ghost ? 1 : 0); }
-void sim_stop(struct sim *sim) { sim->stop = true; }
+sim_time_t sim_now(const struct sim *sim)
+{
+    return sim->now;
+}
+uint64_t sim_seed(const struct sim *sim)
+{
+    return sim->seed;
+}
+uint64_t sim_events_executed(const struct sim *sim)
+{
+    return sim->executed;
+}
+size_t sim_events_pending(const struct sim *sim)
+{
+    return sim->n - (sim->ghost ? 1 : 0);
+}
+void sim_stop(struct sim *sim)
+{
+    sim->stop = true;
+}
 
 void sim_set_progress(struct sim *sim, uint64_t every_events, sim_progress_fn fn, void *arg)
 {
@@ -155,4 +170,7 @@ enum sim_run_result sim_run(struct sim *sim, sim_time_t until)
     }
 }
 
-static bool live_processes(const struct sim *sim) { return sim_procs_live(sim); }
+static bool live_processes(const struct sim *sim)
+{
+    return sim_procs_live(sim);
+}

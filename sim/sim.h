@@ -41,8 +41,14 @@ static inline sim_time_t sim_bytes_to_ps(uint64_t bytes, uint64_t rate_bps)
     return (sim_time_t)((num + rate_bps - 1) / rate_bps);
 }
 
-static inline double sim_ps_to_ns(sim_time_t t) { return (double)t / 1000.0; }
-static inline double sim_ps_to_us(sim_time_t t) { return (double)t / 1e6; }
+static inline double sim_ps_to_ns(sim_time_t t)
+{
+    return (double)t / 1000.0;
+}
+static inline double sim_ps_to_us(sim_time_t t)
+{
+    return (double)t / 1e6;
+}
 
 /* ---------------------------------------------------------------- events */
 
@@ -162,7 +168,10 @@ bool sim_waitq_wait_until(struct sim_waitq *wq, sim_time_t deadline, const char 
 /* Woken processes resume at sim_now, in the order they started waiting. */
 void sim_waitq_wake_all(struct sim *sim, struct sim_waitq *wq);
 void sim_waitq_wake_one(struct sim *sim, struct sim_waitq *wq);
-static inline bool sim_waitq_empty(const struct sim_waitq *wq) { return wq->head == NULL; }
+static inline bool sim_waitq_empty(const struct sim_waitq *wq)
+{
+    return wq->head == NULL;
+}
 
 /* ---------------------------------------------------------------- random numbers */
 
@@ -176,7 +185,7 @@ struct sim_rng {
 void sim_rng_seed(struct sim_rng *r, uint64_t seed, const char *stream_name);
 void sim_rng_stream(const struct sim *sim, struct sim_rng *r, const char *stream_name);
 uint64_t sim_rng_u64(struct sim_rng *r);
-double sim_rng_uniform(struct sim_rng *r);            /* [0, 1) */
+double sim_rng_uniform(struct sim_rng *r);             /* [0, 1) */
 uint64_t sim_rng_below(struct sim_rng *r, uint64_t n); /* [0, n), unbiased */
 
 /* ---------------------------------------------------------------- statistics */

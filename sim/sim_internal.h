@@ -37,8 +37,8 @@ struct sim {
     /* processes, in creation order */
     struct sim_proc **procs;
     size_t n_procs, cap_procs;
-    void *main_sp;                  /* scheduler context while a process runs */
-    const void *main_stack_bottom;  /* for the ASan fiber annotations */
+    void *main_sp;                 /* scheduler context while a process runs */
+    const void *main_stack_bottom; /* for the ASan fiber annotations */
     size_t main_stack_size;
 
     uint64_t progress_every, progress_next;

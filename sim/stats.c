@@ -59,7 +59,10 @@ void sim_hist_add(struct sim_hist *h, uint64_t v)
     h->buckets[sim_hist_bucket(v)]++;
 }
 
-size_t sim_hist_count(const struct sim_hist *h) { return h->n; }
+size_t sim_hist_count(const struct sim_hist *h)
+{
+    return h->n;
+}
 
 double sim_hist_mean(const struct sim_hist *h)
 {

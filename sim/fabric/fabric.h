@@ -20,9 +20,9 @@ struct fabric_sink {
 };
 
 struct link_params {
-    uint64_t rate_bps;       /* e.g. 100 Gb/s */
-    sim_time_t delay_ps;     /* propagation delay (cable) */
-    uint64_t queue_bytes;    /* egress queue capacity; 0 = unbounded (NIC ports) */
+    uint64_t rate_bps;    /* e.g. 100 Gb/s */
+    sim_time_t delay_ps;  /* propagation delay (cable) */
+    uint64_t queue_bytes; /* egress queue capacity; 0 = unbounded (NIC ports) */
 };
 
 /* ---------------------------------------------------------------- link */
@@ -87,9 +87,9 @@ enum topo_kind { TOPO_BACK_TO_BACK, TOPO_STAR };
 
 struct topo_params {
     enum topo_kind kind;
-    unsigned n_nodes;           /* NIC ports; back-to-back needs 2 */
-    struct link_params link;    /* every cable */
-    struct switch_params sw;    /* star only */
+    unsigned n_nodes;        /* NIC ports; back-to-back needs 2 */
+    struct link_params link; /* every cable */
+    struct switch_params sw; /* star only */
 };
 
 struct topology;

@@ -90,12 +90,27 @@ void link_destroy(struct link *l)
     free(l);
 }
 
-void link_connect(struct link *l, struct fabric_sink sink) { l->sink = sink; }
+void link_connect(struct link *l, struct fabric_sink sink)
+{
+    l->sink = sink;
+}
 
-const struct link_counters *link_get_counters(const struct link *l) { return &l->c; }
-const char *link_name(const struct link *l) { return l->name; }
-bool link_idle(const struct link *l) { return l->tx == NULL; }
-uint64_t link_queued_bytes(const struct link *l) { return l->queued_bytes; }
+const struct link_counters *link_get_counters(const struct link *l)
+{
+    return &l->c;
+}
+const char *link_name(const struct link *l)
+{
+    return l->name;
+}
+bool link_idle(const struct link *l)
+{
+    return l->tx == NULL;
+}
+uint64_t link_queued_bytes(const struct link *l)
+{
+    return l->queued_bytes;
+}
 
 void link_set_idle_hook(struct link *l, sim_cb_fn fn, void *a, void *b)
 {

@@ -112,7 +112,10 @@ void switch_set_route(struct fswitch *sw, uint32_t dst_node, unsigned port)
     sw->route[dst_node] = port;
 }
 
-const struct switch_counters *switch_get_counters(const struct fswitch *sw) { return &sw->c; }
+const struct switch_counters *switch_get_counters(const struct fswitch *sw)
+{
+    return &sw->c;
+}
 
 /* Route lookup and hand-off to the egress queue. */
 static void forward(struct fswitch *sw, struct pkt *p)

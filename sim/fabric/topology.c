@@ -9,9 +9,9 @@
  * Links are numbered uplinks first (node order), then the switch's egress
  * links.  Every link that ends at a node delivers through a per-node
  * indirection slot, so topo_attach() may come before or after topo_create()
- * wiring; a frame for a node nobody attached is freed.  NIC uplinks use topo_params.link.queue_bytes (0 = unbounded:
- * the NIC paces itself on the idle hook); links leaving a switch use the
- * switch's port_buffer_bytes. */
+ * wiring; a frame for a node nobody attached is freed.  NIC uplinks use
+ * topo_params.link.queue_bytes (0 = unbounded: the NIC paces itself on the idle hook); links
+ * leaving a switch use the switch's port_buffer_bytes. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -175,12 +175,18 @@ struct link *topo_uplink(struct topology *t, uint32_t node)
     return node < t->p.n_nodes ? t->nodes[node].uplink : NULL;
 }
 
-unsigned topo_n_links(const struct topology *t) { return t->n_links; }
+unsigned topo_n_links(const struct topology *t)
+{
+    return t->n_links;
+}
 struct link *topo_link(const struct topology *t, unsigned i)
 {
     return i < t->n_links ? t->links[i] : NULL;
 }
-unsigned topo_n_switches(const struct topology *t) { return t->n_switches; }
+unsigned topo_n_switches(const struct topology *t)
+{
+    return t->n_switches;
+}
 struct fswitch *topo_switch(const struct topology *t, unsigned i)
 {
     return i < t->n_switches ? t->switches[i] : NULL;

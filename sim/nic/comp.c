@@ -164,8 +164,7 @@ static void timer_ev_fn(struct sim *sim, struct sim_event *ev)
 
 /* ---------------------------------------------------------------- completion */
 
-static void write_send_cqe(struct nic_qp *qp, const struct nic_send_wqe *w,
-                           enum ibv_wc_status st)
+static void write_send_cqe(struct nic_qp *qp, const struct nic_send_wqe *w, enum ibv_wc_status st)
 {
     struct ibv_wc wc = {
         .wr_id = w->wr_id,
@@ -192,8 +191,8 @@ void nic_comp_advance(struct nic_qp *qp)
             return;
         }
         if (w->state != NIC_WQE_DONE) {
-            if (qp->sq_comp >= e->req_idx || w->state != NIC_WQE_SENT ||
-                nic_wqe_is_rd_atomic(w) || nic_psn_diff(w->last_psn, e->comp_psn) >= 0)
+            if (qp->sq_comp >= e->req_idx || w->state != NIC_WQE_SENT || nic_wqe_is_rd_atomic(w) ||
+                nic_psn_diff(w->last_psn, e->comp_psn) >= 0)
                 break;
             w->state = NIC_WQE_DONE;
         }

@@ -125,8 +125,7 @@ static void cq_push(struct nic_cq *cq, const struct ibv_wc *wc, bool solicited)
         sim_waitq_wake_all(sim, &cq->wq);
     if (cq->host)
         host_cqe_landed(cq->host);
-    if (cq->armed &&
-        (!cq->armed_solicited_only || solicited || wc->status != IBV_WC_SUCCESS)) {
+    if (cq->armed && (!cq->armed_solicited_only || solicited || wc->status != IBV_WC_SUCCESS)) {
         cq->armed = false;
         cq->armed_solicited_only = false;
         if (cq->notify_fn)
@@ -134,13 +133,16 @@ static void cq_push(struct nic_cq *cq, const struct ibv_wc *wc, bool solicited)
     }
 }
 
-void nic_cq_push(struct nic_cq *cq, const struct ibv_wc *wc) { cq_push(cq, wc, false); }
+void nic_cq_push(struct nic_cq *cq, const struct ibv_wc *wc)
+{
+    cq_push(cq, wc, false);
+}
 
 void nic_cq_arm(struct nic_cq *cq, bool solicited_only)
 {
     /* an arm for "any CQE" is not narrowed by a later solicited-only arm */
-    cq->armed_solicited_only = cq->armed ? cq->armed_solicited_only && solicited_only
-                                         : solicited_only;
+    cq->armed_solicited_only =
+        cq->armed ? cq->armed_solicited_only && solicited_only : solicited_only;
     cq->armed = true;
 }
 

@@ -151,8 +151,8 @@ struct nic_mr *nic_mr_lookup(struct nic *nic, uint32_t key)
     return mr && mr->lkey == key && mr->valid ? mr : NULL;
 }
 
-enum nic_mr_status nic_mr_check(struct nic *nic, uint32_t key, const struct nic_pd *pd,
-                                uint64_t va, uint64_t len, int access, uint8_t **host)
+enum nic_mr_status nic_mr_check(struct nic *nic, uint32_t key, const struct nic_pd *pd, uint64_t va,
+                                uint64_t len, int access, uint8_t **host)
 {
     struct nic_mr *mr = nic_mr_lookup(nic, key);
     if (!mr)

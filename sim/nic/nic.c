@@ -167,7 +167,10 @@ void nic_copy_to_host(struct nic *nic, const struct nic_op *op, const uint8_t *b
 
 /* ---------------------------------------------------------------- staging rings */
 
-void nic_stage_init(struct nic_stage *s) { memset(s, 0, sizeof(*s)); }
+void nic_stage_init(struct nic_stage *s)
+{
+    memset(s, 0, sizeof(*s));
+}
 
 void nic_stage_push(struct nic_stage *s, struct pkt *p, bool ready)
 {
@@ -504,12 +507,27 @@ void nic_attach_uplink(struct nic *nic, struct link *uplink)
         link_set_idle_hook(uplink, tx_link_idle, nic, NULL);
 }
 
-struct fabric_sink nic_sink(struct nic *nic) { return (struct fabric_sink){rx_arrive, nic}; }
+struct fabric_sink nic_sink(struct nic *nic)
+{
+    return (struct fabric_sink){rx_arrive, nic};
+}
 
-const struct nic_params *nic_get_params(const struct nic *nic) { return &nic->p; }
-const struct nic_counters *nic_get_counters(const struct nic *nic) { return &nic->cnt; }
-uint32_t nic_node_id(const struct nic *nic) { return nic->node_id; }
-struct host *nic_host(const struct nic *nic) { return nic->host; }
+const struct nic_params *nic_get_params(const struct nic *nic)
+{
+    return &nic->p;
+}
+const struct nic_counters *nic_get_counters(const struct nic *nic)
+{
+    return &nic->cnt;
+}
+uint32_t nic_node_id(const struct nic *nic)
+{
+    return nic->node_id;
+}
+struct host *nic_host(const struct nic *nic)
+{
+    return nic->host;
+}
 
 /* GID index 0 of node n: the IPv4-mapped RoCEv2 GID ::ffff:10.a.b.c with
  * a.b.c = n + 1 (10.0.0.(n+1) for the first 254 nodes). */

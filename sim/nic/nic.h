@@ -29,21 +29,21 @@
 /* ---------------------------------------------------------------- profile */
 
 struct nic_params {
-    uint64_t port_rate_bps;        /* reported by query_port; the link sets the real rate */
-    enum ibv_mtu max_mtu;          /* largest path MTU the port accepts */
-    sim_time_t doorbell_proc_ps;   /* doorbell seen -> WQE fetch issued */
-    sim_time_t wqe_proc_ps;        /* per WQE processing in the send engine */
-    sim_time_t tx_pkt_proc_ps;     /* per packet built (send pipeline occupancy) */
-    sim_time_t rx_pkt_proc_ps;     /* per packet received (receive pipeline occupancy) */
-    uint32_t wqe_bytes;            /* WQE size fetched per WR (64 B basic segment) */
-    uint32_t wqe_sge_bytes;        /* extra bytes per SGE (16 B data segment) */
-    uint32_t cqe_bytes;            /* CQE DMA write size (64 B on mlx5) */
-    uint32_t max_inline_bytes;     /* max_inline_data reported / accepted */
-    bool blueflame;                /* small WQEs written through the doorbell (no fetch) */
-    uint32_t max_qp_rd_atom;       /* device limit for max_rd_atomic */
+    uint64_t port_rate_bps;      /* reported by query_port; the link sets the real rate */
+    enum ibv_mtu max_mtu;        /* largest path MTU the port accepts */
+    sim_time_t doorbell_proc_ps; /* doorbell seen -> WQE fetch issued */
+    sim_time_t wqe_proc_ps;      /* per WQE processing in the send engine */
+    sim_time_t tx_pkt_proc_ps;   /* per packet built (send pipeline occupancy) */
+    sim_time_t rx_pkt_proc_ps;   /* per packet received (receive pipeline occupancy) */
+    uint32_t wqe_bytes;          /* WQE size fetched per WR (64 B basic segment) */
+    uint32_t wqe_sge_bytes;      /* extra bytes per SGE (16 B data segment) */
+    uint32_t cqe_bytes;          /* CQE DMA write size (64 B on mlx5) */
+    uint32_t max_inline_bytes;   /* max_inline_data reported / accepted */
+    bool blueflame;              /* small WQEs written through the doorbell (no fetch) */
+    uint32_t max_qp_rd_atom;     /* device limit for max_rd_atomic */
     uint32_t max_qp_wr, max_sge, max_cqe, max_qp, max_cq, max_mr;
-    uint32_t ack_every_pkts;       /* responder coalescing: ACK at least every N packets */
-    sim_time_t atomic_proc_ps;     /* atomic unit occupancy per op (plus the PCIe RMW) */
+    uint32_t ack_every_pkts;   /* responder coalescing: ACK at least every N packets */
+    sim_time_t atomic_proc_ps; /* atomic unit occupancy per op (plus the PCIe RMW) */
 };
 
 /* ConnectX-5-like defaults; each field's source is in nic.c. */
@@ -180,7 +180,8 @@ void nic_gid_of_node(uint32_t node_id, union ibv_gid *gid);
 /* PD / MR.  Return NULL with errno set on failure. */
 struct nic_pd *nic_pd_alloc(struct nic *nic);
 int nic_pd_free(struct nic_pd *pd); /* EBUSY while in use */
-struct nic_mr *nic_mr_reg(struct nic_pd *pd, void *addr, uint64_t length, uint64_t iova, int access);
+struct nic_mr *nic_mr_reg(struct nic_pd *pd, void *addr, uint64_t length, uint64_t iova,
+                          int access);
 int nic_mr_dereg(struct nic_mr *mr);
 
 /* CQ */

@@ -11,13 +11,13 @@
 /* Model constants (structure of the engines, not calibrated hardware
  * numbers; docs/nic.md explains each). */
 enum {
-    NIC_STAGE_SLOTS = 32,              /* packets a QP half may hold between build and wire */
-    NIC_STAGE_MAX_BYTES = 64 * 1024,   /* payload bytes a QP half may prefetch by DMA */
-    NIC_RESP_WORK_SLOTS = 64,          /* responder work FIFO (ACKs, reads, atomics) */
-    NIC_TX_LINK_PKTS = 2,              /* frames the NIC keeps queued on its uplink */
-    NIC_ATOMIC_HISTORY = 16,           /* replies kept for duplicate atomics */
-    NIC_BF_MAX_BYTES = 256,            /* BlueFlame buffer: larger WQEs are fetched */
-    NIC_MAX_MSG_BYTES = 1u << 30,      /* port max_msg_sz (the shim reports the same) */
+    NIC_STAGE_SLOTS = 32,            /* packets a QP half may hold between build and wire */
+    NIC_STAGE_MAX_BYTES = 64 * 1024, /* payload bytes a QP half may prefetch by DMA */
+    NIC_RESP_WORK_SLOTS = 64,        /* responder work FIFO (ACKs, reads, atomics) */
+    NIC_TX_LINK_PKTS = 2,            /* frames the NIC keeps queued on its uplink */
+    NIC_ATOMIC_HISTORY = 16,         /* replies kept for duplicate atomics */
+    NIC_BF_MAX_BYTES = 256,          /* BlueFlame buffer: larger WQEs are fetched */
+    NIC_MAX_MSG_BYTES = 1u << 30,    /* port max_msg_sz (the shim reports the same) */
 };
 
 /* ---------------------------------------------------------------- staging rings */
@@ -194,9 +194,9 @@ struct nic_atomic_hist {
 
 struct nic_qp_engine {
     struct nic_qp *qp;
-    uint32_t refs; /* 1 for the table + one per in-flight op / queued TX source */
-    bool dead;     /* destroyed: freed when refs reaches 0 */
-    uint32_t epoch; /* bumped by RESET/ERR/destroy: in-flight results are dropped */
+    uint32_t refs;      /* 1 for the table + one per in-flight op / queued TX source */
+    bool dead;          /* destroyed: freed when refs reaches 0 */
+    uint32_t epoch;     /* bumped by RESET/ERR/destroy: in-flight results are dropped */
     uint32_t req_epoch; /* also bumped by every go-back-N rewind */
     uint32_t mtu_bytes;
     uint16_t udp_sport;
@@ -205,7 +205,7 @@ struct nic_qp_engine {
     enum nic_req_state req_state;
     bool req_running, req_again;
     struct sim_event req_ev;
-    sim_time_t req_busy_until; /* send engine occupied by the last WQE started */
+    sim_time_t req_busy_until;      /* send engine occupied by the last WQE started */
     uint64_t fetch_issued, fetched; /* WQE indices */
     uint64_t req_idx;               /* WQE being built */
     uint32_t req_pkt;               /* next packet index within it */
@@ -216,11 +216,11 @@ struct nic_qp_engine {
     struct nic_txsrc req_src;
 
     /* completer */
-    uint32_t comp_psn;     /* every PSN before it is acknowledged */
-    uint32_t comp_rd_pkt;  /* read response packets received for the head READ */
+    uint32_t comp_psn;    /* every PSN before it is acknowledged */
+    uint32_t comp_rd_pkt; /* read response packets received for the head READ */
     uint32_t retry_left, rnr_left;
-    uint32_t gap_psn;  /* went back to it for a missing response ... */
-    bool gap_pending;  /* ... and no progress since: do not go back again */
+    uint32_t gap_psn; /* went back to it for a missing response ... */
+    bool gap_pending; /* ... and no progress since: do not go back again */
     enum ibv_wc_status err_status;
     sim_time_t timer_deadline; /* SIM_TIME_NEVER: no timer */
     struct sim_event timer_ev;
@@ -228,11 +228,11 @@ struct nic_qp_engine {
 
     /* responder */
     uint32_t epsn, msn;
-    bool nak_sent;     /* one NAK per sequence gap / RNR until the PSN arrives */
-    uint32_t resp_msg; /* 0, NIC_OPF_SEND or NIC_OPF_WRITE: multi-packet message in progress */
-    uint32_t resp_off; /* bytes of the message received */
-    uint32_t resp_len; /* WRITE: RETH DMA length */
-    uint32_t resp_key; /* WRITE: MR key */
+    bool nak_sent;      /* one NAK per sequence gap / RNR until the PSN arrives */
+    uint32_t resp_msg;  /* 0, NIC_OPF_SEND or NIC_OPF_WRITE: multi-packet message in progress */
+    uint32_t resp_off;  /* bytes of the message received */
+    uint32_t resp_len;  /* WRITE: RETH DMA length */
+    uint32_t resp_key;  /* WRITE: MR key */
     uint8_t *resp_host; /* WRITE: where byte 0 of the message goes */
     uint32_t pkts_since_ack;
     uint32_t rd_resp_outstanding;
@@ -262,7 +262,10 @@ void nic_pkt_address(const struct nic_qp *qp, struct pkt *p, uint8_t opcode, uin
 void nic_copy_from_host(struct nic *nic, const struct nic_op *op, uint8_t *buf);
 void nic_copy_to_host(struct nic *nic, const struct nic_op *op, const uint8_t *buf);
 void nic_stage_init(struct nic_stage *s);
-static inline uint32_t nic_stage_count(const struct nic_stage *s) { return s->tail - s->head; }
+static inline uint32_t nic_stage_count(const struct nic_stage *s)
+{
+    return s->tail - s->head;
+}
 static inline bool nic_stage_full(const struct nic_stage *s, uint32_t more_bytes)
 {
     return nic_stage_count(s) >= NIC_STAGE_SLOTS ||
@@ -293,8 +296,8 @@ struct nic_mr *nic_mr_lookup(struct nic *nic, uint32_t key);
 /* Check [va, va+len) of the MR named by `key` for `pd` and `access` (bits
  * of enum ibv_access_flags that must all be set); on success *host is the
  * simulator address of va. */
-enum nic_mr_status nic_mr_check(struct nic *nic, uint32_t key, const struct nic_pd *pd,
-                                uint64_t va, uint64_t len, int access, uint8_t **host);
+enum nic_mr_status nic_mr_check(struct nic *nic, uint32_t key, const struct nic_pd *pd, uint64_t va,
+                                uint64_t len, int access, uint8_t **host);
 void nic_mr_teardown(struct nic *nic);
 
 /* ---------------------------------------------------------------- cq.c */

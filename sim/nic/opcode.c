@@ -5,28 +5,32 @@
 
 #define HDR(m)                                                                                     \
     (PKT_BTH_BYTES + (((m)&NIC_OPF_RETH) ? PKT_RETH_BYTES : 0) +                                   \
-     (((m)&NIC_OPF_AETH) ? PKT_AETH_BYTES : 0) + (((m)&NIC_OPF_ATMETH) ? PKT_ATOMICETH_BYTES : 0) + \
+     (((m)&NIC_OPF_AETH) ? PKT_AETH_BYTES : 0) +                                                   \
+     (((m)&NIC_OPF_ATMETH) ? PKT_ATOMICETH_BYTES : 0) +                                            \
      (((m)&NIC_OPF_ATMACK) ? PKT_ATOMICACKETH_BYTES : 0) +                                         \
      (((m)&NIC_OPF_IMMDT) ? PKT_IMMDT_BYTES : 0))
 
-#define OP(n, m) {.name = (n), .mask = (m), .hdr_bytes = HDR(m)}
+#define OP(n, m)                                                                                   \
+    {                                                                                              \
+        .name = (n), .mask = (m), .hdr_bytes = HDR(m)                                              \
+    }
 
 #define RQ NIC_OPF_REQ
 #define RS NIC_OPF_RESP
 #define PL NIC_OPF_PAYLOAD
 
 const struct nic_opcode_info nic_opcodes[256] = {
-    [IB_OPCODE_RC_SEND_FIRST] = OP("RC_SEND_FIRST", RQ | NIC_OPF_SEND | NIC_OPF_FIRST | PL |
-                                                        NIC_OPF_RWR),
-    [IB_OPCODE_RC_SEND_MIDDLE] = OP("RC_SEND_MIDDLE", RQ | NIC_OPF_SEND | NIC_OPF_MIDDLE | PL |
-                                                          NIC_OPF_RWR),
-    [IB_OPCODE_RC_SEND_LAST] = OP("RC_SEND_LAST", RQ | NIC_OPF_SEND | NIC_OPF_LAST | PL |
-                                                      NIC_OPF_RWR),
+    [IB_OPCODE_RC_SEND_FIRST] =
+        OP("RC_SEND_FIRST", RQ | NIC_OPF_SEND | NIC_OPF_FIRST | PL | NIC_OPF_RWR),
+    [IB_OPCODE_RC_SEND_MIDDLE] =
+        OP("RC_SEND_MIDDLE", RQ | NIC_OPF_SEND | NIC_OPF_MIDDLE | PL | NIC_OPF_RWR),
+    [IB_OPCODE_RC_SEND_LAST] =
+        OP("RC_SEND_LAST", RQ | NIC_OPF_SEND | NIC_OPF_LAST | PL | NIC_OPF_RWR),
     [IB_OPCODE_RC_SEND_LAST_WITH_IMMEDIATE] =
         OP("RC_SEND_LAST_WITH_IMMEDIATE",
            RQ | NIC_OPF_SEND | NIC_OPF_LAST | PL | NIC_OPF_RWR | NIC_OPF_IMMDT),
-    [IB_OPCODE_RC_SEND_ONLY] = OP("RC_SEND_ONLY", RQ | NIC_OPF_SEND | NIC_OPF_ONLY | PL |
-                                                      NIC_OPF_RWR),
+    [IB_OPCODE_RC_SEND_ONLY] =
+        OP("RC_SEND_ONLY", RQ | NIC_OPF_SEND | NIC_OPF_ONLY | PL | NIC_OPF_RWR),
     [IB_OPCODE_RC_SEND_ONLY_WITH_IMMEDIATE] =
         OP("RC_SEND_ONLY_WITH_IMMEDIATE",
            RQ | NIC_OPF_SEND | NIC_OPF_ONLY | PL | NIC_OPF_RWR | NIC_OPF_IMMDT),
@@ -34,8 +38,8 @@ const struct nic_opcode_info nic_opcodes[256] = {
         OP("RC_RDMA_WRITE_FIRST", RQ | NIC_OPF_WRITE | NIC_OPF_FIRST | PL | NIC_OPF_RETH),
     [IB_OPCODE_RC_RDMA_WRITE_MIDDLE] =
         OP("RC_RDMA_WRITE_MIDDLE", RQ | NIC_OPF_WRITE | NIC_OPF_MIDDLE | PL),
-    [IB_OPCODE_RC_RDMA_WRITE_LAST] = OP("RC_RDMA_WRITE_LAST", RQ | NIC_OPF_WRITE | NIC_OPF_LAST |
-                                                                  PL),
+    [IB_OPCODE_RC_RDMA_WRITE_LAST] =
+        OP("RC_RDMA_WRITE_LAST", RQ | NIC_OPF_WRITE | NIC_OPF_LAST | PL),
     [IB_OPCODE_RC_RDMA_WRITE_LAST_WITH_IMMEDIATE] =
         OP("RC_RDMA_WRITE_LAST_WITH_IMMEDIATE",
            RQ | NIC_OPF_WRITE | NIC_OPF_LAST | PL | NIC_OPF_IMMDT | NIC_OPF_RWR),
@@ -65,7 +69,10 @@ const struct nic_opcode_info nic_opcodes[256] = {
         OP("RC_FETCH_ADD", RQ | NIC_OPF_ATOMIC | NIC_OPF_ONLY | NIC_OPF_ATMETH),
 };
 
-uint32_t nic_ext_hdr_bytes(uint32_t mask) { return HDR(mask) - PKT_BTH_BYTES; }
+uint32_t nic_ext_hdr_bytes(uint32_t mask)
+{
+    return HDR(mask) - PKT_BTH_BYTES;
+}
 
 enum { ETH_MIN_FRAME_BYTES = 64 }; /* IEEE 802.3 minimum frame, FCS included */
 
@@ -139,10 +146,13 @@ uint8_t nic_read_resp_opcode(uint32_t pos)
 
 /* IBA 9.7.5.2.8 Table 45, in units of 10 ns (0.01 ms = 1000). */
 static const uint32_t rnr_timer_10ns[32] = {
-    65536000, 1000,    2000,    3000,    4000,    6000,    8000,    12000,
-    16000,    24000,   32000,   48000,   64000,   96000,   128000,  192000,
-    256000,   384000,  512000,  768000,  1024000, 1536000, 2048000, 3072000,
+    65536000, 1000,    2000,    3000,     4000,     6000,     8000,     12000,
+    16000,    24000,   32000,   48000,    64000,    96000,    128000,   192000,
+    256000,   384000,  512000,  768000,   1024000,  1536000,  2048000,  3072000,
     4096000,  6144000, 8192000, 12288000, 16384000, 24576000, 32768000, 49152000,
 };
 
-uint64_t nic_rnr_timer_ps(uint8_t code) { return (uint64_t)rnr_timer_10ns[code & 31] * 10000u; }
+uint64_t nic_rnr_timer_ps(uint8_t code)
+{
+    return (uint64_t)rnr_timer_10ns[code & 31] * 10000u;
+}

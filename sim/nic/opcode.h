@@ -41,21 +41,21 @@ enum ib_opcode {
 /* Per-opcode mask bits (rxe's RXE_*_MASK, same idea). */
 enum nic_opf {
     /* extension headers after the BTH (IBA 9.3) */
-    NIC_OPF_RETH = 1u << 0,      /* RDMA extended transport header, 16 B */
-    NIC_OPF_AETH = 1u << 1,      /* ACK extended transport header, 4 B */
-    NIC_OPF_ATMETH = 1u << 2,    /* AtomicETH, 28 B */
-    NIC_OPF_ATMACK = 1u << 3,    /* AtomicAckETH, 8 B */
-    NIC_OPF_IMMDT = 1u << 4,     /* immediate data, 4 B */
-    NIC_OPF_PAYLOAD = 1u << 5,   /* may carry payload */
+    NIC_OPF_RETH = 1u << 0,    /* RDMA extended transport header, 16 B */
+    NIC_OPF_AETH = 1u << 1,    /* ACK extended transport header, 4 B */
+    NIC_OPF_ATMETH = 1u << 2,  /* AtomicETH, 28 B */
+    NIC_OPF_ATMACK = 1u << 3,  /* AtomicAckETH, 8 B */
+    NIC_OPF_IMMDT = 1u << 4,   /* immediate data, 4 B */
+    NIC_OPF_PAYLOAD = 1u << 5, /* may carry payload */
     /* direction */
-    NIC_OPF_REQ = 1u << 6,       /* requester -> responder */
-    NIC_OPF_RESP = 1u << 7,      /* responder -> requester (ACK, read response, atomic ACK) */
+    NIC_OPF_REQ = 1u << 6,  /* requester -> responder */
+    NIC_OPF_RESP = 1u << 7, /* responder -> requester (ACK, read response, atomic ACK) */
     /* operation */
     NIC_OPF_SEND = 1u << 8,
     NIC_OPF_WRITE = 1u << 9,
-    NIC_OPF_READ = 1u << 10,     /* read request or read response */
-    NIC_OPF_ATOMIC = 1u << 11,   /* CmpSwap / FetchAdd request */
-    NIC_OPF_ACK = 1u << 12,      /* ACKNOWLEDGE */
+    NIC_OPF_READ = 1u << 10,   /* read request or read response */
+    NIC_OPF_ATOMIC = 1u << 11, /* CmpSwap / FetchAdd request */
+    NIC_OPF_ACK = 1u << 12,    /* ACKNOWLEDGE */
     NIC_OPF_ATOMIC_ACK = 1u << 13,
     /* position of the packet in its message */
     NIC_OPF_FIRST = 1u << 14,
@@ -63,19 +63,25 @@ enum nic_opf {
     NIC_OPF_LAST = 1u << 16,
     NIC_OPF_ONLY = NIC_OPF_FIRST | NIC_OPF_LAST,
     /* responder semantics */
-    NIC_OPF_RWR = 1u << 17,      /* consumes a receive WQE (SEND*, WRITE with immediate) */
+    NIC_OPF_RWR = 1u << 17, /* consumes a receive WQE (SEND*, WRITE with immediate) */
 };
 
 struct nic_opcode_info {
-    const char *name; /* NULL: not a valid opcode */
-    uint32_t mask;    /* enum nic_opf */
+    const char *name;   /* NULL: not a valid opcode */
+    uint32_t mask;      /* enum nic_opf */
     uint16_t hdr_bytes; /* BTH + extension headers (no Eth/IP/UDP, no ICRC) */
 };
 
 extern const struct nic_opcode_info nic_opcodes[256];
 
-static inline const struct nic_opcode_info *nic_opcode(uint8_t op) { return &nic_opcodes[op]; }
-static inline bool nic_opcode_valid(uint8_t op) { return nic_opcodes[op].name != NULL; }
+static inline const struct nic_opcode_info *nic_opcode(uint8_t op)
+{
+    return &nic_opcodes[op];
+}
+static inline bool nic_opcode_valid(uint8_t op)
+{
+    return nic_opcodes[op].name != NULL;
+}
 
 /* Bytes of the extension headers named by `mask`. */
 uint32_t nic_ext_hdr_bytes(uint32_t mask);
@@ -107,13 +113,13 @@ static inline uint32_t nic_pkt_pos(uint32_t k, uint32_t n)
  * NAK; the low five bits carry the credit count, the RNR timer code or the
  * NAK code. */
 enum nic_aeth {
-    NIC_AETH_ACK = 0x1f,          /* ACK, end-to-end credits invalid (no credit flow) */
-    NIC_AETH_RNR_NAK = 0x20,      /* | RNR timer code (5 bits) */
-    NIC_AETH_NAK_PSN_SEQ = 0x60,  /* PSN sequence error */
-    NIC_AETH_NAK_INV_REQ = 0x61,  /* invalid request */
-    NIC_AETH_NAK_REM_ACC = 0x62,  /* remote access error */
-    NIC_AETH_NAK_REM_OP = 0x63,   /* remote operational error */
-    NIC_AETH_NAK_INV_RD = 0x64,   /* invalid RD request */
+    NIC_AETH_ACK = 0x1f,         /* ACK, end-to-end credits invalid (no credit flow) */
+    NIC_AETH_RNR_NAK = 0x20,     /* | RNR timer code (5 bits) */
+    NIC_AETH_NAK_PSN_SEQ = 0x60, /* PSN sequence error */
+    NIC_AETH_NAK_INV_REQ = 0x61, /* invalid request */
+    NIC_AETH_NAK_REM_ACC = 0x62, /* remote access error */
+    NIC_AETH_NAK_REM_OP = 0x63,  /* remote operational error */
+    NIC_AETH_NAK_INV_RD = 0x64,  /* invalid RD request */
     NIC_AETH_TYPE_MASK = 0x60,
 };
 
@@ -122,7 +128,10 @@ uint64_t nic_rnr_timer_ps(uint8_t code);
 
 /* PSNs are 24-bit serial numbers. */
 #define NIC_PSN_MASK 0xffffffu
-static inline uint32_t nic_psn_add(uint32_t psn, uint32_t n) { return (psn + n) & NIC_PSN_MASK; }
+static inline uint32_t nic_psn_add(uint32_t psn, uint32_t n)
+{
+    return (psn + n) & NIC_PSN_MASK;
+}
 /* a - b as a signed 24-bit distance */
 static inline int32_t nic_psn_diff(uint32_t a, uint32_t b)
 {

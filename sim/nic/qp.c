@@ -44,7 +44,10 @@ static void qp_free(struct nic_qp *qp)
     free(qp);
 }
 
-void nic_qp_get(struct nic_qp *qp) { qp->eng->refs++; }
+void nic_qp_get(struct nic_qp *qp)
+{
+    qp->eng->refs++;
+}
 
 void nic_qp_put(struct nic_qp *qp)
 {

@@ -459,7 +459,10 @@ static void req_run(struct nic_qp *qp)
     e->req_running = false;
 }
 
-void nic_req_kick(struct nic_qp *qp) { req_run(qp); }
+void nic_req_kick(struct nic_qp *qp)
+{
+    req_run(qp);
+}
 
 static void req_ev_fn(struct sim *sim, struct sim_event *ev)
 {

@@ -81,7 +81,10 @@ static void resp_stage_run(struct nic_qp *qp);
 
 /* ---------------------------------------------------------------- work FIFO */
 
-static uint32_t work_count(const struct nic_qp_engine *e) { return e->work_tail - e->work_head; }
+static uint32_t work_count(const struct nic_qp_engine *e)
+{
+    return e->work_tail - e->work_head;
+}
 
 static struct nic_resp_work *work_push(struct nic_qp_engine *e)
 {
@@ -415,7 +418,8 @@ static enum resp_state check_op_seq(struct nic_qp *qp, struct resp_ctx *c)
 
 static bool needs_recv_wqe(uint32_t m)
 {
-    return ((m & NIC_OPF_SEND) && (m & NIC_OPF_FIRST)) || ((m & NIC_OPF_WRITE) && (m & NIC_OPF_IMMDT));
+    return ((m & NIC_OPF_SEND) && (m & NIC_OPF_FIRST)) ||
+           ((m & NIC_OPF_WRITE) && (m & NIC_OPF_IMMDT));
 }
 
 static enum resp_state check_resource(struct nic_qp *qp, struct resp_ctx *c)
@@ -464,8 +468,8 @@ static enum resp_state check_access(struct nic_qp *qp, struct resp_ctx *c)
             e->resp_key = p->reth_rkey;
             e->resp_host = NULL;
             if (p->reth_dma_len &&
-                remote_check(qp, p->reth_rkey, p->reth_va, p->reth_dma_len,
-                             IBV_ACCESS_REMOTE_WRITE, &e->resp_host) != NIC_MR_OK)
+                remote_check(qp, p->reth_rkey, p->reth_va, p->reth_dma_len, IBV_ACCESS_REMOTE_WRITE,
+                             &e->resp_host) != NIC_MR_OK)
                 return fatal(c, NIC_AETH_NAK_REM_ACC, IBV_WC_SUCCESS);
         }
         uint64_t end = (uint64_t)e->resp_off + p->payload_len;
@@ -504,8 +508,7 @@ static void place_done(struct sim *sim, void *a, void *b)
     nic_op_free(op);
 }
 
-static void enqueue_read(struct nic_qp *qp, uint32_t psn, uint32_t key, uint8_t *host,
-                         uint32_t len)
+static void enqueue_read(struct nic_qp *qp, uint32_t psn, uint32_t key, uint8_t *host, uint32_t len)
 {
     struct nic_qp_engine *e = qp->eng;
     struct nic_resp_work *w = work_push(e);
@@ -531,9 +534,8 @@ static enum resp_state execute(struct nic_qp *qp, struct resp_ctx *c)
     if (m & NIC_OPF_READ) {
         e->msn++;
         enqueue_read(qp, p->psn, p->reth_rkey, c->host, p->reth_dma_len);
-        e->epsn = nic_psn_add(e->epsn, p->reth_dma_len ? (p->reth_dma_len + e->mtu_bytes - 1) /
-                                                             e->mtu_bytes
-                                                       : 1);
+        e->epsn = nic_psn_add(
+            e->epsn, p->reth_dma_len ? (p->reth_dma_len + e->mtu_bytes - 1) / e->mtu_bytes : 1);
         e->pkts_since_ack = 0;
         return RESP_DONE;
     }

@@ -179,7 +179,10 @@ void pcie_link_destroy(struct pcie_link *l)
     free(l);
 }
 
-const struct pcie_counters *pcie_link_counters(const struct pcie_link *l) { return &l->c; }
+const struct pcie_counters *pcie_link_counters(const struct pcie_link *l)
+{
+    return &l->c;
+}
 
 static struct pcie_read_op *op_get(struct pcie_link *l)
 {
@@ -207,7 +210,10 @@ static void op_put(struct pcie_link *l, struct pcie_read_op *op)
     l->free_ops = op;
 }
 
-static sim_time_t max_time(sim_time_t a, sim_time_t b) { return a > b ? a : b; }
+static sim_time_t max_time(sim_time_t a, sim_time_t b)
+{
+    return a > b ? a : b;
+}
 
 /* `bytes` cut into TLPs of at most `max_payload` bytes: n - 1 full ones and
  * a last one of `last` bytes.  Zero bytes is one TLP without data (the

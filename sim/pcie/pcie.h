@@ -25,9 +25,10 @@ struct pcie_params {
     uint32_t mwr_hdr_bytes;        /* MWr/MRd TLP overhead on the wire */
     uint32_t cpld_hdr_bytes;       /* CplD TLP overhead on the wire */
     uint32_t dllp_overhead_permil; /* link-layer (ACK/FC DLLP, SKP) loss, per mille */
-    sim_time_t read_latency_ps;    /* request at device -> first completion back, excl. serialisation */
-    sim_time_t write_latency_ps;   /* last MWr byte leaves device -> visible in memory */
-    sim_time_t mmio_latency_ps;    /* CPU store -> doorbell seen by device, excl. serialisation */
+    sim_time_t
+        read_latency_ps; /* request at device -> first completion back, excl. serialisation */
+    sim_time_t write_latency_ps; /* last MWr byte leaves device -> visible in memory */
+    sim_time_t mmio_latency_ps;  /* CPU store -> doorbell seen by device, excl. serialisation */
 };
 
 /* Defaults for Gen3 x16, MPS 256, MRRS 512, each field's source in pcie.c. */

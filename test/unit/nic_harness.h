@@ -31,10 +31,10 @@ struct nh {
     struct fabric_sink sink[2];
     struct nh_port port[2];
     /* loss injection at the ingress of node drop_node */
-    int drop_node;       /* -1: none */
-    int drop_opcode;     /* -1: any */
-    int64_t drop_psn;    /* -1: any */
-    unsigned drop_left;  /* packets still to drop */
+    int drop_node;      /* -1: none */
+    int drop_opcode;    /* -1: any */
+    int64_t drop_psn;   /* -1: any */
+    unsigned drop_left; /* packets still to drop */
     unsigned dropped;
 };
 
@@ -101,7 +101,10 @@ static inline void nh_destroy(struct nh *h)
     free(h);
 }
 
-static inline void nh_run_for(struct nh *h, sim_time_t dt) { sim_run(h->sim, sim_now(h->sim) + dt); }
+static inline void nh_run_for(struct nh *h, sim_time_t dt)
+{
+    sim_run(h->sim, sim_now(h->sim) + dt);
+}
 
 /* ---------------------------------------------------------------- endpoints */
 
@@ -134,8 +137,8 @@ static inline void nh_conn_default(struct nh_conn *c)
     c->psn = 0xfffff0; /* wraps within most tests */
 }
 
-static inline void nh_ep_open(struct nh *h, unsigned node, struct nh_ep *e, size_t bytes, uint32_t sq_depth,
-                       uint32_t cq_depth)
+static inline void nh_ep_open(struct nh *h, unsigned node, struct nh_ep *e, size_t bytes,
+                              uint32_t sq_depth, uint32_t cq_depth)
 {
     memset(e, 0, sizeof(*e));
     e->h = h;
@@ -146,8 +149,8 @@ static inline void nh_ep_open(struct nh *h, unsigned node, struct nh_ep *e, size
     memset(e->buf, 0, bytes);
     e->pd = nic_pd_alloc(e->nic);
     e->mr = nic_mr_reg(e->pd, e->buf, bytes, (uintptr_t)e->buf,
-                       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-                           IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
+                       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                           IBV_ACCESS_REMOTE_ATOMIC);
     e->scq = nic_cq_create(e->nic, cq_depth);
     e->rcq = nic_cq_create(e->nic, cq_depth);
     struct nic_qp_init init = {
@@ -155,8 +158,11 @@ static inline void nh_ep_open(struct nh *h, unsigned node, struct nh_ep *e, size
         .pd = e->pd,
         .send_cq = e->scq,
         .recv_cq = e->rcq,
-        .cap = {.max_send_wr = sq_depth, .max_recv_wr = sq_depth, .max_send_sge = 4,
-                .max_recv_sge = 4, .max_inline_data = 0},
+        .cap = {.max_send_wr = sq_depth,
+                .max_recv_wr = sq_depth,
+                .max_send_sge = 4,
+                .max_recv_sge = 4,
+                .max_inline_data = 0},
     };
     e->qp = nic_qp_create(e->nic, &init);
 }
@@ -180,8 +186,7 @@ static inline void nh_ep_connect(struct nh_ep *a, const struct nh_ep *b, const s
     at.port_num = 1;
     at.qp_access_flags =
         IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
-    nic_qp_modify(a->qp, &at,
-                  IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+    nic_qp_modify(a->qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
     at.qp_state = IBV_QPS_RTR;
     at.path_mtu = c->mtu;
     at.dest_qp_num = b->qp->qpn;
@@ -208,7 +213,7 @@ static inline void nh_ep_connect(struct nh_ep *a, const struct nh_ep *b, const s
 /* Append one WR (one SGE [off, off+len) of e->buf; remote offset roff of
  * peer's buffer) without ringing the doorbell. */
 static inline int nh_append(struct nh_ep *e, enum ibv_wr_opcode op, uint64_t wr_id, size_t off,
-                     uint32_t len, const struct nh_ep *peer, size_t roff, unsigned flags)
+                            uint32_t len, const struct nh_ep *peer, size_t roff, unsigned flags)
 {
     struct nic_send_wqe w;
     memset(&w, 0, offsetof(struct nic_send_wqe, inline_data));
@@ -226,8 +231,8 @@ static inline int nh_append(struct nh_ep *e, enum ibv_wr_opcode op, uint64_t wr_
     return nic_sq_append(e->qp, &w);
 }
 
-static inline int nh_post(struct nh_ep *e, enum ibv_wr_opcode op, uint64_t wr_id, size_t off, uint32_t len,
-                   const struct nh_ep *peer, size_t roff, unsigned flags)
+static inline int nh_post(struct nh_ep *e, enum ibv_wr_opcode op, uint64_t wr_id, size_t off,
+                          uint32_t len, const struct nh_ep *peer, size_t roff, unsigned flags)
 {
     int rc = nh_append(e, op, wr_id, off, len, peer, roff, flags);
     if (!rc)

@@ -56,8 +56,8 @@ static void test_cancel_and_move(void)
     }
     sim_cancel(sim, &r[1].ev);
     CHECK(!sim_event_pending(&r[1].ev));
-    sim_cancel(sim, &r[1].ev); /* idle: no-op */
-    sim_schedule_at(sim, &r[3].ev, 50); /* move earlier */
+    sim_cancel(sim, &r[1].ev);            /* idle: no-op */
+    sim_schedule_at(sim, &r[3].ev, 50);   /* move earlier */
     sim_schedule_at(sim, &r[0].ev, 1000); /* move later */
     sim_check_invariants(sim);
     CHECK_EQ_U64(sim_events_pending(sim), 3);
@@ -188,9 +188,9 @@ static void test_bench_runs(void)
 
 static void test_bytes_to_ps(void)
 {
-    CHECK_EQ_U64(sim_bytes_to_ps(1, 8000000000ull), 1000);   /* 1 B at 8 Gb/s = 1 ns */
+    CHECK_EQ_U64(sim_bytes_to_ps(1, 8000000000ull), 1000); /* 1 B at 8 Gb/s = 1 ns */
     CHECK_EQ_U64(sim_bytes_to_ps(1500, 100000000000ull), 120000);
-    CHECK_EQ_U64(sim_bytes_to_ps(1, 3), 2666666666667ull);   /* rounded up */
+    CHECK_EQ_U64(sim_bytes_to_ps(1, 3), 2666666666667ull); /* rounded up */
     CHECK_EQ_U64(sim_bytes_to_ps(1ull << 40, 100000000000ull), 87960930222080ull);
 }
 

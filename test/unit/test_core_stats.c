@@ -43,8 +43,8 @@ static void test_percentiles(void)
             ref[j] = ref[j - 1];
             ref[j - 1] = t;
         }
-    CHECK_EQ_U64(sim_hist_percentile(&h, 50), ref[500]); /* ceil(500.5) = 501st */
-    CHECK_EQ_U64(sim_hist_percentile(&h, 99), ref[990]); /* ceil(990.99) = 991st */
+    CHECK_EQ_U64(sim_hist_percentile(&h, 50), ref[500]);   /* ceil(500.5) = 501st */
+    CHECK_EQ_U64(sim_hist_percentile(&h, 99), ref[990]);   /* ceil(990.99) = 991st */
     CHECK_EQ_U64(sim_hist_percentile(&h, 99.9), ref[999]); /* ceil(999.999) = 1000th */
     CHECK_EQ_U64(sim_hist_percentile(&h, 100), ref[1000]);
     free(ref);

@@ -12,9 +12,15 @@
 #include "sim/nic/opcode.h"
 #include "test.h"
 
-static int poll1(struct nic_cq *cq, struct ibv_wc *wc) { return nic_cq_poll(cq, 1, wc); }
+static int poll1(struct nic_cq *cq, struct ibv_wc *wc)
+{
+    return nic_cq_poll(cq, 1, wc);
+}
 
-static sim_time_t ack_timeout_ps(uint8_t t) { return (sim_time_t)4096 * SIM_NS << t; }
+static sim_time_t ack_timeout_ps(uint8_t t)
+{
+    return (sim_time_t)4096 * SIM_NS << t;
+}
 
 struct pair {
     struct nh *h;
@@ -479,7 +485,7 @@ static void test_multi_sge(void)
     memcpy(got, p.b.buf + 8192, 333);
     memcpy(got + 333, p.b.buf + 12288, 900 - 333);
     CHECK(memcmp(want, got, 900) == 0);
-    CHECK_EQ_U64(p.b.buf[12288 + 900 - 333], 0); /* nothing beyond */
+    CHECK_EQ_U64(p.b.buf[12288 + 900 - 333], 0);             /* nothing beyond */
     CHECK_EQ_U64(nic_get_counters(p.h->nic[0])->pkts_tx, 4); /* ceil(900 / 256) */
     pair_close(&p);
 }
@@ -533,8 +539,8 @@ static void test_mr_checks(void)
     struct nic *nic = h->nic[0];
     static uint8_t mem[8192];
     struct nic_pd *pd = nic_pd_alloc(nic), *pd2 = nic_pd_alloc(nic);
-    struct nic_mr *mr = nic_mr_reg(pd, mem, 4096, 0x10000, IBV_ACCESS_LOCAL_WRITE |
-                                                               IBV_ACCESS_REMOTE_READ);
+    struct nic_mr *mr =
+        nic_mr_reg(pd, mem, 4096, 0x10000, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
     CHECK(mr && mr->lkey == mr->rkey);
     CHECK_EQ_U64(pd->n_users, 1);
     /* exercised through a QP: a READ whose local buffer lies outside the MR
@@ -574,8 +580,8 @@ static void test_remote_access_read(void)
     nh_conn_default(&c);
     struct pair p;
     pair_open(&p, &c, 1 << 16);
-    struct nic_mr *ro = nic_mr_reg(p.b.pd, p.b.buf, 4096, (uintptr_t)p.b.buf,
-                                   IBV_ACCESS_LOCAL_WRITE);
+    struct nic_mr *ro =
+        nic_mr_reg(p.b.pd, p.b.buf, 4096, (uintptr_t)p.b.buf, IBV_ACCESS_LOCAL_WRITE);
     struct nic_send_wqe w;
     memset(&w, 0, offsetof(struct nic_send_wqe, inline_data));
     w.wr_id = 1;

@@ -51,13 +51,16 @@ static void test_headers(void)
     /* frames */
     CHECK_EQ_U64(nic_frame_bytes(IB_OPCODE_RC_RDMA_WRITE_ONLY, 4096),
                  14 + 20 + 8 + 12 + 16 + 4096 + 4 + 4);
-    CHECK_EQ_U64(nic_frame_bytes(IB_OPCODE_RC_RDMA_WRITE_MIDDLE, 4096), L2L3L4 + 12 + 4096 + TRAILER);
+    CHECK_EQ_U64(nic_frame_bytes(IB_OPCODE_RC_RDMA_WRITE_MIDDLE, 4096),
+                 L2L3L4 + 12 + 4096 + TRAILER);
     CHECK_EQ_U64(nic_frame_bytes(IB_OPCODE_RC_ACKNOWLEDGE, 0), L2L3L4 + 12 + 4 + TRAILER); /* 66 */
     CHECK_EQ_U64(nic_frame_bytes(IB_OPCODE_RC_FETCH_ADD, 0), L2L3L4 + 12 + 28 + TRAILER);
-    CHECK_EQ_U64(nic_frame_bytes(IB_OPCODE_RC_ATOMIC_ACKNOWLEDGE, 0), L2L3L4 + 12 + 4 + 8 + TRAILER);
+    CHECK_EQ_U64(nic_frame_bytes(IB_OPCODE_RC_ATOMIC_ACKNOWLEDGE, 0),
+                 L2L3L4 + 12 + 4 + 8 + TRAILER);
     /* payload padded to 4 bytes (BTH PadCnt): 2 B -> 4 B */
     CHECK_EQ_U64(nic_frame_bytes(IB_OPCODE_RC_RDMA_WRITE_ONLY, 2), L2L3L4 + 12 + 16 + 4 + TRAILER);
-    CHECK_EQ_U64(nic_frame_bytes(IB_OPCODE_RC_RDMA_WRITE_ONLY, 64), L2L3L4 + 12 + 16 + 64 + TRAILER);
+    CHECK_EQ_U64(nic_frame_bytes(IB_OPCODE_RC_RDMA_WRITE_ONLY, 64),
+                 L2L3L4 + 12 + 16 + 64 + TRAILER);
     /* a 0-byte SEND_ONLY is 62 B: padded to the Ethernet minimum of 64 */
     CHECK_EQ_U64(nic_frame_bytes(IB_OPCODE_RC_SEND_ONLY, 0), 64);
 }

@@ -40,7 +40,10 @@ static void rec_done(struct sim *sim, void *a, void *b)
     R.order[R.n_done++] = i;
 }
 
-static void rec_reset(void) { memset(&R, 0, sizeof(R)); }
+static void rec_reset(void)
+{
+    memset(&R, 0, sizeof(R));
+}
 
 /* Serialisation of `bytes` at `rate_bps`, ceil to ps (the model's rounding),
  * computed in floating point here. */
@@ -126,11 +129,7 @@ struct count_case {
 };
 
 static const struct count_case count_cases[] = {
-    {1, 1, 1, 1},
-    {256, 1, 1, 1},
-    {257, 2, 1, 2},
-    {4096, 16, 8, 16},
-    {1048576, 4096, 2048, 4096},
+    {1, 1, 1, 1}, {256, 1, 1, 1}, {257, 2, 1, 2}, {4096, 16, 8, 16}, {1048576, 4096, 2048, 4096},
 };
 
 static void test_counts(void)
@@ -217,7 +216,8 @@ static void test_exact_timings(void)
     /* 1 B write: one MWr of 25 B, then write latency */
     CHECK_EQ_U64(one_op(&p, OP_WRITE, 1, NULL), ser(25, eff) + p.write_latency_ps);
     /* 257 B write: 280 B + 25 B TLPs */
-    CHECK_EQ_U64(one_op(&p, OP_WRITE, 257, NULL), ser(280, eff) + ser(25, eff) + p.write_latency_ps);
+    CHECK_EQ_U64(one_op(&p, OP_WRITE, 257, NULL),
+                 ser(280, eff) + ser(25, eff) + p.write_latency_ps);
     /* 8 B doorbell: 32 B down + MMIO latency */
     CHECK_EQ_U64(one_op(&p, OP_MMIO, 8, NULL), ser(32, eff) + p.mmio_latency_ps);
     /* 64 B read: MRd 24 B, latency, CplD 84 B */
@@ -316,8 +316,7 @@ static void test_throughput(void)
     /* one 1 MiB write: 256 of every 280 B */
     t = (double)one_op(&p, OP_WRITE, 1 << 20, NULL) / 1e12;
     rate = bits / t;
-    printf("1 MiB write: %.2f Gb/s (link payload limit %.2f)\n", rate / 1e9,
-           eff * 256 / 280 / 1e9);
+    printf("1 MiB write: %.2f Gb/s (link payload limit %.2f)\n", rate / 1e9, eff * 256 / 280 / 1e9);
     CHECK(rate <= eff * 256 / 280);
     CHECK(rate > 0.99 * eff * 256 / 280);
 

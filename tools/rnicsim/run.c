@@ -129,7 +129,10 @@ static int start_programs(struct run *r, char *why, size_t why_len)
  * hook); runs whose programs all finished are checked in full. */
 static bool abandoned_programs;
 int __lsan_is_turned_off(void);
-int __lsan_is_turned_off(void) { return abandoned_programs; }
+int __lsan_is_turned_off(void)
+{
+    return abandoned_programs;
+}
 #endif
 
 struct run *run_scenario(const struct scenario *s, bool progress, char *why, size_t why_len)
