@@ -181,6 +181,25 @@ void nic_stage_push(struct nic_stage *s, struct pkt *p, bool ready)
     s->bytes += p->payload_len;
 }
 
+void nic_payload_fetched(struct sim *sim, void *a, void *b)
+{
+    (void)sim;
+    struct nic_op *op = a;
+    struct nic *nic = op->nic;
+    struct pkt *p = op->pkt;
+    if (nic_op_stale(op)) {
+        pkt_free(nic->pool, p);
+    } else {
+        struct nic_txsrc *src = b; /* valid: the QP still exists */
+        nic_copy_from_host(nic, op, p->payload);
+        if (nic_stage_mark_ready(src->stage, p))
+            nic_tx_src_ready(nic, src);
+        else
+            pkt_free(nic->pool, p);
+    }
+    nic_op_free(op);
+}
+
 bool nic_stage_mark_ready(struct nic_stage *s, const struct pkt *p)
 {
     for (uint32_t i = s->head; i != s->tail; i++) {

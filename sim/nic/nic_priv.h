@@ -279,6 +279,10 @@ void nic_stage_push(struct nic_stage *s, struct pkt *p, bool ready);
 /* Mark the entry holding `p` ready; false if the ring no longer holds it
  * (cleared by an error or a rewind: the caller frees the packet). */
 bool nic_stage_mark_ready(struct nic_stage *s, const struct pkt *p);
+/* sim_cb_fn for the DMA read that fills a staged packet (a = the op,
+ * b = the struct nic_txsrc whose stage holds it): copy the bytes, mark the
+ * packet ready and wake the transmit engine; a stale op frees its packet. */
+void nic_payload_fetched(struct sim *sim, void *op, void *src);
 /* Drop every entry: ready packets are freed, packets still waiting for a
  * DMA read stay owned by that read's op (which frees them on return). */
 void nic_stage_clear(struct nic *nic, struct nic_stage *s);

@@ -201,26 +201,6 @@ void nic_sq_doorbell(struct nic_qp *qp)
 
 /* ---------------------------------------------------------------- packets */
 
-static void req_payload_done(struct sim *sim, void *a, void *b)
-{
-    (void)sim;
-    (void)b;
-    struct nic_op *op = a;
-    struct nic *nic = op->nic;
-    struct nic_qp *qp = op->qp;
-    struct pkt *p = op->pkt;
-    if (nic_op_stale(op)) {
-        pkt_free(nic->pool, p);
-    } else {
-        nic_copy_from_host(nic, op, p->payload);
-        if (nic_stage_mark_ready(&qp->eng->req_stage, p))
-            nic_tx_src_ready(nic, &qp->eng->req_src);
-        else
-            pkt_free(nic->pool, p);
-    }
-    nic_op_free(op);
-}
-
 /* Packet k of SEND/WRITE WQE w into the staging ring. */
 static void build_send_write(struct nic_qp *qp, struct nic_send_wqe *w, uint32_t k, uint32_t n)
 {
@@ -259,9 +239,9 @@ static void build_send_write(struct nic_qp *qp, struct nic_send_wqe *w, uint32_t
         nic_stage_push(&e->req_stage, p, false);
         nic->cnt.dma_reads++;
         if (nic->pcie)
-            pcie_dma_read(nic->pcie, plen, req_payload_done, op, NULL);
+            pcie_dma_read(nic->pcie, plen, nic_payload_fetched, op, &qp->eng->req_src);
         else
-            req_payload_done(nic->sim, op, NULL);
+            nic_payload_fetched(nic->sim, op, &qp->eng->req_src);
     }
 }
 

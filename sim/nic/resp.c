@@ -139,26 +139,6 @@ static struct pkt *ack_pkt(struct nic_qp *qp, uint8_t syndrome, uint32_t psn, ui
 
 /* ---------------------------------------------------------------- response stager */
 
-static void resp_payload_done(struct sim *sim, void *a, void *b)
-{
-    (void)sim;
-    (void)b;
-    struct nic_op *op = a;
-    struct nic *nic = op->nic;
-    struct nic_qp *qp = op->qp;
-    struct pkt *p = op->pkt;
-    if (nic_op_stale(op)) {
-        pkt_free(nic->pool, p);
-    } else {
-        nic_copy_from_host(nic, op, p->payload);
-        if (nic_stage_mark_ready(&qp->eng->resp_stage, p))
-            nic_tx_src_ready(nic, &qp->eng->resp_src);
-        else
-            pkt_free(nic->pool, p);
-    }
-    nic_op_free(op);
-}
-
 static void atomic_submit(struct nic *nic, struct nic_op *op);
 
 /* Turn work items into packets while the staging ring has room. */
@@ -204,9 +184,9 @@ static void resp_stage_fill(struct nic_qp *qp)
                 nic_stage_push(s, p, false);
                 nic->cnt.dma_reads++;
                 if (nic->pcie)
-                    pcie_dma_read(nic->pcie, plen, resp_payload_done, op, NULL);
+                    pcie_dma_read(nic->pcie, plen, nic_payload_fetched, op, &qp->eng->resp_src);
                 else
-                    resp_payload_done(nic->sim, op, NULL);
+                    nic_payload_fetched(nic->sim, op, &qp->eng->resp_src);
             }
             if (e->rd_resp_outstanding)
                 e->rd_resp_outstanding--;

@@ -2,17 +2,9 @@
 # Bad input: every mistake in a scenario (or a --set override) stops the
 # run before it starts with exit status 2 and one "file:line:col: message"
 # line on stderr, pointing at the offending text.
-# Args: rnicsim binary, source dir, scratch dir.
+# Args: rnicsim binary, source dir, scratch dir (test/scenario/lib.sh).
 set -u
-bin=${1:?rnicsim binary}
-src=${2:?source dir}
-scratch=${3:?scratch dir}
-mkdir -p "$scratch"
-export RNICSIM_PROFILES="$src/profiles"
-pass=0
-fail=0
-ok() { echo "PASS $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1"; fail=$((fail + 1)); }
+. "$(dirname "$0")/lib.sh"
 
 # A valid scenario; each case below breaks one line of it.
 good() {
@@ -118,5 +110,4 @@ else
     bad "--set hardware.* overrides (rc=$rc)"
 fi
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -1,18 +1,9 @@
 #!/usr/bin/env bash
 # The other subcommands: params (table of every hardware parameter, with a
 # profile's values), programs, help/version, usage errors, and a short bench.
-# Args: rnicsim binary, source dir, scratch dir.
+# Args: rnicsim binary, source dir, scratch dir (test/scenario/lib.sh).
 set -u
-bin=${1:?rnicsim binary}
-src=${2:?source dir}
-scratch=${3:?scratch dir}
-mkdir -p "$scratch"
-export RNICSIM_PROFILES="$src/profiles"
-pass=0
-fail=0
-ok() { echo "PASS $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1"; fail=$((fail + 1)); }
-check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
+. "$(dirname "$0")/lib.sh"
 
 "$bin" params --profile cx5-100g >"$scratch/params.txt" 2>&1
 rc=$?
@@ -65,5 +56,4 @@ assert b[1]['sim_pkts'] > 0 and b[2]['sim_pkts'] > 0, b
 PY"
 cat "$scratch/bench.txt"
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -2,19 +2,9 @@
 # Deadlock detection: two programs each wait for an out-of-band key that
 # nobody puts.  The run must exit 3, print "deadlock at <time>:" and name
 # both blocked programs and what they wait for; the JSON says "deadlock".
-# Args: rnicsim binary, source dir, scratch dir.
+# Args: rnicsim binary, source dir, scratch dir (test/scenario/lib.sh).
 set -u
-bin=${1:?rnicsim binary}
-src=${2:?source dir}
-scratch=${3:?scratch dir}
-mkdir -p "$scratch"
-export RNICSIM_PROFILES="$src/profiles"
-pass=0
-fail=0
-ok() { echo "PASS $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1"; fail=$((fail + 1)); }
-check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
-py=/usr/bin/python3
+. "$(dirname "$0")/lib.sh"
 
 timeout 60 "$bin" run "$src/scenarios/examples/deadlock.yaml" -o "$scratch/d.json" \
     >"$scratch/d.out" 2>"$scratch/d.err"
@@ -42,5 +32,4 @@ rc=$?
 check "both programs daemons: exit 0 (got $rc)" "[ $rc -eq 0 ]"
 check "both programs daemons: no deadlock report" "! grep -q deadlock '$scratch/e.err'"
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -1,19 +1,9 @@
 #!/usr/bin/env bash
 # Determinism: the same scenario and seed give a byte-identical results
 # file; another seed still runs; the JSON holds no wall-clock values.
-# Args: rnicsim binary, source dir, scratch dir.
+# Args: rnicsim binary, source dir, scratch dir (test/scenario/lib.sh).
 set -u
-bin=${1:?rnicsim binary}
-src=${2:?source dir}
-scratch=${3:?scratch dir}
-mkdir -p "$scratch"
-export RNICSIM_PROFILES="$src/profiles"
-pass=0
-fail=0
-ok() { echo "PASS $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1"; fail=$((fail + 1)); }
-check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
-py=/usr/bin/python3
+. "$(dirname "$0")/lib.sh"
 scn="$src/scenarios/examples/small.yaml"
 
 "$bin" run "$scn" -o "$scratch/a.json" --quiet >"$scratch/a.out" 2>"$scratch/a.err"
@@ -56,5 +46,4 @@ check "summary run exits 0 (got $rc)" "[ $rc -eq 0 ]"
 check "summary: scenario line, events/s and a write_bw table" \
     "grep -q '== small: done' '$scratch/d.out' && grep -q 'events/s' '$scratch/d.out' && grep -q '^write_bw' '$scratch/d.out'"
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -2,19 +2,9 @@
 # Run outcomes other than success and deadlock: a program that fails
 # (exit 1, named on stderr) and a run cut by stop_time (exit 4).  The JSON
 # is written in both cases and names the outcome.
-# Args: rnicsim binary, source dir, scratch dir.
+# Args: rnicsim binary, source dir, scratch dir (test/scenario/lib.sh).
 set -u
-bin=${1:?rnicsim binary}
-src=${2:?source dir}
-scratch=${3:?scratch dir}
-mkdir -p "$scratch"
-export RNICSIM_PROFILES="$src/profiles"
-pass=0
-fail=0
-ok() { echo "PASS $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1"; fail=$((fail + 1)); }
-check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
-py=/usr/bin/python3
+. "$(dirname "$0")/lib.sh"
 scn="$src/scenarios/examples/small.yaml"
 result() { $py -c 'import json,sys; print(json.load(open(sys.argv[1]))["result"])' "$1" 2>/dev/null; }
 
@@ -44,5 +34,4 @@ timeout 60 "$bin" run "$scn" -o "$scratch/no/such/dir/x.json" --quiet >/dev/null
 rc=$?
 check "unwritable -o: exit 5 (got $rc) with a message" "[ $rc -eq 5 ] && grep -q 'cannot write' '$scratch/w.err'"
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -2,18 +2,9 @@
 # The shape of the quickstart results (reduced iteration counts): latency
 # grows with message size, 1 MiB WRITE bandwidth is close to (but not above)
 # the 100 Gb/s line rate, READ and SEND are equally sane.
-# Args: rnicsim binary, source dir, scratch dir.
+# Args: rnicsim binary, source dir, scratch dir (test/scenario/lib.sh).
 set -u
-bin=${1:?rnicsim binary}
-src=${2:?source dir}
-scratch=${3:?scratch dir}
-mkdir -p "$scratch"
-export RNICSIM_PROFILES="$src/profiles"
-pass=0
-fail=0
-ok() { echo "PASS $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1"; fail=$((fail + 1)); }
-py=/usr/bin/python3
+. "$(dirname "$0")/lib.sh"
 
 args='"--tests=write,read,send", "--modes=lat,bw", "--sizes=2:1048576", --iters=100, --bw-bytes=16MiB'
 timeout 120 "$bin" run "$src/scenarios/quickstart.yaml" -o "$scratch/q.json" --quiet \
@@ -71,5 +62,4 @@ pass=$((pass + $(grep -c '^PASS' "$scratch/checks.txt")))
 fail=$((fail + $(grep -c '^FAIL' "$scratch/checks.txt")))
 [ -s "$scratch/checks.txt" ] || { bad "JSON checks did not run"; }
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -7,15 +7,8 @@
 # user-program example builds as a simulator plug-in (shared object).
 # Args: rnicsim binary (unused), source dir, scratch dir.
 set -u
-src=${2:?source dir}
-scratch=${3:?scratch dir}
+. "$(dirname "$0")/lib.sh"
 build="$scratch/build-real"
-mkdir -p "$scratch"
-pass=0
-fail=0
-ok() { echo "PASS $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1"; fail=$((fail + 1)); }
-check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
 
 # 1. configure + build with warnings as errors, and no warning in the log
 log="$scratch/build.log"
@@ -116,5 +109,4 @@ else
     cat "$scratch/oob_build.log"
 fi
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -3,19 +3,10 @@
 # with `cc -shared -fPIC -I<src>/include`, place it on two hosts (the path
 # relative to the scenario file), run, and check the message arrived and
 # the run is recorded.  Also: a shared object without `main` is refused.
-# Args: rnicsim binary, source dir, scratch dir.
+# Args: rnicsim binary, source dir, scratch dir (test/scenario/lib.sh).
 set -u
-bin=${1:?rnicsim binary}
-src=${2:?source dir}
-scratch=${3:?scratch dir}
+. "$(dirname "$0")/lib.sh"
 mkdir -p "$scratch/progs" "$scratch/scn"
-export RNICSIM_PROFILES="$src/profiles"
-pass=0
-fail=0
-ok() { echo "PASS $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1"; fail=$((fail + 1)); }
-check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
-py=/usr/bin/python3
 
 if cc -shared -fPIC -Wall -Wextra -I"$src/include" "$src/docs/examples/hello_write.c" \
     -o "$scratch/progs/hello_write.so" 2>"$scratch/cc.err"; then
@@ -70,5 +61,4 @@ check "object without main: exit 2 (got $rc)" "[ $rc -eq 2 ]"
 check "object without main: positioned message" \
     "grep -q \"^scn/nomain.yaml:8:25: program '../progs/nomain.so': .* has no exported function 'main'\" '$scratch/nomain.err'"
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

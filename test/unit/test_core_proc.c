@@ -163,13 +163,20 @@ static void test_deadlock(void)
     sim_destroy(sim);
 }
 
+/* Real recursion at every optimisation level: the frame's array is used
+ * after the recursive call, which goes through a volatile pointer, so the
+ * compiler can neither turn it into a loop nor drop the array. */
+static unsigned recurse(unsigned depth);
+static unsigned (*volatile recurse_ptr)(unsigned) = recurse;
+
 static unsigned recurse(unsigned depth)
 {
     volatile char pad[512];
-    pad[0] = (char)depth;
+    pad[depth % sizeof(pad)] = 1;
     if (depth == 0)
-        return (unsigned char)pad[0];
-    return recurse(depth - 1) + 1 + (unsigned char)pad[0] * 0u;
+        return 0;
+    unsigned r = recurse_ptr(depth - 1) + 1;
+    return r + (unsigned)pad[depth % sizeof(pad)] - 1;
 }
 
 static void deep(void *arg)

@@ -1,0 +1,21 @@
+# Shared by the scenario tests (sourced, not run).  Each test is called by
+# ctest as: bash test_X.sh <rnicsim binary> <source dir> <scratch dir>.
+# Provides $bin $src $scratch $py, the PASS/FAIL counters and helpers:
+#   ok NAME / bad NAME     record a result
+#   check NAME 'COMMAND'   ok if the command (eval'ed) succeeds
+#   finish                 print the counts; the test's exit status
+bin=${1:?rnicsim binary}
+src=${2:?source dir}
+scratch=${3:?scratch dir}
+mkdir -p "$scratch"
+export RNICSIM_PROFILES="$src/profiles"
+py=/usr/bin/python3 # Debian's python3 with matplotlib, not a pyenv one
+pass=0
+fail=0
+ok() { echo "PASS $1"; pass=$((pass + 1)); }
+bad() { echo "FAIL $1"; fail=$((fail + 1)); }
+check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
+finish() {
+    echo "$pass passed, $fail failed"
+    [ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]
+}
