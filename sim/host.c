@@ -7,14 +7,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Defaults.  Verbs data-path costs are the order of magnitude measured for
- * mlx5 userspace verbs (a post is a WQE write + barrier + doorbell store,
- * ~100-200 ns; an empty poll ~20-50 ns); they are first-order estimates,
- * not calibrated against a specific CPU, and each is settable per scenario
- * (host.cpu.*).  memcpy: CALIBRATION.md "Host" row, ~7 GB/s per core. */
+/* Defaults.  Posting: CALIBRATION.md row "one QP, no doorbell batching":
+ * ~2.6 M writes/s one WR per ibv_post_send, ~7.5 M/s with post lists of
+ * 128.  One post of one WR therefore costs ~385 ns = per call (memory
+ * barrier, doorbell MMIO store, write-combining flush of the BlueFlame
+ * copy) + per WR (building the WQE); with lists the per-WR part must stay
+ * below the NIC's 133 ns per WQE so the NIC is the limit.  The split 300 +
+ * 85 ns is an estimate that satisfies both.  Other data-path costs are the
+ * order of magnitude measured for mlx5 userspace verbs (an empty poll
+ * ~20-50 ns); each is settable per scenario (host.cpu.*).  memcpy:
+ * CALIBRATION.md "Host" row, ~7 GB/s per core. */
 void host_cpu_params_default(struct host_cpu_params *p)
 {
-    p->post_send_ps = 150 * SIM_NS;
+    p->post_send_ps = 300 * SIM_NS;
+    p->post_send_wqe_ps = 85 * SIM_NS;
     p->post_recv_ps = 80 * SIM_NS;
     p->poll_cq_ps = 30 * SIM_NS;
     p->poll_cqe_ps = 20 * SIM_NS;

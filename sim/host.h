@@ -19,7 +19,8 @@ struct host;
 /* CPU time charged for verbs calls and declared work (host profile).  Each
  * default's source is in host.c. */
 struct host_cpu_params {
-    sim_time_t post_send_ps;     /* ibv_post_send, per WR (incl. WQE write) */
+    sim_time_t post_send_ps;     /* ibv_post_send, per call (barrier + doorbell store) */
+    sim_time_t post_send_wqe_ps; /* ibv_post_send, per WR (building and writing the WQE) */
     sim_time_t post_recv_ps;     /* ibv_post_recv, per WR */
     sim_time_t poll_cq_ps;       /* one ibv_poll_cq call */
     sim_time_t poll_cqe_ps;      /* extra per CQE returned */

@@ -5,7 +5,8 @@
  * appended to the queue in host memory; inline payload is copied from the
  * caller's buffers now, as the CPU reads them at post time.  A post list
  * rings ONE doorbell after the last valid WR (doorbell batching), and the
- * call is charged host.cpu.post_send_ps (post_recv_ps) per WR attempted.
+ * call is charged host.cpu.post_send_ps once plus post_send_wqe_ps per WR
+ * attempted (post_recv_ps per WR for receives).
  * The receive queue has no doorbell: the NIC reads it when a message
  * arrives.
  *
@@ -129,7 +130,7 @@ int shim_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr
 
     struct host *h = host_of_current();
     if (h && attempted)
-        host_charge((sim_time_t)attempted * h->cpu.post_send_ps);
+        host_charge(h->cpu.post_send_ps + (sim_time_t)attempted * h->cpu.post_send_wqe_ps);
     if (posted)
         nic_sq_doorbell(sqp->nqp);
     return rc;

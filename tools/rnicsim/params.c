@@ -63,7 +63,10 @@ const struct param_def hw_params[] = {
     P("pcie.mmio_latency", PARAM_TIME, pcie, mmio_latency_ps,
       "CPU store -> doorbell seen by the device (excl. serialisation)"),
     /* Host CPU (sim/host.h, struct host_cpu_params) */
-    P("host.cpu.post_send", PARAM_TIME, cpu, post_send_ps, "ibv_post_send, per WR"),
+    P("host.cpu.post_send", PARAM_TIME, cpu, post_send_ps,
+      "ibv_post_send, per call (barrier + doorbell store)"),
+    P("host.cpu.post_send_wqe", PARAM_TIME, cpu, post_send_wqe_ps,
+      "ibv_post_send, per WR (building and writing the WQE)"),
     P("host.cpu.post_recv", PARAM_TIME, cpu, post_recv_ps, "ibv_post_recv, per WR"),
     P("host.cpu.poll_cq", PARAM_TIME, cpu, poll_cq_ps, "one ibv_poll_cq call"),
     P("host.cpu.poll_cqe", PARAM_TIME, cpu, poll_cqe_ps, "extra per CQE returned by ibv_poll_cq"),
