@@ -303,14 +303,14 @@ bool sim_procs_live(const struct sim *sim)
 
 void sim_deadlock_report(const struct sim *sim, FILE *out)
 {
-    fprintf(out, "deadlock at t=%.3f us: no event is pending and these processes are blocked:\n",
-            sim_ps_to_us(sim->now));
     for (size_t i = 0; i < sim->n_procs; i++) {
         const struct sim_proc *p = sim->procs[i];
         if (p->daemon || p->state == PROC_FINISHED)
             continue;
-        fprintf(out, "  %s: %s\n", p->name,
-                p->state == PROC_WAITING && p->why ? p->why : "blocked");
+        const char *where = p->state == PROC_WAITING && p->why ? p->why
+                            : p->state == PROC_SLEEPING        ? "busy (CPU time or sleep)"
+                                                               : "ready to run";
+        fprintf(out, "  %s: %s\n", p->name, where);
     }
 }
 

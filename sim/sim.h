@@ -106,8 +106,10 @@ size_t sim_events_pending(const struct sim *sim);
 enum sim_run_result sim_run(struct sim *sim, sim_time_t until);
 void sim_stop(struct sim *sim);
 const char *sim_run_result_str(enum sim_run_result r);
-/* Print every unfinished process with its blocking point
- * ("host h1 / perftest-server: ibv_poll_cq(cq 0x3) waiting for a CQE"). */
+/* Print one line per unfinished non-daemon process with the point where
+ * it is blocked ("  h1/perftest#0: ibv_poll_cq(cq 3): CQ empty"), or
+ * "busy" / "ready to run".  The caller prints the heading (a deadlock, or a
+ * time limit reached with programs running). */
 void sim_deadlock_report(const struct sim *sim, FILE *out);
 /* Debug builds: check heap order and index back-pointers; abort on error.
  * Called after every event when NDEBUG is not defined and the

@@ -69,7 +69,7 @@ static void report_outcome(const struct run *r)
                     pi->def->program, pi->def->host, i, pi->exit_code);
     }
     if (r->sim_result == SIM_RUN_DEADLOCK) {
-        fprintf(stderr, "deadlock at %s:\n", t);
+        fprintf(stderr, "deadlock at %s: no event is pending and these programs are blocked:\n", t);
         sim_deadlock_report(sim, stderr);
     } else if (r->result == RUN_TIME_LIMIT) {
         char st[32];
