@@ -58,6 +58,8 @@ struct pkt {
     uint64_t atomic_swap_add, atomic_compare;
     /* AtomicAckETH */
     uint64_t atomic_orig;
+    /* DETH (UD): Q_Key; the source QP is src_qpn above */
+    uint32_t deth_qkey;
     /* ImmDt (network byte order, as in ibv_send_wr.imm_data) */
     uint32_t imm_data;
 

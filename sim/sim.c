@@ -31,6 +31,7 @@ void sim_destroy(struct sim *sim)
     if (!sim)
         return;
     sim_procs_free(sim);
+    sim_trace_enable(sim, 0);
     sim_heap_free(sim);
     for (size_t i = 0; i < sim->n_call_slabs; i++)
         free(sim->call_slabs[i]);

@@ -4,6 +4,7 @@
 #define RNICSIM_SIM_INTERNAL_H
 
 #include "sim.h"
+#include "trace.h"
 
 /* A heap slot keeps a copy of its event's time, so sifting compares
  * contiguous memory instead of chasing event pointers (see event.c). */
@@ -40,6 +41,11 @@ struct sim {
     void *main_sp;                 /* scheduler context while a process runs */
     const void *main_stack_bottom; /* for the ASan fiber annotations */
     size_t main_stack_size;
+
+    /* event trace ring (trace.c) */
+    struct trace_rec *trace;
+    size_t trace_cap;
+    uint64_t trace_total;
 
     uint64_t progress_every, progress_next;
     sim_progress_fn progress_fn;
