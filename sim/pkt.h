@@ -30,6 +30,18 @@ enum {
     PKT_MAX_PAYLOAD_BYTES = 4096, /* largest IB path MTU */
 };
 
+/* Extension headers after the BTH that a packet carries (IBA 9.3), as set
+ * by the NIC from its opcode table; a capture writer encodes exactly these,
+ * in this order. */
+enum pkt_ext_hdr {
+    PKT_EXT_RETH = 1u << 0,   /* 16 B */
+    PKT_EXT_AETH = 1u << 1,   /* 4 B */
+    PKT_EXT_ATMETH = 1u << 2, /* AtomicETH, 28 B */
+    PKT_EXT_ATMACK = 1u << 3, /* AtomicAckETH, 8 B */
+    PKT_EXT_IMMDT = 1u << 4,  /* 4 B */
+    PKT_EXT_DETH = 1u << 5,   /* 8 B (UD), comes right after the BTH */
+};
+
 struct pkt {
     struct pkt *next; /* queue link, owned by whoever holds the packet */
     uint64_t id;      /* unique per simulation, for traces */
@@ -41,7 +53,8 @@ struct pkt {
     uint16_t udp_sport;
 
     /* BTH */
-    uint8_t opcode; /* IBA opcode (ib_opcode table in sim/nic/opcode.h) */
+    uint8_t opcode;    /* IBA opcode (ib_opcode table in sim/nic/opcode.h) */
+    uint32_t ext_hdrs; /* enum pkt_ext_hdr: extension headers present */
     uint8_t se : 1, ack_req : 1, migreq : 1;
     uint32_t dest_qpn, psn; /* 24-bit values */
     uint32_t src_qpn;       /* not on the wire for RC; kept for traces/UD */

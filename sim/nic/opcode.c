@@ -3,6 +3,13 @@
  * header sizes: IBA Annex 17 / CALIBRATION.md "Transports" (RoCEv2). */
 #include "opcode.h"
 
+_Static_assert((unsigned)NIC_OPF_RETH == (unsigned)PKT_EXT_RETH &&
+                   (unsigned)NIC_OPF_AETH == (unsigned)PKT_EXT_AETH &&
+                   (unsigned)NIC_OPF_ATMETH == (unsigned)PKT_EXT_ATMETH &&
+                   (unsigned)NIC_OPF_ATMACK == (unsigned)PKT_EXT_ATMACK &&
+                   (unsigned)NIC_OPF_IMMDT == (unsigned)PKT_EXT_IMMDT,
+               "extension-header bits must match sim/pkt.h");
+
 #define HDR(m)                                                                                     \
     (PKT_BTH_BYTES + (((m)&NIC_OPF_RETH) ? PKT_RETH_BYTES : 0) +                                   \
      (((m)&NIC_OPF_AETH) ? PKT_AETH_BYTES : 0) +                                                   \

@@ -47,6 +47,9 @@ enum nic_opf {
     NIC_OPF_ATMACK = 1u << 3,  /* AtomicAckETH, 8 B */
     NIC_OPF_IMMDT = 1u << 4,   /* immediate data, 4 B */
     NIC_OPF_PAYLOAD = 1u << 5, /* may carry payload */
+    /* the extension-header bits equal enum pkt_ext_hdr (sim/pkt.h) */
+    NIC_OPF_EXT_HDRS =
+        NIC_OPF_RETH | NIC_OPF_AETH | NIC_OPF_ATMETH | NIC_OPF_ATMACK | NIC_OPF_IMMDT,
     /* direction */
     NIC_OPF_REQ = 1u << 6,  /* requester -> responder */
     NIC_OPF_RESP = 1u << 7, /* responder -> requester (ACK, read response, atomic ACK) */
