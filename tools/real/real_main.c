@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "host_posix.h"
-#include "protocols/perftest/perftest.h"
 
 #ifndef RNICSIM_REAL_PROGRAM
 #define RNICSIM_REAL_PROGRAM perftest
@@ -14,6 +13,9 @@
 #define REAL_CAT2(a, b) a##b
 #define REAL_CAT(a, b) REAL_CAT2(a, b)
 #define REAL_ENTRY REAL_CAT(RNICSIM_REAL_PROGRAM, _main)
+
+/* Every driver's entry point has this signature (protocols/<family>/<name>.h). */
+int REAL_ENTRY(int argc, char **argv);
 
 int main(int argc, char **argv)
 {
