@@ -3,8 +3,8 @@
  * DMA placement at the receiver writes exactly what the sender read.
  *
  * Header sizes (IBA Annex 17, CALIBRATION.md "Transports" row RoCEv2):
- * Eth 14 + IPv4 20 + UDP 8 + BTH 12 (+RETH 16, AETH 4, AtomicETH 28,
- * AtomicAckETH 8, ImmDt 4) + ICRC 4, then Ethernet FCS 4.  On the wire each
+ * Eth 14 + IPv4 20 + UDP 8 + BTH 12 (+DETH 8, RETH 16, AETH 4,
+ * AtomicETH 28, AtomicAckETH 8, ImmDt 4) + ICRC 4, then Ethernet FCS 4.  On the wire each
  * frame also costs preamble+SFD 8 and inter-frame gap 12 bytes. */
 #ifndef RNICSIM_PKT_H
 #define RNICSIM_PKT_H
@@ -23,6 +23,7 @@ enum {
     PKT_ATOMICETH_BYTES = 28,
     PKT_ATOMICACKETH_BYTES = 8,
     PKT_IMMDT_BYTES = 4,
+    PKT_DETH_BYTES = 8, /* UD: Q_Key 4 + reserved 1 + source QP 3 */
     PKT_ICRC_BYTES = 4,
     PKT_ETH_FCS_BYTES = 4,
     PKT_ETH_PREAMBLE_IFG_BYTES = 20, /* 8 preamble+SFD, 12 inter-frame gap */

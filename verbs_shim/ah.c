@@ -1,9 +1,16 @@
-/* Address handles.  RC QPs carry their path in the QP context, so an AH is
- * only the validated attributes for now (UD, which uses them, comes later).
- * On a RoCE port the GRH is mandatory and the destination GID must name a
- * node of the fabric. */
+/* Address handles: the path of a UD send.  On a RoCE port the GRH is
+ * mandatory and the destination GID must name a node of the fabric; the
+ * AH keeps the node it resolves to (the "ARP" a real provider does at
+ * create time), so each UD WR costs no lookup.
+ *
+ * ibv_init_ah_from_wc / ibv_create_ah_from_wc build the reply path from a
+ * UD receive: the 40-byte GRH slot holds, on this RoCEv2/IPv4 port, the
+ * IPv4 header in its last 20 bytes (see sim/nic/resp.c build_grh); an IB
+ * GRH (IPv6 version 6) is accepted too, as rdma-core does. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "shim.h"
 
@@ -21,6 +28,7 @@ struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
         errno = EINVAL;
         return NULL;
     }
+    int64_t node = nic_node_from_gid(&attr->grh.dgid);
     struct shim_pd *spd = shim_pd(pd);
     struct shim_ah *sah = calloc(1, sizeof(*sah));
     if (!sah) {
@@ -29,6 +37,7 @@ struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
     }
     sah->pd = spd;
     sah->attr = *attr;
+    sah->node = (uint32_t)node;
     sah->ah.context = pd->context;
     sah->ah.pd = pd;
     sah->ah.handle = ++spd->ctx->next_ah_handle;
@@ -45,4 +54,74 @@ int ibv_destroy_ah(struct ibv_ah *ah)
     sah->pd->n_ahs--;
     free(sah);
     return 0;
+}
+
+enum { GRH_IPV4_OFF = 20 }; /* the IPv4 header sits in bytes 20..39 of the slot */
+
+static uint16_t ipv4_csum(const uint8_t *h)
+{
+    uint32_t sum = 0;
+    for (unsigned i = 0; i < 20; i += 2)
+        sum += (uint32_t)h[i] << 8 | h[i + 1];
+    while (sum >> 16)
+        sum = (sum & 0xffff) + (sum >> 16);
+    return (uint16_t)~sum;
+}
+
+/* Returns 0 with ah_attr filled from a UD receive (the sender's GID as
+ * DGID, our GID index 0, hop limit / traffic class from the header), or
+ * -1 with errno: EINVAL for NULL arguments, a bad port or a completion
+ * without IBV_WC_GRH (a RoCE port needs one), EPROTONOSUPPORT for a slot
+ * that holds neither an IPv4 header nor an IB GRH. */
+int ibv_init_ah_from_wc(struct ibv_context *context, uint8_t port_num, struct ibv_wc *wc,
+                        struct ibv_grh *grh, struct ibv_ah_attr *ah_attr)
+{
+    host_note_call();
+    if (!context || !wc || !grh || !ah_attr || port_num != SHIM_PORT_NUM ||
+        !(wc->wc_flags & IBV_WC_GRH)) {
+        errno = EINVAL;
+        return -1;
+    }
+    memset(ah_attr, 0, sizeof(*ah_attr));
+    ah_attr->port_num = port_num;
+    ah_attr->sl = wc->sl;
+    ah_attr->is_global = 1;
+    ah_attr->grh.sgid_index = 0;
+    const uint8_t *raw = (const uint8_t *)grh;
+    const uint8_t *ip = raw + GRH_IPV4_OFF;
+    uint32_t vtf = ntohl(grh->version_tclass_flow);
+    if ((vtf >> 28) != 6 && (ip[0] >> 4) == 4 && (ip[0] & 0xf) == 5 &&
+        ipv4_csum(ip) == 0) { /* a header with its checksum sums to 0 */
+        union ibv_gid *g = &ah_attr->grh.dgid;
+        memset(g, 0, sizeof(*g));
+        g->raw[10] = g->raw[11] = 0xff;
+        memcpy(g->raw + 12, ip + 12, 4); /* the sender's address */
+        ah_attr->grh.hop_limit = ip[8];
+        ah_attr->grh.traffic_class = ip[1];
+        return 0;
+    }
+    if ((vtf >> 28) == 6) {
+        ah_attr->grh.dgid = grh->sgid;
+        ah_attr->grh.flow_label = vtf & 0xfffff;
+        ah_attr->grh.hop_limit = grh->hop_limit;
+        ah_attr->grh.traffic_class = (uint8_t)((vtf >> 20) & 0xff);
+        return 0;
+    }
+    errno = EPROTONOSUPPORT;
+    return -1;
+}
+
+/* Returns an AH back to the sender of a UD receive, or NULL with errno
+ * (those of ibv_init_ah_from_wc and ibv_create_ah). */
+struct ibv_ah *ibv_create_ah_from_wc(struct ibv_pd *pd, struct ibv_wc *wc, struct ibv_grh *grh,
+                                     uint8_t port_num)
+{
+    struct ibv_ah_attr attr;
+    if (!pd) {
+        errno = EINVAL;
+        return NULL;
+    }
+    if (ibv_init_ah_from_wc(pd->context, port_num, wc, grh, &attr))
+        return NULL;
+    return ibv_create_ah(pd, &attr);
 }

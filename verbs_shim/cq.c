@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "shim.h"
+#include "sim/trace.h"
 
 /* ---------------------------------------------------------------- channel event queue */
 
@@ -283,6 +284,24 @@ int shim_req_notify_cq(struct ibv_cq *cq, int solicited_only)
 /* ops.poll_cq: see the file comment for the cost and parking model.
  * Returns the number of CQEs written to wc (0..num_entries), or -1 for a
  * NULL wc array. */
+/* One TRACE_POLL record per CQE a program takes (sim/trace.h). */
+static void trace_polled(struct host *h, const struct ibv_wc *wc, int n)
+{
+    if (!n || !sim_trace_enabled(h->sim))
+        return;
+    for (int i = 0; i < n; i++) {
+        struct trace_rec r = {.kind = TRACE_POLL,
+                              .opcode = (uint8_t)wc[i].opcode,
+                              .status = (uint16_t)wc[i].status,
+                              .node = h->id,
+                              .qpn = wc[i].qp_num,
+                              .addr = wc[i].wr_id,
+                              .len = wc[i].byte_len,
+                              .where = "ibv_poll_cq"};
+        sim_trace(h->sim, &r);
+    }
+}
+
 int shim_poll_cq(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc)
 {
     struct shim_cq *scq = shim_cq(cq);
@@ -299,6 +318,7 @@ int shim_poll_cq(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc)
         got = num_entries > 0 ? nic_cq_poll(scq->ncq, num_entries, wc) : 0;
     }
     int n = got > 0 ? got : 0;
+    trace_polled(ht->host, wc, n);
     host_charge(ht->host->cpu.poll_cq_ps + (sim_time_t)n * ht->host->cpu.poll_cqe_ps);
     ht->empty_poll_mark = n ? 0 : ht->other_calls + 1;
     return got;

@@ -17,17 +17,30 @@
 
 #include "shim.h"
 
-/* Opcodes an RC send queue accepts (IBA 9.4 / rdma-core's RC opcode set).
- * A table, not branches: UC/UD tables join it when those QPs exist. */
-static const bool rc_send_opcode_ok[] = {
-    [IBV_WR_RDMA_WRITE] = true,
-    [IBV_WR_RDMA_WRITE_WITH_IMM] = true,
-    [IBV_WR_SEND] = true,
-    [IBV_WR_SEND_WITH_IMM] = true,
-    [IBV_WR_RDMA_READ] = true,
-    [IBV_WR_ATOMIC_CMP_AND_SWP] = true,
-    [IBV_WR_ATOMIC_FETCH_AND_ADD] = true,
+/* Opcodes each send queue accepts (IBA 9.4 / Table 38: RC has every
+ * operation, UC SEND and RDMA WRITE, UD SEND only).  A table, not
+ * branches; anything else is EINVAL at post, as mlx5 answers an opcode
+ * its QP type lacks. */
+enum { SHIM_N_WR_OPCODES = IBV_WR_ATOMIC_FETCH_AND_ADD + 1 };
+enum { QPT_RC_BIT = 1, QPT_UC_BIT = 2, QPT_UD_BIT = 4 };
+static const uint8_t send_opcode_qpts[SHIM_N_WR_OPCODES] = {
+    [IBV_WR_RDMA_WRITE] = QPT_RC_BIT | QPT_UC_BIT,
+    [IBV_WR_RDMA_WRITE_WITH_IMM] = QPT_RC_BIT | QPT_UC_BIT,
+    [IBV_WR_SEND] = QPT_RC_BIT | QPT_UC_BIT | QPT_UD_BIT,
+    [IBV_WR_SEND_WITH_IMM] = QPT_RC_BIT | QPT_UC_BIT | QPT_UD_BIT,
+    [IBV_WR_RDMA_READ] = QPT_RC_BIT,
+    [IBV_WR_ATOMIC_CMP_AND_SWP] = QPT_RC_BIT,
+    [IBV_WR_ATOMIC_FETCH_AND_ADD] = QPT_RC_BIT,
 };
+
+static bool send_opcode_ok(enum ibv_qp_type t, enum ibv_wr_opcode op)
+{
+    uint8_t bit = t == IBV_QPT_RC   ? QPT_RC_BIT
+                  : t == IBV_QPT_UC ? QPT_UC_BIT
+                  : t == IBV_QPT_UD ? QPT_UD_BIT
+                                    : 0;
+    return (unsigned)op < SHIM_N_WR_OPCODES && (send_opcode_qpts[op] & bit);
+}
 
 static bool opcode_is_atomic(enum ibv_wr_opcode op)
 {
@@ -40,8 +53,11 @@ enum { SHIM_ATOMIC_BYTES = 8 };
 static int build_send_wqe(const struct shim_qp *sqp, const struct ibv_send_wr *wr,
                           struct nic_send_wqe *wqe)
 {
-    if ((unsigned)wr->opcode >= sizeof(rc_send_opcode_ok) / sizeof(rc_send_opcode_ok[0]) ||
-        !rc_send_opcode_ok[wr->opcode])
+    if (!send_opcode_ok(sqp->qp.qp_type, wr->opcode))
+        return EINVAL;
+    /* UD: the destination is the WR's address handle, of this context */
+    if (sqp->qp.qp_type == IBV_QPT_UD &&
+        (!wr->wr.ud.ah || wr->wr.ud.ah->context != sqp->qp.context))
         return EINVAL;
     if (wr->num_sge < 0 || (uint32_t)wr->num_sge > sqp->cap.max_send_sge ||
         wr->num_sge > NIC_MAX_SGE || (wr->num_sge > 0 && !wr->sg_list))
@@ -83,6 +99,14 @@ static int build_send_wqe(const struct shim_qp *sqp, const struct ibv_send_wr *w
         wqe->remote_addr = wr->wr.rdma.remote_addr;
         wqe->rkey = wr->wr.rdma.rkey;
     }
+    if (sqp->qp.qp_type == IBV_QPT_UD) {
+        wqe->ud_node = shim_ah(wr->wr.ud.ah)->node;
+        wqe->ud_qpn = wr->wr.ud.remote_qpn & 0xffffff;
+        /* IBA 10.2.4: a WR Q_Key with the high-order bit set means "use
+         * the QP's Q_Key" (the privileged-Q_Key rule is not modelled) */
+        wqe->ud_qkey =
+            (wr->wr.ud.remote_qkey & 0x80000000u) ? sqp->nqp->attr.qkey : wr->wr.ud.remote_qkey;
+    }
     if (is_inline) {
         /* The CPU copies the payload into the WQE now: later changes to
          * the source buffers do not affect what is sent. */
@@ -98,7 +122,8 @@ static int build_send_wqe(const struct shim_qp *sqp, const struct ibv_send_wr *w
 }
 
 /* ops.post_send.  Returns 0 or an errno with *bad_wr at the first WR not
- * posted: EINVAL (QP in RESET/INIT/RTR, opcode not valid on RC, too many
+ * posted: EINVAL (QP in RESET/INIT/RTR, opcode not valid on the QP type
+ * (UC: no READ/atomics; UD: SEND only), UD without an AH, too many
  * SGEs, inline READ/atomic, inline payload above max_inline_data, atomic
  * without exactly one 8-byte SGE, NULL list), ENOMEM (send queue full). */
 int shim_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad_wr)

@@ -18,8 +18,11 @@
  * knows, no alternate path on RoCE).  Moving to ERR flushes every
  * outstanding WR (nic_qp_to_error).
  *
- * Only RC is implemented; UC, UD, raw packet and XRC QPs are refused with
- * EOPNOTSUPP (valid types the model lacks), other type values with EINVAL. */
+ * RC, UC and UD are implemented, each with its rows of the kernel's table
+ * (UC: no RDMA-read/atomic depths, retry counts or RNR timer; UD: no path
+ * at all, a Q_Key at RESET->INIT and only SQ_PSN at RTR->RTS).  Raw packet
+ * and XRC QPs are refused with EOPNOTSUPP (valid types the model lacks),
+ * other type values with EINVAL. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,7 +37,8 @@ struct qp_transition {
     int opt; /* optional ones */
 };
 
-/* RC rows of the kernel's qp_state_table (the same facts, our enums). */
+/* RC rows of the kernel's qp_state_table (drivers/infiniband/core/verbs.c;
+ * the same facts, our enums). */
 static const struct qp_transition rc_transitions[SHIM_N_QP_STATES][SHIM_N_QP_STATES] = {
     [IBV_QPS_RESET] =
         {
@@ -100,6 +104,117 @@ static const struct qp_transition rc_transitions[SHIM_N_QP_STATES][SHIM_N_QP_STA
         },
 };
 
+/* UC rows of the kernel's qp_state_table. */
+static const struct qp_transition uc_transitions[SHIM_N_QP_STATES][SHIM_N_QP_STATES] = {
+    [IBV_QPS_RESET] =
+        {
+            [IBV_QPS_RESET] = {.valid = true},
+            [IBV_QPS_ERR] = {.valid = true},
+            [IBV_QPS_INIT] = {.valid = true,
+                              .req = IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS},
+        },
+    [IBV_QPS_INIT] =
+        {
+            [IBV_QPS_RESET] = {.valid = true},
+            [IBV_QPS_ERR] = {.valid = true},
+            [IBV_QPS_INIT] = {.valid = true,
+                              .opt = IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS},
+            [IBV_QPS_RTR] = {.valid = true,
+                             .req = IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN,
+                             .opt = IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX},
+        },
+    [IBV_QPS_RTR] =
+        {
+            [IBV_QPS_RESET] = {.valid = true},
+            [IBV_QPS_ERR] = {.valid = true},
+            [IBV_QPS_RTS] = {.valid = true,
+                             .req = IBV_QP_SQ_PSN,
+                             .opt = IBV_QP_CUR_STATE | IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS |
+                                    IBV_QP_PATH_MIG_STATE},
+        },
+    [IBV_QPS_RTS] =
+        {
+            [IBV_QPS_RESET] = {.valid = true},
+            [IBV_QPS_ERR] = {.valid = true},
+            [IBV_QPS_RTS] = {.valid = true,
+                             .opt = IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS | IBV_QP_ALT_PATH |
+                                    IBV_QP_PATH_MIG_STATE},
+            [IBV_QPS_SQD] = {.valid = true, .opt = IBV_QP_EN_SQD_ASYNC_NOTIFY},
+        },
+    [IBV_QPS_SQD] =
+        {
+            [IBV_QPS_RESET] = {.valid = true},
+            [IBV_QPS_ERR] = {.valid = true},
+            [IBV_QPS_RTS] = {.valid = true,
+                             .opt = IBV_QP_CUR_STATE | IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS |
+                                    IBV_QP_PATH_MIG_STATE},
+            [IBV_QPS_SQD] = {.valid = true,
+                             .opt = IBV_QP_AV | IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS |
+                                    IBV_QP_PKEY_INDEX | IBV_QP_PATH_MIG_STATE},
+        },
+    [IBV_QPS_SQE] =
+        {
+            [IBV_QPS_RESET] = {.valid = true},
+            [IBV_QPS_ERR] = {.valid = true},
+            [IBV_QPS_RTS] = {.valid = true, .opt = IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS},
+        },
+    [IBV_QPS_ERR] =
+        {
+            [IBV_QPS_RESET] = {.valid = true},
+            [IBV_QPS_ERR] = {.valid = true},
+        },
+};
+
+/* UD rows of the kernel's qp_state_table: no path, no PSN check, a Q_Key. */
+static const struct qp_transition ud_transitions[SHIM_N_QP_STATES][SHIM_N_QP_STATES] = {
+    [IBV_QPS_RESET] =
+        {
+            [IBV_QPS_RESET] = {.valid = true},
+            [IBV_QPS_ERR] = {.valid = true},
+            [IBV_QPS_INIT] = {.valid = true, .req = IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY},
+        },
+    [IBV_QPS_INIT] =
+        {
+            [IBV_QPS_RESET] = {.valid = true},
+            [IBV_QPS_ERR] = {.valid = true},
+            [IBV_QPS_INIT] = {.valid = true, .opt = IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY},
+            [IBV_QPS_RTR] = {.valid = true, .opt = IBV_QP_PKEY_INDEX | IBV_QP_QKEY},
+        },
+    [IBV_QPS_RTR] =
+        {
+            [IBV_QPS_RESET] = {.valid = true},
+            [IBV_QPS_ERR] = {.valid = true},
+            [IBV_QPS_RTS] = {.valid = true,
+                             .req = IBV_QP_SQ_PSN,
+                             .opt = IBV_QP_CUR_STATE | IBV_QP_QKEY},
+        },
+    [IBV_QPS_RTS] =
+        {
+            [IBV_QPS_RESET] = {.valid = true},
+            [IBV_QPS_ERR] = {.valid = true},
+            [IBV_QPS_RTS] = {.valid = true, .opt = IBV_QP_CUR_STATE | IBV_QP_QKEY},
+            [IBV_QPS_SQD] = {.valid = true, .opt = IBV_QP_EN_SQD_ASYNC_NOTIFY},
+        },
+    [IBV_QPS_SQD] =
+        {
+            [IBV_QPS_RESET] = {.valid = true},
+            [IBV_QPS_ERR] = {.valid = true},
+            [IBV_QPS_RTS] = {.valid = true, .opt = IBV_QP_CUR_STATE | IBV_QP_QKEY},
+            [IBV_QPS_SQD] = {.valid = true, .opt = IBV_QP_PKEY_INDEX | IBV_QP_QKEY},
+        },
+    [IBV_QPS_SQE] =
+        {
+            [IBV_QPS_RESET] = {.valid = true},
+            [IBV_QPS_ERR] = {.valid = true},
+            [IBV_QPS_RTS] = {.valid = true, .opt = IBV_QP_CUR_STATE | IBV_QP_QKEY},
+        },
+    [IBV_QPS_ERR] =
+        {
+            [IBV_QPS_RESET] = {.valid = true},
+            [IBV_QPS_ERR] = {.valid = true},
+        },
+};
+
 /* Mask bits above the last one the uverbs ABI knows are EOPNOTSUPP. */
 #define SHIM_QP_ATTR_KNOWN ((IBV_QP_RATE_LIMIT << 1) - 1)
 
@@ -108,12 +223,24 @@ bool shim_modify_qp_is_ok(enum ibv_qp_state cur, enum ibv_qp_state next, enum ib
 {
     if ((unsigned)cur >= SHIM_N_QP_STATES || (unsigned)next >= SHIM_N_QP_STATES)
         return false;
-    if (type != IBV_QPT_RC)
+    const struct qp_transition(*table)[SHIM_N_QP_STATES];
+    switch (type) {
+    case IBV_QPT_RC:
+        table = rc_transitions;
+        break;
+    case IBV_QPT_UC:
+        table = uc_transitions;
+        break;
+    case IBV_QPT_UD:
+        table = ud_transitions;
+        break;
+    default:
         return false;
+    }
     if ((mask & IBV_QP_CUR_STATE) && cur != IBV_QPS_RTR && cur != IBV_QPS_RTS &&
         cur != IBV_QPS_SQD && cur != IBV_QPS_SQE)
         return false;
-    const struct qp_transition *t = &rc_transitions[cur][next];
+    const struct qp_transition *t = &table[cur][next];
     if (!t->valid)
         return false;
     if ((mask & t->req) != t->req)
@@ -129,9 +256,9 @@ static int check_qp_type(enum ibv_qp_type type)
 {
     switch (type) {
     case IBV_QPT_RC:
-        return 0;
     case IBV_QPT_UC:
     case IBV_QPT_UD:
+        return 0;
     case IBV_QPT_RAW_PACKET:
     case IBV_QPT_XRC_SEND:
     case IBV_QPT_XRC_RECV:
@@ -145,7 +272,8 @@ static int check_qp_type(enum ibv_qp_type type)
  * the requested depths and SGE counts, max_inline_data = the device's
  * inline limit), or NULL with errno: EINVAL for NULL pd/attr/CQs, CQs of
  * another context, an SRQ, or capabilities above the device limits;
- * EOPNOTSUPP for QP types the model lacks; the NIC's errno otherwise. */
+ * EOPNOTSUPP for QP types the model lacks (raw packet, XRC); the NIC's
+ * errno otherwise. */
 struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *init)
 {
     shim_charge_control();

@@ -110,6 +110,7 @@ struct shim_ah {
     struct ibv_ah ah;
     struct shim_pd *pd;
     struct ibv_ah_attr attr;
+    uint32_t node; /* fabric node the AH resolves to (UD sends) */
 };
 
 static inline struct shim_context *shim_ctx(struct ibv_context *c)
@@ -181,8 +182,8 @@ int shim_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_r
 
 /* ---------------------------------------------------------------- qp.c */
 
-/* Is `mask` acceptable for cur -> next of an RC QP (the kernel's
- * ib_modify_qp_is_ok)?  Exposed for the state tests. */
+/* Is `mask` acceptable for cur -> next of an RC, UC or UD QP (the
+ * kernel's ib_modify_qp_is_ok)?  Exposed for the state tests. */
 bool shim_modify_qp_is_ok(enum ibv_qp_state cur, enum ibv_qp_state next, enum ibv_qp_type type,
                           int mask);
 

@@ -22,6 +22,10 @@
  *
  * Any response also acknowledges every PSN before its own (IBA 9.7.5.1.3).
  *
+ * UC/UD have no responses: nic_comp_unreliable_tx completes a WQE when its
+ * last packet leaves the NIC, and a failed UC/UD WQE puts the QP in SQE
+ * (send queue flushed, receives go on) instead of ERR.
+ *
  * Completion order (nic_comp_advance): WQEs complete strictly in posting
  * order from sq_comp: a SEND/WRITE when its last PSN is acknowledged, a
  * READ/atomic when its data placement is issued (the CQE write is issued
@@ -115,6 +119,8 @@ static void timer_arm(struct nic_qp *qp, sim_time_t deadline)
 void nic_comp_on_tx(struct nic_qp *qp)
 {
     struct nic_qp_engine *e = qp->eng;
+    if (!nic_qp_reliable(qp))
+        return; /* UC/UD: nothing to wait for */
     if (e->timer_deadline == SIM_TIME_NEVER) {
         sim_time_t t = ack_timeout_ps(qp);
         if (t != SIM_TIME_NEVER)
@@ -185,9 +191,14 @@ void nic_comp_advance(struct nic_qp *qp)
         if (w->state == NIC_WQE_ERROR) {
             write_send_cqe(qp, w, e->err_status);
             w->state = NIC_WQE_DONE;
+            if (nic_wqe_is_rd_atomic(w))
+                e->rd_posted--;
             qp->sq_comp++;
             qp->nic->cnt.wqes_completed++;
-            nic_qp_to_error(qp); /* flushes everything behind it */
+            if (nic_qp_reliable(qp))
+                nic_qp_to_error(qp); /* flushes everything behind it */
+            else
+                nic_qp_to_sqe(qp); /* UC/UD: the send queue only (IBA 10.3.1) */
             return;
         }
         if (w->state != NIC_WQE_DONE) {
@@ -198,11 +209,23 @@ void nic_comp_advance(struct nic_qp *qp)
         }
         if (w->signaled)
             write_send_cqe(qp, w, IBV_WC_SUCCESS);
+        if (nic_wqe_is_rd_atomic(w))
+            e->rd_posted--;
         qp->sq_comp++;
         qp->nic->cnt.wqes_completed++;
     }
     if (qp->sq_next < qp->sq_comp)
         qp->sq_next = qp->sq_comp;
+}
+
+void nic_comp_unreliable_tx(struct nic_qp *qp, uint32_t psn)
+{
+    struct nic_qp_engine *e = qp->eng;
+    if (!nic_qp_can_send(qp) || nic_psn_diff(psn, e->comp_psn) < 0 ||
+        nic_psn_diff(psn, e->next_psn) >= 0)
+        return; /* stale: sent before a reset or a send-queue error */
+    e->comp_psn = nic_psn_add(psn, 1);
+    nic_comp_advance(qp);
 }
 
 void nic_comp_fail_wqe(struct nic_qp *qp, uint64_t idx, enum ibv_wc_status status)
@@ -231,6 +254,7 @@ static void place_done(struct sim *sim, void *a, void *b)
     struct nic_op *op = a;
     struct nic *nic = op->nic;
     nic_copy_to_host(nic, op, op->pkt ? op->pkt->payload : op->data8);
+    nic_trace_dma_write(nic, op, op->pkt ? op->pkt->dest_qpn : 0, "comp: response data");
     if (nic->host)
         host_dma_landed(nic->host);
     if (op->pkt)
@@ -260,13 +284,55 @@ static void resend_from(struct nic_qp *qp, uint32_t psn)
     nic_req_kick(qp);
 }
 
+/* A WQE whose PSNs are assigned and not yet completed: being built, built,
+ * or to be resent after a go-back-N (whose earlier requests may still be
+ * answered). */
+static bool wqe_in_flight(const struct nic_send_wqe *w)
+{
+    return w->state == NIC_WQE_STARTED || w->state == NIC_WQE_SENT || w->state == NIC_WQE_RETRY;
+}
+
 /* The head WQE, if it is a READ/atomic whose request went out. */
 static struct nic_send_wqe *head_rd_atomic(struct nic_qp *qp)
 {
-    if (qp->sq_comp >= qp->eng->req_idx)
+    if (qp->sq_comp >= qp->sq_tail)
         return NULL;
     struct nic_send_wqe *w = nic_sq_wqe(qp, qp->sq_comp);
-    return w->state == NIC_WQE_SENT && nic_wqe_is_rd_atomic(w) ? w : NULL;
+    return wqe_in_flight(w) && nic_wqe_is_rd_atomic(w) ? w : NULL;
+}
+
+/* The PSN of the first READ response / atomic ACK still missing: that of
+ * the oldest READ/atomic whose request went out.  An ACK or NAK implies
+ * that every request before it arrived, but it can acknowledge nothing
+ * from this PSN on: the response data itself has to come (IBA 9.7.5.1.3). */
+static bool first_missing_response(struct nic_qp *qp, uint32_t *psn)
+{
+    struct nic_qp_engine *e = qp->eng;
+    if (!e->rd_posted)
+        return false; /* the common case: no READ/atomic in the queue */
+    for (uint64_t i = qp->sq_comp; i < qp->sq_tail; i++) {
+        const struct nic_send_wqe *r = nic_sq_wqe(qp, i);
+        if (r->state == NIC_WQE_QUEUED)
+            break; /* never sent, nor anything after it */
+        if (wqe_in_flight(r) && nic_wqe_is_rd_atomic(r)) {
+            *psn = nic_psn_add(r->first_psn, i == qp->sq_comp ? e->comp_rd_pkt : 0);
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Acknowledge every PSN before `upto`, but not past a missing response.
+ * Returns true (and the missing PSN) when an ACK/NAK reached beyond it:
+ * the response was lost, an "implied NAK". */
+static bool ack_capped(struct nic_qp *qp, uint32_t upto, uint32_t *missing)
+{
+    uint32_t miss = 0;
+    bool gap = first_missing_response(qp, &miss) && nic_psn_diff(upto, miss) > 0;
+    ack_upto(qp, gap ? miss : upto);
+    nic_comp_advance(qp);
+    *missing = miss;
+    return gap;
 }
 
 static void comp_ack(struct nic_qp *qp, struct pkt *p)
@@ -274,29 +340,22 @@ static void comp_ack(struct nic_qp *qp, struct pkt *p)
     struct nic_qp_engine *e = qp->eng;
     uint8_t syn = p->aeth_syndrome;
     uint32_t psn = p->psn;
+    uint32_t miss = 0;
     if ((syn & NIC_AETH_TYPE_MASK) == 0) { /* ACK */
         if (nic_psn_diff(psn, e->tx_psn_hi) > 0)
             return; /* acknowledges something never sent: ignore */
         /* an ACK beyond an unanswered READ/atomic means its response was
          * lost (IBA 9.7.5.1.3 "implied NAK"): resend from there */
-        ack_upto(qp, nic_psn_add(psn, 1));
-        nic_comp_advance(qp);
-        struct nic_send_wqe *w = nic_qp_can_send(qp) ? head_rd_atomic(qp) : NULL;
-        if (w) {
-            uint32_t expect = nic_psn_add(w->first_psn, e->comp_rd_pkt);
-            if (nic_psn_diff(psn, expect) >= 0) {
-                e->comp_psn = expect;
-                resend_from(qp, expect);
-            }
-        }
+        if (ack_capped(qp, nic_psn_add(psn, 1), &miss) && nic_qp_can_send(qp))
+            resend_from(qp, miss);
         return;
     }
     if (nic_psn_diff(psn, nic_psn_add(e->tx_psn_hi, 1)) > 0)
         return;
-    ack_upto(qp, psn);
-    nic_comp_advance(qp);
+    bool gap = ack_capped(qp, psn, &miss);
     if (!nic_qp_can_send(qp))
         return;
+    uint32_t from = gap ? miss : psn; /* resend the lost response too */
     if ((syn & NIC_AETH_TYPE_MASK) == NIC_AETH_RNR_NAK) {
         if (qp->attr.rnr_retry != 7) { /* 7 = retry forever (IBA 9.7.5.2.8) */
             if (e->rnr_left == 0) {
@@ -305,7 +364,7 @@ static void comp_ack(struct nic_qp *qp, struct pkt *p)
             }
             e->rnr_left--;
         }
-        nic_req_rewind(qp, psn);
+        nic_req_rewind(qp, from);
         e->req_state = NIC_REQ_WAIT_RNR;
         e->timer_deadline = SIM_TIME_NEVER;
         sim_schedule_in(qp->nic->sim, &e->rnr_ev, nic_rnr_timer_ps(syn & 0x1f));
@@ -318,7 +377,9 @@ static void comp_ack(struct nic_qp *qp, struct pkt *p)
             return;
         }
         e->retry_left--;
-        nic_req_rewind(qp, psn);
+        e->gap_pending = gap;
+        e->gap_psn = miss;
+        nic_req_rewind(qp, from);
         nic_req_kick(qp);
         return;
     case NIC_AETH_NAK_INV_REQ:
@@ -346,19 +407,8 @@ static struct nic_send_wqe *expect_response(struct nic_qp *qp, const struct pkt 
         return NULL; /* duplicate */
     /* a response acknowledges the requests before its READ/atomic, not
      * missing responses of that READ: stop at the oldest unanswered one */
-    uint32_t upto = p->psn;
-    for (uint64_t i = qp->sq_comp; i < e->req_idx; i++) {
-        const struct nic_send_wqe *r = nic_sq_wqe(qp, i);
-        if (r->state == NIC_WQE_SENT && nic_wqe_is_rd_atomic(r)) {
-            uint32_t first_missing =
-                nic_psn_add(r->first_psn, i == qp->sq_comp ? e->comp_rd_pkt : 0);
-            if (nic_psn_diff(upto, first_missing) > 0)
-                upto = first_missing;
-            break;
-        }
-    }
-    ack_upto(qp, upto);
-    nic_comp_advance(qp);
+    uint32_t miss;
+    ack_capped(qp, p->psn, &miss);
     if (!nic_qp_can_send(qp))
         return NULL;
     struct nic_send_wqe *w = head_rd_atomic(qp);
@@ -374,9 +424,10 @@ static struct nic_send_wqe *expect_response(struct nic_qp *qp, const struct pkt 
 static void rd_atomic_done(struct nic_qp *qp, struct nic_send_wqe *w)
 {
     struct nic_qp_engine *e = qp->eng;
+    bool counted = w->state != NIC_WQE_RETRY; /* a rewind already gave its credit back */
     w->state = NIC_WQE_DONE;
     e->comp_rd_pkt = 0;
-    if (e->rd_outstanding)
+    if (counted && e->rd_outstanding)
         e->rd_outstanding--;
     nic_comp_advance(qp);
     if (nic_qp_can_send(qp))

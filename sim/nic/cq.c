@@ -115,6 +115,17 @@ int nic_cq_poll(struct nic_cq *cq, int n, struct ibv_wc *wc)
 static void cq_push(struct nic_cq *cq, const struct ibv_wc *wc, bool solicited)
 {
     struct sim *sim = cq->nic->sim;
+    if (sim_trace_enabled(sim)) {
+        struct trace_rec r = {.kind = TRACE_CQE,
+                              .opcode = (uint8_t)wc->opcode,
+                              .status = (uint16_t)wc->status,
+                              .node = cq->nic->node_id,
+                              .qpn = wc->qp_num,
+                              .addr = wc->wr_id,
+                              .len = wc->byte_len,
+                              .where = "cqe"};
+        sim_trace(sim, &r);
+    }
     if (cq->prod - cq->cons >= cq->depth) {
         cq->overflowed = true;
     } else {

@@ -20,7 +20,11 @@
  * Receive pipeline.  Arriving frames queue; each costs rx_pkt_proc_ps of
  * pipeline occupancy, then goes to nic_resp_rx (requests) or nic_comp_rx
  * (responses) of the QP named by its BTH.  Unknown QPs, QPs in a state that
- * does not accept the packet, and invalid opcodes are dropped (rx_drops). */
+ * does not accept the packet, opcodes of another transport than the QP's
+ * and invalid opcodes are dropped (rx_drops, and a TRACE_PKT_DROP record).
+ *
+ * UC/UD requests have no ACK: the WQE completes when its last packet is
+ * handed to the uplink (tx_send). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,7 +82,14 @@ void nic_params_default(struct nic_params *p)
     /* Estimate: one atomic ALU operation plus the ordering check; the PCIe
      * read-modify-write is modelled on top of it. */
     p->atomic_proc_ps = 50 * SIM_NS;
+    /* InfiniBand / RoCE RC with strict DMA ordering: what ConnectX NICs do
+     * by default (relaxed ordering is opt-in per MR). */
+    p->transport = NIC_TRANSPORT_IB;
+    p->dma_ordering = NIC_DMA_STRICT;
 }
+
+const char *const nic_transport_names[] = {"ib", "ib-ar", "efa-srd", "1rma", NULL};
+const char *const nic_dma_ordering_names[] = {"strict", "relaxed", NULL};
 
 /* ---------------------------------------------------------------- op pool */
 
@@ -162,6 +173,21 @@ void nic_copy_to_host(struct nic *nic, const struct nic_op *op, const uint8_t *b
         if (s->len && nic_mr_lookup(nic, s->key))
             memcpy(s->host, buf + off, s->len);
         off += s->len;
+    }
+}
+
+void nic_trace_dma_write(struct nic *nic, const struct nic_op *op, uint32_t qpn, const char *where)
+{
+    if (!sim_trace_enabled(nic->sim))
+        return;
+    for (uint32_t i = 0; i < op->n_seg; i++) {
+        struct trace_rec r = {.kind = TRACE_DMA_WRITE,
+                              .node = nic->node_id,
+                              .qpn = qpn,
+                              .addr = (uint64_t)(uintptr_t)op->seg[i].host,
+                              .len = op->seg[i].len,
+                              .where = where};
+        sim_trace(nic->sim, &r);
     }
 }
 
@@ -259,6 +285,13 @@ static void tx_send(struct nic *nic, struct pkt *p)
             nic->cnt.acks_tx++;
         else
             nic->cnt.naks_tx++;
+    }
+    nic_trace_pkt(nic, TRACE_PKT_TX, p, p->src_qpn, "nic tx");
+    if (p->opcode & IB_OPCODE_TRANSPORT_MASK) {
+        /* UC/UD request: the WQE completes once its last packet has left */
+        struct nic_qp *qp = nic_qp_lookup(nic, p->src_qpn);
+        if (qp && !nic_qp_reliable(qp))
+            nic_comp_unreliable_tx(qp, p->psn);
     }
     if (!nic->uplink) {
         pkt_free(nic->pool, p);
@@ -387,21 +420,31 @@ void nic_tx_ctrl(struct nic *nic, struct pkt *p)
 
 /* ---------------------------------------------------------------- receive pipeline */
 
+static void rx_drop(struct nic *nic, struct pkt *p, const char *why)
+{
+    nic->cnt.rx_drops++;
+    nic_trace_pkt(nic, TRACE_PKT_DROP, p, p->dest_qpn, why);
+    pkt_free(nic->pool, p);
+}
+
 static void rx_process(struct nic *nic, struct pkt *p)
 {
     nic->cnt.pkts_rx++;
     nic->cnt.bytes_rx += p->frame_bytes;
+    nic_trace_pkt(nic, TRACE_PKT_RX, p, p->dest_qpn, "nic rx");
     const struct nic_opcode_info *info = nic_opcode(p->opcode);
     struct nic_qp *qp = info->name ? nic_qp_lookup(nic, p->dest_qpn) : NULL;
-    if (!qp || qp->init.qp_type != IBV_QPT_RC) {
-        nic->cnt.rx_drops++;
-        pkt_free(nic->pool, p);
+    if (!qp) {
+        rx_drop(nic, p, info->name ? "nic: unknown QP" : "nic: invalid opcode");
+        return;
+    }
+    if (nic_opcode_qp_type(p->opcode) != (int)qp->init.qp_type) {
+        rx_drop(nic, p, "nic: opcode of another transport");
         return;
     }
     if (info->mask & NIC_OPF_REQ) {
         if (!nic_qp_can_receive(qp)) {
-            nic->cnt.rx_drops++;
-            pkt_free(nic->pool, p);
+            rx_drop(nic, p, "nic: QP not receiving");
             return;
         }
         nic_resp_rx(qp, p);
@@ -414,8 +457,7 @@ static void rx_process(struct nic *nic, struct pkt *p)
             nic->cnt.naks_rx++;
     }
     if (!nic_qp_can_send(qp)) {
-        nic->cnt.rx_drops++;
-        pkt_free(nic->pool, p);
+        rx_drop(nic, p, "nic: QP not sending");
         return;
     }
     nic_comp_rx(qp, p);

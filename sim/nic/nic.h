@@ -28,6 +28,30 @@
 
 /* ---------------------------------------------------------------- profile */
 
+/* Transport personality (DESIGN.md "Transports"): how the NIC carries
+ * what an RC QP posts.  IB is InfiniBand / RoCE RC; IB_AR is RC over
+ * adaptive routing (packets of a message may arrive and be placed out of
+ * order, messages complete in order); EFA_SRD and ONERMA give RC-API
+ * programs the semantics of AWS EFA's SRD and of Google's 1RMA. */
+enum nic_transport {
+    NIC_TRANSPORT_IB,
+    NIC_TRANSPORT_IB_AR,
+    NIC_TRANSPORT_EFA_SRD,
+    NIC_TRANSPORT_ONERMA,
+};
+extern const char *const nic_transport_names[]; /* "ib", "ib-ar", "efa-srd", "1rma", NULL */
+
+/* DMA ordering of payload writes into host memory (DESIGN.md "RNIC"):
+ * STRICT: a message's bytes land in address order and before its CQE;
+ * RELAXED: the write chunks of a message may land in any order; only the
+ * CQE is ordered after all of them.  An MR registered with
+ * IBV_ACCESS_RELAXED_ORDERING is relaxed whatever this says. */
+enum nic_dma_ordering {
+    NIC_DMA_STRICT,
+    NIC_DMA_RELAXED,
+};
+extern const char *const nic_dma_ordering_names[]; /* "strict", "relaxed", NULL */
+
 struct nic_params {
     uint64_t port_rate_bps;      /* reported by query_port; the link sets the real rate */
     enum ibv_mtu max_mtu;        /* largest path MTU the port accepts */
@@ -44,6 +68,8 @@ struct nic_params {
     uint32_t max_qp_wr, max_sge, max_cqe, max_qp, max_cq, max_mr;
     uint32_t ack_every_pkts;   /* responder coalescing: ACK at least every N packets */
     sim_time_t atomic_proc_ps; /* atomic unit occupancy per op (plus the PCIe RMW) */
+    uint32_t transport;        /* enum nic_transport */
+    uint32_t dma_ordering;     /* enum nic_dma_ordering */
 };
 
 /* ConnectX-5-like defaults; each field's source is in nic.c. */
@@ -87,6 +113,9 @@ struct nic_cq {
 };
 
 enum { NIC_MAX_SGE = 16, NIC_MAX_INLINE_BYTES = 512 };
+/* UD: every receive buffer starts with a 40-byte slot for the GRH (IBA
+ * 11.4.1.2 "Post Receive Request"); byte_len includes it. */
+enum { NIC_GRH_BYTES = 40 };
 
 struct nic_sge {
     uint64_t addr;
@@ -105,6 +134,9 @@ struct nic_send_wqe {
     uint32_t rkey;
     uint64_t compare_add, swap;
     uint32_t length; /* total bytes (sum of SGEs, or inline length) */
+    /* UD: destination resolved from the AH, Q_Key to send (already the
+     * QP's Q_Key if the WR's had the high bit set) */
+    uint32_t ud_node, ud_qpn, ud_qkey;
     uint8_t inline_data[NIC_MAX_INLINE_BYTES];
     bool signaled; /* IBV_SEND_SIGNALED or sq_sig_all */
     /* engine state (requester/completer) */
@@ -158,7 +190,12 @@ struct nic_counters {
     uint64_t acks_tx, acks_rx, naks_tx, naks_rx;
     uint64_t cqes_written;
     uint64_t dma_reads, dma_writes;
-    uint64_t rx_drops; /* packets for unknown / wrong-state QPs, bad PSN */
+    uint64_t rx_drops;     /* packets dropped by the NIC: unknown / wrong-state QPs, bad PSN,
+                              Q_Key mismatch, UC messages abandoned, UD without a receive */
+    uint64_t qkey_drops;   /* UD packets whose DETH Q_Key is not the QP's */
+    uint64_t uc_msg_drops; /* UC messages abandoned part-way or refused (gap, no receive,
+                              access); whole messages lost on the wire are not seen */
+    uint64_t ud_no_recv;   /* UD messages dropped for want of a posted receive */
 };
 
 /* `node_id` is the NIC's fabric address (LID = node_id + 1, GID index 0 is

@@ -5,6 +5,7 @@
 #ifndef RNICSIM_NIC_PRIV_H
 #define RNICSIM_NIC_PRIV_H
 
+#include "../trace.h"
 #include "nic.h"
 #include "opcode.h"
 
@@ -15,7 +16,8 @@ enum {
     NIC_STAGE_MAX_BYTES = 64 * 1024, /* payload bytes a QP half may prefetch by DMA */
     NIC_RESP_WORK_SLOTS = 64,        /* responder work FIFO (ACKs, reads, atomics) */
     NIC_TX_LINK_PKTS = 2,            /* frames the NIC keeps queued on its uplink */
-    NIC_ATOMIC_HISTORY = 16,         /* replies kept for duplicate atomics */
+    NIC_ATOMIC_HISTORY = 16,         /* most replies kept for duplicate atomics (the QP keeps
+                                        max_dest_rd_atomic of them, <= max_qp_rd_atom = 16) */
     NIC_BF_MAX_BYTES = 256,          /* BlueFlame buffer: larger WQEs are fetched */
     NIC_MAX_MSG_BYTES = 1u << 30,    /* port max_msg_sz (the shim reports the same) */
 };
@@ -83,6 +85,7 @@ struct nic_op {
     uint32_t n_seg;
     struct nic_seg seg[NIC_MAX_SGE + 1];
     uint8_t data8[8];
+    uint8_t grh[NIC_GRH_BYTES]; /* UD receive: the GRH written before the payload */
     /* CQE */
     struct nic_cq *cq;
     struct ibv_wc wc;
@@ -177,6 +180,7 @@ enum nic_resp_work_kind {
 
 struct nic_resp_work {
     uint8_t kind;
+    bool dup; /* re-executed READ: not counted in rd_resp_outstanding */
     uint8_t syndrome;
     uint8_t atomic_opcode;
     uint32_t psn, msn;
@@ -189,6 +193,7 @@ struct nic_resp_work {
 struct nic_atomic_hist {
     uint32_t psn;
     bool valid;
+    bool pending; /* accepted, the atomic unit has not read the original yet */
     uint64_t orig;
 };
 
@@ -211,6 +216,7 @@ struct nic_qp_engine {
     uint32_t req_pkt;               /* next packet index within it */
     uint32_t next_psn;              /* PSN of the next new WQE */
     uint32_t rd_outstanding;        /* READ/atomic WQEs started, not completed */
+    uint32_t rd_posted;             /* READ/atomic WQEs in [sq_comp, sq_tail) */
     uint32_t tx_psn_hi;             /* highest PSN covered by a transmitted request */
     struct nic_stage req_stage;
     struct nic_txsrc req_src;
@@ -229,6 +235,7 @@ struct nic_qp_engine {
     /* responder */
     uint32_t epsn, msn;
     bool nak_sent;      /* one NAK per sequence gap / RNR until the PSN arrives */
+    bool uc_drop;       /* UC: drop packets until the next FIRST/ONLY (message abandoned) */
     uint32_t resp_msg;  /* 0, NIC_OPF_SEND or NIC_OPF_WRITE: multi-packet message in progress */
     uint32_t resp_off;  /* bytes of the message received */
     uint32_t resp_len;  /* WRITE: RETH DMA length */
@@ -287,6 +294,24 @@ void nic_payload_fetched(struct sim *sim, void *op, void *src);
  * DMA read stay owned by that read's op (which frees them on return). */
 void nic_stage_clear(struct nic *nic, struct nic_stage *s);
 
+/* Trace records (sim/trace.h) of the NIC: no-ops unless the trace is on. */
+static inline void nic_trace_pkt(struct nic *nic, enum trace_kind kind, const struct pkt *p,
+                                 uint32_t qpn, const char *where)
+{
+    if (!sim_trace_enabled(nic->sim))
+        return;
+    struct trace_rec r = {.kind = (uint8_t)kind,
+                          .opcode = p->opcode,
+                          .node = nic->node_id,
+                          .qpn = qpn,
+                          .psn = p->psn,
+                          .len = p->payload_len,
+                          .where = where};
+    sim_trace(nic->sim, &r);
+}
+/* One TRACE_DMA_WRITE per segment of a placement write that landed. */
+void nic_trace_dma_write(struct nic *nic, const struct nic_op *op, uint32_t qpn, const char *where);
+
 /* ---------------------------------------------------------------- mr.c */
 
 enum nic_mr_status {
@@ -333,8 +358,19 @@ static inline bool nic_qp_can_send(const struct nic_qp *qp)
 }
 static inline bool nic_qp_can_receive(const struct nic_qp *qp)
 {
-    return qp->state == IBV_QPS_RTR || qp->state == IBV_QPS_RTS || qp->state == IBV_QPS_SQD;
+    return qp->state == IBV_QPS_RTR || qp->state == IBV_QPS_RTS || qp->state == IBV_QPS_SQD ||
+           qp->state == IBV_QPS_SQE; /* UC/UD: the receive queue works on in SQE */
 }
+static inline bool nic_qp_reliable(const struct nic_qp *qp)
+{
+    return qp->init.qp_type == IBV_QPT_RC;
+}
+/* UC/UD send error (IBA 10.3.1 SQE): the WQE's error CQE is written, the
+ * requester stops, every later send WR is flushed; receives go on. */
+void nic_qp_to_sqe(struct nic_qp *qp);
+/* RoCEv2 UDP source port of a flow between two QPNs (the kernel's
+ * rdma_calc_flow_label + rdma_get_udp_sport). */
+uint16_t nic_roce_udp_sport(uint32_t lqpn, uint32_t rqpn);
 
 /* ---------------------------------------------------------------- req.c */
 
@@ -372,6 +408,9 @@ void nic_comp_rx(struct nic_qp *qp, struct pkt *p);
 void nic_comp_advance(struct nic_qp *qp);
 /* The requester transmitted a request covering PSNs up to tx_psn_hi. */
 void nic_comp_on_tx(struct nic_qp *qp);
+/* UC/UD: request packet `psn` left on the wire; a WQE whose last packet
+ * has left is complete (no ACKs on unreliable transports). */
+void nic_comp_unreliable_tx(struct nic_qp *qp, uint32_t psn);
 /* Fail WQE `idx` with `status` (it completes in order, then the QP errors). */
 void nic_comp_fail_wqe(struct nic_qp *qp, uint64_t idx, enum ibv_wc_status status);
 void nic_comp_stop(struct nic_qp *qp);

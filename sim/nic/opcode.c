@@ -7,12 +7,13 @@ _Static_assert((unsigned)NIC_OPF_RETH == (unsigned)PKT_EXT_RETH &&
                    (unsigned)NIC_OPF_AETH == (unsigned)PKT_EXT_AETH &&
                    (unsigned)NIC_OPF_ATMETH == (unsigned)PKT_EXT_ATMETH &&
                    (unsigned)NIC_OPF_ATMACK == (unsigned)PKT_EXT_ATMACK &&
-                   (unsigned)NIC_OPF_IMMDT == (unsigned)PKT_EXT_IMMDT,
+                   (unsigned)NIC_OPF_IMMDT == (unsigned)PKT_EXT_IMMDT &&
+                   (unsigned)NIC_OPF_DETH == (unsigned)PKT_EXT_DETH,
                "extension-header bits must match sim/pkt.h");
 
 #define HDR(m)                                                                                     \
-    (PKT_BTH_BYTES + (((m)&NIC_OPF_RETH) ? PKT_RETH_BYTES : 0) +                                   \
-     (((m)&NIC_OPF_AETH) ? PKT_AETH_BYTES : 0) +                                                   \
+    (PKT_BTH_BYTES + (((m)&NIC_OPF_DETH) ? PKT_DETH_BYTES : 0) +                                   \
+     (((m)&NIC_OPF_RETH) ? PKT_RETH_BYTES : 0) + (((m)&NIC_OPF_AETH) ? PKT_AETH_BYTES : 0) +       \
      (((m)&NIC_OPF_ATMETH) ? PKT_ATOMICETH_BYTES : 0) +                                            \
      (((m)&NIC_OPF_ATMACK) ? PKT_ATOMICACKETH_BYTES : 0) +                                         \
      (((m)&NIC_OPF_IMMDT) ? PKT_IMMDT_BYTES : 0))
@@ -74,6 +75,43 @@ const struct nic_opcode_info nic_opcodes[256] = {
         OP("RC_COMPARE_SWAP", RQ | NIC_OPF_ATOMIC | NIC_OPF_ONLY | NIC_OPF_ATMETH),
     [IB_OPCODE_RC_FETCH_ADD] =
         OP("RC_FETCH_ADD", RQ | NIC_OPF_ATOMIC | NIC_OPF_ONLY | NIC_OPF_ATMETH),
+
+    /* UC (IBA 9.2 Table 38, 001xxxxx): SEND and RDMA WRITE, same headers */
+    [IB_OPCODE_UC_SEND_FIRST] =
+        OP("UC_SEND_FIRST", RQ | NIC_OPF_SEND | NIC_OPF_FIRST | PL | NIC_OPF_RWR),
+    [IB_OPCODE_UC_SEND_MIDDLE] =
+        OP("UC_SEND_MIDDLE", RQ | NIC_OPF_SEND | NIC_OPF_MIDDLE | PL | NIC_OPF_RWR),
+    [IB_OPCODE_UC_SEND_LAST] =
+        OP("UC_SEND_LAST", RQ | NIC_OPF_SEND | NIC_OPF_LAST | PL | NIC_OPF_RWR),
+    [IB_OPCODE_UC_SEND_LAST_WITH_IMMEDIATE] =
+        OP("UC_SEND_LAST_WITH_IMMEDIATE",
+           RQ | NIC_OPF_SEND | NIC_OPF_LAST | PL | NIC_OPF_RWR | NIC_OPF_IMMDT),
+    [IB_OPCODE_UC_SEND_ONLY] =
+        OP("UC_SEND_ONLY", RQ | NIC_OPF_SEND | NIC_OPF_ONLY | PL | NIC_OPF_RWR),
+    [IB_OPCODE_UC_SEND_ONLY_WITH_IMMEDIATE] =
+        OP("UC_SEND_ONLY_WITH_IMMEDIATE",
+           RQ | NIC_OPF_SEND | NIC_OPF_ONLY | PL | NIC_OPF_RWR | NIC_OPF_IMMDT),
+    [IB_OPCODE_UC_RDMA_WRITE_FIRST] =
+        OP("UC_RDMA_WRITE_FIRST", RQ | NIC_OPF_WRITE | NIC_OPF_FIRST | PL | NIC_OPF_RETH),
+    [IB_OPCODE_UC_RDMA_WRITE_MIDDLE] =
+        OP("UC_RDMA_WRITE_MIDDLE", RQ | NIC_OPF_WRITE | NIC_OPF_MIDDLE | PL),
+    [IB_OPCODE_UC_RDMA_WRITE_LAST] =
+        OP("UC_RDMA_WRITE_LAST", RQ | NIC_OPF_WRITE | NIC_OPF_LAST | PL),
+    [IB_OPCODE_UC_RDMA_WRITE_LAST_WITH_IMMEDIATE] =
+        OP("UC_RDMA_WRITE_LAST_WITH_IMMEDIATE",
+           RQ | NIC_OPF_WRITE | NIC_OPF_LAST | PL | NIC_OPF_IMMDT | NIC_OPF_RWR),
+    [IB_OPCODE_UC_RDMA_WRITE_ONLY] =
+        OP("UC_RDMA_WRITE_ONLY", RQ | NIC_OPF_WRITE | NIC_OPF_ONLY | PL | NIC_OPF_RETH),
+    [IB_OPCODE_UC_RDMA_WRITE_ONLY_WITH_IMMEDIATE] =
+        OP("UC_RDMA_WRITE_ONLY_WITH_IMMEDIATE",
+           RQ | NIC_OPF_WRITE | NIC_OPF_ONLY | PL | NIC_OPF_RETH | NIC_OPF_IMMDT | NIC_OPF_RWR),
+
+    /* UD (011xxxxx): SEND ONLY with a DETH (Q_Key, source QP) */
+    [IB_OPCODE_UD_SEND_ONLY] =
+        OP("UD_SEND_ONLY", RQ | NIC_OPF_SEND | NIC_OPF_ONLY | PL | NIC_OPF_RWR | NIC_OPF_DETH),
+    [IB_OPCODE_UD_SEND_ONLY_WITH_IMMEDIATE] =
+        OP("UD_SEND_ONLY_WITH_IMMEDIATE",
+           RQ | NIC_OPF_SEND | NIC_OPF_ONLY | PL | NIC_OPF_RWR | NIC_OPF_DETH | NIC_OPF_IMMDT),
 };
 
 uint32_t nic_ext_hdr_bytes(uint32_t mask)
@@ -137,6 +175,26 @@ int nic_req_opcode(enum ibv_wr_opcode wr, uint32_t pos)
     if (op == 0 && wr != IBV_WR_SEND && wr != IBV_WR_SEND_WITH_IMM)
         return -1;
     return op;
+}
+
+int nic_req_opcode_qpt(enum ibv_qp_type qpt, enum ibv_wr_opcode wr, uint32_t pos)
+{
+    int op = nic_req_opcode(wr, pos);
+    if (op < 0 || qpt == IBV_QPT_RC)
+        return qpt == IBV_QPT_RC ? op : -1;
+    unsigned prefix;
+    switch (qpt) {
+    case IBV_QPT_UC:
+        prefix = IB_OPCODE_UC;
+        break;
+    case IBV_QPT_UD:
+        prefix = IB_OPCODE_UD;
+        break;
+    default:
+        return -1;
+    }
+    uint8_t t = (uint8_t)((unsigned)op | prefix);
+    return nic_opcode_valid(t) ? t : -1;
 }
 
 uint8_t nic_read_resp_opcode(uint32_t pos)

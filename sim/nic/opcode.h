@@ -3,8 +3,10 @@
  * headers each one carries, and what it means to the engines.  Protocol
  * facts live in the table (opcode.c), not in branches.
  *
- * Only the RC group (opcode bits 7..5 = 000) is filled; UC (001) and UD
- * (011) join the same table in issue 3. */
+ * Opcode bits 7..5 name the transport (IBA 9.2.1): RC 000, UC 001, UD 011;
+ * bits 4..0 the operation, numbered alike in every transport (a UC SEND
+ * ONLY is the RC SEND ONLY | 0x20).  UC has SEND and RDMA WRITE only, UD
+ * SEND ONLY (with and without immediate) only, both without responses. */
 #ifndef RNICSIM_NIC_OPCODE_H
 #define RNICSIM_NIC_OPCODE_H
 
@@ -36,37 +38,62 @@ enum ib_opcode {
     IB_OPCODE_RC_ATOMIC_ACKNOWLEDGE = 0x12,
     IB_OPCODE_RC_COMPARE_SWAP = 0x13,
     IB_OPCODE_RC_FETCH_ADD = 0x14,
+
+    IB_OPCODE_UC_SEND_FIRST = 0x20,
+    IB_OPCODE_UC_SEND_MIDDLE = 0x21,
+    IB_OPCODE_UC_SEND_LAST = 0x22,
+    IB_OPCODE_UC_SEND_LAST_WITH_IMMEDIATE = 0x23,
+    IB_OPCODE_UC_SEND_ONLY = 0x24,
+    IB_OPCODE_UC_SEND_ONLY_WITH_IMMEDIATE = 0x25,
+    IB_OPCODE_UC_RDMA_WRITE_FIRST = 0x26,
+    IB_OPCODE_UC_RDMA_WRITE_MIDDLE = 0x27,
+    IB_OPCODE_UC_RDMA_WRITE_LAST = 0x28,
+    IB_OPCODE_UC_RDMA_WRITE_LAST_WITH_IMMEDIATE = 0x29,
+    IB_OPCODE_UC_RDMA_WRITE_ONLY = 0x2a,
+    IB_OPCODE_UC_RDMA_WRITE_ONLY_WITH_IMMEDIATE = 0x2b,
+
+    IB_OPCODE_UD_SEND_ONLY = 0x64,
+    IB_OPCODE_UD_SEND_ONLY_WITH_IMMEDIATE = 0x65,
+};
+
+/* Transport prefixes (opcode bits 7..5, IBA Table 38). */
+enum ib_opcode_transport {
+    IB_OPCODE_RC = 0x00,
+    IB_OPCODE_UC = 0x20,
+    IB_OPCODE_UD = 0x60,
+    IB_OPCODE_TRANSPORT_MASK = 0xe0,
 };
 
 /* Per-opcode mask bits (rxe's RXE_*_MASK, same idea). */
 enum nic_opf {
     /* extension headers after the BTH (IBA 9.3) */
-    NIC_OPF_RETH = 1u << 0,    /* RDMA extended transport header, 16 B */
-    NIC_OPF_AETH = 1u << 1,    /* ACK extended transport header, 4 B */
-    NIC_OPF_ATMETH = 1u << 2,  /* AtomicETH, 28 B */
-    NIC_OPF_ATMACK = 1u << 3,  /* AtomicAckETH, 8 B */
-    NIC_OPF_IMMDT = 1u << 4,   /* immediate data, 4 B */
-    NIC_OPF_PAYLOAD = 1u << 5, /* may carry payload */
+    NIC_OPF_RETH = 1u << 0,   /* RDMA extended transport header, 16 B */
+    NIC_OPF_AETH = 1u << 1,   /* ACK extended transport header, 4 B */
+    NIC_OPF_ATMETH = 1u << 2, /* AtomicETH, 28 B */
+    NIC_OPF_ATMACK = 1u << 3, /* AtomicAckETH, 8 B */
+    NIC_OPF_IMMDT = 1u << 4,  /* immediate data, 4 B */
+    NIC_OPF_DETH = 1u << 5,   /* datagram extended transport header (UD), 8 B */
     /* the extension-header bits equal enum pkt_ext_hdr (sim/pkt.h) */
-    NIC_OPF_EXT_HDRS =
-        NIC_OPF_RETH | NIC_OPF_AETH | NIC_OPF_ATMETH | NIC_OPF_ATMACK | NIC_OPF_IMMDT,
+    NIC_OPF_EXT_HDRS = NIC_OPF_RETH | NIC_OPF_AETH | NIC_OPF_ATMETH | NIC_OPF_ATMACK |
+                       NIC_OPF_IMMDT | NIC_OPF_DETH,
+    NIC_OPF_PAYLOAD = 1u << 6, /* may carry payload */
     /* direction */
-    NIC_OPF_REQ = 1u << 6,  /* requester -> responder */
-    NIC_OPF_RESP = 1u << 7, /* responder -> requester (ACK, read response, atomic ACK) */
+    NIC_OPF_REQ = 1u << 7,  /* requester -> responder */
+    NIC_OPF_RESP = 1u << 8, /* responder -> requester (ACK, read response, atomic ACK) */
     /* operation */
-    NIC_OPF_SEND = 1u << 8,
-    NIC_OPF_WRITE = 1u << 9,
-    NIC_OPF_READ = 1u << 10,   /* read request or read response */
-    NIC_OPF_ATOMIC = 1u << 11, /* CmpSwap / FetchAdd request */
-    NIC_OPF_ACK = 1u << 12,    /* ACKNOWLEDGE */
-    NIC_OPF_ATOMIC_ACK = 1u << 13,
+    NIC_OPF_SEND = 1u << 9,
+    NIC_OPF_WRITE = 1u << 10,
+    NIC_OPF_READ = 1u << 11,   /* read request or read response */
+    NIC_OPF_ATOMIC = 1u << 12, /* CmpSwap / FetchAdd request */
+    NIC_OPF_ACK = 1u << 13,    /* ACKNOWLEDGE */
+    NIC_OPF_ATOMIC_ACK = 1u << 14,
     /* position of the packet in its message */
-    NIC_OPF_FIRST = 1u << 14,
-    NIC_OPF_MIDDLE = 1u << 15,
-    NIC_OPF_LAST = 1u << 16,
+    NIC_OPF_FIRST = 1u << 15,
+    NIC_OPF_MIDDLE = 1u << 16,
+    NIC_OPF_LAST = 1u << 17,
     NIC_OPF_ONLY = NIC_OPF_FIRST | NIC_OPF_LAST,
     /* responder semantics */
-    NIC_OPF_RWR = 1u << 17, /* consumes a receive WQE (SEND*, WRITE with immediate) */
+    NIC_OPF_RWR = 1u << 18, /* consumes a receive WQE (SEND*, WRITE with immediate) */
 };
 
 struct nic_opcode_info {
@@ -86,6 +113,21 @@ static inline bool nic_opcode_valid(uint8_t op)
     return nic_opcodes[op].name != NULL;
 }
 
+/* The QP type whose packets carry opcode `op` (RC, UC or UD; -1: none). */
+static inline int nic_opcode_qp_type(uint8_t op)
+{
+    switch (op & IB_OPCODE_TRANSPORT_MASK) {
+    case IB_OPCODE_RC:
+        return IBV_QPT_RC;
+    case IB_OPCODE_UC:
+        return IBV_QPT_UC;
+    case IB_OPCODE_UD:
+        return IBV_QPT_UD;
+    default:
+        return -1;
+    }
+}
+
 /* Bytes of the extension headers named by `mask`. */
 uint32_t nic_ext_hdr_bytes(uint32_t mask);
 
@@ -94,10 +136,14 @@ uint32_t nic_ext_hdr_bytes(uint32_t mask);
  * ICRC 4 + FCS 4, at least the Ethernet minimum of 64 B. */
 uint32_t nic_frame_bytes(uint8_t opcode, uint32_t payload_len);
 
-/* Requester opcode of packet `pos` of a message of verb `wr`:
+/* Requester opcode of packet `pos` of a message of verb `wr` on an RC QP:
  * pos is NIC_OPF_FIRST, NIC_OPF_MIDDLE, NIC_OPF_LAST or NIC_OPF_ONLY.
  * Returns -1 for a verb/position pair that has no RC opcode. */
 int nic_req_opcode(enum ibv_wr_opcode wr, uint32_t pos);
+/* The same for a QP of type `qpt` (RC, UC, UD): the RC operation in the
+ * transport's group, if the table has that opcode; else -1 (a UC READ, a
+ * multi-packet UD SEND, ...). */
+int nic_req_opcode_qpt(enum ibv_qp_type qpt, enum ibv_wr_opcode wr, uint32_t pos);
 
 /* Read-response opcode of packet `pos` (FIRST, MIDDLE, LAST, ONLY). */
 uint8_t nic_read_resp_opcode(uint32_t pos);

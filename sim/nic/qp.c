@@ -12,7 +12,13 @@
  *   RTR     responder on: expected PSN = rq_psn, dest_node from the AV
  *   RTS     requester on: next PSN = sq_psn, retry counters loaded
  *   SQD     the requester starts no new WQE (the current one finishes)
+ *   SQE     UC/UD after a send error: requester stopped, send WRs
+ *           flushed, receives go on; SQE -> RTS restarts the requester
  *   ERR     nic_qp_to_error: engines stop, every outstanding WR flushed
+ *
+ * UC and UD QPs use the same context: UD has no AV, path MTU or
+ * destination QPN (each WR's AH names the destination) and sends at the
+ * port's active MTU; its Q_Key (IBV_QP_QKEY) checks arriving DETHs.
  *
  * QPN table: open addressing on qpn & mask with the QPN chosen so that its
  * slot is free, hence lookup is one probe.  QPNs are handed out in
@@ -133,6 +139,13 @@ struct nic_qp *nic_qp_lookup(struct nic *nic, uint32_t qpn)
 
 /* ---------------------------------------------------------------- create / destroy */
 
+/* Path MTU before INIT->RTR sets one; UD has no path MTU attribute and
+ * sends at the port's active MTU (= max_mtu here). */
+static uint32_t qp_default_mtu(const struct nic_qp *qp)
+{
+    return qp->init.qp_type == IBV_QPT_UD ? nic_mtu_bytes(qp->nic->p.max_mtu) : 256u;
+}
+
 struct nic_qp *nic_qp_create(struct nic *nic, const struct nic_qp_init *init)
 {
     if (!nic || !init || !init->pd || !init->send_cq || !init->recv_cq) {
@@ -172,7 +185,7 @@ struct nic_qp *nic_qp_create(struct nic *nic, const struct nic_qp_init *init)
     qp->eng = e;
     e->qp = qp;
     e->refs = 1;
-    e->mtu_bytes = 256;
+    e->mtu_bytes = qp_default_mtu(qp);
     e->timer_deadline = SIM_TIME_NEVER;
     nic_req_init(qp);
     nic_resp_init(qp);
@@ -309,7 +322,7 @@ static void record_attrs(struct nic_qp *qp, const struct ibv_qp_attr *a, int mas
 
 /* The kernel's rdma_calc_flow_label + rdma_get_udp_sport: the RoCEv2 UDP
  * source port of a connection, from its two QPNs (0xC000..0xFFFF). */
-static uint16_t roce_udp_sport(uint32_t lqpn, uint32_t rqpn)
+uint16_t nic_roce_udp_sport(uint32_t lqpn, uint32_t rqpn)
 {
     uint64_t v = (uint64_t)lqpn * rqpn;
     v ^= v >> 20;
@@ -324,6 +337,7 @@ static void qp_reset(struct nic_qp *qp)
     struct nic_qp_engine *e = qp->eng;
     qp_quiesce(qp);
     qp->sq_comp = qp->sq_next = qp->sq_db = qp->sq_tail = 0;
+    e->rd_posted = 0;
     qp->rq_head = qp->rq_tail = 0;
     for (uint32_t i = 0; i < qp->sq_depth; i++)
         qp->sq[i].state = NIC_WQE_QUEUED;
@@ -331,7 +345,7 @@ static void qp_reset(struct nic_qp *qp)
     memset(&qp->attr, 0, sizeof(qp->attr));
     qp->attr.cap = cap;
     qp->dest_node = 0;
-    e->mtu_bytes = 256;
+    e->mtu_bytes = qp_default_mtu(qp);
     nic_req_init(qp);
     nic_resp_init(qp);
     nic_comp_init(qp);
@@ -364,7 +378,7 @@ int nic_qp_modify(struct nic_qp *qp, const struct ibv_qp_attr *attr, int attr_ma
     if (attr_mask & IBV_QP_PATH_MTU)
         e->mtu_bytes = nic_mtu_bytes(qp->attr.path_mtu);
     if (attr_mask & (IBV_QP_DEST_QPN | IBV_QP_AV))
-        e->udp_sport = roce_udp_sport(qp->qpn, qp->attr.dest_qp_num);
+        e->udp_sport = nic_roce_udp_sport(qp->qpn, qp->attr.dest_qp_num);
     if (attr_mask & IBV_QP_RQ_PSN) {
         e->epsn = qp->attr.rq_psn;
         e->nak_sent = false;
@@ -380,6 +394,13 @@ int nic_qp_modify(struct nic_qp *qp, const struct ibv_qp_attr *attr, int attr_ma
         e->rnr_left = qp->attr.rnr_retry;
     qp->state = next;
     qp->attr.qp_state = next;
+    if (next == IBV_QPS_RTS && cur == IBV_QPS_SQE) {
+        /* UC/UD recovering from a send error: the SQ was flushed, the
+         * requester starts afresh at the next WR (PSNs continue) */
+        nic_req_init(qp);
+        e->comp_psn = e->next_psn;
+        e->tx_psn_hi = nic_psn_add(e->next_psn, NIC_PSN_MASK);
+    }
     if (next == IBV_QPS_RTS && (cur == IBV_QPS_RTR || cur == IBV_QPS_SQD || cur == IBV_QPS_SQE))
         nic_req_kick(qp);
     return 0;
@@ -387,10 +408,15 @@ int nic_qp_modify(struct nic_qp *qp, const struct ibv_qp_attr *attr, int attr_ma
 
 /* ---------------------------------------------------------------- queues */
 
+static bool qp_type_supported(enum ibv_qp_type t)
+{
+    return t == IBV_QPT_RC || t == IBV_QPT_UC || t == IBV_QPT_UD;
+}
+
 int nic_sq_append(struct nic_qp *qp, const struct nic_send_wqe *wqe)
 {
-    if (qp->init.qp_type != IBV_QPT_RC)
-        return EOPNOTSUPP; /* UC/UD data path: issue 3 */
+    if (!qp_type_supported(qp->init.qp_type))
+        return EOPNOTSUPP;
     if (qp->sq_tail - qp->sq_comp >= qp->sq_depth)
         return ENOMEM;
     struct nic_send_wqe *w = nic_sq_wqe(qp, qp->sq_tail);
@@ -403,13 +429,15 @@ int nic_sq_append(struct nic_qp *qp, const struct nic_send_wqe *wqe)
     w->signaled = wqe->signaled;
     w->first_psn = w->last_psn = 0;
     w->state = NIC_WQE_QUEUED;
+    if (nic_wqe_is_rd_atomic(w))
+        qp->eng->rd_posted++;
     qp->sq_tail++;
     return 0;
 }
 
 int nic_rq_append(struct nic_qp *qp, const struct nic_recv_wqe *wqe)
 {
-    if (qp->init.qp_type != IBV_QPT_RC)
+    if (!qp_type_supported(qp->init.qp_type))
         return EOPNOTSUPP;
     if (qp->rq_tail - qp->rq_head >= qp->rq_depth)
         return ENOMEM;
@@ -439,6 +467,7 @@ void nic_qp_flush_sq(struct nic_qp *qp)
         nic->cnt.wqes_completed++;
     }
     qp->sq_comp = qp->sq_next = qp->sq_tail;
+    qp->eng->rd_posted = 0;
     if (qp->sq_db < qp->sq_tail)
         qp->sq_db = qp->sq_tail;
     qp->eng->fetch_issued = qp->eng->fetched = qp->eng->req_idx = qp->sq_tail;
@@ -458,6 +487,20 @@ void nic_qp_flush_rq(struct nic_qp *qp)
         nic_cqe_write(qp->nic, qp->init.recv_cq, &wc, false);
     }
     qp->rq_head = qp->rq_tail;
+}
+
+void nic_qp_to_sqe(struct nic_qp *qp)
+{
+    if (!qp || qp->eng->dead)
+        return;
+    struct nic_qp_engine *e = qp->eng;
+    e->req_epoch++; /* payload reads in flight are dropped */
+    nic_req_stop(qp);
+    sim_cancel(qp->nic->sim, &e->timer_ev);
+    e->timer_deadline = SIM_TIME_NEVER;
+    qp->state = IBV_QPS_SQE;
+    qp->attr.qp_state = IBV_QPS_SQE;
+    nic_qp_flush_sq(qp);
 }
 
 void nic_qp_to_error(struct nic_qp *qp)

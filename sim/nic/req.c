@@ -42,6 +42,12 @@
  *             between DMA read and wire.  Inline payload is copied from
  *             the WQE, no DMA.
  *
+ * UC and UD use the same machine without responses: packets carry no
+ * AckReq, the completer finishes a WQE when its last packet leaves, and
+ * nothing is ever resent.  A UD WQE longer than the path MTU (the port's
+ * active MTU) completes with IBV_WC_LOC_LEN_ERR and sends nothing; a UD
+ * packet takes its destination node, QPN and Q_Key from the WQE (the AH).
+ *
  * Go back N (nic_req_rewind, called by the completer on a timeout, a PSN
  * sequence NAK, an RNR NAK or a missing read response): every WQE from the
  * one holding the PSN on is marked RETRY, the staging ring is dropped
@@ -138,7 +144,7 @@ static void db_process(struct sim *sim, void *a, void *b)
         nic_op_free(op);
         return;
     }
-    if (qp->state == IBV_QPS_ERR) {
+    if (qp->state == IBV_QPS_ERR || qp->state == IBV_QPS_SQE) {
         nic_qp_flush_sq(qp);
         nic_op_free(op);
         return;
@@ -212,10 +218,19 @@ static void build_send_write(struct nic_qp *qp, struct nic_send_wqe *w, uint32_t
     if (plen > mtu)
         plen = mtu;
     uint32_t pos = nic_pkt_pos(k, n);
-    uint8_t opcode = (uint8_t)nic_req_opcode(w->opcode, pos);
+    uint8_t opcode = (uint8_t)nic_req_opcode_qpt(qp->init.qp_type, w->opcode, pos);
     uint32_t mask = nic_opcode(opcode)->mask;
     struct pkt *p = pkt_alloc(nic->pool);
     nic_pkt_address(qp, p, opcode, nic_psn_add(w->first_psn, k), plen);
+    if (mask & NIC_OPF_DETH) { /* UD: the destination comes with the WQE (its AH) */
+        p->dst_node = w->ud_node;
+        p->dest_qpn = w->ud_qpn;
+        p->deth_qkey = w->ud_qkey;
+        p->udp_sport = nic_roce_udp_sport(qp->qpn, w->ud_qpn);
+        uint32_t lo = qp->qpn < w->ud_qpn ? qp->qpn : w->ud_qpn;
+        uint32_t hi = qp->qpn < w->ud_qpn ? w->ud_qpn : qp->qpn;
+        p->flow_hash = (lo * 0x9e3779b1u) ^ (hi * 0x85ebca6bu) ^ p->udp_sport;
+    }
     if (mask & NIC_OPF_RETH) {
         p->reth_va = w->remote_addr;
         p->reth_rkey = w->rkey;
@@ -224,7 +239,7 @@ static void build_send_write(struct nic_qp *qp, struct nic_send_wqe *w, uint32_t
     if (mask & NIC_OPF_IMMDT)
         p->imm_data = w->imm_data;
     if (pos & NIC_OPF_LAST) {
-        p->ack_req = 1;
+        p->ack_req = nic_qp_reliable(qp); /* UC/UD: nothing answers */
         p->se = (w->send_flags & IBV_SEND_SOLICITED) ? 1 : 0;
     }
     if (!plen) {
@@ -277,6 +292,13 @@ static void build_rd_atomic(struct nic_qp *qp, struct nic_send_wqe *w, uint32_t 
 static enum ibv_wc_status check_wqe(struct nic_qp *qp, const struct nic_send_wqe *w)
 {
     if (w->length > NIC_MAX_MSG_BYTES)
+        return IBV_WC_LOC_LEN_ERR;
+    /* UD: one packet per message.  The mlx5 provider posts an oversize UD
+     * WR without complaint (providers/mlx5/qp.c _mlx5_post_send: the
+     * IBV_QPT_UD case only writes the datagram segment); the device then
+     * completes it in error: local length error, no packet emitted.  (rxe
+     * instead follows IBA C10-93.1.1 and fakes a successful send.) */
+    if (qp->init.qp_type == IBV_QPT_UD && w->length > qp->eng->mtu_bytes)
         return IBV_WC_LOC_LEN_ERR;
     if (w->send_flags & IBV_SEND_INLINE)
         return IBV_WC_SUCCESS;
@@ -358,6 +380,12 @@ static enum nic_req_state req_segment(struct nic_qp *qp)
     if (!nic_qp_can_send(qp))
         return NIC_REQ_IDLE;
     struct nic_send_wqe *w = nic_sq_wqe(qp, e->req_idx);
+    if (w->state == NIC_WQE_DONE) { /* its responses came while it waited for room */
+        e->req_idx++;
+        e->req_pkt = 0;
+        qp->sq_next = e->req_idx;
+        return NIC_REQ_NEXT_WQE;
+    }
     if (nic_wqe_is_rd_atomic(w)) {
         if (nic_stage_full(&e->req_stage, 0)) {
             req_offer(qp);
@@ -383,6 +411,8 @@ static enum nic_req_state req_segment(struct nic_qp *qp)
     e->req_idx++;
     e->req_pkt = 0;
     qp->sq_next = e->req_idx;
+    if (!nic_qp_reliable(qp))
+        nic_comp_advance(qp); /* its packets may have left already */
     req_offer(qp);
     return NIC_REQ_NEXT_WQE;
 }

@@ -54,6 +54,7 @@
 
 enum resp_state {
     RESP_CHECK_PSN,
+    RESP_CHECK_QKEY,
     RESP_DUPLICATE,
     RESP_CHECK_OP_SEQ,
     RESP_CHECK_RESOURCE,
@@ -63,7 +64,9 @@ enum resp_state {
     RESP_ACKNOWLEDGE,
     RESP_ERR_SEQ,
     RESP_ERR_RNR,
+    RESP_ERR_RECV,
     RESP_ERR_FATAL,
+    RESP_DROP,
     RESP_DONE,
 };
 
@@ -75,6 +78,7 @@ struct resp_ctx {
     enum ibv_wc_status recv_err; /* ERR_FATAL: completes the receive WQE in error */
     bool owned;                  /* the packet went to a DMA write */
     uint8_t *host;               /* READ/atomic target */
+    const char *why;             /* DROP: reason, for the trace */
 };
 
 static void resp_stage_run(struct nic_qp *qp);
@@ -188,7 +192,7 @@ static void resp_stage_fill(struct nic_qp *qp)
                 else
                     nic_payload_fetched(nic->sim, op, &qp->eng->resp_src);
             }
-            if (e->rd_resp_outstanding)
+            if (!w->dup && e->rd_resp_outstanding)
                 e->rd_resp_outstanding--;
             break;
         case NIC_RW_ATOMIC: {
@@ -265,6 +269,7 @@ static void atomic_write_done(struct sim *sim, void *a, void *b)
     (void)b;
     struct nic_op *op = a;
     nic_copy_to_host(op->nic, op, op->data8);
+    nic_trace_dma_write(op->nic, op, op->qp->qpn, "resp: atomic result");
     if (op->nic->host)
         host_dma_landed(op->nic->host);
     atomic_finish(op->nic, op);
@@ -307,10 +312,14 @@ static void atomic_read_done(struct sim *sim, void *a, void *b)
     memcpy(op->data8, &val, 8);
     op->pkt->atomic_orig = orig;
     struct nic_qp_engine *e = op->qp->eng;
-    struct nic_atomic_hist *h = &e->atomic_hist[e->atomic_hist_next++ % NIC_ATOMIC_HISTORY];
-    h->valid = true;
-    h->psn = op->pkt->psn;
-    h->orig = orig;
+    for (unsigned i = 0; i < NIC_ATOMIC_HISTORY; i++) {
+        struct nic_atomic_hist *h = &e->atomic_hist[i];
+        if (h->valid && h->pending && h->psn == op->pkt->psn) {
+            h->pending = false;
+            h->orig = orig;
+            break;
+        }
+    }
     sim_call_in(sim, nic->p.atomic_proc_ps, atomic_exec_done, op, NULL);
 }
 
@@ -357,15 +366,77 @@ static enum resp_state fatal(struct resp_ctx *c, uint8_t nak, enum ibv_wc_status
     return RESP_ERR_FATAL;
 }
 
+static enum resp_state drop(struct resp_ctx *c, const char *why)
+{
+    c->why = why;
+    return RESP_DROP;
+}
+
+/* UC: give up the message in progress (a receive it was filling stays
+ * posted: the next SEND overwrites it) and drop packets until the next
+ * FIRST/ONLY. */
+static void uc_abandon(struct nic_qp *qp)
+{
+    struct nic_qp_engine *e = qp->eng;
+    if (e->resp_msg || !e->uc_drop)
+        qp->nic->cnt.uc_msg_drops++;
+    e->resp_msg = 0;
+    e->resp_off = 0;
+    e->uc_drop = true;
+}
+
+/* A UC/UD message that cannot be delivered is dropped silently (IBA 9.9:
+ * unreliable services have no NAKs); UC drops the rest of it too. */
+static enum resp_state drop_msg(struct nic_qp *qp, struct resp_ctx *c, const char *why)
+{
+    if (qp->init.qp_type == IBV_QPT_UC)
+        uc_abandon(qp);
+    return drop(c, why);
+}
+
 static enum resp_state check_psn(struct nic_qp *qp, struct resp_ctx *c)
 {
     struct nic_qp_engine *e = qp->eng;
     int32_t d = nic_psn_diff(c->p->psn, e->epsn);
+    switch (qp->init.qp_type) {
+    case IBV_QPT_UD:
+        return RESP_CHECK_QKEY; /* UD responders ignore the PSN (IBA 9.7.2) */
+    case IBV_QPT_UC:
+        /* a gap loses the message in progress; the next FIRST/ONLY,
+         * whatever its PSN, starts afresh (IBA 9.7.? UC; rxe check_psn) */
+        if (d != 0 || e->uc_drop) {
+            if (c->mask & NIC_OPF_FIRST) {
+                if (e->resp_msg)
+                    uc_abandon(qp);
+                e->uc_drop = false;
+                e->epsn = c->p->psn;
+                return RESP_CHECK_OP_SEQ;
+            }
+            if (!e->uc_drop)
+                uc_abandon(qp);
+            return drop(c, "resp: UC PSN gap, message lost");
+        }
+        return RESP_CHECK_OP_SEQ;
+    default:
+        break;
+    }
     if (d > 0)
         return RESP_ERR_SEQ;
     if (d < 0)
         return RESP_DUPLICATE;
     e->nak_sent = false;
+    return RESP_CHECK_OP_SEQ;
+}
+
+/* UD: the DETH Q_Key must be the QP's (IBA 10.2.4; the rule that a WR
+ * Q_Key with the high bit set takes the QP's is applied by the sender;
+ * privileged Q_Keys are not modelled). */
+static enum resp_state check_qkey(struct nic_qp *qp, struct resp_ctx *c)
+{
+    if (c->p->deth_qkey != qp->attr.qkey) {
+        qp->nic->cnt.qkey_drops++;
+        return drop(c, "resp: UD Q_Key mismatch");
+    }
     return RESP_CHECK_OP_SEQ;
 }
 
@@ -384,15 +455,17 @@ static enum resp_state check_op_seq(struct nic_qp *qp, struct resp_ctx *c)
 {
     struct nic_qp_engine *e = qp->eng;
     uint32_t m = c->mask;
-    if (e->resp_msg) {
-        if (!(m & e->resp_msg) || !(m & (NIC_OPF_MIDDLE | NIC_OPF_LAST)) || (m & NIC_OPF_FIRST))
-            return fatal(c, NIC_AETH_NAK_INV_REQ, IBV_WC_SUCCESS);
-    } else if (!(m & NIC_OPF_FIRST)) {
-        return fatal(c, NIC_AETH_NAK_INV_REQ, IBV_WC_SUCCESS);
-    }
+    bool rc = nic_qp_reliable(qp);
+    bool bad = e->resp_msg ? (!(m & e->resp_msg) || !(m & (NIC_OPF_MIDDLE | NIC_OPF_LAST)) ||
+                              (m & NIC_OPF_FIRST))
+                           : !(m & NIC_OPF_FIRST);
+    if (bad)
+        return rc ? fatal(c, NIC_AETH_NAK_INV_REQ, IBV_WC_SUCCESS)
+                  : drop_msg(qp, c, "resp: opcode out of sequence");
     int need = remote_access_needed(m);
     if (need && !((int)qp->attr.qp_access_flags & need))
-        return fatal(c, NIC_AETH_NAK_REM_ACC, IBV_WC_SUCCESS);
+        return rc ? fatal(c, NIC_AETH_NAK_REM_ACC, IBV_WC_SUCCESS)
+                  : drop_msg(qp, c, "resp: remote access not enabled on the QP");
     return RESP_CHECK_RESOURCE;
 }
 
@@ -405,12 +478,19 @@ static bool needs_recv_wqe(uint32_t m)
 static enum resp_state check_resource(struct nic_qp *qp, struct resp_ctx *c)
 {
     struct nic_qp_engine *e = qp->eng;
-    if (needs_recv_wqe(c->mask) && qp->rq_head == qp->rq_tail)
-        return RESP_ERR_RNR;
+    if (needs_recv_wqe(c->mask) && qp->rq_head == qp->rq_tail) {
+        if (nic_qp_reliable(qp))
+            return RESP_ERR_RNR;
+        if (qp->init.qp_type == IBV_QPT_UD)
+            qp->nic->cnt.ud_no_recv++;
+        return drop_msg(qp, c, "resp: no receive posted");
+    }
     if (c->mask & (NIC_OPF_READ | NIC_OPF_ATOMIC)) {
         uint32_t max = qp->attr.max_dest_rd_atomic ? qp->attr.max_dest_rd_atomic : 1;
-        if (e->rd_resp_outstanding >= max || work_count(e) >= NIC_RESP_WORK_SLOTS - 1)
+        if (e->rd_resp_outstanding >= max)
             return fatal(c, NIC_AETH_NAK_INV_REQ, IBV_WC_SUCCESS);
+        if (work_count(e) >= NIC_RESP_WORK_SLOTS - 1)
+            return drop(c, "resp: work queue full"); /* not taken: the requester resends */
     }
     return RESP_CHECK_ACCESS;
 }
@@ -421,11 +501,30 @@ static enum nic_mr_status remote_check(struct nic_qp *qp, uint32_t key, uint64_t
     return nic_mr_check(qp->nic, key, qp->init.pd, va, len, access, host);
 }
 
+/* Bytes in front of a SEND's payload in the receive buffer: the GRH slot
+ * of a UD receive. */
+static uint32_t recv_prefix(const struct nic_qp *qp)
+{
+    return qp->init.qp_type == IBV_QPT_UD ? NIC_GRH_BYTES : 0;
+}
+
+/* A receive buffer problem: RC NAKs and errors the QP (class C); UC/UD
+ * complete the receive in error and go on (class D, as rxe does). */
+static enum resp_state recv_error(struct nic_qp *qp, struct resp_ctx *c, uint8_t nak,
+                                  enum ibv_wc_status st)
+{
+    if (nic_qp_reliable(qp))
+        return fatal(c, nak, st);
+    c->recv_err = st;
+    return RESP_ERR_RECV;
+}
+
 static enum resp_state check_access(struct nic_qp *qp, struct resp_ctx *c)
 {
     struct nic_qp_engine *e = qp->eng;
     struct pkt *p = c->p;
     uint32_t m = c->mask;
+    bool rc = nic_qp_reliable(qp);
     if (m & NIC_OPF_SEND) {
         const struct nic_recv_wqe *r = nic_rq_wqe(qp, qp->rq_head);
         if (m & NIC_OPF_FIRST) {
@@ -434,11 +533,11 @@ static enum resp_state check_access(struct nic_qp *qp, struct resp_ctx *c)
                 const struct nic_sge *s = &r->sge[i];
                 if (s->length && nic_mr_check(qp->nic, s->lkey, qp->init.pd, s->addr, s->length,
                                               IBV_ACCESS_LOCAL_WRITE, NULL) != NIC_MR_OK)
-                    return fatal(c, NIC_AETH_NAK_REM_OP, IBV_WC_LOC_PROT_ERR);
+                    return recv_error(qp, c, NIC_AETH_NAK_REM_OP, IBV_WC_LOC_PROT_ERR);
             }
         }
-        if ((uint64_t)e->resp_off + p->payload_len > r->length)
-            return fatal(c, NIC_AETH_NAK_INV_REQ, IBV_WC_LOC_LEN_ERR);
+        if ((uint64_t)recv_prefix(qp) + e->resp_off + p->payload_len > r->length)
+            return recv_error(qp, c, NIC_AETH_NAK_INV_REQ, IBV_WC_LOC_LEN_ERR);
         return RESP_EXECUTE;
     }
     if (m & NIC_OPF_WRITE) {
@@ -450,11 +549,13 @@ static enum resp_state check_access(struct nic_qp *qp, struct resp_ctx *c)
             if (p->reth_dma_len &&
                 remote_check(qp, p->reth_rkey, p->reth_va, p->reth_dma_len, IBV_ACCESS_REMOTE_WRITE,
                              &e->resp_host) != NIC_MR_OK)
-                return fatal(c, NIC_AETH_NAK_REM_ACC, IBV_WC_SUCCESS);
+                return rc ? fatal(c, NIC_AETH_NAK_REM_ACC, IBV_WC_SUCCESS)
+                          : drop_msg(qp, c, "resp: UC WRITE R_Key violation");
         }
         uint64_t end = (uint64_t)e->resp_off + p->payload_len;
         if (end > e->resp_len || ((m & NIC_OPF_LAST) && end != e->resp_len))
-            return fatal(c, NIC_AETH_NAK_INV_REQ, IBV_WC_SUCCESS);
+            return rc ? fatal(c, NIC_AETH_NAK_INV_REQ, IBV_WC_SUCCESS)
+                      : drop_msg(qp, c, "resp: UC WRITE length mismatch");
         return RESP_EXECUTE;
     }
     if (m & NIC_OPF_READ) {
@@ -481,28 +582,85 @@ static void place_done(struct sim *sim, void *a, void *b)
     (void)b;
     struct nic_op *op = a;
     struct nic *nic = op->nic;
-    nic_copy_to_host(nic, op, op->pkt->payload);
+    nic_copy_to_host(nic, op, op->pkt ? op->pkt->payload : op->grh);
+    nic_trace_dma_write(nic, op, op->pkt ? op->pkt->dest_qpn : (uint32_t)op->v,
+                        op->pkt ? "resp: payload" : "resp: UD GRH");
     if (nic->host)
         host_dma_landed(nic->host);
-    pkt_free(nic->pool, op->pkt);
+    if (op->pkt)
+        pkt_free(nic->pool, op->pkt);
     nic_op_free(op);
 }
 
-static void enqueue_read(struct nic_qp *qp, uint32_t psn, uint32_t key, uint8_t *host, uint32_t len)
+static void enqueue_read(struct nic_qp *qp, uint32_t psn, uint32_t key, uint8_t *host, uint32_t len,
+                         bool dup)
 {
     struct nic_qp_engine *e = qp->eng;
     struct nic_resp_work *w = work_push(e);
     if (!w)
         return;
     w->kind = NIC_RW_READ;
+    w->dup = dup;
     w->psn = psn;
     w->msn = e->msn;
     w->key = key;
     w->host = host;
     w->len = len;
     w->npkts = len ? (len + e->mtu_bytes - 1) / e->mtu_bytes : 1;
-    e->rd_resp_outstanding++;
+    if (!dup)
+        e->rd_resp_outstanding++;
     resp_stage_run(qp);
+}
+
+/* Remember an accepted atomic for duplicates (IBA 9.7.5.1.2: the responder
+ * keeps the results of its last max_dest_rd_atomic atomics and replays
+ * them; a duplicate never executes again). */
+static void atomic_remember(struct nic_qp *qp, uint32_t psn)
+{
+    struct nic_qp_engine *e = qp->eng;
+    uint32_t n = qp->attr.max_dest_rd_atomic ? qp->attr.max_dest_rd_atomic : 1;
+    if (n > NIC_ATOMIC_HISTORY)
+        n = NIC_ATOMIC_HISTORY;
+    struct nic_atomic_hist *h = &e->atomic_hist[e->atomic_hist_next++ % n];
+    h->valid = true;
+    h->pending = true;
+    h->psn = psn;
+    h->orig = 0;
+}
+
+/* The GRH a UD receive finds in its first 40 bytes.  Our port is RoCEv2
+ * over IPv4 (IPv4-mapped GIDs): like mlx5, the NIC writes the IPv4 header
+ * in the last 20 bytes of the slot and leaves the first 20 zero (the
+ * kernel's union rdma_network_hdr { struct ib_grh ibgrh; struct { u8
+ * reserved[20]; struct iphdr roce4grh; }; }), which ibv_init_ah_from_wc
+ * recognises by version 4 and a valid header checksum. */
+static void build_grh(const struct nic *nic, const struct pkt *p, uint8_t *g)
+{
+    memset(g, 0, NIC_GRH_BYTES);
+    uint8_t *ip = g + 20;
+    union ibv_gid sg, dg;
+    nic_gid_of_node(p->src_node, &sg);
+    nic_gid_of_node(nic->node_id, &dg);
+    uint32_t total = p->frame_bytes - PKT_ETH_HDR_BYTES - PKT_ETH_FCS_BYTES;
+    if (p->frame_bytes < PKT_ETH_HDR_BYTES + PKT_ETH_FCS_BYTES + PKT_IPV4_HDR_BYTES)
+        total = PKT_IPV4_HDR_BYTES;
+    ip[0] = 0x45; /* version 4, IHL 5 */
+    ip[1] = 0;    /* DSCP/ECN = traffic class 0 */
+    ip[2] = (uint8_t)(total >> 8);
+    ip[3] = (uint8_t)total;
+    ip[6] = 0x40; /* DF */
+    ip[8] = 64;   /* TTL: the AH's hop limit is not carried; 64 as the kernel's default */
+    ip[9] = 17;   /* UDP */
+    memcpy(ip + 12, sg.raw + 12, 4);
+    memcpy(ip + 16, dg.raw + 12, 4);
+    uint32_t sum = 0;
+    for (unsigned i = 0; i < 20; i += 2)
+        sum += (uint32_t)ip[i] << 8 | ip[i + 1];
+    while (sum >> 16)
+        sum = (sum & 0xffff) + (sum >> 16);
+    uint16_t csum = (uint16_t)~sum;
+    ip[10] = (uint8_t)(csum >> 8);
+    ip[11] = (uint8_t)csum;
 }
 
 static enum resp_state execute(struct nic_qp *qp, struct resp_ctx *c)
@@ -513,7 +671,7 @@ static enum resp_state execute(struct nic_qp *qp, struct resp_ctx *c)
     uint32_t m = c->mask;
     if (m & NIC_OPF_READ) {
         e->msn++;
-        enqueue_read(qp, p->psn, p->reth_rkey, c->host, p->reth_dma_len);
+        enqueue_read(qp, p->psn, p->reth_rkey, c->host, p->reth_dma_len, false);
         e->epsn = nic_psn_add(
             e->epsn, p->reth_dma_len ? (p->reth_dma_len + e->mtu_bytes - 1) / e->mtu_bytes : 1);
         e->pkts_since_ack = 0;
@@ -532,6 +690,7 @@ static enum resp_state execute(struct nic_qp *qp, struct resp_ctx *c)
             w->swap_add = p->atomic_swap_add;
             w->compare = p->atomic_compare;
             e->rd_resp_outstanding++;
+            atomic_remember(qp, p->psn);
             resp_stage_run(qp);
         }
         e->epsn = nic_psn_add(e->epsn, 1);
@@ -539,12 +698,25 @@ static enum resp_state execute(struct nic_qp *qp, struct resp_ctx *c)
         return RESP_DONE;
     }
     /* SEND / WRITE payload */
+    uint32_t prefix = (m & NIC_OPF_SEND) ? recv_prefix(qp) : 0;
+    if (prefix) { /* UD: the GRH first, then the payload behind it */
+        const struct nic_recv_wqe *r = nic_rq_wqe(qp, qp->rq_head);
+        struct nic_op *op = nic_op_alloc(nic, NIC_OP_PLACE, NULL);
+        op->v = qp->qpn;
+        build_grh(nic, p, op->grh);
+        nic_sges_to_segs(nic, r->sge, r->num_sge, 0, prefix, op);
+        nic->cnt.dma_writes++;
+        if (nic->pcie)
+            pcie_dma_write(nic->pcie, prefix, place_done, op, NULL);
+        else
+            place_done(nic->sim, op, NULL);
+    }
     if (p->payload_len) {
         struct nic_op *op = nic_op_alloc(nic, NIC_OP_PLACE, NULL);
         op->pkt = p;
         if (m & NIC_OPF_SEND) {
             const struct nic_recv_wqe *r = nic_rq_wqe(qp, qp->rq_head);
-            nic_sges_to_segs(nic, r->sge, r->num_sge, e->resp_off, p->payload_len, op);
+            nic_sges_to_segs(nic, r->sge, r->num_sge, prefix + e->resp_off, p->payload_len, op);
         } else {
             op->n_seg = 1;
             op->seg[0] = (struct nic_seg){e->resp_host + e->resp_off, e->resp_key, p->payload_len};
@@ -575,17 +747,19 @@ static enum resp_state complete(struct nic_qp *qp, struct resp_ctx *c)
     if (m & NIC_OPF_RWR) {
         const struct nic_recv_wqe *r = nic_rq_wqe(qp, qp->rq_head);
         bool send = (m & NIC_OPF_SEND) != 0;
+        bool ud = qp->init.qp_type == IBV_QPT_UD;
         struct ibv_wc wc = {
             .wr_id = r->wr_id,
             .status = IBV_WC_SUCCESS,
             .opcode = send ? IBV_WC_RECV : IBV_WC_RECV_RDMA_WITH_IMM,
-            .byte_len = send ? e->resp_off : e->resp_len,
+            .byte_len = send ? recv_prefix(qp) + e->resp_off : e->resp_len,
             .qp_num = qp->qpn,
-            .src_qp = qp->attr.dest_qp_num,
+            .src_qp = ud ? p->src_qpn : qp->attr.dest_qp_num,
+            .wc_flags = ud ? IBV_WC_GRH : 0,
         };
         if (m & NIC_OPF_IMMDT) {
             wc.imm_data = p->imm_data;
-            wc.wc_flags = IBV_WC_WITH_IMM;
+            wc.wc_flags |= IBV_WC_WITH_IMM;
         }
         qp->rq_head++;
         nic_cqe_write(qp->nic, qp->init.recv_cq, &wc, p->se);
@@ -597,6 +771,8 @@ static enum resp_state complete(struct nic_qp *qp, struct resp_ctx *c)
 static enum resp_state acknowledge(struct nic_qp *qp, struct resp_ctx *c)
 {
     struct nic_qp_engine *e = qp->eng;
+    if (!nic_qp_reliable(qp))
+        return RESP_DONE; /* UC/UD: no ACKs */
     e->pkts_since_ack++;
     uint32_t every = qp->nic->p.ack_every_pkts ? qp->nic->p.ack_every_pkts : 1;
     if (c->p->ack_req || e->pkts_since_ack >= every) {
@@ -606,22 +782,27 @@ static enum resp_state acknowledge(struct nic_qp *qp, struct resp_ctx *c)
     return RESP_DONE;
 }
 
+/* A request the responder has already executed (PSN behind the expected
+ * one: the requester went back N, or an ACK was lost).  Nothing is placed
+ * again and no receive is consumed again (IBA 9.7.5.1.2). */
 static enum resp_state duplicate(struct nic_qp *qp, struct resp_ctx *c)
 {
     struct nic_qp_engine *e = qp->eng;
     struct pkt *p = c->p;
-    if (c->mask & NIC_OPF_READ) {
+    if (c->mask & NIC_OPF_READ) { /* reads are idempotent: executed again */
         uint8_t *host = NULL;
         if (p->reth_dma_len && remote_check(qp, p->reth_rkey, p->reth_va, p->reth_dma_len,
                                             IBV_ACCESS_REMOTE_READ, &host) != NIC_MR_OK)
-            return RESP_DONE;
-        enqueue_read(qp, p->psn, p->reth_rkey, host, p->reth_dma_len);
+            return drop(c, "resp: duplicate READ out of bounds");
+        enqueue_read(qp, p->psn, p->reth_rkey, host, p->reth_dma_len, true);
         return RESP_DONE;
     }
-    if (c->mask & NIC_OPF_ATOMIC) {
+    if (c->mask & NIC_OPF_ATOMIC) { /* replayed from the saved result, never re-executed */
         for (unsigned i = 0; i < NIC_ATOMIC_HISTORY; i++) {
             const struct nic_atomic_hist *h = &e->atomic_hist[i];
             if (h->valid && h->psn == p->psn) {
+                if (h->pending)
+                    return drop(c, "resp: duplicate atomic still executing");
                 struct nic_resp_work *w = work_push(e);
                 if (w) {
                     w->kind = NIC_RW_ATOMIC_REPLAY;
@@ -630,10 +811,10 @@ static enum resp_state duplicate(struct nic_qp *qp, struct resp_ctx *c)
                     w->orig = h->orig;
                     resp_stage_run(qp);
                 }
-                break;
+                return RESP_DONE;
             }
         }
-        return RESP_DONE;
+        return drop(c, "resp: duplicate atomic not in the history");
     }
     queue_ack(qp, NIC_AETH_ACK, nic_psn_add(e->epsn, NIC_PSN_MASK)); /* epsn - 1 */
     return RESP_DONE;
@@ -641,14 +822,12 @@ static enum resp_state duplicate(struct nic_qp *qp, struct resp_ctx *c)
 
 static enum resp_state err_seq(struct nic_qp *qp, struct resp_ctx *c)
 {
-    (void)c;
     struct nic_qp_engine *e = qp->eng;
-    qp->nic->cnt.rx_drops++;
     if (!e->nak_sent) {
         e->nak_sent = true;
         queue_ack(qp, NIC_AETH_NAK_PSN_SEQ, e->epsn);
     }
-    return RESP_DONE;
+    return drop(c, "resp: PSN sequence error");
 }
 
 static enum resp_state err_rnr(struct nic_qp *qp, struct resp_ctx *c)
@@ -656,27 +835,48 @@ static enum resp_state err_rnr(struct nic_qp *qp, struct resp_ctx *c)
     struct nic_qp_engine *e = qp->eng;
     e->nak_sent = true; /* drop what follows until the retry arrives */
     queue_ack(qp, (uint8_t)(NIC_AETH_RNR_NAK | (qp->attr.min_rnr_timer & 0x1f)), c->p->psn);
-    return RESP_DONE;
+    c->why = "resp: RNR (no receive posted)";
+    return RESP_DROP;
+}
+
+static void recv_error_cqe(struct nic_qp *qp, enum ibv_wc_status st)
+{
+    struct ibv_wc wc = {
+        .wr_id = nic_rq_wqe(qp, qp->rq_head)->wr_id,
+        .status = st,
+        .opcode = IBV_WC_RECV,
+        .vendor_err = nic_vendor_err(st),
+        .qp_num = qp->qpn,
+        .src_qp = qp->attr.dest_qp_num,
+    };
+    qp->rq_head++;
+    nic_cqe_write(qp->nic, qp->init.recv_cq, &wc, false);
+}
+
+/* UC/UD receive error: the receive completes in error, the message is
+ * dropped, the QP goes on. */
+static enum resp_state err_recv(struct nic_qp *qp, struct resp_ctx *c)
+{
+    if (qp->rq_head != qp->rq_tail)
+        recv_error_cqe(qp, c->recv_err);
+    return drop_msg(qp, c, "resp: receive buffer error");
 }
 
 static enum resp_state err_fatal(struct nic_qp *qp, struct resp_ctx *c)
 {
     struct nic_qp_engine *e = qp->eng;
-    if (c->recv_err != IBV_WC_SUCCESS && qp->rq_head != qp->rq_tail) {
-        struct ibv_wc wc = {
-            .wr_id = nic_rq_wqe(qp, qp->rq_head)->wr_id,
-            .status = c->recv_err,
-            .opcode = IBV_WC_RECV,
-            .vendor_err = nic_vendor_err(c->recv_err),
-            .qp_num = qp->qpn,
-            .src_qp = qp->attr.dest_qp_num,
-        };
-        qp->rq_head++;
-        nic_cqe_write(qp->nic, qp->init.recv_cq, &wc, false);
-    }
+    if (c->recv_err != IBV_WC_SUCCESS && qp->rq_head != qp->rq_tail)
+        recv_error_cqe(qp, c->recv_err);
     /* the NAK leaves even though the QP is about to enter ERR */
     nic_tx_ctrl(qp->nic, ack_pkt(qp, c->nak, e->epsn, e->msn));
     nic_qp_to_error(qp);
+    return RESP_DONE;
+}
+
+static enum resp_state do_drop(struct nic_qp *qp, struct resp_ctx *c)
+{
+    qp->nic->cnt.rx_drops++;
+    nic_trace_pkt(qp->nic, TRACE_PKT_DROP, c->p, qp->qpn, c->why);
     return RESP_DONE;
 }
 
@@ -688,6 +888,9 @@ void nic_resp_rx(struct nic_qp *qp, struct pkt *p)
         switch (st) {
         case RESP_CHECK_PSN:
             st = check_psn(qp, &c);
+            break;
+        case RESP_CHECK_QKEY:
+            st = check_qkey(qp, &c);
             break;
         case RESP_DUPLICATE:
             st = duplicate(qp, &c);
@@ -716,8 +919,14 @@ void nic_resp_rx(struct nic_qp *qp, struct pkt *p)
         case RESP_ERR_RNR:
             st = err_rnr(qp, &c);
             break;
+        case RESP_ERR_RECV:
+            st = err_recv(qp, &c);
+            break;
         case RESP_ERR_FATAL:
             st = err_fatal(qp, &c);
+            break;
+        case RESP_DROP:
+            st = do_drop(qp, &c);
             break;
         case RESP_DONE:
             break;
@@ -740,6 +949,7 @@ void nic_resp_init(struct nic_qp *qp)
     }
     e->epsn = e->msn = 0;
     e->nak_sent = false;
+    e->uc_drop = false;
     e->resp_msg = 0;
     e->resp_off = e->resp_len = e->resp_key = 0;
     e->resp_host = NULL;

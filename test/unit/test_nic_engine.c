@@ -635,6 +635,95 @@ static void test_ack_behind_read(void)
     pair_close(&p);
 }
 
+/* Two FETCH_ADDs (+5, +7 on 100); the first one's ATOMIC ACKNOWLEDGE is
+ * lost.  The second's ACK reaches beyond it (an implied NAK), so the
+ * requester resends the first; the responder must not execute it again
+ * but replay the saved original value (IBA 9.7.5.1.2): both complete with
+ * the right old values and the target is 112, each add applied once. */
+static void test_atomic_ack_lost_replayed(void)
+{
+    struct nh_conn c;
+    nh_conn_default(&c);
+    c.max_rd_atomic = 2;
+    struct pair p;
+    pair_open(&p, &c, 1 << 16);
+    uint64_t v = 100;
+    memcpy(p.b.buf + 64, &v, 8);
+    p.h->drop_node = 0;
+    p.h->drop_opcode = IB_OPCODE_RC_ATOMIC_ACKNOWLEDGE;
+    p.h->drop_left = 1;
+    for (unsigned i = 0; i < 2; i++) {
+        struct nic_send_wqe w;
+        memset(&w, 0, offsetof(struct nic_send_wqe, inline_data));
+        w.wr_id = 1 + i;
+        w.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+        w.num_sge = 1;
+        w.sge[0] = (struct nic_sge){(uintptr_t)(p.a.buf + 8 * i), 8, p.a.mr->lkey};
+        w.length = 8;
+        w.signaled = true;
+        w.remote_addr = (uintptr_t)(p.b.buf + 64);
+        w.rkey = p.b.mr->rkey;
+        w.compare_add = i ? 7 : 5;
+        CHECK(nic_sq_append(p.a.qp, &w) == 0);
+    }
+    nic_sq_doorbell(p.a.qp);
+    nh_run_for(p.h, 200 * SIM_US);
+    struct ibv_wc wc[2];
+    CHECK_EQ_U64(nic_cq_poll(p.a.scq, 2, wc), 2);
+    CHECK_EQ_U64(wc[0].wr_id, 1);
+    CHECK_EQ_U64(wc[0].status, IBV_WC_SUCCESS);
+    CHECK_EQ_U64(wc[1].wr_id, 2);
+    CHECK_EQ_U64(wc[1].status, IBV_WC_SUCCESS);
+    uint64_t old0, old1;
+    memcpy(&old0, p.a.buf, 8);
+    memcpy(&old1, p.a.buf + 8, 8);
+    CHECK_EQ_U64(old0, 100);
+    CHECK_EQ_U64(old1, 105);
+    memcpy(&v, p.b.buf + 64, 8);
+    CHECK_EQ_U64(v, 112);
+    CHECK_EQ_U64(p.h->dropped, 1);
+    /* the requester sent more atomic requests than it had WRs: a resend */
+    CHECK(nic_get_counters(p.h->nic[0])->pkts_tx > 2);
+    /* and the responder executed two (two 8-byte reads, two writes back) */
+    pair_close(&p);
+}
+
+/* A READ whose only response packet is lost, followed by a WRITE: the
+ * WRITE's ACK acknowledges everything before it except the READ data, so
+ * the requester resends the READ at once (no timeout) and both complete
+ * in order. */
+static void test_read_response_lost_implied_nak(void)
+{
+    struct nh_conn c;
+    nh_conn_default(&c);
+    c.max_rd_atomic = 1;
+    struct pair p;
+    pair_open(&p, &c, 1 << 16);
+    nh_fill(p.b.buf + 4096, 512, 9);
+    p.h->drop_node = 0;
+    p.h->drop_opcode = IB_OPCODE_RC_RDMA_READ_RESPONSE_ONLY;
+    p.h->drop_left = 1;
+    sim_time_t t0 = sim_now(p.h->sim);
+    CHECK(nh_append(&p.a, IBV_WR_RDMA_READ, 1, 0, 512, &p.b, 4096, IBV_SEND_SIGNALED) == 0);
+    CHECK(nh_append(&p.a, IBV_WR_RDMA_WRITE, 2, 1024, 64, &p.b, 8192, IBV_SEND_SIGNALED) == 0);
+    nic_sq_doorbell(p.a.qp);
+    struct ibv_wc wc;
+    unsigned got = 0;
+    while (got < 2 && sim_now(p.h->sim) - t0 < 100 * SIM_US) {
+        nh_run_for(p.h, 100 * SIM_NS);
+        while (poll1(p.a.scq, &wc) == 1) {
+            CHECK_EQ_U64(wc.status, IBV_WC_SUCCESS);
+            CHECK_EQ_U64(wc.wr_id, got + 1);
+            got++;
+        }
+    }
+    CHECK_EQ_U64(got, 2);
+    CHECK(sim_now(p.h->sim) - t0 < ack_timeout_ps(c.timeout)); /* not the timer */
+    CHECK(memcmp(p.a.buf, p.b.buf + 4096, 512) == 0);
+    CHECK_EQ_U64(p.h->dropped, 1);
+    pair_close(&p);
+}
+
 int main(void)
 {
     test_seq_nak_go_back_n();
@@ -655,5 +744,7 @@ int main(void)
     test_mr_checks();
     test_remote_access_read();
     test_ack_behind_read();
+    test_atomic_ack_lost_replayed();
+    test_read_response_lost_implied_nak();
     return test_summary();
 }

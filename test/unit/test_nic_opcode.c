@@ -24,12 +24,26 @@ static void test_numbers(void)
     CHECK_EQ_U64(IB_OPCODE_RC_ATOMIC_ACKNOWLEDGE, 0x12);
     CHECK_EQ_U64(IB_OPCODE_RC_COMPARE_SWAP, 0x13);
     CHECK_EQ_U64(IB_OPCODE_RC_FETCH_ADD, 0x14);
+    /* UC group (001xxxxx) and UD group (011xxxxx) */
+    CHECK_EQ_U64(IB_OPCODE_UC_SEND_FIRST, 0x20);
+    CHECK_EQ_U64(IB_OPCODE_UC_SEND_ONLY_WITH_IMMEDIATE, 0x25);
+    CHECK_EQ_U64(IB_OPCODE_UC_RDMA_WRITE_FIRST, 0x26);
+    CHECK_EQ_U64(IB_OPCODE_UC_RDMA_WRITE_ONLY_WITH_IMMEDIATE, 0x2b);
+    CHECK_EQ_U64(IB_OPCODE_UD_SEND_ONLY, 0x64);
+    CHECK_EQ_U64(IB_OPCODE_UD_SEND_ONLY_WITH_IMMEDIATE, 0x65);
     unsigned valid = 0;
     for (unsigned op = 0; op < 256; op++)
         valid += nic_opcode_valid((uint8_t)op);
-    CHECK_EQ_U64(valid, 21); /* 0x00..0x14 */
+    CHECK_EQ_U64(valid, 21 + 12 + 2); /* RC 0x00..0x14, UC 0x20..0x2b, UD 0x64..0x65 */
     CHECK(!nic_opcode_valid(0x15));
-    CHECK(!nic_opcode_valid(0x20)); /* UC: issue 3 */
+    CHECK(!nic_opcode_valid(0x2c)); /* UC has no READ */
+    CHECK(!nic_opcode_valid(0x60)); /* UD SEND FIRST does not exist */
+    CHECK(!nic_opcode_valid(0x66));
+    /* the transport of each opcode */
+    CHECK_EQ_U64(nic_opcode_qp_type(IB_OPCODE_RC_ACKNOWLEDGE), IBV_QPT_RC);
+    CHECK_EQ_U64(nic_opcode_qp_type(IB_OPCODE_UC_RDMA_WRITE_MIDDLE), IBV_QPT_UC);
+    CHECK_EQ_U64(nic_opcode_qp_type(IB_OPCODE_UD_SEND_ONLY), IBV_QPT_UD);
+    CHECK(nic_opcode_qp_type(0x40) < 0); /* RD: not modelled */
 }
 
 static void test_headers(void)
@@ -47,6 +61,19 @@ static void test_headers(void)
     CHECK_EQ_U64(nic_opcode(IB_OPCODE_RC_ATOMIC_ACKNOWLEDGE)->hdr_bytes, 12 + 4 + 8);
     CHECK_EQ_U64(nic_opcode(IB_OPCODE_RC_COMPARE_SWAP)->hdr_bytes, 12 + 28);
     CHECK_EQ_U64(nic_ext_hdr_bytes(NIC_OPF_RETH | NIC_OPF_IMMDT), 20);
+    /* UC: the RC headers; UD: BTH + DETH 8 (+ ImmDt 4) */
+    CHECK_EQ_U64(nic_opcode(IB_OPCODE_UC_RDMA_WRITE_FIRST)->hdr_bytes, 12 + 16);
+    CHECK_EQ_U64(nic_opcode(IB_OPCODE_UC_SEND_LAST_WITH_IMMEDIATE)->hdr_bytes, 12 + 4);
+    CHECK_EQ_U64(nic_opcode(IB_OPCODE_UD_SEND_ONLY)->hdr_bytes, 12 + 8);
+    CHECK_EQ_U64(nic_opcode(IB_OPCODE_UD_SEND_ONLY_WITH_IMMEDIATE)->hdr_bytes, 12 + 8 + 4);
+    CHECK_EQ_U64(nic_frame_bytes(IB_OPCODE_UD_SEND_ONLY, 1024), L2L3L4 + 12 + 8 + 1024 + TRAILER);
+    /* the extension-header mask a capture writer sees (enum pkt_ext_hdr) */
+    CHECK_EQ_U64(nic_opcode(IB_OPCODE_UD_SEND_ONLY_WITH_IMMEDIATE)->mask & NIC_OPF_EXT_HDRS,
+                 PKT_EXT_DETH | PKT_EXT_IMMDT);
+    CHECK_EQ_U64(nic_opcode(IB_OPCODE_RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE)->mask & NIC_OPF_EXT_HDRS,
+                 PKT_EXT_RETH | PKT_EXT_IMMDT);
+    CHECK_EQ_U64(nic_opcode(IB_OPCODE_RC_ATOMIC_ACKNOWLEDGE)->mask & NIC_OPF_EXT_HDRS,
+                 PKT_EXT_AETH | PKT_EXT_ATMACK);
 
     /* frames */
     CHECK_EQ_U64(nic_frame_bytes(IB_OPCODE_RC_RDMA_WRITE_ONLY, 4096),
@@ -79,6 +106,19 @@ static void test_req_opcodes(void)
     CHECK_EQ_U64(nic_req_opcode(IBV_WR_ATOMIC_FETCH_AND_ADD, NIC_OPF_ONLY), IB_OPCODE_RC_FETCH_ADD);
     CHECK(nic_req_opcode(IBV_WR_RDMA_READ, NIC_OPF_FIRST) < 0);
     CHECK(nic_req_opcode(IBV_WR_SEND_WITH_INV, NIC_OPF_ONLY) < 0);
+    /* per transport */
+    CHECK_EQ_U64(nic_req_opcode_qpt(IBV_QPT_RC, IBV_WR_SEND, NIC_OPF_ONLY), IB_OPCODE_RC_SEND_ONLY);
+    CHECK_EQ_U64(nic_req_opcode_qpt(IBV_QPT_UC, IBV_WR_SEND, NIC_OPF_FIRST),
+                 IB_OPCODE_UC_SEND_FIRST);
+    CHECK_EQ_U64(nic_req_opcode_qpt(IBV_QPT_UC, IBV_WR_RDMA_WRITE_WITH_IMM, NIC_OPF_LAST),
+                 IB_OPCODE_UC_RDMA_WRITE_LAST_WITH_IMMEDIATE);
+    CHECK_EQ_U64(nic_req_opcode_qpt(IBV_QPT_UD, IBV_WR_SEND_WITH_IMM, NIC_OPF_ONLY),
+                 IB_OPCODE_UD_SEND_ONLY_WITH_IMMEDIATE);
+    CHECK(nic_req_opcode_qpt(IBV_QPT_UC, IBV_WR_RDMA_READ, NIC_OPF_ONLY) < 0);
+    CHECK(nic_req_opcode_qpt(IBV_QPT_UC, IBV_WR_ATOMIC_FETCH_AND_ADD, NIC_OPF_ONLY) < 0);
+    CHECK(nic_req_opcode_qpt(IBV_QPT_UD, IBV_WR_SEND, NIC_OPF_FIRST) < 0);
+    CHECK(nic_req_opcode_qpt(IBV_QPT_UD, IBV_WR_RDMA_WRITE, NIC_OPF_ONLY) < 0);
+    CHECK(nic_req_opcode_qpt(IBV_QPT_RAW_PACKET, IBV_WR_SEND, NIC_OPF_ONLY) < 0);
     CHECK_EQ_U64(nic_read_resp_opcode(NIC_OPF_MIDDLE), IB_OPCODE_RC_RDMA_READ_RESPONSE_MIDDLE);
     CHECK_EQ_U64(nic_read_resp_opcode(NIC_OPF_ONLY), IB_OPCODE_RC_RDMA_READ_RESPONSE_ONLY);
     /* positions */

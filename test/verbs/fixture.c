@@ -6,6 +6,55 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sim/trace.h"
+
+/* ---------------------------------------------------------------- loss hook */
+
+static void fx_ingress(struct sim *sim, void *ctx, struct pkt *p)
+{
+    struct fx_port *pt = ctx;
+    struct fx *fx = pt->fx;
+    unsigned n = pt->node;
+    fx->arrived[n]++;
+    bool drop = fx->drop_fn && fx->drop_fn(fx, n, p, fx->drop_arg);
+    if (!drop && fx->loss[n] > 0.0)
+        drop = fx->loss[n] >= 1.0 || sim_rng_uniform(&fx->loss_rng[n]) < fx->loss[n];
+    if (drop) {
+        fx->dropped[n]++;
+        struct trace_rec r = {.kind = TRACE_PKT_DROP,
+                              .opcode = p->opcode,
+                              .node = n,
+                              .qpn = p->dest_qpn,
+                              .psn = p->psn,
+                              .len = p->payload_len,
+                              .where = "fx loss hook"};
+        sim_trace(sim, &r);
+        pkt_free(fx->pool, p);
+        return;
+    }
+    fx->nic_in[n].rx(sim, fx->nic_in[n].ctx, p);
+}
+
+void fx_set_loss(struct fx *fx, unsigned node, double p)
+{
+    if (node < fx->n_hosts)
+        fx->loss[node] = p;
+}
+
+void fx_set_loss_all(struct fx *fx, double p)
+{
+    for (unsigned i = 0; i < fx->n_hosts; i++)
+        fx->loss[i] = p;
+}
+
+void fx_set_drop_fn(struct fx *fx, fx_drop_fn fn, void *arg)
+{
+    fx->drop_fn = fn;
+    fx->drop_arg = arg;
+}
+
+/* ---------------------------------------------------------------- world */
+
 struct fx *fx_create_n(uint64_t seed, unsigned n_hosts, const struct nic_params *np)
 {
     if (n_hosts < 2 || n_hosts > FX_MAX_HOSTS)
@@ -41,7 +90,11 @@ struct fx *fx_create_n(uint64_t seed, unsigned n_hosts, const struct nic_params 
         fx->pcie[i] = pcie_link_create(fx->sim, name, &pp);
         fx->nic[i] = nic_create(fx->sim, &fx->hosts[i], i, &fx->nicp, fx->pcie[i], fx->pool);
         fx->hosts[i].nic = fx->nic[i];
-        topo_attach(fx->topo, i, nic_sink(fx->nic[i]));
+        fx->port[i] = (struct fx_port){fx, i};
+        fx->nic_in[i] = nic_sink(fx->nic[i]);
+        snprintf(name, sizeof(name), "fx.loss.%u", i);
+        sim_rng_stream(fx->sim, &fx->loss_rng[i], name);
+        topo_attach(fx->topo, i, (struct fabric_sink){fx_ingress, &fx->port[i]});
         nic_attach_uplink(fx->nic[i], topo_uplink(fx->topo, i));
     }
     return fx;
@@ -137,6 +190,13 @@ void fx_rc_default_opts(struct fx_rc_opts *o)
     o->max_recv_sge = 4;
     o->max_inline = 0;
     o->cq_depth = 256;
+    o->qp_type = IBV_QPT_RC;
+    o->qkey = 0x11111111u;
+    o->timeout = 14;
+    o->retry_cnt = 7;
+    o->rnr_retry = 7;
+    o->min_rnr_timer = 12;
+    o->max_rd_atomic = 1;
 }
 
 static void rc_register(struct fx *fx, struct fx_rc *rc)
@@ -211,7 +271,7 @@ int fx_rc_open(struct fx *fx, struct fx_rc *rc, const struct fx_rc_opts *o)
                 .max_recv_sge = rc->opts.max_recv_sge,
                 .max_inline_data = rc->opts.max_inline,
             },
-        .qp_type = IBV_QPT_RC,
+        .qp_type = rc->opts.qp_type,
         .sq_sig_all = rc->opts.sq_sig_all,
     };
     rc->qp = ibv_create_qp(rc->pd, &ia);
@@ -235,9 +295,21 @@ int fx_rc_to_init(struct fx_rc *rc)
         .pkey_index = 0,
         .port_num = 1,
         .qp_access_flags = (unsigned)rc->opts.qp_access,
+        .qkey = rc->opts.qkey,
     };
-    return ibv_modify_qp(rc->qp, &a,
-                         IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+    int mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT;
+    mask |= rc->opts.qp_type == IBV_QPT_UD ? IBV_QP_QKEY : IBV_QP_ACCESS_FLAGS;
+    return ibv_modify_qp(rc->qp, &a, mask);
+}
+
+static void fx_ah_attr(const struct fx_ep_info *remote, struct ibv_ah_attr *ah)
+{
+    memset(ah, 0, sizeof(*ah));
+    ah->is_global = 1;
+    ah->grh.dgid = remote->gid;
+    ah->grh.sgid_index = 0;
+    ah->grh.hop_limit = 64;
+    ah->port_num = 1;
 }
 
 int fx_rc_to_rtr(struct fx_rc *rc, const struct fx_ep_info *remote)
@@ -247,33 +319,44 @@ int fx_rc_to_rtr(struct fx_rc *rc, const struct fx_ep_info *remote)
         .path_mtu = IBV_MTU_4096 < rc->fx->nicp.max_mtu ? IBV_MTU_4096 : rc->fx->nicp.max_mtu,
         .dest_qp_num = remote->qpn,
         .rq_psn = remote->psn,
-        .max_dest_rd_atomic = 1,
-        .min_rnr_timer = 12,
-        .ah_attr =
-            {
-                .is_global = 1,
-                .grh = {.dgid = remote->gid, .sgid_index = 0, .hop_limit = 64},
-                .port_num = 1,
-            },
+        .max_dest_rd_atomic = rc->opts.max_rd_atomic,
+        .min_rnr_timer = rc->opts.min_rnr_timer,
     };
-    return ibv_modify_qp(rc->qp, &a,
-                         IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                             IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+    fx_ah_attr(remote, &a.ah_attr);
+    int mask = IBV_QP_STATE;
+    switch (rc->opts.qp_type) {
+    case IBV_QPT_UD:
+        if (!rc->ah) {
+            rc->ah = ibv_create_ah(rc->pd, &a.ah_attr);
+            if (!rc->ah)
+                return errno;
+        }
+        break;
+    case IBV_QPT_UC:
+        mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
+        break;
+    default:
+        mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+        break;
+    }
+    return ibv_modify_qp(rc->qp, &a, mask);
 }
 
 int fx_rc_to_rts(struct fx_rc *rc)
 {
     struct ibv_qp_attr a = {
         .qp_state = IBV_QPS_RTS,
-        .timeout = 14,
-        .retry_cnt = 7,
-        .rnr_retry = 7,
+        .timeout = rc->opts.timeout,
+        .retry_cnt = rc->opts.retry_cnt,
+        .rnr_retry = rc->opts.rnr_retry,
         .sq_psn = rc->local.psn,
-        .max_rd_atomic = 1,
+        .max_rd_atomic = rc->opts.max_rd_atomic,
     };
-    return ibv_modify_qp(rc->qp, &a,
-                         IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                             IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+    int mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
+    if (rc->opts.qp_type == IBV_QPT_RC)
+        mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+    return ibv_modify_qp(rc->qp, &a, mask);
 }
 
 int fx_rc_connect(struct fx_rc *rc, const char *me, const char *peer)
@@ -292,6 +375,8 @@ void fx_rc_close(struct fx_rc *rc)
 {
     if (rc->qp)
         ibv_destroy_qp(rc->qp);
+    if (rc->ah)
+        ibv_destroy_ah(rc->ah);
     if (rc->scq)
         ibv_destroy_cq(rc->scq);
     if (rc->rcq)
@@ -330,8 +415,17 @@ int fx_post(struct fx_rc *rc, enum ibv_wr_opcode opcode, uint64_t wr_id, size_t 
         .opcode = opcode,
         .send_flags = flags,
     };
-    wr.wr.rdma.remote_addr = rc->remote.addr + roff;
-    wr.wr.rdma.rkey = rc->remote.rkey;
+    if (rc->opts.qp_type == IBV_QPT_UD) {
+        wr.wr.ud.ah = rc->ah;
+        wr.wr.ud.remote_qpn = rc->remote.qpn;
+        wr.wr.ud.remote_qkey = rc->opts.qkey;
+    } else if (opcode == IBV_WR_ATOMIC_CMP_AND_SWP || opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+        wr.wr.atomic.remote_addr = rc->remote.addr + roff;
+        wr.wr.atomic.rkey = rc->remote.rkey;
+    } else {
+        wr.wr.rdma.remote_addr = rc->remote.addr + roff;
+        wr.wr.rdma.rkey = rc->remote.rkey;
+    }
     struct ibv_send_wr *bad = NULL;
     return ibv_post_send(rc->qp, &wr, &bad);
 }

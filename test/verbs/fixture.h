@@ -13,7 +13,18 @@
  * and inside a program:
  *     struct fx_rc *rc = &state->rc[0];
  *     fx_rc_open(fx, rc, NULL);
- *     fx_rc_connect(fx, rc, "pair0/client", "pair0/server"); */
+ *     fx_rc_connect(fx, rc, "pair0/client", "pair0/server");
+ *
+ * The same endpoint helpers build UC and UD pairs (fx_rc_opts.qp_type):
+ * the transitions use that type's required masks, and a UD endpoint gets
+ * an address handle to its peer (rc->ah) that fx_post uses.
+ *
+ * Loss injection (a test hook between the fabric and each NIC, independent
+ * of the fabric's own loss model): fx_set_loss drops packets arriving at a
+ * node with probability p, drawn from a per-node sim_rng stream derived
+ * from the seed (so runs repeat); fx_set_drop_fn drops whatever a callback
+ * chooses (by opcode, PSN, index, ...).  Drops are counted and traced
+ * (TRACE_PKT_DROP, "fx loss hook"). */
 #ifndef RNICSIM_TEST_VERBS_FIXTURE_H
 #define RNICSIM_TEST_VERBS_FIXTURE_H
 
@@ -26,6 +37,7 @@
 #include "sim/host.h"
 #include "sim/nic/nic.h"
 #include "sim/pcie/pcie.h"
+#include "sim/pkt.h"
 #include "sim/sim.h"
 
 enum { FX_MAX_HOSTS = 4, FX_MAX_KEYS = 64, FX_MAX_VALUE_BYTES = 128, FX_MAX_RCS = 32 };
@@ -37,6 +49,15 @@ struct fx_kv {
 };
 
 struct fx_rc;
+struct fx;
+
+/* Return true to drop packet `p` arriving at node `node`. */
+typedef bool (*fx_drop_fn)(struct fx *fx, unsigned node, const struct pkt *p, void *arg);
+
+struct fx_port {
+    struct fx *fx;
+    unsigned node;
+};
 
 struct fx {
     struct sim *sim;
@@ -53,7 +74,22 @@ struct fx {
     struct sim_waitq kv_wq;
     /* RC endpoints still open (closed by fx_destroy if a test left them) */
     struct fx_rc *rcs[FX_MAX_RCS];
+    /* loss hook at each node's ingress */
+    struct fx_port port[FX_MAX_HOSTS];
+    struct fabric_sink nic_in[FX_MAX_HOSTS];
+    double loss[FX_MAX_HOSTS];
+    struct sim_rng loss_rng[FX_MAX_HOSTS];
+    fx_drop_fn drop_fn;
+    void *drop_arg;
+    uint64_t arrived[FX_MAX_HOSTS], dropped[FX_MAX_HOSTS];
 };
+
+/* Drop packets arriving at `node` with probability p (0 = none, 1 = all). */
+void fx_set_loss(struct fx *fx, unsigned node, double p);
+/* The same at every node. */
+void fx_set_loss_all(struct fx *fx, double p);
+/* Drop what fn chooses (NULL: none); applied before the random loss. */
+void fx_set_drop_fn(struct fx *fx, fx_drop_fn fn, void *arg);
 
 /* Two hosts; `np` overrides the NIC defaults (NULL = nic_params_default). */
 struct fx *fx_create(uint64_t seed, const struct nic_params *np);
@@ -83,6 +119,11 @@ struct fx_ep_info {
 };
 
 struct fx_rc_opts {
+    enum ibv_qp_type qp_type; /* IBV_QPT_RC (default), IBV_QPT_UC or IBV_QPT_UD */
+    uint32_t qkey;            /* UD: the QP's Q_Key (default 0x11111111) */
+    /* RC: timeout, retry_cnt, rnr_retry, min_rnr_timer (defaults 14, 7, 7,
+     * 12) and max_rd_atomic = max_dest_rd_atomic (default 1) */
+    uint8_t timeout, retry_cnt, rnr_retry, min_rnr_timer, max_rd_atomic;
     size_t buf_bytes; /* registered buffer (default 2 MiB) */
     int access;       /* MR access (default LOCAL_WRITE|REMOTE_*) */
     int qp_access;    /* QP access flags (default REMOTE_WRITE|READ|ATOMIC) */
@@ -104,13 +145,16 @@ struct fx_rc {
     size_t buf_bytes;
     struct fx_ep_info local, remote;
     struct fx_rc_opts opts;
+    struct ibv_ah *ah; /* UD: to the peer (made by fx_rc_to_rtr) */
 };
 
 void fx_rc_default_opts(struct fx_rc_opts *o);
-/* Open device, PD, MR over a fresh buffer, send and recv CQs, RC QP in
- * RESET.  `o` NULL = defaults.  Returns 0 or an errno (and records it). */
+/* Open device, PD, MR over a fresh buffer, send and recv CQs, a QP of
+ * opts.qp_type in RESET.  `o` NULL = defaults (RC).  Returns 0 or an
+ * errno. */
 int fx_rc_open(struct fx *fx, struct fx_rc *rc, const struct fx_rc_opts *o);
-/* The three standard transitions with the kernel's required masks. */
+/* The three standard transitions with the kernel's required masks for
+ * the endpoint's QP type (UD: RTR also creates rc->ah to `remote`). */
 int fx_rc_to_init(struct fx_rc *rc);
 int fx_rc_to_rtr(struct fx_rc *rc, const struct fx_ep_info *remote);
 int fx_rc_to_rts(struct fx_rc *rc);
@@ -123,7 +167,8 @@ void fx_rc_close(struct fx_rc *rc);
  * this cheap); returns the poll result (1, or <0). */
 int fx_poll_one(struct ibv_cq *cq, struct ibv_wc *wc);
 /* Post one WR of `opcode` on rc (local SGE [off, off+len) of rc->buf,
- * remote address remote.addr + roff).  Returns ibv_post_send's result. */
+ * remote address remote.addr + roff; UD: to the peer through rc->ah with
+ * the peer's QPN and opts.qkey).  Returns ibv_post_send's result. */
 int fx_post(struct fx_rc *rc, enum ibv_wr_opcode opcode, uint64_t wr_id, size_t off, uint32_t len,
             uint64_t roff, unsigned flags);
 int fx_post_recv(struct fx_rc *rc, uint64_t wr_id, size_t off, uint32_t len);

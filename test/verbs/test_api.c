@@ -169,7 +169,11 @@ static void check_device_and_queries(struct state *s)
         .send_cq = cq,
         .recv_cq = cq,
         .cap = {.max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1},
-        .qp_type = IBV_QPT_UD};
+        .qp_type = IBV_QPT_RAW_PACKET};
+    errno = 0;
+    CHECK(ibv_create_qp(pd, &ia) == NULL); /* a valid type the model lacks */
+    CHECK_EQ_U64(errno, EOPNOTSUPP);
+    ia.qp_type = IBV_QPT_XRC_SEND;
     errno = 0;
     CHECK(ibv_create_qp(pd, &ia) == NULL);
     CHECK_EQ_U64(errno, EOPNOTSUPP);

@@ -1,4 +1,5 @@
-/* The RC QP state machine as the kernel enforces it: every standard
+/* The QP state machine as the kernel enforces it, for RC (and, transition
+ * by transition, UC and UD): every standard
  * transition with its required mask succeeds; dropping any required bit
  * or adding a bit that is neither required nor optional is EINVAL and
  * leaves the state unchanged; transitions outside the table are EINVAL;
@@ -25,6 +26,38 @@
      IBV_QP_PATH_MIG_STATE)
 #define ALL_BITS ((IBV_QP_RATE_LIMIT << 1) - 1)
 
+/* Required / optional bits of the three standard transitions per QP type,
+ * from the same kernel table: UC has no RDMA-read depths, retry counts or
+ * RNR timer; UD no path at all, a Q_Key from RESET->INIT on, and only
+ * SQ_PSN required at RTR->RTS. */
+struct qpt_masks {
+    enum ibv_qp_type type;
+    const char *name;
+    int req_init, opt_init, req_rtr, opt_rtr, req_rts, opt_rts;
+};
+static const struct qpt_masks RC_MASKS = {IBV_QPT_RC, "RC",    REQ_INIT, OPT_INIT,
+                                          REQ_RTR,    OPT_RTR, REQ_RTS,  OPT_RTS};
+static const struct qpt_masks UC_MASKS = {
+    IBV_QPT_UC,
+    "UC",
+    IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS,
+    0,
+    IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN,
+    IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX,
+    IBV_QP_SQ_PSN,
+    IBV_QP_CUR_STATE | IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_PATH_MIG_STATE,
+};
+static const struct qpt_masks UD_MASKS = {
+    IBV_QPT_UD,
+    "UD",
+    IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY,
+    0,
+    0,
+    IBV_QP_PKEY_INDEX | IBV_QP_QKEY,
+    IBV_QP_SQ_PSN,
+    IBV_QP_CUR_STATE | IBV_QP_QKEY,
+};
+
 struct env {
     struct fx *fx;
     struct ibv_context *ctx;
@@ -34,6 +67,7 @@ struct env {
     struct ibv_device_attr dev;
     struct ibv_port_attr port;
     unsigned qps_made;
+    const struct qpt_masks *m; /* the QP type under test */
 };
 
 static struct ibv_qp *new_qp(struct env *e)
@@ -42,7 +76,7 @@ static struct ibv_qp *new_qp(struct env *e)
         .send_cq = e->cq,
         .recv_cq = e->cq,
         .cap = {.max_send_wr = 8, .max_recv_wr = 8, .max_send_sge = 2, .max_recv_sge = 2},
-        .qp_type = IBV_QPT_RC,
+        .qp_type = e->m->type,
     };
     struct ibv_qp *qp = ibv_create_qp(e->pd, &ia);
     CHECK(qp != NULL);
@@ -56,6 +90,7 @@ static void init_attr(struct ibv_qp_attr *a)
     a->qp_state = IBV_QPS_INIT;
     a->port_num = 1;
     a->qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+    a->qkey = 0x11111111;
 }
 
 static void rtr_attr(const struct env *e, struct ibv_qp_attr *a)
@@ -99,15 +134,15 @@ static void bring(struct env *e, struct ibv_qp *qp, enum ibv_qp_state target)
     struct ibv_qp_attr a;
     if (target >= IBV_QPS_INIT) {
         init_attr(&a);
-        CHECK(ibv_modify_qp(qp, &a, IBV_QP_STATE | REQ_INIT) == 0);
+        CHECK(ibv_modify_qp(qp, &a, IBV_QP_STATE | e->m->req_init) == 0);
     }
     if (target >= IBV_QPS_RTR) {
         rtr_attr(e, &a);
-        CHECK(ibv_modify_qp(qp, &a, IBV_QP_STATE | REQ_RTR) == 0);
+        CHECK(ibv_modify_qp(qp, &a, IBV_QP_STATE | e->m->req_rtr) == 0);
     }
     if (target >= IBV_QPS_RTS) {
         rts_attr(e, &a);
-        CHECK(ibv_modify_qp(qp, &a, IBV_QP_STATE | REQ_RTS) == 0);
+        CHECK(ibv_modify_qp(qp, &a, IBV_QP_STATE | e->m->req_rts) == 0);
     }
     CHECK_EQ_U64(state_of(qp), target);
 }
@@ -153,7 +188,8 @@ static void check_transition(struct env *e, enum ibv_qp_state from, enum ibv_qp_
         bring(e, qp, from);
         int rc = ibv_modify_qp(qp, &a, mask);
         if (rc != want)
-            fprintf(stderr, "  %d->%d mask bit 0x%x: got %d want %d\n", from, to, bit, rc, want);
+            fprintf(stderr, "  %s %d->%d mask bit 0x%x: got %d want %d\n", e->m->name, from, to,
+                    bit, rc, want);
         CHECK_EQ_U64(rc, want);
         CHECK_EQ_U64(state_of(qp), want ? from : to);
         CHECK(ibv_destroy_qp(qp) == 0);
@@ -186,6 +222,44 @@ static void program(void *arg)
     CHECK(ibv_query_device(e->ctx, &e->dev) == 0);
     CHECK(ibv_query_port(e->ctx, 1, &e->port) == 0);
     nic_gid_of_node(1, &e->peer_gid);
+
+    /* UC and UD: the three standard transitions with their own masks, bit by
+     * bit (a bit another type needs, e.g. QKEY on UC or ACCESS_FLAGS on UD,
+     * is EINVAL) */
+    static const struct qpt_masks *const unrel[] = {&UC_MASKS, &UD_MASKS};
+    for (unsigned i = 0; i < 2; i++) {
+        e->m = unrel[i];
+        check_transition(e, IBV_QPS_RESET, IBV_QPS_INIT, e->m->req_init, e->m->opt_init);
+        check_transition(e, IBV_QPS_INIT, IBV_QPS_RTR, e->m->req_rtr, e->m->opt_rtr);
+        check_transition(e, IBV_QPS_RTR, IBV_QPS_RTS, e->m->req_rts, e->m->opt_rts);
+        /* RTS <-> SQD, to ERR and RESET */
+        struct ibv_qp *qp = new_qp(e);
+        bring(e, qp, IBV_QPS_RTS);
+        struct ibv_qp_attr sa = {.qp_state = IBV_QPS_SQD};
+        CHECK(ibv_modify_qp(qp, &sa, IBV_QP_STATE) == 0);
+        sa.qp_state = IBV_QPS_RTS;
+        CHECK(ibv_modify_qp(qp, &sa, IBV_QP_STATE) == 0);
+        sa.qp_state = IBV_QPS_ERR;
+        CHECK(ibv_modify_qp(qp, &sa, IBV_QP_STATE) == 0);
+        sa.qp_state = IBV_QPS_RESET;
+        CHECK(ibv_modify_qp(qp, &sa, IBV_QP_STATE) == 0);
+        CHECK_EQ_U64(state_of(qp), IBV_QPS_RESET);
+        CHECK(ibv_destroy_qp(qp) == 0);
+    }
+    /* UD keeps its Q_Key; a UC QP has none to query */
+    {
+        e->m = &UD_MASKS;
+        struct ibv_qp *qp = new_qp(e);
+        bring(e, qp, IBV_QPS_RTS);
+        struct ibv_qp_attr q;
+        struct ibv_qp_init_attr qi;
+        CHECK(ibv_query_qp(qp, &q, IBV_QP_QKEY, &qi) == 0);
+        CHECK_EQ_U64(q.qkey, 0x11111111);
+        CHECK_EQ_U64(q.sq_psn, 0x89ab);
+        CHECK_EQ_U64(qi.qp_type, IBV_QPT_UD);
+        CHECK(ibv_destroy_qp(qp) == 0);
+    }
+    e->m = &RC_MASKS;
 
     /* the three standard transitions, bit by bit */
     check_transition(e, IBV_QPS_RESET, IBV_QPS_INIT, REQ_INIT, OPT_INIT);

@@ -17,6 +17,12 @@
         .width = sizeof(((struct hw_profile *)0)->blk.fld), .doc = (d)                             \
     }
 
+#define PE(k, blk, fld, nm, d)                                                                     \
+    {                                                                                              \
+        .key = (k), .kind = PARAM_ENUM, .offset = offsetof(struct hw_profile, blk.fld),            \
+        .width = sizeof(((struct hw_profile *)0)->blk.fld), .doc = (d), .names = (nm)              \
+    }
+
 /* Grouped by block, in the order of the C structs. */
 const struct param_def hw_params[] = {
     /* NIC (sim/nic/nic.h, struct nic_params) */
@@ -47,6 +53,10 @@ const struct param_def hw_params[] = {
       "responder ACK coalescing: ACK at least every N packets"),
     P("nic.atomic_proc", PARAM_TIME, nic, atomic_proc_ps,
       "atomic unit occupancy per operation (plus the PCIe read-modify-write)"),
+    PE("nic.transport", nic, transport, nic_transport_names,
+       "transport personality of RC QPs: ib, ib-ar (adaptive routing), efa-srd, 1rma"),
+    PE("nic.dma_ordering", nic, dma_ordering, nic_dma_ordering_names,
+       "payload DMA writes: strict (address order, before the CQE) or relaxed"),
     /* PCIe (sim/pcie/pcie.h, struct pcie_params) */
     P("pcie.gen", PARAM_COUNT, pcie, gen, "PCIe generation 1..5 (per-lane rate and encoding)"),
     P("pcie.lanes", PARAM_COUNT, pcie, lanes, "link width: 1, 2, 4, 8 or 16 lanes"),
@@ -117,7 +127,7 @@ const char *param_kind_name(enum param_kind k)
     static const char *const names[] = {
         [PARAM_TIME] = "time", [PARAM_RATE] = "rate",   [PARAM_BYTE_RATE] = "rate",
         [PARAM_SIZE] = "size", [PARAM_COUNT] = "count", [PARAM_BOOL] = "bool",
-        [PARAM_MTU] = "mtu",
+        [PARAM_MTU] = "mtu",   [PARAM_ENUM] = "enum",
     };
     return names[k];
 }
@@ -203,6 +213,21 @@ int param_set_node(struct hw_profile *hw, const struct param_def *d, struct cfg_
                               d->key);
         break;
     }
+    case PARAM_ENUM: {
+        const char *s = NULL;
+        if (cfg_node_str(n, &s, err))
+            return -1;
+        char list[160] = "";
+        for (size_t i = 0; d->names[i]; i++) {
+            if (strcmp(s, d->names[i]) == 0) {
+                field_store(hw, d, i);
+                return 0;
+            }
+            size_t l = strlen(list);
+            snprintf(list + l, sizeof(list) - l, "%s%s", i ? ", " : "", d->names[i]);
+        }
+        return cfg_errorf(err, n, "bad value '%s' for '%s': expected one of %s", s, d->key, list);
+    }
     case PARAM_MTU: {
         if (cfg_node_size(n, &v, err))
             return -1;
@@ -276,6 +301,9 @@ void param_format(const struct hw_profile *hw, const struct param_def *d, char *
     case PARAM_COUNT:
     case PARAM_MTU:
         snprintf(buf, len, "%llu", (unsigned long long)v);
+        break;
+    case PARAM_ENUM:
+        snprintf(buf, len, "%s", d->names[v]);
         break;
     }
 }

@@ -40,6 +40,8 @@ static void write_params(struct json_writer *w, const struct scenario *s)
         const struct param_def *d = &hw_params[i];
         if (d->kind == PARAM_BOOL)
             json_kv_bool(w, d->key, param_value(&s->hw, d) != 0);
+        else if (d->kind == PARAM_ENUM)
+            json_kv_str(w, d->key, d->names[param_value(&s->hw, d)]);
         else
             json_kv_u64(w, d->key, param_value(&s->hw, d));
     }

@@ -38,6 +38,7 @@ enum param_kind {
     PARAM_COUNT,     /* integer field, plain number */
     PARAM_BOOL,      /* bool */
     PARAM_MTU,       /* enum ibv_mtu, written as 256..4096 (bytes) */
+    PARAM_ENUM,      /* uint32_t index into param_def.names, written as the name */
 };
 
 struct param_def {
@@ -45,7 +46,8 @@ struct param_def {
     enum param_kind kind;
     size_t offset;   /* into struct hw_profile */
     size_t width;    /* sizeof the field */
-    const char *doc; /* one line */
+    const char *doc;          /* one line */
+    const char *const *names; /* PARAM_ENUM: the values' names, NULL-terminated */
 };
 
 extern const struct param_def hw_params[];
