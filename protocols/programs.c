@@ -5,11 +5,14 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "protocols/litmus/litmus.h"
 #include "protocols/perftest/perftest.h"
 
 const struct program_def protocol_programs[] = {
     {"perftest", perftest_main,
      "perftest-style WRITE/READ/SEND/atomic latency and bandwidth (--server | --client)"},
+    {"litmus", litmus_main,
+     "ordering litmus protocols: every message checked (--server | --client, --protocol=P)"},
     {NULL, NULL, NULL},
 };
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install what rnicsim needs on Debian 12 (when root) and build it.
 #
-#   tools/setup.sh [--asan] [--build-dir DIR]
+#   tools/setup.sh [--asan] [--test] [--build-dir DIR]
 #
 # Packages and why each one (docs/dependencies.md has the longer story):
 #   cmake, gcc, make      the build (CMake is what C projects of this kind use)
@@ -10,6 +10,9 @@
 #   libyaml-dev           scenario files (libyaml: the C YAML parser Debian ships,
 #                         reports line/column for every node)
 #   python3-matplotlib    plots of results (run with /usr/bin/python3)
+# and, for the tests only (--test; tools/test.sh), not for the quickstart:
+#   tshark                test/scenario/test_pcap.sh reads packet captures back
+#                         with Wireshark's dissectors
 # When not root, it prints the apt-get command to run and stops.
 set -euo pipefail
 
@@ -17,9 +20,11 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 build_dir="$here/build"
 sanitize=OFF
 build_type=Release
+with_tests=false
 while [ $# -gt 0 ]; do
     case "$1" in
     --asan) sanitize=ON; build_type=Debug; build_dir="$here/build-asan" ;;
+    --test) with_tests=true ;;
     --build-dir) build_dir="$2"; shift ;;
     *) echo "setup.sh: unknown option '$1'" >&2; exit 2 ;;
     esac
@@ -27,6 +32,9 @@ while [ $# -gt 0 ]; do
 done
 
 packages=(cmake gcc make libc6-dev libibverbs-dev libyaml-dev python3-matplotlib)
+if [ "$with_tests" = true ]; then
+    packages+=(tshark)
+fi
 missing=()
 for p in "${packages[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

@@ -14,5 +14,5 @@ if [ "${1:-}" = "--asan" ]; then
     # debug build: check the event queue's invariants after every event
     export RNICSIM_CHECK_EVQ=${RNICSIM_CHECK_EVQ:-1}
 fi
-"$here/tools/setup.sh" "${args[@]}"
+"$here/tools/setup.sh" --test "${args[@]}"
 ctest --test-dir "$build_dir" --output-on-failure -j2

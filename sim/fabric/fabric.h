@@ -1,9 +1,12 @@
 /* The fabric: links (a serialising queue followed by a propagation pipe, kept
- * as separate blocks as in htsim), output-queued switches with finite
- * buffers, and the topologies built from them (back-to-back, star).
+ * as separate blocks as in htsim) with random loss / corruption and
+ * failures, output-queued switches with finite buffers and equal-cost
+ * multipath routing (static, ECMP, per-packet spraying), the topologies
+ * built from them (back-to-back, star, leaf-spine), and packet capture to
+ * pcap files in RoCEv2 encoding (pcap.h).
  *
  * Anything that can receive packets is a `struct fabric_sink`: a NIC port or
- * a switch port. */
+ * a switch port.  docs/fabric.md describes the model. */
 #ifndef RNICSIM_FABRIC_H
 #define RNICSIM_FABRIC_H
 
@@ -23,6 +26,14 @@ struct link_params {
     uint64_t rate_bps;    /* e.g. 100 Gb/s */
     sim_time_t delay_ps;  /* propagation delay (cable) */
     uint64_t queue_bytes; /* egress queue capacity; 0 = unbounded (NIC ports) */
+    /* Per-frame probabilities, 0..1 (0 = never, the default).  A lost frame
+     * occupies the wire and vanishes in the cable; a corrupted frame
+     * reaches the far end, fails its ICRC check there and is dropped.
+     * Each frame draws from the link's own RNG stream (named after the
+     * link), compared as integers against p * 2^64, so a seed gives the
+     * same drops on every machine. */
+    double loss_prob;
+    double corrupt_prob;
 };
 
 /* ---------------------------------------------------------------- link */
@@ -31,6 +42,7 @@ struct link_params {
  * queue_bytes is exceeded) -> pipe (delay_ps) -> sink.  Packets are not
  * reordered. */
 struct link;
+struct pcap_writer; /* pcap.h */
 
 struct link *link_create(struct sim *sim, const char *name, const struct link_params *p,
                          struct pkt_pool *pool);
@@ -48,19 +60,63 @@ uint64_t link_queued_bytes(const struct link *l);
 void link_set_idle_hook(struct link *l, sim_cb_fn fn, void *a, void *b);
 
 struct link_counters {
-    uint64_t pkts_sent, bytes_sent; /* wire bytes incl. preamble/IFG */
+    uint64_t pkts_sent, bytes_sent; /* left the serialiser (incl. later lost); wire bytes */
+    /* every frame this link did not deliver, whatever the reason: */
     uint64_t pkts_dropped, bytes_dropped;
+    /* ... of which: */
+    uint64_t pkts_dropped_overflow; /* drop-tail: queue_bytes exceeded */
+    uint64_t pkts_lost;             /* loss_prob: vanished in the cable */
+    uint64_t pkts_corrupted;        /* corrupt_prob: failed the ICRC at the far end */
+    uint64_t pkts_dropped_down;     /* sent into, queued on or in flight on a failed link */
     uint64_t max_queue_bytes;
     sim_time_t busy_ps; /* time spent serialising */
 };
 const struct link_counters *link_get_counters(const struct link *l);
 const char *link_name(const struct link *l);
+const struct link_params *link_get_params(const struct link *l);
+/* Change rate, delay, queue or probabilities (between runs or before the
+ * first frame; a frame on the wire keeps its old timing).  -1 (EINVAL) on
+ * rate 0 or a probability outside 0..1. */
+int link_set_params(struct link *l, const struct link_params *p);
+
+/* Failure: a link that goes down flushes its queue, loses what is in the
+ * cable, and drops every frame sent into it until it comes back up (each
+ * counted in pkts_dropped_down).  A frame being serialised when it fails
+ * finishes its serialisation and is dropped, so a sender pacing itself on
+ * the idle hook keeps running.  Switches skip down ports at once; the
+ * topology recomputes routes (topo_set_link_up). */
+void link_set_up(struct link *l, bool up);
+bool link_is_up(const struct link *l);
+
+/* Packet capture taps.  LINK_TAP_TX writes each frame when its last bit
+ * leaves the serialiser (frames later lost in the cable are in it); RX
+ * writes it when it reaches the far end (corrupted frames are written with
+ * a wrong ICRC, lost ones are absent).  The writer is not owned. */
+enum link_tap { LINK_TAP_TX, LINK_TAP_RX };
+#define LINK_MAX_TAPS 4
+int link_add_capture(struct link *l, struct pcap_writer *w, enum link_tap where);
+
+/* Trace id written in TRACE_PKT_DROP records (trace_rec.node); the
+ * topology sets it to the link's index (topo_link). */
+void link_set_trace_id(struct link *l, uint32_t id);
 
 /* ---------------------------------------------------------------- switch */
+
+/* How a switch picks one of the equal-cost egress ports of a destination
+ * (only ports whose link is up are candidates). */
+enum route_mode {
+    ROUTE_ECMP,     /* hash of pkt->flow_hash (salted per switch): a flow keeps one path */
+    ROUTE_STATIC,   /* by destination: every flow to a node takes the same path */
+    ROUTE_SPRAY,    /* per packet, uniformly at random (the switch's RNG stream) */
+    ROUTE_SPRAY_RR, /* per packet, round robin per destination */
+    ROUTE_MODE_COUNT
+};
+const char *route_mode_name(enum route_mode m); /* "ecmp", "static", "spray", "spray-rr" */
 
 struct switch_params {
     sim_time_t latency_ps;      /* ingress-to-egress forwarding latency */
     uint64_t port_buffer_bytes; /* per output queue */
+    enum route_mode routing;    /* 0 = ECMP */
 };
 
 struct fswitch;
@@ -71,31 +127,50 @@ void switch_destroy(struct fswitch *sw);
 /* Add an egress port that sends on `out` (the switch owns nothing of it);
  * returns the port index. */
 unsigned switch_add_port(struct fswitch *sw, struct link *out);
-/* Where packets for `dst_node` leave. */
+/* Where packets for `dst_node` leave: exactly this port (replaces the set). */
 void switch_set_route(struct fswitch *sw, uint32_t dst_node, unsigned port);
+/* Add an equal-cost port for `dst_node` (no-op if already there). */
+void switch_add_route(struct fswitch *sw, uint32_t dst_node, unsigned port);
+/* Forget every route (all destinations). */
+void switch_clear_routes(struct fswitch *sw);
+/* The equal-cost ports of `dst_node`, in increasing order; returns how many. */
+unsigned switch_route_ports(const struct fswitch *sw, uint32_t dst_node, const uint32_t **ports);
+unsigned switch_n_ports(const struct fswitch *sw);
+struct link *switch_port(const struct fswitch *sw, unsigned port);
+const char *switch_name(const struct fswitch *sw);
 /* The sink that ingress links connect to. */
 struct fabric_sink switch_sink(struct fswitch *sw);
 
 struct switch_counters {
     uint64_t pkts_forwarded, pkts_dropped_no_route;
+    uint64_t pkts_dropped_down; /* a route exists but every port of it is down */
 };
 const struct switch_counters *switch_get_counters(const struct fswitch *sw);
 
 /* ---------------------------------------------------------------- topologies */
 
-enum topo_kind { TOPO_BACK_TO_BACK, TOPO_STAR };
+enum topo_kind { TOPO_BACK_TO_BACK, TOPO_STAR, TOPO_LEAF_SPINE };
 
 struct topo_params {
     enum topo_kind kind;
-    unsigned n_nodes;        /* NIC ports; back-to-back needs 2 */
-    struct link_params link; /* every cable */
-    struct switch_params sw; /* star only */
+    unsigned n_nodes; /* NIC ports; back-to-back needs 2; leaf-spine: leaves * hosts_per_leaf */
+    struct link_params link; /* every cable (leaf-spine: host <-> leaf) */
+    struct switch_params sw; /* every switch (star, leaf-spine) */
+    /* leaf-spine: node i hangs off leaf i / hosts_per_leaf; every leaf has
+     * a cable to every spine, so two hosts on different leaves have
+     * n_spines equal-cost paths. */
+    unsigned n_leaves, n_spines, hosts_per_leaf;
+    struct link_params spine_link; /* leaf <-> spine cables; rate_bps 0 = same as `link` */
+    /* After a link goes down or up, switches other than the one the link
+     * leaves stop (resume) using paths through it this much later
+     * (routing convergence); the switch at the failed port reacts at once. */
+    sim_time_t reroute_delay_ps;
 };
 
 struct topology;
 
 /* Defaults: star of 2 nodes, 100 Gb/s links with 5 ns of cable each way
- * side, a cut-through-class switch (sources in topology.c). */
+ * side, a cut-through-class switch, ECMP (sources in topology.c). */
 void fabric_defaults(struct topo_params *p);
 
 /* Build links (and the switch).  Node i's egress link is topo_uplink(t, i);
@@ -104,10 +179,32 @@ struct topology *topo_create(struct sim *sim, const struct topo_params *p, struc
 void topo_destroy(struct topology *t);
 void topo_attach(struct topology *t, uint32_t node, struct fabric_sink sink);
 struct link *topo_uplink(struct topology *t, uint32_t node);
+/* The link that delivers to node i (its NIC's receive side). */
+struct link *topo_downlink(struct topology *t, uint32_t node);
 /* For results: iterate all links and switches. */
 unsigned topo_n_links(const struct topology *t);
 struct link *topo_link(const struct topology *t, unsigned i);
 unsigned topo_n_switches(const struct topology *t);
 struct fswitch *topo_switch(const struct topology *t, unsigned i);
+/* A link by name ("node0->sw0", "leaf1->spine0"), or NULL. */
+struct link *topo_find_link(const struct topology *t, const char *name);
+
+/* Take a link down / up now, and recompute every switch's routes over the
+ * links that are up (shortest paths, all equal-cost ports kept) after
+ * reroute_delay_ps. */
+void topo_set_link_up(struct topology *t, struct link *l, bool up);
+/* The same at absolute time at_ps (>= now); -1 (EINVAL) if `l` is not a
+ * link of `t`.  Events are owned (and cancelled) by the topology. */
+int topo_schedule_link_state(struct topology *t, struct link *l, sim_time_t at_ps, bool up);
+/* Recompute routes now (normally automatic). */
+void topo_recompute_routes(struct topology *t);
+
+/* Per destination node: frames delivered, and frames that arrived after a
+ * frame of the same flow (source node, source QP, destination QP) that was
+ * sent later (pkt.t_sent_ps) -- reordering by the fabric. */
+struct topo_node_counters {
+    uint64_t pkts_delivered, pkts_reordered;
+};
+const struct topo_node_counters *topo_node_counters(const struct topology *t, uint32_t node);
 
 #endif /* RNICSIM_FABRIC_H */

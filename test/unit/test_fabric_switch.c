@@ -61,6 +61,15 @@ static void test_defaults(void)
     CHECK_EQ_U64(p.link.queue_bytes, 0);
     CHECK_EQ_U64(p.sw.latency_ps, 300 * SIM_NS);
     CHECK_EQ_U64(p.sw.port_buffer_bytes, 1u << 20);
+    CHECK(p.sw.routing == ROUTE_ECMP);
+    CHECK(p.link.loss_prob == 0.0 && p.link.corrupt_prob == 0.0);
+    CHECK_EQ_U64(p.reroute_delay_ps, 0);
+    CHECK_EQ_U64(p.n_leaves, 2);
+    CHECK_EQ_U64(p.n_spines, 2);
+    CHECK_EQ_U64(p.hosts_per_leaf, 1);
+    CHECK_EQ_U64(p.spine_link.rate_bps, 0);
+    CHECK_STR_CONTAINS(route_mode_name(ROUTE_SPRAY_RR), "spray-rr");
+    CHECK_STR_CONTAINS(route_mode_name(ROUTE_MODE_COUNT), "?");
 }
 
 static void test_star_delay_and_iterators(void)

@@ -5,6 +5,8 @@
  *   rnicsim params [--profile NAME] [--profiles DIR] [--markdown]
  *   rnicsim programs
  *   rnicsim bench [--reps N] [--json FILE]
+ *   rnicsim check-order FILE.yaml [--runs N] [--seed S] [--set K=V]... [--vary K=V1,V2]...
+ *                                 [-o FILE]   (check_order.c)
  *
  * Exit status of `run`: 0 done; 1 a program returned non-zero; 2 bad
  * command line or scenario (nothing ran); 3 deadlock; 4 stop_time reached
@@ -29,6 +31,8 @@ static void usage(FILE *out)
                  "  rnicsim params [--profile NAME] [--profiles DIR] [--markdown]\n"
                  "  rnicsim programs\n"
                  "  rnicsim bench [--reps N] [--json FILE]\n"
+                 "  rnicsim check-order FILE.yaml [--runs N] [--seed S] [--set KEY=VALUE]...\n"
+                 "                        [--vary KEY=V1,V2,...]... [-o RESULT.json]\n"
                  "  rnicsim --version | --help\n"
                  "\n"
                  "run: simulate a scenario, print a summary, write JSON results (-o).\n"
@@ -36,7 +40,9 @@ static void usage(FILE *out)
                  "  4 stop_time reached with programs running, 5 internal error.\n"
                  "params: list every hardware parameter with its effective value.\n"
                  "programs: list the built-in programs.\n"
-                 "bench: measure simulator speed (events/s, simulated packets/s).\n");
+                 "bench: measure simulator speed (events/s, simulated packets/s).\n"
+                 "check-order: run an ordering workload under many seeds/configurations;\n"
+                 "  exit status: 0 clean, 1 violation found, 2 bad input, 3 run error.\n");
 }
 
 /* "--opt VALUE" or "--opt=VALUE"; advances *i.  NULL if not this option. */
@@ -222,6 +228,8 @@ int main(int argc, char **argv)
         return cmd_params(argc - 2, argv + 2);
     if (!strcmp(cmd, "bench"))
         return bench_main(argc - 2, argv + 2);
+    if (!strcmp(cmd, "check-order"))
+        return check_order_main(argv[0], argc - 2, argv + 2);
     if (!strcmp(cmd, "programs")) {
         programs_list(stdout);
         return 0;

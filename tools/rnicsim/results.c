@@ -10,8 +10,9 @@
  *    "topology": {...},
  *    "programs": [{"host", "program", "args", "daemon", "finished", "exit_code"}],
  *    "tables": {"write_lat": [{row}, ...], ...}  (host_report, report order)
- *    "counters": {"hosts": {"h0": {"host": {...}, "nic": {...}, "pcie": {...}}},
- *                 "links": {"<name>": {...}}, "switches": {"sw0": {...}}}} */
+ *    "counters": {"hosts": {"h0": {"host": {...}, "nic": {...}, "pcie": {...},
+ *                                  "fabric": {"pkts_delivered", "pkts_reordered"}}},
+ *                 "links": {"<name>": {...}}, "switches": {"<name>": {...}}}} */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -46,15 +47,63 @@ static void write_params(struct json_writer *w, const struct scenario *s)
             json_kv_u64(w, d->key, param_value(&s->hw, d));
     }
     json_object_end(w);
+    const struct topo_params *tp = &s->topo;
     json_kv_object_begin(w, "topology");
-    json_kv_str(w, "kind", s->topo.kind == TOPO_STAR ? "star" : "back-to-back");
-    json_kv_u64(w, "hosts", s->topo.n_nodes);
-    json_kv_u64(w, "link.rate", s->topo.link.rate_bps);
-    json_kv_u64(w, "link.delay", s->topo.link.delay_ps);
-    if (s->topo.kind == TOPO_STAR) {
-        json_kv_u64(w, "switch.latency", s->topo.sw.latency_ps);
-        json_kv_u64(w, "switch.buffer", s->topo.sw.port_buffer_bytes);
+    json_kv_str(w, "kind",
+                tp->kind == TOPO_STAR         ? "star"
+                : tp->kind == TOPO_LEAF_SPINE ? "leaf-spine"
+                                              : "back-to-back");
+    json_kv_u64(w, "hosts", tp->n_nodes);
+    json_kv_u64(w, "link.rate", tp->link.rate_bps);
+    json_kv_u64(w, "link.delay", tp->link.delay_ps);
+    json_kv_double(w, "link.loss", tp->link.loss_prob);
+    json_kv_double(w, "link.corrupt", tp->link.corrupt_prob);
+    if (tp->kind == TOPO_LEAF_SPINE) {
+        const struct link_params *sl = tp->spine_link.rate_bps ? &tp->spine_link : &tp->link;
+        json_kv_u64(w, "leaves", tp->n_leaves);
+        json_kv_u64(w, "spines", tp->n_spines);
+        json_kv_u64(w, "hosts_per_leaf", tp->hosts_per_leaf);
+        json_kv_u64(w, "spine_link.rate", sl->rate_bps);
+        json_kv_u64(w, "spine_link.delay", sl->delay_ps);
+        json_kv_double(w, "spine_link.loss", sl->loss_prob);
+        json_kv_double(w, "spine_link.corrupt", sl->corrupt_prob);
     }
+    if (tp->kind != TOPO_BACK_TO_BACK) {
+        json_kv_u64(w, "switch.latency", tp->sw.latency_ps);
+        json_kv_u64(w, "switch.buffer", tp->sw.port_buffer_bytes);
+        json_kv_str(w, "routing", route_mode_name(tp->sw.routing));
+    }
+    json_kv_u64(w, "reroute_delay", tp->reroute_delay_ps);
+    json_kv_array_begin(w, "links");
+    for (size_t i = 0; i < s->n_link_overrides; i++) {
+        const struct scn_link_override *o = &s->link_overrides[i];
+        json_object_begin(w);
+        json_kv_str(w, "link", o->link);
+        if (o->has_rate)
+            json_kv_u64(w, "rate", o->rate_bps);
+        if (o->has_delay)
+            json_kv_u64(w, "delay", o->delay_ps);
+        if (o->has_loss)
+            json_kv_double(w, "loss", o->loss_prob);
+        if (o->has_corrupt)
+            json_kv_double(w, "corrupt", o->corrupt_prob);
+        json_object_end(w);
+    }
+    json_array_end(w);
+    json_kv_array_begin(w, "failures");
+    for (size_t i = 0; i < s->nfailures; i++) {
+        const struct scn_failure *f = &s->failures[i];
+        json_object_begin(w);
+        json_kv_str(w, "link", f->link);
+        json_kv_u64(w, "at", f->at_ps);
+        json_key(w, "recover_at");
+        if (f->recover_at_ps == SIM_TIME_NEVER)
+            json_null(w);
+        else
+            json_u64(w, f->recover_at_ps);
+        json_object_end(w);
+    }
+    json_array_end(w);
     json_object_end(w);
 }
 
@@ -149,6 +198,11 @@ static void write_counters(struct json_writer *w, const struct run *r)
         json_object_end(w);
         write_nic(w, nic_get_counters(wd->nics[i]));
         write_pcie(w, pcie_link_counters(wd->pcie[i]));
+        const struct topo_node_counters *fc = topo_node_counters(wd->topo, (uint32_t)i);
+        json_kv_object_begin(w, "fabric");
+        json_kv_u64(w, "pkts_delivered", fc->pkts_delivered);
+        json_kv_u64(w, "pkts_reordered", fc->pkts_reordered);
+        json_object_end(w);
         json_object_end(w);
     }
     json_object_end(w);
@@ -161,6 +215,10 @@ static void write_counters(struct json_writer *w, const struct run *r)
         json_kv_u64(w, "bytes_sent", c->bytes_sent);
         json_kv_u64(w, "pkts_dropped", c->pkts_dropped);
         json_kv_u64(w, "bytes_dropped", c->bytes_dropped);
+        json_kv_u64(w, "pkts_dropped_overflow", c->pkts_dropped_overflow);
+        json_kv_u64(w, "pkts_lost", c->pkts_lost);
+        json_kv_u64(w, "pkts_corrupted", c->pkts_corrupted);
+        json_kv_u64(w, "pkts_dropped_down", c->pkts_dropped_down);
         json_kv_u64(w, "max_queue_bytes", c->max_queue_bytes);
         json_kv_u64(w, "busy_ps", c->busy_ps);
         json_object_end(w);
@@ -168,12 +226,12 @@ static void write_counters(struct json_writer *w, const struct run *r)
     json_object_end(w);
     json_kv_object_begin(w, "switches");
     for (unsigned i = 0; i < topo_n_switches(wd->topo); i++) {
-        const struct switch_counters *c = switch_get_counters(topo_switch(wd->topo, i));
-        char name[32];
-        snprintf(name, sizeof(name), "sw%u", i);
-        json_kv_object_begin(w, name);
+        const struct fswitch *sw = topo_switch(wd->topo, i);
+        const struct switch_counters *c = switch_get_counters(sw);
+        json_kv_object_begin(w, switch_name(sw));
         json_kv_u64(w, "pkts_forwarded", c->pkts_forwarded);
         json_kv_u64(w, "pkts_dropped_no_route", c->pkts_dropped_no_route);
+        json_kv_u64(w, "pkts_dropped_down", c->pkts_dropped_down);
         json_object_end(w);
     }
     json_object_end(w);
@@ -294,6 +352,33 @@ static void print_table(const struct report_table *tb, FILE *out)
     }
 }
 
+/* One line of fabric impairments, when there were any. */
+static void print_fabric_summary(const struct run *r, FILE *out)
+{
+    const struct topology *t = r->world->topo;
+    uint64_t lost = 0, corrupt = 0, down = 0, overflow = 0, reordered = 0;
+    for (unsigned i = 0; i < topo_n_links(t); i++) {
+        const struct link_counters *c = link_get_counters(topo_link(t, i));
+        lost += c->pkts_lost;
+        corrupt += c->pkts_corrupted;
+        down += c->pkts_dropped_down;
+        overflow += c->pkts_dropped_overflow;
+    }
+    for (unsigned i = 0; i < topo_n_switches(t); i++) {
+        const struct switch_counters *c = switch_get_counters(topo_switch(t, i));
+        down += c->pkts_dropped_down + c->pkts_dropped_no_route;
+    }
+    for (size_t i = 0; i < r->world->nhosts; i++)
+        reordered += topo_node_counters(t, (uint32_t)i)->pkts_reordered;
+    if (lost + corrupt + down + overflow + reordered == 0)
+        return;
+    fprintf(out,
+            "fabric: %" PRIu64 " frames lost, %" PRIu64 " corrupted (ICRC), %" PRIu64
+            " dropped at failed links / without a route, %" PRIu64
+            " dropped by full queues, %" PRIu64 " delivered out of order\n",
+            lost, corrupt, down, overflow, reordered);
+}
+
 void results_print_summary(const struct run *r, FILE *out)
 {
     char t[32];
@@ -302,6 +387,7 @@ void results_print_summary(const struct run *r, FILE *out)
     fprintf(out, "\n== %s: %s\n", r->scn->name, run_result_name(r->result));
     fprintf(out, "simulated %s, %" PRIu64 " events; wall %.3f s, %.2f M events/s\n", t, r->events,
             r->wall_s, evs / 1e6);
+    print_fabric_summary(r, out);
     for (size_t i = 0; i < r->ntables; i++)
         print_table(&r->tables[i], out);
 }

@@ -44,8 +44,8 @@ enum param_kind {
 struct param_def {
     const char *key; /* dotted: "nic.tx_pkt_proc" */
     enum param_kind kind;
-    size_t offset;   /* into struct hw_profile */
-    size_t width;    /* sizeof the field */
+    size_t offset;            /* into struct hw_profile */
+    size_t width;             /* sizeof the field */
     const char *doc;          /* one line */
     const char *const *names; /* PARAM_ENUM: the values' names, NULL-terminated */
 };
@@ -103,6 +103,32 @@ struct scn_program {
     size_t stack_bytes;
 };
 
+/* topology.links[]: per-link overrides (scenario.c reads, world.c applies). */
+struct scn_link_override {
+    char *link; /* as written: "leaf0->spine1", "h0<->sw0" */
+    bool has_rate, has_delay, has_loss, has_corrupt;
+    uint64_t rate_bps;
+    sim_time_t delay_ps;
+    double loss_prob, corrupt_prob;
+};
+
+/* topology.failures[] */
+struct scn_failure {
+    char *link;
+    sim_time_t at_ps;
+    sim_time_t recover_at_ps; /* SIM_TIME_NEVER: stays down */
+};
+
+/* capture[] */
+enum scn_capture_kind { CAPTURE_LINK, CAPTURE_HOST, CAPTURE_ALL };
+struct scn_capture {
+    enum scn_capture_kind kind;
+    char *link;    /* CAPTURE_LINK */
+    uint32_t host; /* CAPTURE_HOST */
+    bool rx;       /* CAPTURE_LINK: tap at the far end instead of the sender */
+    char *path;    /* file (LINK, HOST) or directory (ALL), relative to the cwd */
+};
+
 struct scenario {
     struct cfg_doc *doc;
     char *file; /* as given */
@@ -112,6 +138,12 @@ struct scenario {
     char *profile_name, *profile_path;
     struct hw_profile hw;
     struct topo_params topo;
+    struct scn_link_override *link_overrides;
+    size_t n_link_overrides;
+    struct scn_failure *failures;
+    size_t nfailures;
+    struct scn_capture *captures;
+    size_t ncaptures;
     struct scn_program *progs;
     size_t nprogs;
     void **dl_handles; /* dlopen()ed user programs */
@@ -135,20 +167,29 @@ void scenario_free(struct scenario *s);
 
 /* ---------------------------------------------------------------- world.c */
 
+struct pcap_writer;
+
 struct world {
     struct sim *sim;
     struct pkt_pool *pool;
     struct topology *topo;
+    struct pcap_writer **pcaps; /* capture files, one writer per distinct path */
+    size_t npcaps;
     size_t nhosts;
     struct host *hosts;
     struct pcie_link **pcie;
     struct nic **nics;
 };
 
-/* Build the simulator and the hardware of a scenario.  NULL with a
- * message in `why` if something cannot be created. */
+/* Build the simulator and the hardware of a scenario (with per-link
+ * overrides, scheduled failures and capture files).  NULL with a message
+ * in `why` if something cannot be created.  world_free closes the capture
+ * files (a write error is reported on stderr). */
 struct world *world_build(const struct scenario *s, char *why, size_t why_len);
 void world_free(struct world *w);
+/* Links named `name` in `t`: "A->B" is one direction, "A<->B" both; "h<i>"
+ * may stand for "node<i>".  Returns how many were found (0, 1 or 2). */
+unsigned world_find_links(const struct topology *t, const char *name, struct link *out[2]);
 /* Sum of pkts_tx over every NIC. */
 uint64_t world_pkts_tx(const struct world *w);
 
@@ -212,11 +253,25 @@ struct run {
     double wall_s;
     bool progress;
     double progress_t0, progress_last;
+    /* stop the simulation as soon as a program returns non-zero */
+    bool stop_on_failure;
+};
+
+/* Options of run_scenario_opts (run_scenario = {.progress = progress}). */
+struct run_opts {
+    bool progress;           /* progress line on stderr (ignored with `observe`) */
+    size_t trace_capacity;   /* > 0: keep the last N event-trace records (sim/trace.h) */
+    bool stop_on_failure;    /* stop at the first program returning non-zero */
+    sim_progress_fn observe; /* called every `observe_every` events during the run */
+    void *observe_arg;
+    uint64_t observe_every;
 };
 
 /* Build the world, start every program, run the simulation.  Fills the
  * outcome fields.  NULL with `why` filled if the world cannot be built. */
 struct run *run_scenario(const struct scenario *s, bool progress, char *why, size_t why_len);
+struct run *run_scenario_opts(const struct scenario *s, const struct run_opts *o, char *why,
+                              size_t why_len);
 void run_free(struct run *r);
 /* A program or thread process of `pi` returned (keeps the live count). */
 void run_process_finished(struct prog_inst *pi);
@@ -249,6 +304,11 @@ void format_time(sim_time_t ps, char *buf, size_t len);
 /* ---------------------------------------------------------------- bench.c */
 
 int bench_main(int argc, char **argv);
+
+/* ---------------------------------------------------------------- check_order.c */
+
+/* `rnicsim check-order`; `prog` is argv[0] (for the reproduce command). */
+int check_order_main(const char *prog, int argc, char **argv);
 
 /* ---------------------------------------------------------------- util */
 

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sim/trace.h"
 #include "tools/rnicsim/rnicsim.h"
 
 double wall_seconds(void)
@@ -55,6 +56,8 @@ static void program_entry(void *arg)
     optind = 0; /* a fresh getopt scan for programs that parse options */
     pi->exit_code = pi->def->main(pi->argc, pi->argv);
     pi->finished = true;
+    if (pi->exit_code != 0 && pi->run->stop_on_failure)
+        sim_stop(pi->run->world->sim);
     run_process_finished(pi);
 }
 
@@ -137,6 +140,14 @@ int __lsan_is_turned_off(void)
 
 struct run *run_scenario(const struct scenario *s, bool progress, char *why, size_t why_len)
 {
+    struct run_opts o = {.progress = progress};
+    return run_scenario_opts(s, &o, why, why_len);
+}
+
+struct run *run_scenario_opts(const struct scenario *s, const struct run_opts *o, char *why,
+                              size_t why_len)
+{
+    bool progress = o->progress && !o->observe;
     struct run *r = xcalloc_or_die(1, sizeof(*r));
     r->scn = s;
     r->world = world_build(s, why, why_len);
@@ -150,9 +161,17 @@ struct run *run_scenario(const struct scenario *s, bool progress, char *why, siz
         return NULL;
     }
     struct sim *sim = r->world->sim;
+    if (o->trace_capacity && sim_trace_enable(sim, o->trace_capacity)) {
+        snprintf(why, why_len, "cannot allocate an event trace of %zu records", o->trace_capacity);
+        run_free(r);
+        return NULL;
+    }
+    r->stop_on_failure = o->stop_on_failure;
     r->progress = progress;
     r->progress_t0 = r->progress_last = wall_seconds();
-    if (progress)
+    if (o->observe)
+        sim_set_progress(sim, o->observe_every ? o->observe_every : 1, o->observe, o->observe_arg);
+    else if (progress)
         sim_set_progress(sim, 1u << 16, progress_cb, r);
     double t0 = wall_seconds();
     enum sim_run_result res = sim_run(sim, s->stop_time_ps);

@@ -8,10 +8,20 @@
  *   profile: cx5-100g           optional hardware profile (default: the C defaults)
  *   hardware: {nic: {...}}      optional parameter overrides (params.c)
  *   topology:                   required
- *     kind: star                star | back-to-back
- *     hosts: 2                  hosts h0..h(N-1)
- *     link: {rate: 100Gbps, delay: 10ns}
- *     switch: {latency: 300ns, buffer: 1MiB}   star only
+ *     kind: star                star | back-to-back | leaf-spine
+ *     hosts: 2                  hosts h0..h(N-1) (leaf-spine: optional, = leaves x hosts_per_leaf)
+ *     leaves: 2, spines: 2, hosts_per_leaf: 4      leaf-spine only
+ *     link: {rate: 100Gbps, delay: 10ns, loss: 1%, corrupt: 0.1%}
+ *     spine_link: {rate: 400Gbps, ...}              leaf-spine only (default: link)
+ *     switch: {latency: 300ns, buffer: 1MiB}        star, leaf-spine
+ *     routing: ecmp             ecmp | static | spray | spray-rr
+ *     reroute_delay: 0          routing convergence after a link changes state
+ *     links: [{link: "leaf0->spine1", rate, delay, loss, corrupt}]   per-link overrides
+ *     failures: [{link: "leaf0->spine1", at: 50us, recover_at: 80us}]
+ *   capture:                    optional pcap files (RoCEv2 encoding)
+ *     - {link: "h0->sw0", file: out/h0.pcap, at: tx}   one link (tx | rx side)
+ *     - {host: h1, file: out/h1.pcap}                  both directions at h1's port
+ *     - {all: out/pcap}                                every link, <dir>/<from>-to-<to>.pcap
  *   programs:                   required, at least one
  *     - {host: h1, program: perftest, args: [...], daemon: false, stack: 256KiB}
  *
@@ -37,54 +47,294 @@
 #define DEFAULT_SWITCH_LATENCY_PS (300 * SIM_NS)
 #define DEFAULT_SWITCH_BUFFER_BYTES ((uint64_t)1 << 20)
 #define MAX_HOSTS 4096
+#define MAX_SPINES 1024
 #define MIN_STACK_BYTES ((uint64_t)64 * 1024)
 #define MAX_STACK_BYTES ((uint64_t)1 << 30)
 
-static const char *const topo_kinds[] = {"star", "back-to-back", NULL};
+static const char *const topo_kinds[] = {"star", "back-to-back", "leaf-spine", NULL};
+static const enum topo_kind topo_kind_values[] = {TOPO_STAR, TOPO_BACK_TO_BACK, TOPO_LEAF_SPINE};
+/* Index = enum route_mode. */
+static const char *const route_modes[] = {"ecmp", "static", "spray", "spray-rr", NULL};
+static const char *const capture_taps[] = {"tx", "rx", NULL};
 
-static int read_link(struct cfg_node *topo, struct link_params *lp, struct cfg_error *err)
+static long host_index(const char *name, unsigned hosts);
+
+/* A probability: a decimal number 0..1 ("0.01", "1e-6") or a percentage
+ * ("1%", "0.1%"). */
+static int parse_prob(struct cfg_node *n, double *out, struct cfg_error *err)
 {
-    struct cfg_node *link;
-    if (cfg_req_node(topo, "link", CFG_MAP, &link, err))
+    if (n->kind != CFG_SCALAR || !n->scalar || !n->scalar[0])
+        return cfg_errorf(err, n, "'%s': expected a probability like 0.01 or 1%%, got %s", n->path,
+                          cfg_kind_name(n));
+    const char *t = n->scalar;
+    char *end = NULL;
+    errno = 0;
+    double v = (t[0] >= '0' && t[0] <= '9') || t[0] == '.' ? strtod(t, &end) : -1.0;
+    bool pct = end && *end == '%';
+    if (!end || end == t || strpbrk(t, "xXnN") || errno || (pct ? end[1] != '\0' : *end != '\0'))
+        return cfg_errorf(err, n, "bad probability '%s': expected a number like 0.01 or 1%%", t);
+    if (pct)
+        v /= 100.0;
+    if (v > 1.0)
+        return cfg_errorf(err, n, "bad probability '%s': more than 1 (100%%)", t);
+    *out = v;
+    return 0;
+}
+
+static int get_prob(struct cfg_node *map, const char *key, double def, double *out,
+                    struct cfg_error *err)
+{
+    struct cfg_node *n = cfg_child(map, key);
+    *out = def;
+    return n ? parse_prob(n, out, err) : 0;
+}
+
+/* A cable description {rate, delay, loss, corrupt}; absent keys take the
+ * values of `def` (a rate of 0 in `def` makes `rate` required). */
+static int read_link_map(struct cfg_node *link, const struct link_params *def,
+                         struct link_params *lp, struct cfg_error *err)
+{
+    *lp = *def;
+    struct cfg_node *rate = cfg_child(link, "rate");
+    if (!rate && def->rate_bps == 0 && cfg_req_node(link, "rate", CFG_SCALAR, &rate, err))
         return -1;
-    struct cfg_node *rate;
-    if (cfg_req_node(link, "rate", CFG_SCALAR, &rate, err) ||
-        cfg_node_rate(rate, &lp->rate_bps, err) ||
-        cfg_get_time(link, "delay", 0, &lp->delay_ps, err))
+    if (rate && cfg_node_rate(rate, &lp->rate_bps, err))
         return -1;
     if (lp->rate_bps == 0)
-        return cfg_errorf(err, rate, "'topology.link.rate' must be greater than 0");
+        return cfg_errorf(err, rate, "'%s.rate' must be greater than 0", link->path);
+    if (cfg_get_time(link, "delay", def->delay_ps, &lp->delay_ps, err) ||
+        get_prob(link, "loss", def->loss_prob, &lp->loss_prob, err) ||
+        get_prob(link, "corrupt", def->corrupt_prob, &lp->corrupt_prob, err))
+        return -1;
     lp->queue_bytes = 0; /* NIC egress: unbounded (the NIC paces itself) */
     return 0;
 }
 
-static int read_topology(struct scenario *s, struct cfg_node *root, struct cfg_error *err)
+/* A throwaway topology of the scenario's shape, to check link names. */
+struct name_check {
+    struct sim *sim;
+    struct pkt_pool *pool;
+    struct topology *t;
+};
+
+static void name_check_free(struct name_check *nc)
+{
+    topo_destroy(nc->t);
+    pkt_pool_destroy(nc->pool);
+    sim_destroy(nc->sim);
+    memset(nc, 0, sizeof(*nc));
+}
+
+/* "node3->leaf1" -> "h3->leaf1" (malloc'd). */
+static char *host_spelling(const char *link)
+{
+    char *out = xcalloc_or_die(strlen(link) + 1, 1), *o = out;
+    for (const char *c = link; *c;) {
+        bool at_start = c == link || (c[-1] == '>' && c[-2] == '-');
+        if (at_start && strncmp(c, "node", 4) == 0 && c[4] >= '0' && c[4] <= '9') {
+            *o++ = 'h';
+            c += 4;
+        } else {
+            *o++ = *c++;
+        }
+    }
+    return out;
+}
+
+static int check_link_name(struct name_check *nc, const struct topo_params *tp, struct cfg_node *n,
+                           const char **out, struct cfg_error *err)
+{
+    const char *name;
+    if (cfg_node_str(n, &name, err))
+        return -1;
+    if (!nc->t) {
+        nc->sim = sim_create(0);
+        nc->pool = nc->sim ? pkt_pool_create() : NULL;
+        nc->t = nc->pool ? topo_create(nc->sim, tp, nc->pool) : NULL;
+        if (!nc->t)
+            return cfg_errorf(err, n, "cannot build the topology to check link '%s'", name);
+    }
+    struct link *ls[2];
+    *out = name;
+    if (world_find_links(nc->t, name, ls))
+        return 0;
+    /* suggest in the scenario's own spelling: h<i> for node<i> */
+    unsigned nl = topo_n_links(nc->t);
+    char **cands = xcalloc_or_die(nl, sizeof(*cands));
+    for (unsigned i = 0; i < nl; i++)
+        cands[i] = host_spelling(link_name(topo_link(nc->t, i)));
+    const char *best = suggest_word(name, (const char *const *)cands, nl);
+    char hint[160] = "";
+    if (best)
+        snprintf(hint, sizeof(hint), " (did you mean '%s'?)", best);
+    int rc = cfg_errorf(err, n,
+                        "unknown link '%s'%s: links are named 'from->to' like '%s' ('h<i>' and "
+                        "'node<i>' are the same; 'a<->b' names both directions)",
+                        name, hint, cands[nl - 1]);
+    for (unsigned i = 0; i < nl; i++)
+        free(cands[i]);
+    free(cands);
+    return rc;
+}
+
+/* topology.links: [{link, rate, delay, loss, corrupt}] */
+static int read_link_overrides(struct scenario *s, struct cfg_node *seq, struct name_check *nc,
+                               struct cfg_error *err)
+{
+    if (seq->kind != CFG_SEQ)
+        return cfg_errorf(err, seq,
+                          "'%s': expected a sequence of {link, rate, delay, loss, "
+                          "corrupt}, got %s",
+                          seq->path, cfg_kind_name(seq));
+    s->link_overrides = xcalloc_or_die(seq->n ? seq->n : 1, sizeof(*s->link_overrides));
+    for (size_t i = 0; i < seq->n; i++) {
+        struct cfg_node *it = seq->items[i], *ln;
+        struct scn_link_override *o = &s->link_overrides[i];
+        const char *name;
+        if (it->kind != CFG_MAP)
+            return cfg_errorf(err, it, "'%s': expected a mapping {link, rate, ...}, got %s",
+                              it->path, cfg_kind_name(it));
+        if (cfg_req_node(it, "link", CFG_SCALAR, &ln, err) ||
+            check_link_name(nc, &s->topo, ln, &name, err))
+            return -1;
+        o->link = xstrdup_or_die(name);
+        s->n_link_overrides++;
+        struct cfg_node *v;
+        if ((v = cfg_child(it, "rate"))) {
+            if (cfg_node_rate(v, &o->rate_bps, err))
+                return -1;
+            if (o->rate_bps == 0)
+                return cfg_errorf(err, v, "'%s.rate' must be greater than 0", it->path);
+            o->has_rate = true;
+        }
+        if ((v = cfg_child(it, "delay"))) {
+            if (cfg_node_time(v, &o->delay_ps, err))
+                return -1;
+            o->has_delay = true;
+        }
+        if ((v = cfg_child(it, "loss"))) {
+            if (parse_prob(v, &o->loss_prob, err))
+                return -1;
+            o->has_loss = true;
+        }
+        if ((v = cfg_child(it, "corrupt"))) {
+            if (parse_prob(v, &o->corrupt_prob, err))
+                return -1;
+            o->has_corrupt = true;
+        }
+    }
+    return 0;
+}
+
+/* topology.failures: [{link, at, recover_at}] */
+static int read_failures(struct scenario *s, struct cfg_node *seq, struct name_check *nc,
+                         struct cfg_error *err)
+{
+    if (seq->kind != CFG_SEQ)
+        return cfg_errorf(err, seq, "'%s': expected a sequence of {link, at, recover_at}, got %s",
+                          seq->path, cfg_kind_name(seq));
+    s->failures = xcalloc_or_die(seq->n ? seq->n : 1, sizeof(*s->failures));
+    for (size_t i = 0; i < seq->n; i++) {
+        struct cfg_node *it = seq->items[i], *ln, *at;
+        struct scn_failure *f = &s->failures[i];
+        const char *name;
+        if (it->kind != CFG_MAP)
+            return cfg_errorf(err, it, "'%s': expected a mapping {link, at, recover_at}, got %s",
+                              it->path, cfg_kind_name(it));
+        if (cfg_req_node(it, "link", CFG_SCALAR, &ln, err) ||
+            check_link_name(nc, &s->topo, ln, &name, err))
+            return -1;
+        f->link = xstrdup_or_die(name);
+        s->nfailures++;
+        if (cfg_req_node(it, "at", CFG_SCALAR, &at, err) || cfg_node_time(at, &f->at_ps, err) ||
+            cfg_get_time(it, "recover_at", SIM_TIME_NEVER, &f->recover_at_ps, err))
+            return -1;
+        if (f->recover_at_ps != SIM_TIME_NEVER && f->recover_at_ps <= f->at_ps)
+            return cfg_errorf(err, cfg_child(it, "recover_at"),
+                              "'%s.recover_at' must be later than 'at'", it->path);
+    }
+    return 0;
+}
+
+static int read_topology(struct scenario *s, struct cfg_node *root, struct name_check *nc,
+                         struct cfg_error *err)
 {
     struct cfg_node *topo, *hosts;
     int kind;
-    uint64_t n;
+    uint64_t n = 0;
+    fabric_defaults(&s->topo);
     if (cfg_req_node(root, "topology", CFG_MAP, &topo, err))
         return -1;
     struct cfg_node *kind_node;
     if (cfg_req_node(topo, "kind", CFG_SCALAR, &kind_node, err) ||
         cfg_get_enum(topo, "kind", topo_kinds, 0, &kind, err))
         return -1;
-    if (cfg_req_node(topo, "hosts", CFG_SCALAR, &hosts, err) || cfg_node_u64(hosts, &n, err))
-        return -1;
-    s->topo.kind = kind == 0 ? TOPO_STAR : TOPO_BACK_TO_BACK;
-    if (s->topo.kind == TOPO_BACK_TO_BACK && n != 2)
-        return cfg_errorf(err, hosts,
-                          "'topology.hosts': a back-to-back topology has exactly 2 hosts, not %llu",
-                          (unsigned long long)n);
-    if (n < 1 || n > MAX_HOSTS)
-        return cfg_errorf(err, hosts, "'topology.hosts': expected 1..%d hosts, got %llu", MAX_HOSTS,
-                          (unsigned long long)n);
+    s->topo.kind = topo_kind_values[kind];
+    hosts = cfg_child(topo, "hosts");
+    if (s->topo.kind == TOPO_LEAF_SPINE) {
+        uint64_t l, sp, h;
+        struct cfg_node *ln, *sn, *hn;
+        if (cfg_req_node(topo, "leaves", CFG_SCALAR, &ln, err) || cfg_node_u64(ln, &l, err) ||
+            cfg_req_node(topo, "spines", CFG_SCALAR, &sn, err) || cfg_node_u64(sn, &sp, err) ||
+            cfg_req_node(topo, "hosts_per_leaf", CFG_SCALAR, &hn, err) || cfg_node_u64(hn, &h, err))
+            return -1;
+        if (l < 1 || l > MAX_HOSTS)
+            return cfg_errorf(err, ln, "'topology.leaves': expected 1..%d, got %llu", MAX_HOSTS,
+                              (unsigned long long)l);
+        if (sp < 1 || sp > MAX_SPINES)
+            return cfg_errorf(err, sn, "'topology.spines': expected 1..%d, got %llu", MAX_SPINES,
+                              (unsigned long long)sp);
+        if (h < 1 || l * h > MAX_HOSTS)
+            return cfg_errorf(err, hn,
+                              "'topology.hosts_per_leaf': expected 1..%llu (at most %d hosts), "
+                              "got %llu",
+                              (unsigned long long)(MAX_HOSTS / l), MAX_HOSTS,
+                              (unsigned long long)h);
+        if (hosts && cfg_node_u64(hosts, &n, err))
+            return -1;
+        if (hosts && n != l * h)
+            return cfg_errorf(err, hosts,
+                              "'topology.hosts': leaves x hosts_per_leaf = %llu, not %llu",
+                              (unsigned long long)(l * h), (unsigned long long)n);
+        s->topo.n_leaves = (unsigned)l;
+        s->topo.n_spines = (unsigned)sp;
+        s->topo.hosts_per_leaf = (unsigned)h;
+        n = l * h;
+    } else {
+        if (cfg_req_node(topo, "hosts", CFG_SCALAR, &hosts, err) || cfg_node_u64(hosts, &n, err))
+            return -1;
+        if (s->topo.kind == TOPO_BACK_TO_BACK && n != 2)
+            return cfg_errorf(
+                err, hosts,
+                "'topology.hosts': a back-to-back topology has exactly 2 hosts, not %llu",
+                (unsigned long long)n);
+        if (n < 1 || n > MAX_HOSTS)
+            return cfg_errorf(err, hosts, "'topology.hosts': expected 1..%d hosts, got %llu",
+                              MAX_HOSTS, (unsigned long long)n);
+    }
     s->topo.n_nodes = (unsigned)n;
-    if (read_link(topo, &s->topo.link, err))
+
+    struct cfg_node *link;
+    struct link_params none = {0};
+    if (cfg_req_node(topo, "link", CFG_MAP, &link, err) ||
+        read_link_map(link, &none, &s->topo.link, err))
         return -1;
+    struct cfg_node *spl = cfg_child(topo, "spine_link");
+    if (spl && s->topo.kind != TOPO_LEAF_SPINE)
+        return cfg_errorf(err, spl, "'topology.spine_link': only a leaf-spine topology has spines");
+    if (spl) {
+        if (spl->kind != CFG_MAP)
+            return cfg_errorf(err, spl, "'topology.spine_link': expected a mapping, got %s",
+                              cfg_kind_name(spl));
+        if (read_link_map(spl, &s->topo.link, &s->topo.spine_link, err))
+            return -1;
+    }
+
     struct cfg_node *sw = cfg_child(topo, "switch");
-    if (sw && s->topo.kind != TOPO_STAR)
-        return cfg_errorf(err, sw, "'topology.switch': only a star topology has a switch");
+    if (sw && s->topo.kind == TOPO_BACK_TO_BACK)
+        return cfg_errorf(err, sw,
+                          "'topology.switch': only a star topology has a switch (and a "
+                          "leaf-spine its leaves and spines); back-to-back has none");
     s->topo.sw.latency_ps = DEFAULT_SWITCH_LATENCY_PS;
     s->topo.sw.port_buffer_bytes = DEFAULT_SWITCH_BUFFER_BYTES;
     if (sw) {
@@ -95,6 +345,84 @@ static int read_topology(struct scenario *s, struct cfg_node *root, struct cfg_e
             cfg_get_size(sw, "buffer", DEFAULT_SWITCH_BUFFER_BYTES, &s->topo.sw.port_buffer_bytes,
                          err))
             return -1;
+    }
+    struct cfg_node *rt = cfg_child(topo, "routing");
+    if (rt && s->topo.kind == TOPO_BACK_TO_BACK)
+        return cfg_errorf(err, rt,
+                          "'topology.routing': a back-to-back topology has no switch to route");
+    int mode;
+    if (cfg_get_enum(topo, "routing", route_modes, ROUTE_ECMP, &mode, err) ||
+        cfg_get_time(topo, "reroute_delay", 0, &s->topo.reroute_delay_ps, err))
+        return -1;
+    s->topo.sw.routing = (enum route_mode)mode;
+
+    struct cfg_node *seq;
+    if ((seq = cfg_child(topo, "links")) && read_link_overrides(s, seq, nc, err))
+        return -1;
+    if ((seq = cfg_child(topo, "failures")) && read_failures(s, seq, nc, err))
+        return -1;
+    return 0;
+}
+
+/* capture: [{link, file, at}, {host, file}, {all: DIR}] */
+static int read_captures(struct scenario *s, struct cfg_node *root, struct name_check *nc,
+                         struct cfg_error *err)
+{
+    struct cfg_node *seq = cfg_child(root, "capture");
+    if (!seq)
+        return 0;
+    if (seq->kind != CFG_SEQ)
+        return cfg_errorf(err, seq,
+                          "'capture': expected a sequence of {link, file}, {host, file} or "
+                          "{all: DIR}, got %s",
+                          cfg_kind_name(seq));
+    s->captures = xcalloc_or_die(seq->n ? seq->n : 1, sizeof(*s->captures));
+    for (size_t i = 0; i < seq->n; i++) {
+        struct cfg_node *it = seq->items[i], *v;
+        struct scn_capture *c = &s->captures[i];
+        const char *str;
+        if (it->kind != CFG_MAP)
+            return cfg_errorf(err, it,
+                              "'%s': expected a mapping {link, file}, {host, file} or {all: DIR}, "
+                              "got %s",
+                              it->path, cfg_kind_name(it));
+        struct cfg_node *ln = cfg_child(it, "link"), *hn = cfg_child(it, "host"),
+                        *an = cfg_child(it, "all");
+        if ((ln != NULL) + (hn != NULL) + (an != NULL) != 1)
+            return cfg_errorf(err, it, "'%s': give exactly one of 'link', 'host' or 'all'",
+                              it->path);
+        s->ncaptures++;
+        if (an) {
+            if (cfg_node_str(an, &str, err))
+                return -1;
+            c->kind = CAPTURE_ALL;
+            c->path = xstrdup_or_die(str);
+            continue;
+        }
+        if (ln) {
+            if (check_link_name(nc, &s->topo, ln, &str, err))
+                return -1;
+            c->kind = CAPTURE_LINK;
+            c->link = xstrdup_or_die(str);
+            int tap;
+            if (cfg_get_enum(it, "at", capture_taps, 0, &tap, err))
+                return -1;
+            c->rx = tap == 1;
+        } else {
+            if (cfg_node_str(hn, &str, err))
+                return -1;
+            long hi = host_index(str, s->topo.n_nodes);
+            if (hi < 0)
+                return cfg_errorf(err, hn, "unknown host '%s' (the topology has hosts h0..h%u)",
+                                  str, s->topo.n_nodes - 1);
+            c->kind = CAPTURE_HOST;
+            c->host = (uint32_t)hi;
+        }
+        if (cfg_req_node(it, "file", CFG_SCALAR, &v, err) || cfg_node_str(v, &str, err))
+            return -1;
+        if (!str[0])
+            return cfg_errorf(err, v, "'%s.file': empty file name", it->path);
+        c->path = xstrdup_or_die(str);
     }
     return 0;
 }
@@ -220,7 +548,10 @@ static int read_scenario(struct scenario *s, const struct scenario_opts *o, stru
     if (params_apply_map(&s->hw, cfg_child(root, "hardware"), "hardware", err))
         return -1;
 
-    if (read_topology(s, root, err) || read_programs(s, root, err))
+    struct name_check nc = {0};
+    int rc = read_topology(s, root, &nc, err) || read_captures(s, root, &nc, err);
+    name_check_free(&nc);
+    if (rc || read_programs(s, root, err))
         return -1;
     return cfg_check_unused(root, "", err);
 }
@@ -258,6 +589,17 @@ void scenario_free(struct scenario *s)
         free(p->args);
     }
     free(s->progs);
+    for (size_t i = 0; i < s->n_link_overrides; i++)
+        free(s->link_overrides[i].link);
+    free(s->link_overrides);
+    for (size_t i = 0; i < s->nfailures; i++)
+        free(s->failures[i].link);
+    free(s->failures);
+    for (size_t i = 0; i < s->ncaptures; i++) {
+        free(s->captures[i].link);
+        free(s->captures[i].path);
+    }
+    free(s->captures);
     for (size_t i = 0; i < s->n_dl; i++)
         dlclose(s->dl_handles[i]);
     free(s->dl_handles);

@@ -1,14 +1,195 @@
 /* Building the simulated world of a scenario: one simulator, a packet pool,
- * the topology (links and, for a star, one switch), and for every host
- * h<i>: the host model, a PCIe link and an RNIC that is fabric node i.
+ * the topology (links and switches, with the scenario's per-link overrides,
+ * scheduled link failures and capture files), and for every host h<i>: the
+ * host model, a PCIe link and an RNIC that is fabric node i.
  *
  *   host h<i> --PCIe "h<i>.pcie"-- NIC (node i) --topo_uplink(i)--> fabric
  *                                       ^---- topo_attach(i) <----'      */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "sim/fabric/pcap.h"
 #include "tools/rnicsim/rnicsim.h"
+
+/* "h<digits>" -> "node<digits>"; anything else is copied. */
+static void endpoint_name(const char *s, size_t len, char *out, size_t cap)
+{
+    bool host = len >= 2 && s[0] == 'h';
+    for (size_t i = 1; host && i < len; i++)
+        host = s[i] >= '0' && s[i] <= '9';
+    snprintf(out, cap, "%s%.*s", host ? "node" : "", (int)(host ? len - 1 : len), host ? s + 1 : s);
+}
+
+unsigned world_find_links(const struct topology *t, const char *name, struct link *out[2])
+{
+    const char *arrow = strstr(name, "<->");
+    bool both = arrow != NULL;
+    if (!arrow)
+        arrow = strstr(name, "->");
+    if (!arrow)
+        return 0;
+    char a[64], b[64], n1[140], n2[140];
+    endpoint_name(name, (size_t)(arrow - name), a, sizeof(a));
+    const char *rest = arrow + (both ? 3 : 2);
+    endpoint_name(rest, strlen(rest), b, sizeof(b));
+    snprintf(n1, sizeof(n1), "%s->%s", a, b);
+    snprintf(n2, sizeof(n2), "%s->%s", b, a);
+    out[0] = topo_find_link(t, n1);
+    if (!out[0])
+        return 0;
+    if (!both)
+        return 1;
+    out[1] = topo_find_link(t, n2);
+    return out[1] ? 2 : 0;
+}
+
+/* mkdir -p of `dir` (a writable copy is made). */
+static int make_dirs(const char *dir)
+{
+    char *p = xstrdup_or_die(dir);
+    int rc = 0;
+    for (char *c = p + 1; *c && rc == 0; c++) {
+        if (*c != '/')
+            continue;
+        *c = '\0';
+        if (mkdir(p, 0777) != 0 && errno != EEXIST)
+            rc = -1;
+        *c = '/';
+    }
+    if (rc == 0 && p[0] && mkdir(p, 0777) != 0 && errno != EEXIST)
+        rc = -1;
+    free(p);
+    return rc;
+}
+
+/* The writer of `path` (opened once, shared by every tap that names it). */
+static struct pcap_writer *capture_file(struct world *w, const char *path, char *why,
+                                        size_t why_len)
+{
+    for (size_t i = 0; i < w->npcaps; i++)
+        if (strcmp(pcap_path(w->pcaps[i]), path) == 0)
+            return w->pcaps[i];
+    const char *slash = strrchr(path, '/');
+    if (slash && slash != path) {
+        char *dir = xstrdup_or_die(path);
+        dir[slash - path] = '\0';
+        int rc = make_dirs(dir);
+        if (rc)
+            snprintf(why, why_len, "cannot create directory '%s': %s", dir, strerror(errno));
+        free(dir);
+        if (rc)
+            return NULL;
+    }
+    struct pcap_writer *pw = pcap_open(path, why, why_len);
+    if (!pw)
+        return NULL;
+    w->pcaps = xrealloc_or_die(w->pcaps, (w->npcaps + 1) * sizeof(*w->pcaps));
+    w->pcaps[w->npcaps++] = pw;
+    return pw;
+}
+
+static int tap_or_fail(struct link *l, struct pcap_writer *pw, enum link_tap where, char *why,
+                       size_t why_len)
+{
+    if (link_add_capture(l, pw, where) == 0)
+        return 0;
+    snprintf(why, why_len, "link %s: more than %d captures", link_name(l), LINK_MAX_TAPS);
+    return -1;
+}
+
+static int setup_captures(struct world *w, const struct scenario *s, char *why, size_t why_len)
+{
+    for (size_t i = 0; i < s->ncaptures; i++) {
+        const struct scn_capture *c = &s->captures[i];
+        struct pcap_writer *pw;
+        if (c->kind == CAPTURE_ALL) {
+            if (make_dirs(c->path)) {
+                snprintf(why, why_len, "cannot create directory '%s': %s", c->path,
+                         strerror(errno));
+                return -1;
+            }
+            for (unsigned k = 0; k < topo_n_links(w->topo); k++) {
+                struct link *l = topo_link(w->topo, k);
+                const char *name = link_name(l), *arrow = strstr(name, "->");
+                char *file = arrow ? xasprintf("%s/%.*s-to-%s.pcap", c->path, (int)(arrow - name),
+                                               name, arrow + 2)
+                                   : xasprintf("%s/%s.pcap", c->path, name);
+                pw = capture_file(w, file, why, why_len);
+                free(file);
+                if (!pw || tap_or_fail(l, pw, LINK_TAP_TX, why, why_len))
+                    return -1;
+            }
+            continue;
+        }
+        if (!(pw = capture_file(w, c->path, why, why_len)))
+            return -1;
+        if (c->kind == CAPTURE_HOST) {
+            /* what the NIC port sees: its transmissions, and arrivals */
+            if (tap_or_fail(topo_uplink(w->topo, c->host), pw, LINK_TAP_TX, why, why_len) ||
+                tap_or_fail(topo_downlink(w->topo, c->host), pw, LINK_TAP_RX, why, why_len))
+                return -1;
+            continue;
+        }
+        struct link *ls[2];
+        unsigned n = world_find_links(w->topo, c->link, ls);
+        if (n == 0) {
+            snprintf(why, why_len, "capture: unknown link '%s'", c->link);
+            return -1;
+        }
+        for (unsigned k = 0; k < n; k++)
+            if (tap_or_fail(ls[k], pw, c->rx ? LINK_TAP_RX : LINK_TAP_TX, why, why_len))
+                return -1;
+    }
+    return 0;
+}
+
+/* Per-link overrides and scheduled failures. */
+static int setup_links(struct world *w, const struct scenario *s, char *why, size_t why_len)
+{
+    struct link *ls[2];
+    for (size_t i = 0; i < s->n_link_overrides; i++) {
+        const struct scn_link_override *o = &s->link_overrides[i];
+        unsigned n = world_find_links(w->topo, o->link, ls);
+        if (n == 0) {
+            snprintf(why, why_len, "topology.links: unknown link '%s'", o->link);
+            return -1;
+        }
+        for (unsigned k = 0; k < n; k++) {
+            struct link_params lp = *link_get_params(ls[k]);
+            if (o->has_rate)
+                lp.rate_bps = o->rate_bps;
+            if (o->has_delay)
+                lp.delay_ps = o->delay_ps;
+            if (o->has_loss)
+                lp.loss_prob = o->loss_prob;
+            if (o->has_corrupt)
+                lp.corrupt_prob = o->corrupt_prob;
+            if (link_set_params(ls[k], &lp)) {
+                snprintf(why, why_len, "topology.links: bad parameters for '%s'", o->link);
+                return -1;
+            }
+        }
+    }
+    for (size_t i = 0; i < s->nfailures; i++) {
+        const struct scn_failure *f = &s->failures[i];
+        unsigned n = world_find_links(w->topo, f->link, ls);
+        if (n == 0) {
+            snprintf(why, why_len, "topology.failures: unknown link '%s'", f->link);
+            return -1;
+        }
+        for (unsigned k = 0; k < n; k++)
+            if (topo_schedule_link_state(w->topo, ls[k], f->at_ps, false) ||
+                (f->recover_at_ps != SIM_TIME_NEVER &&
+                 topo_schedule_link_state(w->topo, ls[k], f->recover_at_ps, true))) {
+                snprintf(why, why_len, "topology.failures: cannot schedule '%s'", f->link);
+                return -1;
+            }
+    }
+    return 0;
+}
 
 struct world *world_build(const struct scenario *s, char *why, size_t why_len)
 {
@@ -23,6 +204,10 @@ struct world *world_build(const struct scenario *s, char *why, size_t why_len)
     w->topo = topo_create(w->sim, &s->topo, w->pool);
     if (!w->topo) {
         snprintf(why, why_len, "cannot create the topology");
+        world_free(w);
+        return NULL;
+    }
+    if (setup_links(w, s, why, why_len) || setup_captures(w, s, why, why_len)) {
         world_free(w);
         return NULL;
     }
@@ -68,6 +253,12 @@ void world_free(struct world *w)
     }
     if (w->topo)
         topo_destroy(w->topo);
+    for (size_t i = 0; i < w->npcaps; i++) {
+        char why[600];
+        if (pcap_close(w->pcaps[i], why, sizeof(why)))
+            fprintf(stderr, "rnicsim: capture: %s\n", why);
+    }
+    free(w->pcaps);
     if (w->sim)
         sim_destroy(w->sim);
     if (w->pool)

@@ -1,0 +1,85 @@
+/* Packet capture: fabric frames written to pcap files in real RoCEv2
+ * encoding, so that Wireshark and tshark dissect them.
+ *
+ * File: classic pcap with nanosecond timestamps (magic 0xa1b23c4d, version
+ * 2.4, LINKTYPE_ETHERNET = 1), little-endian.  Timestamp = simulated time
+ * of the capture point (link.h: LINK_TAP_TX / LINK_TAP_RX), truncated to
+ * the nanosecond.
+ *
+ * Frame (what a port mirror shows; the Ethernet FCS is not written):
+ *   Ethernet  dst 02:00:00:vv:vv:vv, src likewise, type 0x0800, where
+ *             vvvvvv = node id + 1 (24 bits)
+ *   IPv4      20 B, DSCP/ECN 0, id 0, DF, TTL 64, UDP, header checksum,
+ *             src/dst 10.a.b.c with a.b.c = node id + 1 (10.0.0.1 = node 0)
+ *   UDP       sport pkt.udp_sport (49152 if 0), dport 4791, checksum 0
+ *   BTH       opcode, SE, M, PadCnt, TVer 0, P_Key 0xffff, dest QP, AckReq, PSN
+ *   extension headers named by pkt.ext_hdrs, in IBA order:
+ *             DETH, RETH, AtomicETH, AETH, AtomicAckETH, ImmDt
+ *   payload   pkt.payload (payload_len bytes), then PadCnt zero bytes
+ *   ICRC      CRC-32 over the masked pseudo-header (IBA Annex A17.3.3;
+ *             as Linux rxe_icrc.c): 8 bytes of 0xff for the absent LRH,
+ *             IPv4 with TOS, TTL and checksum set to all ones, UDP with
+ *             checksum all ones, BTH with its FECN/BECN/Resv6a byte all
+ *             ones, then the rest of the packet up to the ICRC; stored
+ *             least significant byte first (like the Ethernet FCS)
+ *   zero bytes up to the Ethernet minimum (60 B without FCS) */
+#ifndef RNICSIM_FABRIC_PCAP_H
+#define RNICSIM_FABRIC_PCAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../pkt.h"
+#include "../sim.h"
+
+enum {
+    PCAP_LINKTYPE_ETHERNET = 1,
+    PCAP_SNAPLEN = 65535,
+    PCAP_FILE_HDR_BYTES = 24,
+    PCAP_REC_HDR_BYTES = 16,
+    ROCE_ETH_MIN_BYTES = 60, /* IEEE 802.3 64 B minimum frame minus the FCS */
+    /* Largest encoded frame: Eth 14 + IPv4 20 + UDP 8 + BTH 12 + every
+     * extension header (DETH 8, RETH 16, AtomicETH 28, AETH 4,
+     * AtomicAckETH 8, ImmDt 4) + a 4 KiB payload + pad 3 + ICRC 4. */
+    ROCE_MAX_FRAME_BYTES =
+        14 + 20 + 8 + 12 + 8 + 16 + 28 + 4 + 8 + 4 + PKT_MAX_PAYLOAD_BYTES + 3 + 4,
+};
+
+/* Offsets in an encoded frame (IPv4, no VLAN). */
+enum {
+    ROCE_OFF_IP = PKT_ETH_HDR_BYTES,
+    ROCE_OFF_UDP = ROCE_OFF_IP + PKT_IPV4_HDR_BYTES,
+    ROCE_OFF_BTH = ROCE_OFF_UDP + PKT_UDP_HDR_BYTES,
+    ROCE_OFF_EXT = ROCE_OFF_BTH + PKT_BTH_BYTES,
+};
+
+/* Encode `p` into buf (at least ROCE_MAX_FRAME_BYTES); returns the frame
+ * length (no FCS).  With `bad_icrc` the ICRC is written inverted, as a
+ * corrupted frame would fail it. */
+size_t roce_encode(const struct pkt *p, uint8_t *buf, size_t cap, bool bad_icrc);
+/* The ICRC of an encoded IPv4 RoCEv2 frame whose ICRC starts at `icrc_off`
+ * (= 14 + IPv4 total length - 4).  The 4 bytes to store are the value's
+ * little-endian bytes. */
+uint32_t roce_icrc(const uint8_t *frame, size_t icrc_off);
+/* IPv4 header checksum (RFC 791 / RFC 1071) of `hdr` (20 bytes, with its
+ * checksum field counted as is: 0 when computing, the stored value when
+ * verifying -- a valid header then sums to 0). */
+uint16_t ipv4_checksum(const uint8_t *hdr);
+/* 10.a.b.c / 02:00:00:a:b:c of a node (node + 1 in the low 24 bits). */
+uint32_t roce_node_ipv4(uint32_t node);
+void roce_node_mac(uint32_t node, uint8_t mac[6]);
+
+struct pcap_writer;
+
+/* Create (truncate) `path` and write the file header.  NULL with a message
+ * in `why` on error. */
+struct pcap_writer *pcap_open(const char *path, char *why, size_t why_len);
+/* Append one frame stamped `t_ps`.  Write errors are remembered and
+ * reported by pcap_close. */
+void pcap_write_pkt(struct pcap_writer *w, sim_time_t t_ps, const struct pkt *p, bool bad_icrc);
+uint64_t pcap_frames(const struct pcap_writer *w);
+const char *pcap_path(const struct pcap_writer *w);
+/* Flush and close; -1 with `why` filled if anything failed to be written. */
+int pcap_close(struct pcap_writer *w, char *why, size_t why_len);
+
+#endif /* RNICSIM_FABRIC_PCAP_H */
