@@ -57,6 +57,7 @@ struct pkt {
     uint8_t opcode;    /* IBA opcode (ib_opcode table in sim/nic/opcode.h) */
     uint32_t ext_hdrs; /* enum pkt_ext_hdr: extension headers present */
     uint8_t se : 1, ack_req : 1, migreq : 1;
+    uint8_t ar_ctx : 1;     /* ib-ar placement context present (ar_msg_psn, RETH fields) */
     uint32_t dest_qpn, psn; /* 24-bit values */
     uint32_t src_qpn;       /* not on the wire for RC; kept for traces/UD */
 
@@ -76,6 +77,12 @@ struct pkt {
     uint32_t deth_qkey;
     /* ImmDt (network byte order, as in ibv_send_wr.imm_data) */
     uint32_t imm_data;
+    /* IB adaptive routing (nic.transport ib-ar): the PSN of the first
+     * packet of this request's message, which with the RETH fields (filled
+     * on every ib-ar WRITE packet) lets a responder place a packet that
+     * arrives before earlier ones (docs/nic.md "IB adaptive routing").
+     * Modelled as carried free: not counted in frame_bytes. */
+    uint32_t ar_msg_psn;
 
     sim_time_t t_sent_ps; /* when the NIC handed it to the wire */
 

@@ -6,8 +6,10 @@
  * unknown access bits -> EINVAL; REMOTE_WRITE or REMOTE_ATOMIC without
  * LOCAL_WRITE -> EINVAL; ON_DEMAND (no ODP in the model) -> EOPNOTSUPP;
  * address and IOVA with different offsets in their page -> EINVAL.  Bits in
- * the optional range (IBV_ACCESS_RELAXED_ORDERING, ...) are accepted and
- * ignored, as the kernel drops optional flags a device lacks. */
+ * the optional range are accepted; IBV_ACCESS_RELAXED_ORDERING reaches the
+ * NIC (its placements into the MR may then land in any order, docs/nic.md
+ * "DMA ordering", as mlx5 devices with relaxed_ordering_write do), the
+ * others are dropped, as the kernel drops optional flags a device lacks. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -61,8 +63,9 @@ static struct ibv_mr *reg_mr(struct ibv_pd *pd, void *addr, size_t length, uint6
         errno = ENOMEM;
         return NULL;
     }
-    /* Only the mandatory bits reach the NIC (optional ones are dropped). */
-    int nic_access = (int)(access & SHIM_ACCESS_MANDATORY);
+    /* The mandatory bits and relaxed ordering reach the NIC (the other
+     * optional ones are dropped). */
+    int nic_access = (int)(access & (SHIM_ACCESS_MANDATORY | IBV_ACCESS_RELAXED_ORDERING));
     smr->nmr = nic_mr_reg(spd->npd, addr, length, iova, nic_access);
     if (!smr->nmr) {
         int e = errno ? errno : ENOMEM;

@@ -13,6 +13,7 @@
  * The first failing WR is returned in *bad_wr with its errno; the WRs
  * before it stay posted (and are rung). */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "shim.h"
@@ -42,6 +43,91 @@ static bool send_opcode_ok(enum ibv_qp_type t, enum ibv_wr_opcode op)
     return (unsigned)op < SHIM_N_WR_OPCODES && (send_opcode_qpts[op] & bit);
 }
 
+/* Transport personalities (DESIGN.md "Transports"; sim/nic/pers.h): what
+ * an RC QP may post when its NIC carries RC work as EFA SRD or 1RMA
+ * (Taranov et al. Table 1).  A WR outside it is refused with EINVAL -- what
+ * the EFA provider answers an opcode its QPs lack (rdma-core
+ * providers/efa/verbs.c, efa_post_send_validate_wr) -- and one line on
+ * stderr naming the transport and the opcode.  max_msg_bytes 0 = the
+ * port's active MTU (single-packet messages). */
+#define WR_BIT(op) (1u << (op))
+static const struct {
+    uint32_t opcodes; /* WR_BIT(enum ibv_wr_opcode) allowed */
+    uint32_t max_msg_bytes;
+    const char *size_rule; /* what the size limit is, for the message */
+} personality_rules[] = {
+    [NIC_TRANSPORT_EFA_SRD] = {WR_BIT(IBV_WR_SEND) | WR_BIT(IBV_WR_SEND_WITH_IMM) |
+                                   WR_BIT(IBV_WR_RDMA_READ),
+                               0, "messages are single packets of at most the port MTU"},
+    /* CALIBRATION.md, Transports "1RMA: ops <= 4 KiB" */
+    [NIC_TRANSPORT_ONERMA] = {WR_BIT(IBV_WR_RDMA_READ) | WR_BIT(IBV_WR_RDMA_WRITE), 4096,
+                              "ops are at most 4096 bytes"},
+};
+
+static const char *const wr_opcode_names[] = {
+    [IBV_WR_RDMA_WRITE] = "RDMA_WRITE",
+    [IBV_WR_RDMA_WRITE_WITH_IMM] = "RDMA_WRITE_WITH_IMM",
+    [IBV_WR_SEND] = "SEND",
+    [IBV_WR_SEND_WITH_IMM] = "SEND_WITH_IMM",
+    [IBV_WR_RDMA_READ] = "RDMA_READ",
+    [IBV_WR_ATOMIC_CMP_AND_SWP] = "ATOMIC_CMP_AND_SWP",
+    [IBV_WR_ATOMIC_FETCH_AND_ADD] = "ATOMIC_FETCH_AND_ADD",
+    [IBV_WR_LOCAL_INV] = "LOCAL_INV",
+    [IBV_WR_BIND_MW] = "BIND_MW",
+    [IBV_WR_SEND_WITH_INV] = "SEND_WITH_INV",
+    [IBV_WR_TSO] = "TSO",
+    [IBV_WR_DRIVER1] = "DRIVER1",
+};
+
+/* The personality of an RC QP's NIC (IB / IB_AR: no restriction). */
+static enum nic_transport qp_personality(const struct shim_qp *sqp)
+{
+    if (sqp->qp.qp_type != IBV_QPT_RC)
+        return NIC_TRANSPORT_IB;
+    enum nic_transport t = (enum nic_transport)nic_get_params(sqp->nqp->nic)->transport;
+    return t == NIC_TRANSPORT_EFA_SRD || t == NIC_TRANSPORT_ONERMA ? t : NIC_TRANSPORT_IB;
+}
+
+static const char *wr_opcode_name(unsigned op, char *buf, size_t len)
+{
+    if (op < sizeof(wr_opcode_names) / sizeof(wr_opcode_names[0]) && wr_opcode_names[op])
+        return wr_opcode_names[op];
+    snprintf(buf, len, "opcode %u", op);
+    return buf;
+}
+
+/* The opcode of `wr` on personality `t`: 0, or EINVAL with the message on
+ * stderr. */
+static int check_personality_op(const struct shim_qp *sqp, enum nic_transport t,
+                                const struct ibv_send_wr *wr)
+{
+    unsigned op = (unsigned)wr->opcode;
+    if (op < 32 && (personality_rules[t].opcodes & WR_BIT(op)))
+        return 0;
+    char buf[24];
+    fprintf(stderr, "rnicsim: %s has no %s (post_send on qp 0x%x refused, EINVAL)\n",
+            nic_transport_names[t], wr_opcode_name(op, buf, sizeof(buf)), sqp->qp.qp_num);
+    return EINVAL;
+}
+
+/* Its size (`total` bytes): 0, or EINVAL with the message on stderr. */
+static int check_personality_size(const struct shim_qp *sqp, enum nic_transport t,
+                                  const struct ibv_send_wr *wr, uint64_t total)
+{
+    uint32_t max = personality_rules[t].max_msg_bytes;
+    if (!max)
+        max = 128u << nic_get_params(sqp->nqp->nic)->max_mtu; /* IBV_MTU_256 = 1 .. 4096 = 5 */
+    if (total <= max)
+        return 0;
+    char buf[24];
+    fprintf(stderr,
+            "rnicsim: %s %s: %s of %llu bytes > %u (post_send on qp 0x%x refused, EINVAL)\n",
+            nic_transport_names[t], personality_rules[t].size_rule,
+            wr_opcode_name((unsigned)wr->opcode, buf, sizeof(buf)), (unsigned long long)total, max,
+            sqp->qp.qp_num);
+    return EINVAL;
+}
+
 static bool opcode_is_atomic(enum ibv_wr_opcode op)
 {
     return op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD;
@@ -49,11 +135,14 @@ static bool opcode_is_atomic(enum ibv_wr_opcode op)
 
 enum { SHIM_ATOMIC_BYTES = 8 };
 
-/* Check one send WR and build its WQE.  Returns 0 or EINVAL. */
-static int build_send_wqe(const struct shim_qp *sqp, const struct ibv_send_wr *wr,
-                          struct nic_send_wqe *wqe)
+/* Check one send WR and build its WQE.  Returns 0 or EINVAL.  `pers`:
+ * the QP's transport personality (qp_personality). */
+static int build_send_wqe(const struct shim_qp *sqp, enum nic_transport pers,
+                          const struct ibv_send_wr *wr, struct nic_send_wqe *wqe)
 {
     if (!send_opcode_ok(sqp->qp.qp_type, wr->opcode))
+        return EINVAL;
+    if (pers != NIC_TRANSPORT_IB && check_personality_op(sqp, pers, wr))
         return EINVAL;
     /* UD: the destination is the WR's address handle, of this context */
     if (sqp->qp.qp_type == IBV_QPT_UD &&
@@ -73,6 +162,8 @@ static int build_send_wqe(const struct shim_qp *sqp, const struct ibv_send_wr *w
     for (int i = 0; i < wr->num_sge; i++)
         total += wr->sg_list[i].length;
     if (is_inline && total > sqp->cap.max_inline_data)
+        return EINVAL;
+    if (pers != NIC_TRANSPORT_IB && check_personality_size(sqp, pers, wr, total))
         return EINVAL;
 
     memset(wqe, 0, offsetof(struct nic_send_wqe, inline_data));
@@ -125,7 +216,9 @@ static int build_send_wqe(const struct shim_qp *sqp, const struct ibv_send_wr *w
  * posted: EINVAL (QP in RESET/INIT/RTR, opcode not valid on the QP type
  * (UC: no READ/atomics; UD: SEND only), UD without an AH, too many
  * SGEs, inline READ/atomic, inline payload above max_inline_data, atomic
- * without exactly one 8-byte SGE, NULL list), ENOMEM (send queue full). */
+ * without exactly one 8-byte SGE, NULL list; on an EFA SRD / 1RMA NIC an
+ * opcode or size the personality lacks, with a message on stderr),
+ * ENOMEM (send queue full). */
 int shim_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad_wr)
 {
     host_note_call();
@@ -141,9 +234,10 @@ int shim_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr
         if (st == IBV_QPS_RESET || st == IBV_QPS_INIT || st == IBV_QPS_RTR)
             rc = EINVAL;
     }
+    enum nic_transport pers = rc ? NIC_TRANSPORT_IB : qp_personality(sqp);
     for (; !rc && wr; wr = wr->next) {
         attempted++;
-        rc = build_send_wqe(sqp, wr, &wqe);
+        rc = build_send_wqe(sqp, pers, wr, &wqe);
         if (!rc)
             rc = nic_sq_append(sqp->nqp, &wqe);
         if (rc)

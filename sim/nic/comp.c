@@ -29,9 +29,10 @@
  * Completion order (nic_comp_advance): WQEs complete strictly in posting
  * order from sq_comp: a SEND/WRITE when its last PSN is acknowledged, a
  * READ/atomic when its data placement is issued (the CQE write is issued
- * after it, and posted PCIe writes land in order, so the CQE is visible
- * after the data).  Signalled WQEs get a CQE; a failed WQE always gets
- * one, then the QP moves to ERR and flushes the rest.
+ * after it, and a CQE never passes an earlier data write, relaxed or
+ * not - dma.c - so the CQE is visible after the data).  Signalled WQEs
+ * get a CQE; a failed WQE always gets one, then the QP moves to ERR and
+ * flushes the rest.
  *
  * Local ACK timeout (IBA 9.7.6.1.3): while a transmitted PSN is not
  * acknowledged a timer of 4.096 us * 2^timeout runs (timeout 0 = never),
@@ -247,29 +248,12 @@ void nic_comp_fail_wqe(struct nic_qp *qp, uint64_t idx, enum ibv_wc_status statu
 
 /* ---------------------------------------------------------------- response packets */
 
-static void place_done(struct sim *sim, void *a, void *b)
+/* DMA-write `len` bytes (from op->pkt or op->data8) to the op's segments,
+ * with the NIC's / the MR's DMA ordering (dma.c). */
+static void place(struct nic *nic, struct nic_qp *qp, struct nic_op *op, uint32_t len, uint32_t psn)
 {
-    (void)sim;
-    (void)b;
-    struct nic_op *op = a;
-    struct nic *nic = op->nic;
-    nic_copy_to_host(nic, op, op->pkt ? op->pkt->payload : op->data8);
-    nic_trace_dma_write(nic, op, op->pkt ? op->pkt->dest_qpn : 0, "comp: response data");
-    if (nic->host)
-        host_dma_landed(nic->host);
-    if (op->pkt)
-        pkt_free(nic->pool, op->pkt);
-    nic_op_free(op);
-}
-
-/* DMA-write `len` bytes (from op->pkt or op->data8) to the op's segments. */
-static void place(struct nic *nic, struct nic_op *op, uint32_t len)
-{
-    nic->cnt.dma_writes++;
-    if (nic->pcie)
-        pcie_dma_write(nic->pcie, len, place_done, op, NULL);
-    else
-        place_done(nic->sim, op, NULL);
+    nic_dma_place(nic, op, op->pkt ? op->pkt->payload : op->data8, len, qp->qpn, psn,
+                  "comp: response data");
 }
 
 /* Go back to `psn` for a response that did not come (once per gap). */
@@ -461,7 +445,7 @@ static bool comp_read_resp(struct nic_qp *qp, struct pkt *p)
         struct nic_op *op = nic_op_alloc(nic, NIC_OP_PLACE, NULL);
         op->pkt = p;
         nic_sges_to_segs(nic, w->sge, w->num_sge, off, want, op);
-        place(nic, op, want);
+        place(nic, qp, op, want, p->psn);
         owned = true;
     }
     e->comp_rd_pkt++;
@@ -480,7 +464,7 @@ static void comp_atomic_ack(struct nic_qp *qp, struct pkt *p)
     struct nic_op *op = nic_op_alloc(nic, NIC_OP_PLACE, NULL);
     memcpy(op->data8, &p->atomic_orig, 8); /* host byte order, as mlx5 returns it */
     nic_sges_to_segs(nic, w->sge, w->num_sge, 0, 8, op);
-    place(nic, op, 8);
+    place(nic, qp, op, 8, p->psn);
     ack_upto(qp, nic_psn_add(p->psn, 1));
     rd_atomic_done(qp, w);
 }

@@ -1,10 +1,11 @@
 /* Completion queues.
  *
  * A CQE is produced by the engines with nic_cqe_write(): a cqe_bytes DMA
- * write over PCIe; when it lands (posted writes land in issue order, so
- * after the data it completes), nic_cq_push() appends it to the ring the
- * application polls, wakes processes blocked on this CQ and on the host,
- * and fires an armed completion notification.
+ * write over PCIe; when it lands (posted writes land in issue order, and a
+ * CQE waits for relaxed-ordered data writes issued before it - dma.c - so
+ * it lands after the data it completes), nic_cq_push() appends it to the
+ * ring the application polls, wakes processes blocked on this CQ and on
+ * the host, and fires an armed completion notification.
  *
  * Notification (IBA 11.4.2.2, rdma-core ibv_req_notify_cq): arming asks
  * for one event at the next CQE - or, armed "solicited only", at the next
@@ -166,7 +167,7 @@ void nic_cq_set_notify(struct nic_cq *cq, sim_cb_fn fn, void *a, void *b)
 
 /* ---------------------------------------------------------------- CQE writes */
 
-static void cqe_landed(struct sim *sim, void *a, void *b)
+static void cqe_visible(struct sim *sim, void *a, void *b)
 {
     (void)sim;
     (void)b;
@@ -179,6 +180,16 @@ static void cqe_landed(struct sim *sim, void *a, void *b)
     else if (!c->inflight)
         cq_free(c);
     nic_op_free(op);
+}
+
+/* The CQE write reached visibility in PCIe order.  CQEs carry no Relaxed
+ * Ordering attribute: one never passes an earlier relaxed data write
+ * (dma.c), so it becomes visible after every byte it reports. */
+static void cqe_landed(struct sim *sim, void *a, void *b)
+{
+    struct nic_op *op = a;
+    if (!nic_dma_wait_relaxed(op->nic, cqe_visible, a, b))
+        cqe_visible(sim, a, b);
 }
 
 void nic_cqe_write(struct nic *nic, struct nic_cq *cq, const struct ibv_wc *wc, bool solicited)

@@ -12,7 +12,11 @@
  * [iova, iova+length), and the MR grants the access needed (remote write /
  * read / atomic for a responder, local write for placement into local
  * buffers).  Zero-length accesses pass without a key check (IBA C9-88 ...
- * a zero-length RDMA does not validate the R_Key). */
+ * a zero-length RDMA does not validate the R_Key).
+ *
+ * IBV_ACCESS_RELAXED_ORDERING (passed through by the verbs shim) is kept in
+ * `access`: placements into such an MR are written with PCIe Relaxed
+ * Ordering (dma.c), whatever the NIC's dma_ordering says. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -120,6 +124,8 @@ struct nic_mr *nic_mr_reg(struct nic_pd *pd, void *addr, uint64_t length, uint64
     nic->mr_tbl[idx] = mr;
     nic->mr_next_free_hint = idx + 1;
     nic->n_mrs++;
+    if (access & IBV_ACCESS_RELAXED_ORDERING)
+        nic->dma.ro_mrs++; /* dma.c: placements into it may be relaxed */
     pd->n_users++;
     return mr;
 }
@@ -136,6 +142,8 @@ int nic_mr_dereg(struct nic_mr *mr)
             nic->mr_next_free_hint = idx;
     }
     nic->n_mrs--;
+    if (mr->access & IBV_ACCESS_RELAXED_ORDERING)
+        nic->dma.ro_mrs--;
     mr->pd->n_users--;
     mr->valid = false;
     free(mr);

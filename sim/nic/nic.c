@@ -86,6 +86,28 @@ void nic_params_default(struct nic_params *p)
      * by default (relaxed ordering is opt-in per MR). */
     p->transport = NIC_TRANSPORT_IB;
     p->dma_ordering = NIC_DMA_STRICT;
+    /* Estimate: SRD retransmits "at microsecond granularity" with a timeout
+     * tracking the datacenter RTT (Shalev et al., IEEE Micro 2020, gives no
+     * number); 100 us is a few times a loaded RTT of a small fabric
+     * (idle RTT here ~3 us), so queueing does not cause spurious resends. */
+    p->srd_rto_ps = 100 * SIM_US;
+    /* CALIBRATION.md, Transports "1RMA: fail-fast < 50 us" (Singhvi et al.,
+     * SIGCOMM'20): an op not completed within 50 us fails. */
+    p->onerma_timeout_ps = 50 * SIM_US;
+    /* Estimate (docs/nic.md "DMA ordering"): with PCIe Relaxed Ordering the
+     * root complex may hold one posted write - an LLC miss, a line owned
+     * by another core or socket (CALIBRATION.md, PCIe: remote socket about
+     * +100 ns) - while younger writes pass it.  Up to one more in-order
+     * commit time (pcie write_latency, 200 ns) of extra delay per chunk. */
+    p->dma_ro_max_delay_ps = 200 * SIM_NS;
+    /* Estimate (docs/nic.md "IB adaptive routing"): the skew between
+     * equal-cost paths that adaptive routing picks per packet is a few
+     * packets of queueing; 1 us = 12.5 KB at 100 Gb/s, three 4 KiB frames.
+     * NVIDIA publishes no number. */
+    p->ar_max_delay_ps = 1 * SIM_US;
+    /* Estimate: a hole is taken for a loss after 4x the reorder skew, so a
+     * reordered packet is not NAKed unless the fabric adds > 3 us more. */
+    p->ar_nak_delay_ps = 4 * SIM_US;
 }
 
 const char *const nic_transport_names[] = {"ib", "ib-ar", "efa-srd", "1rma", NULL};
@@ -343,8 +365,10 @@ static struct pkt *tx_take(struct nic *nic)
         }
         if (src->kind == NIC_TXSRC_REQ)
             nic_req_on_tx(qp, p);
-        else
+        else if (src->kind == NIC_TXSRC_RESP)
             nic_resp_on_tx(qp, p);
+        else
+            nic_pers_on_tx(qp, src, p);
         if (!more)
             nic_qp_put(qp);
         return p;
@@ -439,6 +463,10 @@ static void rx_process(struct nic *nic, struct pkt *p)
         return;
     }
     if (nic_opcode_qp_type(p->opcode) != (int)qp->init.qp_type) {
+        if (nic_opcode_personality(p->opcode) && nic_qp_pers(qp)) {
+            nic_pers_rx(qp, p); /* EFA SRD / 1RMA: srd.c, onerma.c */
+            return;
+        }
         rx_drop(nic, p, "nic: opcode of another transport");
         return;
     }
@@ -476,9 +504,10 @@ static void rx_ev_fn(struct sim *sim, struct sim_event *ev)
     rx_process(nic, p);
 }
 
-static void rx_arrive(struct sim *sim, void *ctx, struct pkt *p)
+static void rx_enqueue(struct sim *sim, void *ctx, void *pkt)
 {
     struct nic *nic = ctx;
+    struct pkt *p = pkt;
     p->next = NULL;
     if (nic->rx_tail)
         nic->rx_tail->next = p;
@@ -487,6 +516,17 @@ static void rx_arrive(struct sim *sim, void *ctx, struct pkt *p)
     nic->rx_tail = p;
     if (!sim_event_pending(&nic->rx_ev))
         sim_schedule_in(sim, &nic->rx_ev, nic->p.rx_pkt_proc_ps);
+}
+
+static void rx_arrive(struct sim *sim, void *ctx, struct pkt *p)
+{
+    /* ib-ar: a request packet may come later by its path's skew (resp.c) */
+    struct nic *nic = ctx;
+    sim_time_t skew = nic->p.transport == NIC_TRANSPORT_IB_AR ? nic_ar_skew_ps(nic, p) : 0;
+    if (skew)
+        sim_call_in(sim, skew, rx_enqueue, ctx, p);
+    else
+        rx_enqueue(sim, ctx, p);
 }
 
 /* ---------------------------------------------------------------- device */

@@ -70,6 +70,13 @@ struct nic_params {
     sim_time_t atomic_proc_ps; /* atomic unit occupancy per op (plus the PCIe RMW) */
     uint32_t transport;        /* enum nic_transport */
     uint32_t dma_ordering;     /* enum nic_dma_ordering */
+    /* transport personalities (srd.c, onerma.c; docs/nic.md) */
+    sim_time_t srd_rto_ps;        /* EFA SRD: retransmission timeout of an unacknowledged packet */
+    sim_time_t onerma_timeout_ps; /* 1RMA: an op not completed by then fails (fail-fast) */
+    /* DMA ordering and IB adaptive routing (dma.c, resp.c; docs/nic.md) */
+    sim_time_t dma_ro_max_delay_ps; /* relaxed: extra visibility delay of a write chunk, <= this */
+    sim_time_t ar_max_delay_ps;     /* ib-ar: extra delay of each request packet, <= this */
+    sim_time_t ar_nak_delay_ps;     /* ib-ar: a PSN hole this old is a loss: sequence NAK */
 };
 
 /* ConnectX-5-like defaults; each field's source is in nic.c. */
@@ -196,6 +203,21 @@ struct nic_counters {
     uint64_t uc_msg_drops; /* UC messages abandoned part-way or refused (gap, no receive,
                               access); whole messages lost on the wire are not seen */
     uint64_t ud_no_recv;   /* UD messages dropped for want of a posted receive */
+    /* transport personalities */
+    uint64_t srd_retransmits; /* EFA SRD packets sent again after a timeout or an RNR NAK */
+    uint64_t srd_duplicates;  /* EFA SRD messages received again (ACKed, not delivered) */
+    uint64_t srd_rnr_naks;    /* EFA SRD SENDs refused for want of a posted receive */
+    uint64_t onerma_timeouts; /* 1RMA ops failed by the fail-fast timeout */
+    /* DMA ordering (dma.c) */
+    uint64_t dma_ro_chunks;    /* payload chunks (one MPS-sized MWr each) written relaxed */
+    uint64_t dma_ro_overtaken; /* relaxed chunks visible after a chunk issued later */
+    uint64_t dma_strict_waits; /* strict writes (CQEs, ...) and reads held behind relaxed ones */
+    /* IB adaptive routing (resp.c) */
+    uint64_t ar_ooo_pkts;     /* request packets that arrived ahead of a missing earlier PSN */
+    uint64_t ar_ooo_placed;   /* ... of which placed at once (packets of the current message) */
+    uint64_t ar_dup_drops;    /* copies of a packet already held in the reorder window */
+    uint64_t ar_window_drops; /* packets beyond the reorder window (NIC_AR_WINDOW PSNs) */
+    uint64_t ar_gap_naks;     /* PSN sequence NAKs for a hole older than ar_nak_delay_ps */
 };
 
 /* `node_id` is the NIC's fabric address (LID = node_id + 1, GID index 0 is

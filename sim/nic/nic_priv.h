@@ -20,6 +20,7 @@ enum {
                                         max_dest_rd_atomic of them, <= max_qp_rd_atom = 16) */
     NIC_BF_MAX_BYTES = 256,          /* BlueFlame buffer: larger WQEs are fetched */
     NIC_MAX_MSG_BYTES = 1u << 30,    /* port max_msg_sz (the shim reports the same) */
+    NIC_AR_WINDOW = 256,             /* ib-ar: PSNs ahead of the expected one a responder holds */
 };
 
 /* ---------------------------------------------------------------- staging rings */
@@ -40,7 +41,7 @@ struct nic_stage {
 };
 
 /* A packet source the transmit engine serves round robin. */
-enum nic_txsrc_kind { NIC_TXSRC_REQ, NIC_TXSRC_RESP };
+enum nic_txsrc_kind { NIC_TXSRC_REQ, NIC_TXSRC_RESP, NIC_TXSRC_PERS /* srd.c, onerma.c */ };
 
 struct nic_txsrc {
     struct nic_txsrc *next;
@@ -93,6 +94,25 @@ struct nic_op {
     /* atomic */
     uint8_t atomic_opcode;
     uint64_t swap_add, compare;
+    /* placement write (dma.c): source bytes, trace tags, relaxed chunks */
+    const uint8_t *dma_src;
+    const char *dma_where;
+    uint32_t dma_qpn, dma_psn;
+    uint32_t dma_len;  /* bytes placed */
+    uint32_t dma_left; /* relaxed: chunks not yet visible */
+    uint64_t dma_seq0; /* relaxed: issue number of the first chunk */
+};
+
+/* DMA ordering state of a NIC (dma.c): relaxed chunks may pass earlier
+ * writes; strict writes and reads wait until every earlier relaxed chunk
+ * is visible (`horizon_ps`). */
+struct nic_dma {
+    struct sim_rng rng, ar_rng; /* streams "nic<N>.dma" and "nic<N>.ar" */
+    bool rng_ready;
+    sim_time_t horizon_ps; /* latest visibility time of a relaxed chunk issued so far */
+    uint64_t next_seq;     /* relaxed chunks, numbered in issue order */
+    uint64_t landed_hi;    /* 1 + the highest number of a chunk already visible */
+    uint32_t ro_mrs;       /* live MRs registered with IBV_ACCESS_RELAXED_ORDERING */
 };
 
 /* ---------------------------------------------------------------- the device */
@@ -138,6 +158,9 @@ struct nic {
     /* atomic unit (one per NIC, serialises every atomic) */
     struct nic_op *atom_head, *atom_tail;
     bool atom_busy;
+
+    /* DMA ordering model (dma.c) */
+    struct nic_dma dma;
 
     /* operation context pool */
     struct nic_op *op_free;
@@ -188,6 +211,19 @@ struct nic_resp_work {
     uint8_t *host;
     uint32_t len, npkts, done_pkts;
     uint64_t swap_add, compare, orig;
+};
+
+/* IB adaptive routing (resp.c): request packets that arrived ahead of the
+ * expected PSN, held until the responder reaches them in PSN order.  A
+ * packet of the message in progress is placed at once; what is held then
+ * is a header-only copy (`placed` bit set). */
+struct nic_ar {
+    struct pkt *slot[NIC_AR_WINDOW]; /* PSN p at slot[p % NIC_AR_WINDOW] */
+    uint64_t placed[NIC_AR_WINDOW / 64];
+    uint32_t held;     /* slots in use */
+    uint32_t msg_psn;  /* first PSN of the message in progress (resp_msg != 0) */
+    uint32_t gap_epsn; /* expected PSN when the hole timer was armed */
+    struct sim_event gap_ev;
 };
 
 struct nic_atomic_hist {
@@ -249,6 +285,10 @@ struct nic_qp_engine {
     uint32_t atomic_hist_next;
     struct nic_stage resp_stage;
     struct nic_txsrc resp_src;
+    struct nic_ar ar; /* ib-ar reorder window (resp.c) */
+
+    /* transport personality state (pers.c), allocated on first use */
+    struct nic_pers *pers;
 };
 
 /* ---------------------------------------------------------------- nic.c */
@@ -311,6 +351,23 @@ static inline void nic_trace_pkt(struct nic *nic, enum trace_kind kind, const st
 }
 /* One TRACE_DMA_WRITE per segment of a placement write that landed. */
 void nic_trace_dma_write(struct nic *nic, const struct nic_op *op, uint32_t qpn, const char *where);
+
+/* ---------------------------------------------------------------- dma.c */
+
+/* Write `len` bytes from `src` into op's segments (set by the caller) with
+ * the DMA ordering of the NIC / of the MRs (docs/nic.md "DMA ordering"),
+ * memcpy'ing each piece at the instant it becomes visible and waking the
+ * host's pollers; then op->pkt (which `src` may point into) and op are
+ * freed.  qpn / psn (0: none) / where tag the TRACE_DMA_WRITE records. */
+void nic_dma_place(struct nic *nic, struct nic_op *op, const uint8_t *src, uint32_t len,
+                   uint32_t qpn, uint32_t psn, const char *where);
+/* A strict write (CQE, atomic result) just became visible at the PCIe
+ * level, or a DMA read's data just arrived: PCIe does not let it pass an
+ * earlier relaxed write that is not visible yet.  Returns true if it must
+ * wait: fn(a, b) is then called (once) when it may go on. */
+bool nic_dma_wait_relaxed(struct nic *nic, sim_cb_fn fn, void *a, void *b);
+/* The NIC's random stream for ib-ar packet delays. */
+struct sim_rng *nic_dma_ar_rng(struct nic *nic);
 
 /* ---------------------------------------------------------------- mr.c */
 
@@ -397,6 +454,9 @@ void nic_resp_rx(struct nic_qp *qp, struct pkt *p);
 /* The TX engine took a responder packet. */
 void nic_resp_on_tx(struct nic_qp *qp, const struct pkt *p);
 void nic_resp_stop(struct nic_qp *qp);
+/* nic.c receive path: the adaptive-routing path skew of an arriving packet
+ * (ib-ar request packets: uniform on [0, ar_max_delay_ps]; else 0). */
+sim_time_t nic_ar_skew_ps(struct nic *nic, const struct pkt *p);
 /* Atomic unit: an atomic op finished / the unit is free. */
 void nic_atomic_teardown(struct nic *nic);
 
@@ -416,5 +476,27 @@ void nic_comp_fail_wqe(struct nic_qp *qp, uint64_t idx, enum ibv_wc_status statu
 void nic_comp_stop(struct nic_qp *qp);
 enum ibv_wc_opcode nic_wc_opcode(enum ibv_wr_opcode op);
 uint32_t nic_vendor_err(enum ibv_wc_status st);
+
+/* ---------------------------------------------------------------- pers.c, srd.c, onerma.c */
+
+/* Transport personalities (DESIGN.md "Transports"): the RC QPs of a NIC
+ * whose nic_params.transport is EFA_SRD or ONERMA are carried out by
+ * srd.c / onerma.c (pers.h) instead of the IB requester, responder and
+ * completer; these are the hooks the IB engines call. */
+static inline bool nic_qp_pers(const struct nic_qp *qp)
+{
+    return qp->nic->p.transport >= NIC_TRANSPORT_EFA_SRD && qp->init.qp_type == IBV_QPT_RC;
+}
+/* req.c: the requester entry (WQEs fetched, QP to RTS, credit back). */
+void nic_pers_kick(struct nic_qp *qp);
+/* nic.c: a packet with a personality opcode arrived for `qp`. */
+void nic_pers_rx(struct nic_qp *qp, struct pkt *p);
+/* nic.c: the TX engine took packet `p` from the personality source `src`. */
+void nic_pers_on_tx(struct nic_qp *qp, struct nic_txsrc *src, const struct pkt *p);
+/* qp.c: engines stop (RESET / ERR / destroy); completed-out-of-order WQEs
+ * leave the send queue so that a flush reports only the others. */
+void nic_pers_stop(struct nic_qp *qp);
+/* qp.c: the QP's memory goes. */
+void nic_pers_free(struct nic_qp *qp);
 
 #endif /* RNICSIM_NIC_PRIV_H */

@@ -112,6 +112,34 @@ const struct nic_opcode_info nic_opcodes[256] = {
     [IB_OPCODE_UD_SEND_ONLY_WITH_IMMEDIATE] =
         OP("UD_SEND_ONLY_WITH_IMMEDIATE",
            RQ | NIC_OPF_SEND | NIC_OPF_ONLY | PL | NIC_OPF_RWR | NIC_OPF_DETH | NIC_OPF_IMMDT),
+
+    /* Personalities (opcode.h; docs/nic.md "Transport personalities"):
+     * single-packet messages only.  RQ = handled by the target of the
+     * operation, RS = by its initiator. */
+    /* AWS EFA SRD: SEND and READ (Taranov et al. Table 1), per-packet ACKs */
+    [NIC_OPCODE_SRD_SEND_ONLY] =
+        OP("SRD_SEND_ONLY", RQ | NIC_OPF_SEND | NIC_OPF_ONLY | PL | NIC_OPF_RWR),
+    [NIC_OPCODE_SRD_SEND_ONLY_WITH_IMMEDIATE] =
+        OP("SRD_SEND_ONLY_WITH_IMMEDIATE",
+           RQ | NIC_OPF_SEND | NIC_OPF_ONLY | PL | NIC_OPF_RWR | NIC_OPF_IMMDT),
+    [NIC_OPCODE_SRD_READ_REQUEST] =
+        OP("SRD_READ_REQUEST", RQ | NIC_OPF_READ | NIC_OPF_ONLY | NIC_OPF_RETH),
+    [NIC_OPCODE_SRD_READ_RESPONSE] =
+        OP("SRD_READ_RESPONSE", RS | NIC_OPF_READ | NIC_OPF_ONLY | PL | NIC_OPF_AETH),
+    [NIC_OPCODE_SRD_ACKNOWLEDGE] =
+        OP("SRD_ACKNOWLEDGE", RS | NIC_OPF_ACK | NIC_OPF_ONLY | NIC_OPF_AETH),
+    /* Google 1RMA: READ; WRITE as a request to read (two round trips) */
+    [NIC_OPCODE_ONERMA_READ_REQUEST] =
+        OP("1RMA_READ_REQUEST", RQ | NIC_OPF_READ | NIC_OPF_ONLY | NIC_OPF_RETH),
+    [NIC_OPCODE_ONERMA_READ_RESPONSE] =
+        OP("1RMA_READ_RESPONSE", RS | NIC_OPF_READ | NIC_OPF_ONLY | PL | NIC_OPF_AETH),
+    [NIC_OPCODE_ONERMA_WRITE_REQUEST] =
+        OP("1RMA_WRITE_REQUEST", RQ | NIC_OPF_WRITE | NIC_OPF_ONLY | NIC_OPF_RETH),
+    [NIC_OPCODE_ONERMA_FETCH_REQUEST] = OP("1RMA_FETCH_REQUEST", RS | NIC_OPF_READ | NIC_OPF_ONLY),
+    [NIC_OPCODE_ONERMA_FETCH_RESPONSE] =
+        OP("1RMA_FETCH_RESPONSE", RQ | NIC_OPF_WRITE | NIC_OPF_ONLY | PL | NIC_OPF_RETH),
+    [NIC_OPCODE_ONERMA_WRITE_ACKNOWLEDGE] =
+        OP("1RMA_WRITE_ACKNOWLEDGE", RS | NIC_OPF_ACK | NIC_OPF_ONLY | NIC_OPF_AETH),
 };
 
 uint32_t nic_ext_hdr_bytes(uint32_t mask)

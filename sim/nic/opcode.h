@@ -54,6 +54,23 @@ enum ib_opcode {
 
     IB_OPCODE_UD_SEND_ONLY = 0x64,
     IB_OPCODE_UD_SEND_ONLY_WITH_IMMEDIATE = 0x65,
+
+    /* Transport personalities (srd.c, onerma.c), in the IBA's
+     * manufacturer-specific range (Table 38: 110xxxxx and 111xxxxx).  The
+     * BTH PSN carries the SRD sequence number / the 1RMA op tag; the
+     * extension headers are the IBA ones named in the table (opcode.c);
+     * docs/nic.md "Transport personalities" describes the encoding. */
+    NIC_OPCODE_SRD_SEND_ONLY = 0xc0,
+    NIC_OPCODE_SRD_SEND_ONLY_WITH_IMMEDIATE = 0xc1,
+    NIC_OPCODE_SRD_READ_REQUEST = 0xc2,
+    NIC_OPCODE_SRD_READ_RESPONSE = 0xc3,
+    NIC_OPCODE_SRD_ACKNOWLEDGE = 0xc4,
+    NIC_OPCODE_ONERMA_READ_REQUEST = 0xe0,
+    NIC_OPCODE_ONERMA_READ_RESPONSE = 0xe1,
+    NIC_OPCODE_ONERMA_WRITE_REQUEST = 0xe2,  /* request to read: RETH names the target */
+    NIC_OPCODE_ONERMA_FETCH_REQUEST = 0xe3,  /* target -> initiator: send the op's data */
+    NIC_OPCODE_ONERMA_FETCH_RESPONSE = 0xe4, /* initiator -> target: the data + RETH */
+    NIC_OPCODE_ONERMA_WRITE_ACKNOWLEDGE = 0xe5,
 };
 
 /* Transport prefixes (opcode bits 7..5, IBA Table 38). */
@@ -126,6 +143,13 @@ static inline int nic_opcode_qp_type(uint8_t op)
     default:
         return -1;
     }
+}
+
+/* A manufacturer-specific opcode (IBA Table 38, 0xc0..0xff): the packets
+ * of the EFA SRD and 1RMA personalities. */
+static inline bool nic_opcode_personality(uint8_t op)
+{
+    return op >= NIC_OPCODE_SRD_SEND_ONLY;
 }
 
 /* Bytes of the extension headers named by `mask`. */

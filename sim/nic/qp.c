@@ -44,6 +44,7 @@ static void qp_free(struct nic_qp *qp)
             nic->zombie_qps[i] = nic->zombie_qps[--nic->n_zombie_qps];
             break;
         }
+    nic_pers_free(qp);
     free(qp->sq);
     free(qp->rq);
     free(qp->eng);
@@ -207,6 +208,8 @@ static void qp_quiesce(struct nic_qp *qp)
     nic_req_stop(qp);
     nic_comp_stop(qp);
     nic_resp_stop(qp);
+    if (e->pers)
+        nic_pers_stop(qp);
 }
 
 int nic_qp_destroy(struct nic_qp *qp)
@@ -244,6 +247,7 @@ void nic_qp_teardown(struct nic *nic)
         if (!qp)
             continue;
         qp_quiesce(qp);
+        nic_pers_free(qp);
         free(qp->sq);
         free(qp->rq);
         free(qp->eng);
@@ -251,6 +255,7 @@ void nic_qp_teardown(struct nic *nic)
     }
     for (uint32_t i = 0; i < nic->n_zombie_qps; i++) {
         struct nic_qp *qp = nic->zombie_qps[i];
+        nic_pers_free(qp);
         free(qp->sq);
         free(qp->rq);
         free(qp->eng);

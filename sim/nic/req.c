@@ -238,6 +238,15 @@ static void build_send_write(struct nic_qp *qp, struct nic_send_wqe *w, uint32_t
     }
     if (mask & NIC_OPF_IMMDT)
         p->imm_data = w->imm_data;
+    if (nic->p.transport == NIC_TRANSPORT_IB_AR) { /* placement context (resp.c, ib-ar) */
+        p->ar_ctx = 1;
+        p->ar_msg_psn = w->first_psn;
+        if (mask & NIC_OPF_WRITE) {
+            p->reth_va = w->remote_addr;
+            p->reth_rkey = w->rkey;
+            p->reth_dma_len = w->length;
+        }
+    }
     if (pos & NIC_OPF_LAST) {
         p->ack_req = nic_qp_reliable(qp); /* UC/UD: nothing answers */
         p->se = (w->send_flags & IBV_SEND_SOLICITED) ? 1 : 0;
@@ -457,6 +466,10 @@ static void req_run(struct nic_qp *qp)
     struct nic_qp_engine *e = qp->eng;
     if (e->dead)
         return;
+    if (nic_qp_pers(qp)) { /* EFA SRD / 1RMA personality: srd.c, onerma.c */
+        nic_pers_kick(qp);
+        return;
+    }
     if (e->req_running) {
         e->req_again = true;
         return;

@@ -28,9 +28,12 @@
  *                WRITE/READ/atomic: rkey, PD, bounds, MR access (remote
  *                access NAK), atomic address 8-byte aligned (invalid
  *                request NAK), WRITE lengths add up to the RETH length.
- *  EXECUTE       SEND/WRITE payload: one DMA write into host memory (the
- *                memcpy happens when it lands); READ/atomic: a work item
- *                for the response stager.
+ *  EXECUTE       SEND/WRITE payload: one placement write into host memory
+ *                (dma.c: strict, or relaxed chunks; the memcpy happens
+ *                when it lands); READ/atomic: a work item for the
+ *                response stager.  With ib-ar a packet may have been
+ *                placed already when it arrived ahead of its turn (see
+ *                "IB adaptive routing" below).
  *  COMPLETE      last packet of a SEND / WRITE-with-immediate: receive CQE
  *                (byte_len, imm, src_qp, SE for solicited notification).
  *  ACKNOWLEDGE   ACK when the packet asks (AckReq, set on the last packet
@@ -48,6 +51,7 @@
  * 8 bytes, atomic_proc_ps, DMA write of the result, then the next one -
  * the PCIe read-modify-write of host-memory atomics (CALIBRATION.md, NICs:
  * "contended atomics ... much slower on host memory"). */
+#include <stddef.h>
 #include <string.h>
 
 #include "nic_priv.h"
@@ -77,6 +81,7 @@ struct resp_ctx {
     uint8_t nak;                 /* ERR_FATAL: AETH NAK syndrome */
     enum ibv_wc_status recv_err; /* ERR_FATAL: completes the receive WQE in error */
     bool owned;                  /* the packet went to a DMA write */
+    bool placed;                 /* ib-ar: its payload was placed when it arrived */
     uint8_t *host;               /* READ/atomic target */
     const char *why;             /* DROP: reason, for the trace */
 };
@@ -145,6 +150,16 @@ static struct pkt *ack_pkt(struct nic_qp *qp, uint8_t syndrome, uint32_t psn, ui
 
 static void atomic_submit(struct nic *nic, struct nic_op *op);
 
+/* A READ response packet's data arrived from host memory.  A DMA read does
+ * not pass an earlier posted write, relaxed ones included (dma.c): a READ
+ * after a WRITE returns the written bytes. */
+static void read_fetched(struct sim *sim, void *a, void *b)
+{
+    struct nic_op *op = a;
+    if (!nic_dma_wait_relaxed(op->nic, nic_payload_fetched, a, b))
+        nic_payload_fetched(sim, a, b);
+}
+
 /* Turn work items into packets while the staging ring has room. */
 static void resp_stage_fill(struct nic_qp *qp)
 {
@@ -188,9 +203,9 @@ static void resp_stage_fill(struct nic_qp *qp)
                 nic_stage_push(s, p, false);
                 nic->cnt.dma_reads++;
                 if (nic->pcie)
-                    pcie_dma_read(nic->pcie, plen, nic_payload_fetched, op, &qp->eng->resp_src);
+                    pcie_dma_read(nic->pcie, plen, read_fetched, op, &qp->eng->resp_src);
                 else
-                    nic_payload_fetched(nic->sim, op, &qp->eng->resp_src);
+                    read_fetched(nic->sim, op, &qp->eng->resp_src);
             }
             if (!w->dup && e->rd_resp_outstanding)
                 e->rd_resp_outstanding--;
@@ -263,7 +278,7 @@ static void atomic_finish(struct nic *nic, struct nic_op *op)
     atomic_start(nic);
 }
 
-static void atomic_write_done(struct sim *sim, void *a, void *b)
+static void atomic_write_visible(struct sim *sim, void *a, void *b)
 {
     (void)sim;
     (void)b;
@@ -273,6 +288,15 @@ static void atomic_write_done(struct sim *sim, void *a, void *b)
     if (op->nic->host)
         host_dma_landed(op->nic->host);
     atomic_finish(op->nic, op);
+}
+
+/* The result write is strict (no Relaxed Ordering): it never passes an
+ * earlier relaxed data write (dma.c). */
+static void atomic_write_done(struct sim *sim, void *a, void *b)
+{
+    struct nic_op *op = a;
+    if (!nic_dma_wait_relaxed(op->nic, atomic_write_visible, a, b))
+        atomic_write_visible(sim, a, b);
 }
 
 static void atomic_exec_done(struct sim *sim, void *a, void *b)
@@ -291,7 +315,7 @@ static void atomic_exec_done(struct sim *sim, void *a, void *b)
         atomic_write_done(sim, op, NULL);
 }
 
-static void atomic_read_done(struct sim *sim, void *a, void *b)
+static void atomic_read_data(struct sim *sim, void *a, void *b)
 {
     (void)b;
     struct nic_op *op = a;
@@ -321,6 +345,15 @@ static void atomic_read_done(struct sim *sim, void *a, void *b)
         }
     }
     sim_call_in(sim, nic->p.atomic_proc_ps, atomic_exec_done, op, NULL);
+}
+
+/* A DMA read does not pass an earlier posted write, relaxed ones included
+ * (dma.c): the original value includes every write placed before it. */
+static void atomic_read_done(struct sim *sim, void *a, void *b)
+{
+    struct nic_op *op = a;
+    if (!nic_dma_wait_relaxed(op->nic, atomic_read_data, a, b))
+        atomic_read_data(sim, a, b);
 }
 
 static void atomic_start(struct nic *nic)
@@ -576,22 +609,6 @@ static enum resp_state check_access(struct nic_qp *qp, struct resp_ctx *c)
     return RESP_EXECUTE;
 }
 
-static void place_done(struct sim *sim, void *a, void *b)
-{
-    (void)sim;
-    (void)b;
-    struct nic_op *op = a;
-    struct nic *nic = op->nic;
-    nic_copy_to_host(nic, op, op->pkt ? op->pkt->payload : op->grh);
-    nic_trace_dma_write(nic, op, op->pkt ? op->pkt->dest_qpn : (uint32_t)op->v,
-                        op->pkt ? "resp: payload" : "resp: UD GRH");
-    if (nic->host)
-        host_dma_landed(nic->host);
-    if (op->pkt)
-        pkt_free(nic->pool, op->pkt);
-    nic_op_free(op);
-}
-
 static void enqueue_read(struct nic_qp *qp, uint32_t psn, uint32_t key, uint8_t *host, uint32_t len,
                          bool dup)
 {
@@ -699,19 +716,16 @@ static enum resp_state execute(struct nic_qp *qp, struct resp_ctx *c)
     }
     /* SEND / WRITE payload */
     uint32_t prefix = (m & NIC_OPF_SEND) ? recv_prefix(qp) : 0;
-    if (prefix) { /* UD: the GRH first, then the payload behind it */
+    if (m & NIC_OPF_FIRST)
+        e->ar.msg_psn = p->psn; /* ib-ar: the message now in progress */
+    if (prefix) {               /* UD: the GRH first, then the payload behind it */
         const struct nic_recv_wqe *r = nic_rq_wqe(qp, qp->rq_head);
         struct nic_op *op = nic_op_alloc(nic, NIC_OP_PLACE, NULL);
-        op->v = qp->qpn;
         build_grh(nic, p, op->grh);
         nic_sges_to_segs(nic, r->sge, r->num_sge, 0, prefix, op);
-        nic->cnt.dma_writes++;
-        if (nic->pcie)
-            pcie_dma_write(nic->pcie, prefix, place_done, op, NULL);
-        else
-            place_done(nic->sim, op, NULL);
+        nic_dma_place(nic, op, op->grh, prefix, qp->qpn, 0, "resp: UD GRH");
     }
-    if (p->payload_len) {
+    if (p->payload_len && !c->placed) { /* ib-ar: placed already when it arrived */
         struct nic_op *op = nic_op_alloc(nic, NIC_OP_PLACE, NULL);
         op->pkt = p;
         if (m & NIC_OPF_SEND) {
@@ -722,11 +736,10 @@ static enum resp_state execute(struct nic_qp *qp, struct resp_ctx *c)
             op->seg[0] = (struct nic_seg){e->resp_host + e->resp_off, e->resp_key, p->payload_len};
         }
         c->owned = true;
-        nic->cnt.dma_writes++;
-        if (nic->pcie)
-            pcie_dma_write(nic->pcie, p->payload_len, place_done, op, NULL);
-        else
-            place_done(nic->sim, op, NULL);
+        /* PSN in the trace (check-order counts placements out of PSN order);
+         * none for UD, whose PSNs come from many senders */
+        nic_dma_place(nic, op, p->payload, p->payload_len, qp->qpn,
+                      qp->init.qp_type == IBV_QPT_UD ? 0 : p->psn, "resp: payload");
     }
     e->resp_off += p->payload_len;
     e->epsn = nic_psn_add(e->epsn, 1);
@@ -880,9 +893,10 @@ static enum resp_state do_drop(struct nic_qp *qp, struct resp_ctx *c)
     return RESP_DONE;
 }
 
-void nic_resp_rx(struct nic_qp *qp, struct pkt *p)
+/* One request packet through the responder's checks, in PSN order. */
+static void resp_process(struct nic_qp *qp, struct pkt *p, bool placed)
 {
-    struct resp_ctx c = {.p = p, .mask = nic_opcode(p->opcode)->mask};
+    struct resp_ctx c = {.p = p, .mask = nic_opcode(p->opcode)->mask, .placed = placed};
     enum resp_state st = RESP_CHECK_PSN;
     while (st != RESP_DONE) {
         switch (st) {
@@ -936,6 +950,226 @@ void nic_resp_rx(struct nic_qp *qp, struct pkt *p)
         pkt_free(qp->nic->pool, p);
 }
 
+/* ---------------------------------------------------------------- IB adaptive routing */
+
+/* nic.transport: ib-ar (docs/nic.md "IB adaptive routing").  RC semantics -
+ * reliable; messages executed, completed and ACKed in PSN order - but the
+ * packets of a message may arrive out of order: per-packet spraying in the
+ * fabric, and the NIC's own stand-in for adaptive-routing path skew: each
+ * arriving RC request packet enters the receive pipeline after a delay
+ * drawn uniformly from [0, ar_max_delay_ps] (nic_ar_skew_ps, called by
+ * nic.c; stream "nic<N>.ar"), so it arrives as if by a longer path.
+ * The responder does not go back N for them (NVIDIA's "out-of-order data
+ * placement", ConnectX-5 and later, RC QPs):
+ *
+ *  - a packet ahead of the expected PSN, within NIC_AR_WINDOW, is kept in
+ *    the reorder window, one slot per PSN (a second copy is dropped);
+ *  - if it belongs to the message in progress - every ib-ar request packet
+ *    carries the first PSN of its message (pkt.ar_msg_psn) and every ib-ar
+ *    WRITE packet the message's RETH, the placement context an
+ *    out-of-order responder needs - and what its placement needs checks
+ *    out (WRITE: QP access, rkey, bounds; SEND: a posted receive, its
+ *    SGEs, the length), its payload is placed at once at offset (PSN -
+ *    first PSN) * MTU: the bytes of a message land out of order, a last
+ *    byte can land before earlier ones; a header-only copy waits;
+ *  - packets of later messages wait whole in the window;
+ *  - whenever the expected PSN is there, it and the held packets after it
+ *    go through the normal state machine in PSN order (checks, receive
+ *    CQE, ACK) without a second DMA for those placed early: a message
+ *    completes and is ACKed once all its packets are in, and its CQE is
+ *    written after all its placement writes were issued;
+ *  - a hole that outlives ar_nak_delay_ps is a loss: one PSN sequence NAK
+ *    (the requester goes back N; copies of held packets are dropped), the
+ *    local ACK timeout stays the last resort. */
+
+static bool ar_qp(const struct nic_qp *qp)
+{
+    return qp->nic->p.transport == NIC_TRANSPORT_IB_AR && qp->init.qp_type == IBV_QPT_RC;
+}
+
+static bool ar_is_placed(const struct nic_ar *a, uint32_t i)
+{
+    return (a->placed[i / 64] >> (i % 64)) & 1u;
+}
+
+static void ar_mark_placed(struct nic_ar *a, uint32_t i, bool on)
+{
+    if (on)
+        a->placed[i / 64] |= 1ull << (i % 64);
+    else
+        a->placed[i / 64] &= ~(1ull << (i % 64));
+}
+
+static void ar_drop(struct nic_qp *qp, struct pkt *p, const char *why)
+{
+    qp->nic->cnt.rx_drops++;
+    nic_trace_pkt(qp->nic, TRACE_PKT_DROP, p, qp->qpn, why);
+    pkt_free(qp->nic->pool, p);
+}
+
+/* Free every held packet (QP stops, resets or errors). */
+static void ar_clear(struct nic_qp *qp)
+{
+    struct nic_ar *a = &qp->eng->ar;
+    for (uint32_t i = 0; a->held && i < NIC_AR_WINDOW; i++)
+        if (a->slot[i]) {
+            pkt_free(qp->nic->pool, a->slot[i]);
+            a->slot[i] = NULL;
+            a->held--;
+        }
+    a->held = 0;
+    memset(a->placed, 0, sizeof(a->placed));
+    sim_cancel(qp->nic->sim, &a->gap_ev);
+}
+
+/* While packets wait behind a hole, check it every ar_nak_delay_ps. */
+static void ar_gap_arm(struct nic_qp *qp)
+{
+    struct nic_ar *a = &qp->eng->ar;
+    sim_time_t t = qp->nic->p.ar_nak_delay_ps;
+    if (!a->held || !t || sim_event_pending(&a->gap_ev))
+        return;
+    a->gap_epsn = qp->eng->epsn;
+    sim_schedule_in(qp->nic->sim, &a->gap_ev, t);
+}
+
+static void ar_gap_fn(struct sim *sim, struct sim_event *ev)
+{
+    (void)sim;
+    struct nic_qp *qp = ev->ctx;
+    struct nic_qp_engine *e = qp->eng;
+    struct nic_ar *a = &e->ar;
+    if (!a->held || !nic_qp_can_receive(qp))
+        return;
+    if (e->epsn == a->gap_epsn && !e->nak_sent) { /* the same hole a whole period: lost */
+        e->nak_sent = true;
+        qp->nic->cnt.ar_gap_naks++;
+        queue_ack(qp, NIC_AETH_NAK_PSN_SEQ, e->epsn);
+    }
+    ar_gap_arm(qp);
+}
+
+/* Place packet p (ahead of the expected PSN) now if it belongs to the
+ * message in progress and its placement checks out; returns the
+ * header-only copy to hold, or NULL (then p itself waits). */
+static struct pkt *ar_place_early(struct nic_qp *qp, struct pkt *p)
+{
+    struct nic *nic = qp->nic;
+    struct nic_qp_engine *e = qp->eng;
+    uint32_t m = nic_opcode(p->opcode)->mask;
+    if (!(m & (NIC_OPF_SEND | NIC_OPF_WRITE)) || !p->payload_len)
+        return NULL;
+    uint32_t cur = e->resp_msg ? e->ar.msg_psn : e->epsn;
+    if (!p->ar_ctx || p->ar_msg_psn != cur)
+        return NULL; /* a later message (it waits its turn), or no context */
+    uint64_t off = (uint64_t)nic_psn_diff(p->psn, cur) * e->mtu_bytes;
+    uint32_t len = p->payload_len;
+    struct nic_op *op;
+    if (m & NIC_OPF_SEND) {
+        if (qp->rq_head == qp->rq_tail)
+            return NULL;
+        const struct nic_recv_wqe *r = nic_rq_wqe(qp, qp->rq_head);
+        if (off + len > r->length)
+            return NULL;
+        for (uint32_t i = 0; i < r->num_sge; i++) {
+            const struct nic_sge *sg = &r->sge[i];
+            if (sg->length && nic_mr_check(nic, sg->lkey, qp->init.pd, sg->addr, sg->length,
+                                           IBV_ACCESS_LOCAL_WRITE, NULL) != NIC_MR_OK)
+                return NULL;
+        }
+        op = nic_op_alloc(nic, NIC_OP_PLACE, NULL);
+        nic_sges_to_segs(nic, r->sge, r->num_sge, (uint32_t)off, len, op);
+    } else {
+        uint8_t *host = NULL;
+        if (!((int)qp->attr.qp_access_flags & IBV_ACCESS_REMOTE_WRITE) ||
+            off + len > p->reth_dma_len ||
+            remote_check(qp, p->reth_rkey, p->reth_va + off, len, IBV_ACCESS_REMOTE_WRITE, &host) !=
+                NIC_MR_OK)
+            return NULL;
+        op = nic_op_alloc(nic, NIC_OP_PLACE, NULL);
+        op->n_seg = 1;
+        op->seg[0] = (struct nic_seg){host, p->reth_rkey, len};
+    }
+    struct pkt *h = pkt_alloc(nic->pool);
+    memcpy(h, p, offsetof(struct pkt, payload));
+    h->next = NULL;
+    op->pkt = p;
+    nic_dma_place(nic, op, p->payload, len, qp->qpn, p->psn, "resp: payload (ib-ar, early)");
+    return h;
+}
+
+/* Process the expected packet's held successors, in PSN order. */
+static void ar_drain(struct nic_qp *qp)
+{
+    struct nic_qp_engine *e = qp->eng;
+    struct nic_ar *a = &e->ar;
+    while (a->held && nic_qp_can_receive(qp)) {
+        uint32_t i = e->epsn % NIC_AR_WINDOW;
+        struct pkt *h = a->slot[i];
+        if (!h || h->psn != e->epsn)
+            break;
+        a->slot[i] = NULL;
+        a->held--;
+        bool placed = ar_is_placed(a, i);
+        ar_mark_placed(a, i, false);
+        resp_process(qp, h, placed); /* dropped (RNR, ...): the slot stays empty */
+    }
+    if (a->held)
+        ar_gap_arm(qp);
+}
+
+static void ar_rx(struct nic_qp *qp, struct pkt *p)
+{
+    struct nic *nic = qp->nic;
+    struct nic_qp_engine *e = qp->eng;
+    struct nic_ar *a = &e->ar;
+    int32_t d = nic_psn_diff(p->psn, e->epsn);
+    if (d <= 0) { /* the expected packet (then its held successors), or a duplicate */
+        resp_process(qp, p, false);
+        ar_drain(qp);
+        return;
+    }
+    if (d >= NIC_AR_WINDOW) {
+        nic->cnt.ar_window_drops++;
+        ar_drop(qp, p, "resp: ib-ar packet beyond the reorder window");
+        return;
+    }
+    uint32_t i = p->psn % NIC_AR_WINDOW;
+    if (a->slot[i] && a->slot[i]->psn == p->psn) {
+        nic->cnt.ar_dup_drops++;
+        ar_drop(qp, p, "resp: ib-ar copy of a held packet");
+        return;
+    }
+    if (a->slot[i]) { /* left behind by an earlier window position: stale */
+        pkt_free(nic->pool, a->slot[i]);
+        a->held--;
+    }
+    nic->cnt.ar_ooo_pkts++;
+    struct pkt *h = ar_place_early(qp, p);
+    if (h)
+        nic->cnt.ar_ooo_placed++;
+    a->slot[i] = h ? h : p;
+    ar_mark_placed(a, i, h != NULL);
+    a->held++;
+    ar_gap_arm(qp);
+}
+
+sim_time_t nic_ar_skew_ps(struct nic *nic, const struct pkt *p)
+{
+    if (nic->p.transport != NIC_TRANSPORT_IB_AR || !nic->p.ar_max_delay_ps ||
+        nic_opcode_qp_type(p->opcode) != IBV_QPT_RC || !(nic_opcode(p->opcode)->mask & NIC_OPF_REQ))
+        return 0;
+    return (sim_time_t)sim_rng_below(nic_dma_ar_rng(nic), (uint64_t)nic->p.ar_max_delay_ps + 1);
+}
+
+void nic_resp_rx(struct nic_qp *qp, struct pkt *p)
+{
+    if (ar_qp(qp))
+        ar_rx(qp, p);
+    else
+        resp_process(qp, p, false);
+}
+
 /* ---------------------------------------------------------------- life cycle */
 
 void nic_resp_init(struct nic_qp *qp)
@@ -958,6 +1192,9 @@ void nic_resp_init(struct nic_qp *qp)
     e->work_head = e->work_tail = 0;
     memset(e->atomic_hist, 0, sizeof(e->atomic_hist));
     e->atomic_hist_next = 0;
+    if (!e->ar.gap_ev.fn)
+        sim_event_init(&e->ar.gap_ev, ar_gap_fn, qp, "nic.ar_gap");
+    e->ar.msg_psn = 0;
 }
 
 void nic_resp_stop(struct nic_qp *qp)
@@ -968,4 +1205,5 @@ void nic_resp_stop(struct nic_qp *qp)
     e->resp_msg = 0;
     e->resp_off = 0;
     e->rd_resp_outstanding = 0;
+    ar_clear(qp);
 }

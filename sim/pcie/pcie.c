@@ -184,6 +184,11 @@ const struct pcie_counters *pcie_link_counters(const struct pcie_link *l)
     return &l->c;
 }
 
+uint32_t pcie_link_mps_bytes(const struct pcie_link *l)
+{
+    return l->p.mps_bytes;
+}
+
 static struct pcie_read_op *op_get(struct pcie_link *l)
 {
     if (!l->free_ops) {

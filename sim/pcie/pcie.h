@@ -61,5 +61,7 @@ struct pcie_counters {
     uint64_t dma_reads, dma_writes, mmio_writes;
 };
 const struct pcie_counters *pcie_link_counters(const struct pcie_link *l);
+/* The link's max payload size (a posted write is cut into MWr TLPs of it). */
+uint32_t pcie_link_mps_bytes(const struct pcie_link *l);
 
 #endif /* RNICSIM_PCIE_H */

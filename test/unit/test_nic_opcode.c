@@ -34,7 +34,20 @@ static void test_numbers(void)
     unsigned valid = 0;
     for (unsigned op = 0; op < 256; op++)
         valid += nic_opcode_valid((uint8_t)op);
-    CHECK_EQ_U64(valid, 21 + 12 + 2); /* RC 0x00..0x14, UC 0x20..0x2b, UD 0x64..0x65 */
+    /* RC 0x00..0x14, UC 0x20..0x2b, UD 0x64..0x65; personalities (manufacturer-
+     * specific range): EFA SRD 0xc0..0xc4, 1RMA 0xe0..0xe5 */
+    CHECK_EQ_U64(valid, 21 + 12 + 2 + 5 + 6);
+    CHECK(nic_opcode_valid(NIC_OPCODE_SRD_ACKNOWLEDGE) && !nic_opcode_valid(0xc5));
+    CHECK(nic_opcode_valid(NIC_OPCODE_ONERMA_WRITE_ACKNOWLEDGE) && !nic_opcode_valid(0xe6));
+    CHECK(nic_opcode_personality(0xc0) && nic_opcode_personality(0xe5));
+    CHECK(!nic_opcode_personality(IB_OPCODE_UD_SEND_ONLY_WITH_IMMEDIATE));
+    CHECK(nic_opcode_qp_type(NIC_OPCODE_SRD_SEND_ONLY) < 0); /* no IB transport */
+    /* BTH 12 + RETH 16; BTH + AETH; BTH + ImmDt */
+    CHECK_EQ_U64(nic_opcode(NIC_OPCODE_SRD_READ_REQUEST)->hdr_bytes, 12 + 16);
+    CHECK_EQ_U64(nic_opcode(NIC_OPCODE_SRD_ACKNOWLEDGE)->hdr_bytes, 12 + 4);
+    CHECK_EQ_U64(nic_opcode(NIC_OPCODE_SRD_SEND_ONLY_WITH_IMMEDIATE)->hdr_bytes, 12 + 4);
+    CHECK_EQ_U64(nic_opcode(NIC_OPCODE_ONERMA_FETCH_REQUEST)->hdr_bytes, 12);
+    CHECK_EQ_U64(nic_opcode(NIC_OPCODE_ONERMA_FETCH_RESPONSE)->hdr_bytes, 12 + 16);
     CHECK(!nic_opcode_valid(0x15));
     CHECK(!nic_opcode_valid(0x2c)); /* UC has no READ */
     CHECK(!nic_opcode_valid(0x60)); /* UD SEND FIRST does not exist */

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "sim/trace.h"
+#include "verbs_shim/shim.h"
 
 /* ---------------------------------------------------------------- loss hook */
 
@@ -436,4 +437,61 @@ int fx_post_recv(struct fx_rc *rc, uint64_t wr_id, size_t off, uint32_t len)
     struct ibv_recv_wr wr = {.wr_id = wr_id, .sg_list = &sge, .num_sge = 1};
     struct ibv_recv_wr *bad = NULL;
     return ibv_post_recv(rc->qp, &wr, &bad);
+}
+
+/* ---------------------------------------------------------------- topology */
+
+int fx_use_topology(struct fx *fx, const struct topo_params *tp)
+{
+    if (!tp || tp->n_nodes != fx->n_hosts)
+        return EINVAL;
+    struct topology *t = topo_create(fx->sim, tp, fx->pool);
+    if (!t)
+        return EINVAL;
+    topo_destroy(fx->topo);
+    fx->topo = t;
+    for (unsigned i = 0; i < fx->n_hosts; i++) {
+        topo_attach(t, i, (struct fabric_sink){fx_ingress, &fx->port[i]});
+        nic_attach_uplink(fx->nic[i], topo_uplink(t, i));
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- memory watcher */
+
+static void watch_main(void *arg)
+{
+    struct fx_watch *w = arg;
+    struct host *h = &w->fx->hosts[w->host];
+    w->fn(w->arg);
+    w->calls++;
+    while (!w->stop) {
+        sim_waitq_wait(&h->relax_wq, "fx_watch: waiting for a DMA write or CQE");
+        w->fn(w->arg);
+        w->calls++;
+    }
+    w->done = true;
+}
+
+void fx_watch_start(struct fx *fx, struct fx_watch *w, unsigned h, fx_watch_fn fn, void *arg)
+{
+    memset(w, 0, sizeof(*w));
+    w->fx = fx;
+    w->host = h;
+    w->fn = fn;
+    w->arg = arg;
+    fx_spawn(fx, h, "fx_watch", watch_main, w);
+}
+
+void fx_watch_stop(struct fx_watch *w)
+{
+    w->stop = true;
+    struct host *h = &w->fx->hosts[w->host];
+    if (!sim_waitq_empty(&h->relax_wq))
+        sim_waitq_wake_all(w->fx->sim, &h->relax_wq);
+}
+
+struct nic_cq *fx_nic_cq(struct ibv_cq *cq)
+{
+    return shim_cq(cq)->ncq;
 }

@@ -173,4 +173,32 @@ int fx_post(struct fx_rc *rc, enum ibv_wr_opcode opcode, uint64_t wr_id, size_t 
             uint64_t roff, unsigned flags);
 int fx_post_recv(struct fx_rc *rc, uint64_t wr_id, size_t off, uint32_t len);
 
+/* Replace the star by the topology `tp` (tp->n_nodes must be the number
+ * of hosts), wired through the same loss hooks.  Call right after
+ * fx_create, before any program runs.  Returns 0 or EINVAL. */
+int fx_use_topology(struct fx *fx, const struct topo_params *tp);
+
+/* ---------------------------------------------------------------- memory watcher */
+
+/* A process on host `h` that calls fn(arg) once at start and then at every
+ * instant a DMA write or a CQE lands in that host's memory (it waits on
+ * the host's relax queue, so no CPU time is charged and it sees memory as
+ * it is at that simulated instant), until fx_watch_stop; then once more.
+ * The caller owns `w`.  Used to catch orderings: a flag byte visible
+ * before earlier bytes, a CQE visible before its data. */
+typedef void (*fx_watch_fn)(void *arg);
+struct fx_watch {
+    struct fx *fx;
+    unsigned host;
+    fx_watch_fn fn;
+    void *arg;
+    bool stop, done;
+    uint64_t calls;
+};
+void fx_watch_start(struct fx *fx, struct fx_watch *w, unsigned h, fx_watch_fn fn, void *arg);
+/* From any process: the watcher makes its last call and returns. */
+void fx_watch_stop(struct fx_watch *w);
+/* The NIC's view of a CQ (its ring: CQEs [0, prod) have become visible). */
+struct nic_cq *fx_nic_cq(struct ibv_cq *cq);
+
 #endif /* RNICSIM_TEST_VERBS_FIXTURE_H */

@@ -1,0 +1,232 @@
+/* The DMA ordering model: when the bytes the NIC writes into host memory
+ * become visible to the host's CPUs (DESIGN.md "RNIC": DMA ordering model;
+ * docs/nic.md "DMA ordering").
+ *
+ * Every payload placement - the responder's SEND/WRITE data and UD GRH,
+ * the completer's READ response data and atomic original values - goes
+ * through nic_dma_place().  Memory is real memory: the bytes of a piece
+ * are memcpy'd at the simulated instant the piece becomes visible, then
+ * host_dma_landed() wakes the host's pollers, so a program that polls
+ * memory sees exactly what has landed.
+ *
+ * The rule is PCIe's (Base Specification, "Transaction Ordering", row
+ * Posted Request / column Posted Request): a posted write whose Relaxed
+ * Ordering attribute is set may pass any earlier posted write; one without
+ * it may not.  And no read passes a posted write (row Read Request), RO or
+ * not.
+ *
+ *  STRICT  (nic.dma_ordering: strict, the default): one pcie_dma_write per
+ *          placement; posted writes are visible in issue order (pcie.c), so
+ *          a message's bytes land in address order, messages land in the
+ *          order they are placed, and a CQE after its data.
+ *  RELAXED (nic.dma_ordering: relaxed, or every MR the placement touches
+ *          was registered with IBV_ACCESS_RELAXED_ORDERING - mlx5 sets the
+ *          RO attribute on data writes to such MRs): the placement is cut
+ *          into MPS-sized chunks, one MWr TLP each, serialised on the link
+ *          as before; chunk i becomes visible at its in-order time plus d_i,
+ *          d_i uniform on [0, dma_ro_max_delay_ps] (integer picoseconds,
+ *          NIC stream "nic<N>.dma").  So chunks of one message, and chunks
+ *          of different messages and QPs, land in any order whose
+ *          inversions span at most dma_ro_max_delay_ps.
+ *  Strict writes - every CQE, atomic results, placements into strict MRs -
+ *          carry no RO attribute: one that reaches visibility before an
+ *          earlier relaxed chunk waits for it (`horizon_ps`, the latest
+ *          visibility time of a relaxed chunk issued so far; writes reach
+ *          the PCIe level in issue order, so at that instant the horizon
+ *          covers exactly the earlier chunks).  Hence a CQE is never
+ *          visible before the data it reports, in either mode.
+ *  Reads   the responder's READ and atomic DMA reads wait the same way, so
+ *          a READ after a relaxed WRITE returns the written bytes.
+ *
+ * Cost: nothing in strict mode beyond one comparison per strict write;
+ * relaxed placements take two events per chunk instead of one per packet. */
+#include <stdio.h>
+#include <string.h>
+
+#include "nic_priv.h"
+
+static void dma_rng_init(struct nic *nic)
+{
+    if (nic->dma.rng_ready)
+        return;
+    char name[32];
+    snprintf(name, sizeof(name), "nic%u.dma", nic->node_id);
+    sim_rng_stream(nic->sim, &nic->dma.rng, name);
+    snprintf(name, sizeof(name), "nic%u.ar", nic->node_id);
+    sim_rng_stream(nic->sim, &nic->dma.ar_rng, name);
+    nic->dma.rng_ready = true;
+}
+
+struct sim_rng *nic_dma_ar_rng(struct nic *nic)
+{
+    dma_rng_init(nic);
+    return &nic->dma.ar_rng;
+}
+
+/* A chunk is one MWr TLP: the link's max payload size. */
+static uint32_t dma_chunk_bytes(const struct nic *nic)
+{
+    uint32_t mps = nic->pcie ? pcie_link_mps_bytes(nic->pcie) : 0;
+    return mps ? mps : 256; /* no PCIe link (unit tests): the default MPS */
+}
+
+/* Relaxed if the NIC says so, or every MR the placement writes is an RO MR. */
+static bool dma_relaxed(struct nic *nic, const struct nic_op *op)
+{
+    if (nic->p.dma_ordering == NIC_DMA_RELAXED)
+        return true;
+    if (!nic->dma.ro_mrs || !op->n_seg)
+        return false;
+    for (uint32_t i = 0; i < op->n_seg; i++) {
+        const struct nic_mr *mr = nic_mr_lookup(nic, op->seg[i].key);
+        if (!mr || !(mr->access & IBV_ACCESS_RELAXED_ORDERING))
+            return false;
+    }
+    return true;
+}
+
+/* Bytes [off, off + len) of the placement become visible: copy them into
+ * the segments that hold them (skipping an MR deregistered meanwhile), one
+ * trace record per segment piece. */
+static void dma_copy(struct nic *nic, const struct nic_op *op, uint32_t off, uint32_t len)
+{
+    bool trace = sim_trace_enabled(nic->sim);
+    uint32_t pos = 0; /* offset of segment i in the placement */
+    for (uint32_t i = 0; i < op->n_seg && len; i++) {
+        const struct nic_seg *s = &op->seg[i];
+        uint32_t end = pos + s->len;
+        if (off < end) {
+            uint32_t in = off - pos;
+            uint32_t n = s->len - in < len ? s->len - in : len;
+            if (nic_mr_lookup(nic, s->key))
+                memcpy(s->host + in, op->dma_src + off, n);
+            if (trace) {
+                struct trace_rec r = {.kind = TRACE_DMA_WRITE,
+                                      .node = nic->node_id,
+                                      .qpn = op->dma_qpn,
+                                      .psn = op->dma_psn,
+                                      .addr = (uint64_t)(uintptr_t)(s->host + in),
+                                      .len = n,
+                                      .where = op->dma_where};
+                sim_trace(nic->sim, &r);
+            }
+            off += n;
+            len -= n;
+        }
+        pos = end;
+    }
+    if (nic->host)
+        host_dma_landed(nic->host);
+}
+
+static void dma_free(struct nic *nic, struct nic_op *op)
+{
+    if (op->pkt)
+        pkt_free(nic->pool, op->pkt);
+    nic_op_free(op);
+}
+
+bool nic_dma_wait_relaxed(struct nic *nic, sim_cb_fn fn, void *a, void *b)
+{
+    sim_time_t now = sim_now(nic->sim);
+    if (nic->dma.horizon_ps <= now)
+        return false;
+    nic->cnt.dma_strict_waits++;
+    sim_call_in(nic->sim, nic->dma.horizon_ps - now, fn, a, b);
+    return true;
+}
+
+/* ---------------------------------------------------------------- strict */
+
+static void dma_strict_land(struct sim *sim, void *a, void *b)
+{
+    (void)sim;
+    (void)b;
+    struct nic_op *op = a;
+    dma_copy(op->nic, op, 0, op->dma_len);
+    dma_free(op->nic, op);
+}
+
+static void dma_strict_visible(struct sim *sim, void *a, void *b)
+{
+    struct nic_op *op = a;
+    if (!nic_dma_wait_relaxed(op->nic, dma_strict_land, a, b))
+        dma_strict_land(sim, a, b);
+}
+
+/* ---------------------------------------------------------------- relaxed */
+
+/* Chunk b of the op becomes visible. */
+static void dma_ro_land(struct sim *sim, void *a, void *b)
+{
+    (void)sim;
+    struct nic_op *op = a;
+    struct nic *nic = op->nic;
+    uint32_t i = (uint32_t)(uintptr_t)b;
+    uint32_t mps = dma_chunk_bytes(nic);
+    uint32_t off = i * mps;
+    uint32_t len = op->dma_len - off < mps ? op->dma_len - off : mps;
+    uint64_t seq = op->dma_seq0 + i;
+    if (seq + 1 < nic->dma.landed_hi)
+        nic->cnt.dma_ro_overtaken++; /* a chunk issued after it is already visible */
+    else
+        nic->dma.landed_hi = seq + 1;
+    dma_copy(nic, op, off, len);
+    if (--op->dma_left == 0)
+        dma_free(nic, op);
+}
+
+/* Chunk b reached the point where an in-order write would be visible:
+ * the root complex may still hold it for d (RO lets younger writes pass). */
+static void dma_ro_visible(struct sim *sim, void *a, void *b)
+{
+    struct nic_op *op = a;
+    struct nic *nic = op->nic;
+    dma_rng_init(nic);
+    sim_time_t max = nic->p.dma_ro_max_delay_ps;
+    sim_time_t d = max ? (sim_time_t)sim_rng_below(&nic->dma.rng, (uint64_t)max + 1) : 0;
+    sim_time_t t = sim_now(sim) + d;
+    if (t > nic->dma.horizon_ps)
+        nic->dma.horizon_ps = t;
+    if (d)
+        sim_call_in(sim, d, dma_ro_land, a, b);
+    else
+        dma_ro_land(sim, a, b);
+}
+
+/* ---------------------------------------------------------------- entry */
+
+void nic_dma_place(struct nic *nic, struct nic_op *op, const uint8_t *src, uint32_t len,
+                   uint32_t qpn, uint32_t psn, const char *where)
+{
+    op->dma_src = src;
+    op->dma_len = len;
+    op->dma_qpn = qpn;
+    op->dma_psn = psn;
+    op->dma_where = where;
+    if (!len) {
+        dma_free(nic, op);
+        return;
+    }
+    nic->cnt.dma_writes++;
+    if (!dma_relaxed(nic, op)) {
+        if (nic->pcie)
+            pcie_dma_write(nic->pcie, len, dma_strict_visible, op, NULL);
+        else
+            dma_strict_visible(nic->sim, op, NULL);
+        return;
+    }
+    uint32_t mps = dma_chunk_bytes(nic);
+    uint32_t n = (len + mps - 1) / mps;
+    op->dma_left = n;
+    op->dma_seq0 = nic->dma.next_seq;
+    nic->dma.next_seq += n;
+    nic->cnt.dma_ro_chunks += n;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t clen = len - i * mps < mps ? len - i * mps : mps;
+        if (nic->pcie)
+            pcie_dma_write(nic->pcie, clen, dma_ro_visible, op, (void *)(uintptr_t)i);
+        else
+            dma_ro_visible(nic->sim, op, (void *)(uintptr_t)i);
+    }
+}
