@@ -107,6 +107,7 @@ static int check_personality_op(const struct shim_qp *sqp, enum nic_transport t,
     char buf[24];
     fprintf(stderr, "rnicsim: %s has no %s (post_send on qp 0x%x refused, EINVAL)\n",
             nic_transport_names[t], wr_opcode_name(op, buf, sizeof(buf)), sqp->qp.qp_num);
+    nic_note_wr_refused(sqp->nqp->nic);
     return EINVAL;
 }
 
@@ -125,6 +126,7 @@ static int check_personality_size(const struct shim_qp *sqp, enum nic_transport 
             nic_transport_names[t], personality_rules[t].size_rule,
             wr_opcode_name((unsigned)wr->opcode, buf, sizeof(buf)), (unsigned long long)total, max,
             sqp->qp.qp_num);
+    nic_note_wr_refused(sqp->nqp->nic);
     return EINVAL;
 }
 

@@ -622,6 +622,10 @@ const struct nic_counters *nic_get_counters(const struct nic *nic)
 {
     return &nic->cnt;
 }
+void nic_note_wr_refused(struct nic *nic)
+{
+    nic->cnt.wr_refused++;
+}
 uint32_t nic_node_id(const struct nic *nic)
 {
     return nic->node_id;

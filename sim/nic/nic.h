@@ -208,6 +208,7 @@ struct nic_counters {
     uint64_t srd_duplicates;  /* EFA SRD messages received again (ACKed, not delivered) */
     uint64_t srd_rnr_naks;    /* EFA SRD SENDs refused for want of a posted receive */
     uint64_t onerma_timeouts; /* 1RMA ops failed by the fail-fast timeout */
+    uint64_t wr_refused;      /* WRs refused at post time: opcode or size the transport lacks */
     /* DMA ordering (dma.c) */
     uint64_t dma_ro_chunks;    /* payload chunks (one MPS-sized MWr each) written relaxed */
     uint64_t dma_ro_overtaken; /* relaxed chunks visible after a chunk issued later */
@@ -230,6 +231,9 @@ void nic_attach_uplink(struct nic *nic, struct link *uplink);
 struct fabric_sink nic_sink(struct nic *nic);
 const struct nic_params *nic_get_params(const struct nic *nic);
 const struct nic_counters *nic_get_counters(const struct nic *nic);
+/* The verbs layer refused a WR because this NIC's transport lacks its
+ * opcode or size (counted; `rnicsim check-order` reports "not runnable"). */
+void nic_note_wr_refused(struct nic *nic);
 uint32_t nic_node_id(const struct nic *nic);
 struct host *nic_host(const struct nic *nic);
 /* Resolve a GID / LID to a fabric node id; -1 if unknown. */

@@ -4,7 +4,7 @@
 # transport"): the litmus programs under `hardware.nic.transport`.
 #
 #  - efa-srd: the WRITE-based litmus cannot run: the post is refused with
-#    the one-line message, check-order ends without a verdict (exit 3) and
+#    the one-line message, check-order reports NOT RUNNABLE (exit 4) and
 #    shows the message; 1rma refuses SEND the same way;
 #  - 1rma with ops <= 4 KiB: last-byte and flag pass on a star; on a
 #    leaf-spine (2x4, ECMP spreads 1RMA's independent ops) flag FAILs
@@ -27,14 +27,14 @@ leaf=(--set topology.kind=leaf-spine --set topology.leaves=2 --set topology.spin
 "$bin" check-order "$litmus/last_byte.yaml" --runs 2 --set hardware.nic.transport=efa-srd \
     >efa.out 2>&1
 rc=$?
-check "efa-srd last-byte: no verdict, exit 3 (got $rc)" "[ $rc -eq 3 ]"
+check "efa-srd last-byte: not runnable, exit 4 (got $rc)" "[ $rc -eq 4 ]"
 check "efa-srd last-byte: the refusal line is shown" \
     "grep -qF 'rnicsim: efa-srd has no RDMA_WRITE (post_send on qp 0x100 refused, EINVAL)' efa.out"
-check "efa-srd last-byte: reported as a run without a verdict" \
-    "grep -q 'without a verdict' efa.out"
+check "efa-srd last-byte: reported as not runnable" \
+    "grep -q '^check-order: NOT RUNNABLE: the transport refused 1 work request' efa.out"
 "$bin" check-order "$litmus/send.yaml" --runs 2 --set hardware.nic.transport=1rma >rma_send.out 2>&1
 rc=$?
-check "1rma send: no verdict, exit 3 (got $rc)" "[ $rc -eq 3 ]"
+check "1rma send: not runnable, exit 4 (got $rc)" "[ $rc -eq 4 ]"
 check "1rma send: SEND refused" "grep -qF 'rnicsim: 1rma has no SEND' rma_send.out"
 
 # ---- verdicts with ops <= 4 KiB

@@ -39,7 +39,9 @@
  * Exit status: 0 clean, 1 a violation was found, 2 bad input (command
  * line, scenario, or programs that report no order_check), 3 a run ended
  * without a verdict (deadlock, time limit, a program failed without
- * reporting a violation), 5 internal error. */
+ * reporting a violation), 4 not runnable (the transport refused a work
+ * request the protocol posts: an opcode or size it lacks), 5 internal
+ * error. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -56,6 +58,7 @@
 #define CO_EXIT_VIOLATION 1
 #define CO_EXIT_USAGE 2
 #define CO_EXIT_RUN_ERROR 3
+#define CO_EXIT_NOT_RUNNABLE 4
 #define CO_EXIT_INTERNAL 5
 
 /* Defaults (estimates, not hardware facts): 10 runs cover several seeds in
@@ -316,7 +319,8 @@ static void co_usage(FILE *out)
             "(S = the scenario's seed), every --vary combination as a configuration, and\n"
             "stops at the first run whose programs report an ordering violation.\n"
             "exit status: 0 clean, 1 violation found, 2 bad input, 3 a run ended without\n"
-            "a verdict (deadlock, time limit, program error), 5 internal error.\n",
+            "a verdict (deadlock, time limit, program error), 4 not runnable (the\n"
+            "transport refused a work request the protocol posts), 5 internal error.\n",
             CO_DEFAULT_RUNS);
 }
 
@@ -719,9 +723,20 @@ static void co_json_trace(struct json_writer *w, struct sim *sim, const struct c
 
 /* ---------------------------------------------------------------- the checker */
 
-enum co_verdict { CO_CLEAN, CO_VIOLATION, CO_ERROR };
-static const char *const co_verdict_names[] = {
-    [CO_CLEAN] = "clean", [CO_VIOLATION] = "violation", [CO_ERROR] = "error"};
+enum co_verdict { CO_CLEAN, CO_VIOLATION, CO_ERROR, CO_NOT_RUNNABLE };
+static const char *const co_verdict_names[] = {[CO_CLEAN] = "clean",
+                                               [CO_VIOLATION] = "violation",
+                                               [CO_ERROR] = "error",
+                                               [CO_NOT_RUNNABLE] = "not-runnable"};
+
+/* WRs the hosts' transports refused at post time (nic_note_wr_refused). */
+static uint64_t co_refused_wrs(const struct run *r)
+{
+    uint64_t n = 0;
+    for (size_t i = 0; i < r->world->nhosts; i++)
+        n += nic_get_counters(r->world->nics[i])->wr_refused;
+    return n;
+}
 
 /* Totals of one configuration. */
 struct co_config {
@@ -831,9 +846,18 @@ static void co_print_error(FILE *out, struct co_state *st)
     const struct run *r = st->bad;
     char t[32];
     format_time(r->sim_time_ps, t, sizeof(t));
-    fprintf(out,
-            "check-order: run %" PRIu64 " (seed %" PRIu64 ") ended '%s' at %s without a verdict\n",
-            st->bad_run + 1, st->bad_seed, run_result_name(r->result), t);
+    if (st->verdict == CO_NOT_RUNNABLE)
+        fprintf(out,
+                "check-order: NOT RUNNABLE: the transport refused %" PRIu64
+                " work request(s) the protocol posts (an opcode or size it lacks; see the\n"
+                "  'rnicsim: ... refused' line below); run %" PRIu64 " (seed %" PRIu64
+                ") ended '%s' at %s\n",
+                co_refused_wrs(r), st->bad_run + 1, st->bad_seed, run_result_name(r->result), t);
+    else
+        fprintf(out,
+                "check-order: run %" PRIu64 " (seed %" PRIu64
+                ") ended '%s' at %s without a verdict\n",
+                st->bad_run + 1, st->bad_seed, run_result_name(r->result), t);
     for (size_t i = 0; i < r->ninsts; i++) {
         const struct prog_inst *pi = &r->insts[i];
         if (pi->finished && pi->exit_code != 0)
@@ -1051,6 +1075,9 @@ static int co_one_run(struct co_state *st, size_t config, uint64_t seed, uint64_
         if (co_row_get(&viol->rows[0], "t_ns", &t_ns) && t_ns >= 0 &&
             t_ns < (double)(r->sim_time_ps / SIM_NS + 1))
             st->bad_cut_ps = ((sim_time_t)t_ns + 1) * SIM_NS - 1;
+    } else if (co_refused_wrs(r) > 0) {
+        st->verdict = CO_NOT_RUNNABLE;
+        rc = CO_EXIT_NOT_RUNNABLE;
     } else if (r->result != RUN_DONE) {
         st->verdict = CO_ERROR;
         rc = CO_EXIT_RUN_ERROR;
@@ -1062,7 +1089,7 @@ static int co_one_run(struct co_state *st, size_t config, uint64_t seed, uint64_
                 o->file);
         rc = CO_EXIT_USAGE;
     }
-    if (rc == CO_EXIT_VIOLATION || rc == CO_EXIT_RUN_ERROR) {
+    if (rc == CO_EXIT_VIOLATION || rc == CO_EXIT_RUN_ERROR || rc == CO_EXIT_NOT_RUNNABLE) {
         st->bad = r;
         st->bad_scn = s;
         st->bad_ob = ob;
@@ -1129,13 +1156,14 @@ int check_order_main(const char *prog, int argc, char **argv)
 
     if (rc == CO_EXIT_VIOLATION)
         co_print_violation(stdout, &st);
-    else if (rc == CO_EXIT_RUN_ERROR)
+    else if (rc == CO_EXIT_RUN_ERROR || rc == CO_EXIT_NOT_RUNNABLE)
         co_print_error(stdout, &st);
     else if (rc == 0)
         co_print_clean(stdout, &st);
     fflush(stdout);
-    if ((rc == 0 || rc == CO_EXIT_VIOLATION || rc == CO_EXIT_RUN_ERROR) && o.out &&
-        co_write_json(&st, o.out))
+    if ((rc == 0 || rc == CO_EXIT_VIOLATION || rc == CO_EXIT_RUN_ERROR ||
+         rc == CO_EXIT_NOT_RUNNABLE) &&
+        o.out && co_write_json(&st, o.out))
         rc = rc ? rc : CO_EXIT_INTERNAL;
 
     if (st.bad) {
