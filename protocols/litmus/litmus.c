@@ -73,12 +73,9 @@
 #include <string.h>
 #include <strings.h>
 
+#include "protocols/common/rc_conn.h"
 #include "rnicsim/host.h"
 
-#define LT_PORT 1
-#define LT_NAME_MAX 96
-#define LT_KEY_MAX (LT_NAME_MAX + 48)
-#define LT_INFO_BYTES 64
 #define LT_MAX_SIZES 16
 #define LT_HDR_BYTES 12
 #define LT_MIN_SIZE 16         /* header + at least 4 body bytes */
@@ -90,10 +87,8 @@
 #define LT_ABORT UINT64_MAX    /* credit value meaning "the receiver stopped" */
 #define LT_EXIT_VIOLATION 1
 #define LT_EXIT_ERROR 2
-
-enum lt_role { LT_ROLE_NONE, LT_ROLE_SERVER, LT_ROLE_CLIENT };
-static const char *const lt_role_names[] = {
-    [LT_ROLE_NONE] = "none", [LT_ROLE_SERVER] = "server", [LT_ROLE_CLIENT] = "client"};
+/* The buffer and the QP: the peer only WRITEs (and SENDs) into it. */
+#define LT_ACCESS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE)
 
 /* How the receiver learns that message seq is there. */
 enum lt_notify {
@@ -173,9 +168,9 @@ static const char *const lt_check_names[] = {
 };
 
 struct lt_opts {
-    enum lt_role role;
+    enum rc_conn_role role;
     enum lt_proto proto;
-    char name[LT_NAME_MAX];
+    char name[RC_CONN_NAME_MAX];
     uint64_t messages;
     uint32_t sizes[LT_MAX_SIZES];
     unsigned nsizes;
@@ -183,14 +178,6 @@ struct lt_opts {
     uint32_t mtu_bytes; /* 0 = the port's active MTU */
     bool swap_pairs;    /* client: post messages 2,1,4,3,... (emulated reordering) */
     bool verbose;
-};
-
-/* Connection data exchanged out of band (serialised little-endian). */
-struct lt_info {
-    uint32_t qpn, psn, rkey, opts_hash;
-    uint16_t lid;
-    uint8_t gid[16];
-    uint64_t addr, buf_bytes;
 };
 
 /* A send queue under flow control: WR k (1-based) has wr_id k; a signaled
@@ -203,26 +190,16 @@ struct lt {
     struct lt_opts o;
     const struct lt_proto_info *p;
     const char *prog;
-    struct ibv_context *ctx;
-    struct ibv_pd *pd;
-    struct ibv_mr *mr;
-    struct ibv_cq *scq, *rcq;
-    struct ibv_qp *qp;
-    struct ibv_port_attr port;
-    union ibv_gid gid;
-    enum ibv_mtu mtu;
+    struct rc_conn conn; /* device, PD, MR, CQs, QP, buffer, peer info */
     /* One registered buffer on each side, same layout:
      *   [0, slots*slot_bytes)   slots (server: the ring; client: staging)
      *   bells_off               slots x 8 bytes (server: bells; client: bell sources)
      *   credit_off              8 bytes (client: credit word; server: its source)
      *   credit_off + 8          8 bytes (server: the abort marker source) */
-    uint8_t *buf;
-    size_t buf_bytes, slot_bytes, bells_off, credit_off;
+    size_t slot_bytes, bells_off, credit_off;
     uint8_t *expect; /* server: the expected message, for diagnostics */
     uint64_t *got;   /* server, CQE protocols: got[(seq-1) % slots] = seq once received */
-    struct lt_info local, peer;
     struct lt_sq sq;
-    uint32_t sync_seq;
 };
 
 /* ------------------------------------------------------------ message format */
@@ -300,36 +277,6 @@ static void lt_usage(const char *prog)
            prog);
 }
 
-/* "123", "4K", "4KiB", "1M", "1MiB" (binary multiples). */
-static bool lt_parse_num(const char *s, uint64_t min, uint64_t max, uint64_t *out)
-{
-    static const struct {
-        const char *suffix;
-        uint64_t mult;
-    } units[] = {{"", 1},         {"b", 1},         {"k", 1024},      {"kb", 1024},
-                 {"kib", 1024},   {"m", 1u << 20},  {"mb", 1u << 20}, {"mib", 1u << 20},
-                 {"g", 1u << 30}, {"gb", 1u << 30}, {"gib", 1u << 30}};
-    char *end;
-    if (!s || *s < '0' || *s > '9')
-        return false;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno)
-        return false;
-    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-        if (strcasecmp(end, units[i].suffix) == 0) {
-            if (v > UINT64_MAX / units[i].mult)
-                return false;
-            v *= units[i].mult;
-            if (v < min || v > max)
-                return false;
-            *out = v;
-            return true;
-        }
-    }
-    return false;
-}
-
 static bool lt_parse_sizes(const char *s, struct lt_opts *o)
 {
     char tmp[256];
@@ -340,7 +287,7 @@ static bool lt_parse_sizes(const char *s, struct lt_opts *o)
     char *save = NULL;
     for (char *tok = strtok_r(tmp, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         uint64_t v;
-        if (o->nsizes == LT_MAX_SIZES || !lt_parse_num(tok, LT_MIN_SIZE, LT_MAX_SIZE, &v))
+        if (o->nsizes == LT_MAX_SIZES || !rc_conn_parse_uint(tok, LT_MIN_SIZE, LT_MAX_SIZE, &v))
             return false;
         o->sizes[o->nsizes++] = (uint32_t)v;
     }
@@ -409,10 +356,10 @@ static int lt_parse_args(int argc, char **argv, struct lt_opts *o)
             break;
         switch (c) {
         case OPT_SERVER:
-            o->role = LT_ROLE_SERVER;
+            o->role = RC_CONN_ROLE_SERVER;
             break;
         case OPT_CLIENT:
-            o->role = LT_ROLE_CLIENT;
+            o->role = RC_CONN_ROLE_CLIENT;
             break;
         case OPT_PROTOCOL:
             ok = lt_parse_proto(optarg, &o->proto);
@@ -423,17 +370,17 @@ static int lt_parse_args(int argc, char **argv, struct lt_opts *o)
                 snprintf(o->name, sizeof(o->name), "%s", optarg);
             break;
         case OPT_MESSAGES:
-            ok = lt_parse_num(optarg, 1, UINT32_MAX, &o->messages);
+            ok = rc_conn_parse_uint(optarg, 1, UINT32_MAX, &o->messages);
             break;
         case OPT_SIZES:
             ok = lt_parse_sizes(optarg, o);
             break;
         case OPT_SLOTS:
-            ok = lt_parse_num(optarg, 1, LT_MAX_SLOTS, &v);
+            ok = rc_conn_parse_uint(optarg, 1, LT_MAX_SLOTS, &v);
             o->slots = (uint32_t)v;
             break;
         case OPT_MTU:
-            ok = lt_parse_num(optarg, 256, 4096, &v) && (v & (v - 1)) == 0;
+            ok = rc_conn_parse_uint(optarg, 256, 4096, &v) && (v & (v - 1)) == 0;
             o->mtu_bytes = (uint32_t)v;
             break;
         case OPT_SWAP_PAIRS:
@@ -460,7 +407,7 @@ static int lt_parse_args(int argc, char **argv, struct lt_opts *o)
         fprintf(stderr, "%s: unexpected argument '%s'\n", prog, argv[optind + 1]);
         return LT_EXIT_ERROR;
     }
-    if (o->role == LT_ROLE_NONE) {
+    if (o->role == RC_CONN_ROLE_NONE) {
         fprintf(stderr, "%s: give --server or --client (try --help)\n", prog);
         return LT_EXIT_ERROR;
     }
@@ -482,123 +429,17 @@ static uint32_t lt_opts_hash(const struct lt_opts *o)
     words[n++] = o->nsizes;
     for (unsigned i = 0; i < o->nsizes; i++)
         words[n++] = o->sizes[i];
-    uint32_t h = 2166136261u;
-    for (size_t i = 0; i < n; i++)
-        for (int b = 0; b < 8; b++) {
-            h ^= (uint8_t)(words[i] >> (8 * b));
-            h *= 16777619u;
-        }
-    return h;
-}
-
-/* ------------------------------------------------------------ out of band */
-
-static void lt_put_le(uint8_t *p, uint64_t v, int bytes)
-{
-    for (int i = 0; i < bytes; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t lt_get_le(const uint8_t *p, int bytes)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < bytes; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
-static void lt_info_encode(const struct lt_info *in, uint8_t out[LT_INFO_BYTES])
-{
-    memset(out, 0, LT_INFO_BYTES);
-    lt_put_le(out + 0, in->qpn, 4);
-    lt_put_le(out + 4, in->psn, 4);
-    lt_put_le(out + 8, in->rkey, 4);
-    lt_put_le(out + 12, in->opts_hash, 4);
-    lt_put_le(out + 16, in->lid, 2);
-    memcpy(out + 20, in->gid, 16);
-    lt_put_le(out + 36, in->addr, 8);
-    lt_put_le(out + 44, in->buf_bytes, 8);
-}
-
-static void lt_info_decode(const uint8_t in[LT_INFO_BYTES], struct lt_info *out)
-{
-    out->qpn = (uint32_t)lt_get_le(in + 0, 4);
-    out->psn = (uint32_t)lt_get_le(in + 4, 4);
-    out->rkey = (uint32_t)lt_get_le(in + 8, 4);
-    out->opts_hash = (uint32_t)lt_get_le(in + 12, 4);
-    out->lid = (uint16_t)lt_get_le(in + 16, 2);
-    memcpy(out->gid, in + 20, 16);
-    out->addr = lt_get_le(in + 36, 8);
-    out->buf_bytes = lt_get_le(in + 44, 8);
-}
-
-static const char *lt_peer_role(const struct lt *lt)
-{
-    return lt_role_names[lt->o.role == LT_ROLE_SERVER ? LT_ROLE_CLIENT : LT_ROLE_SERVER];
-}
-
-/* Barrier with the peer that also exchanges a status word.  Returns the
- * peer's status, or LT_EXIT_ERROR if the exchange itself failed. */
-static int lt_barrier(struct lt *lt, int status)
-{
-    char key[LT_KEY_MAX];
-    uint8_t mine[4], theirs[4];
-    uint32_t k = lt->sync_seq++;
-    lt_put_le(mine, (uint32_t)status, 4);
-    snprintf(key, sizeof(key), "%s/sync/%" PRIu32 "/%s", lt->o.name, k, lt_role_names[lt->o.role]);
-    if (host_oob_put(key, mine, sizeof(mine)) != 0)
-        return LT_EXIT_ERROR;
-    snprintf(key, sizeof(key), "%s/sync/%" PRIu32 "/%s", lt->o.name, k, lt_peer_role(lt));
-    if (host_oob_get(key, theirs, sizeof(theirs)) != 0)
-        return LT_EXIT_ERROR;
-    return (int)lt_get_le(theirs, 4);
+    return rc_conn_hash_words(words, n);
 }
 
 /* ------------------------------------------------------------ resources */
 
-static enum ibv_mtu lt_mtu_enum(uint32_t bytes)
-{
-    switch (bytes) {
-    case 256:
-        return IBV_MTU_256;
-    case 512:
-        return IBV_MTU_512;
-    case 1024:
-        return IBV_MTU_1024;
-    case 2048:
-        return IBV_MTU_2048;
-    default:
-        return IBV_MTU_4096;
-    }
-}
-
 /* Open the first device, allocate PD, buffer, MR, CQs and the RC QP. */
 static int lt_open(struct lt *lt)
 {
-    int num = 0;
-    struct ibv_device **list = ibv_get_device_list(&num);
-    if (!list || num <= 0) {
-        printf("no RDMA device found\n");
-        if (list)
-            ibv_free_device_list(list);
+    struct rc_conn *c = &lt->conn;
+    if (rc_conn_open_device(c) || rc_conn_query(c, NULL, lt->o.mtu_bytes))
         return LT_EXIT_ERROR;
-    }
-    lt->ctx = ibv_open_device(list[0]);
-    if (!lt->ctx) {
-        fprintf(stderr, "%s: cannot open %s: %s\n", lt->prog, ibv_get_device_name(list[0]),
-                strerror(errno));
-        ibv_free_device_list(list);
-        return LT_EXIT_ERROR;
-    }
-    ibv_free_device_list(list);
-    if (ibv_query_port(lt->ctx, LT_PORT, &lt->port) ||
-        ibv_query_gid(lt->ctx, LT_PORT, 0, &lt->gid)) {
-        fprintf(stderr, "%s: port query failed\n", lt->prog);
-        return LT_EXIT_ERROR;
-    }
-    lt->mtu = lt->o.mtu_bytes ? lt_mtu_enum(lt->o.mtu_bytes) : lt->port.active_mtu;
-    if (lt->mtu < IBV_MTU_256 || lt->mtu > IBV_MTU_4096)
-        lt->mtu = IBV_MTU_1024;
 
     uint32_t max_size = 0;
     for (unsigned i = 0; i < lt->o.nsizes; i++)
@@ -607,15 +448,9 @@ static int lt_open(struct lt *lt)
     lt->slot_bytes = ((size_t)max_size + 63) & ~(size_t)63;
     lt->bells_off = lt->slot_bytes * lt->o.slots;
     lt->credit_off = lt->bells_off + 8 * (size_t)lt->o.slots;
-    lt->buf_bytes = lt->credit_off + 64;
-    void *mem = NULL;
-    if (posix_memalign(&mem, 4096, lt->buf_bytes) != 0) {
-        fprintf(stderr, "%s: cannot allocate %zu bytes\n", lt->prog, lt->buf_bytes);
+    if (rc_conn_alloc_buf(c, lt->credit_off + 64))
         return LT_EXIT_ERROR;
-    }
-    lt->buf = mem;
-    memset(lt->buf, 0, lt->buf_bytes);
-    if (lt->o.role == LT_ROLE_SERVER) {
+    if (lt->o.role == RC_CONN_ROLE_SERVER) {
         lt->expect = malloc(lt->slot_bytes);
         lt->got = calloc(lt->o.slots, sizeof(*lt->got));
         if (!lt->expect || !lt->got) {
@@ -623,142 +458,32 @@ static int lt_open(struct lt *lt)
             return LT_EXIT_ERROR;
         }
         uint64_t abort_marker = LT_ABORT;
-        memcpy(lt->buf + lt->credit_off + 8, &abort_marker, 8);
+        memcpy(lt->conn.buf + lt->credit_off + 8, &abort_marker, 8);
     }
 
-    lt->pd = ibv_alloc_pd(lt->ctx);
-    if (!lt->pd) {
-        fprintf(stderr, "%s: ibv_alloc_pd: %s\n", lt->prog, strerror(errno));
+    if (rc_conn_create_pd_mr(c, LT_ACCESS) || rc_conn_create_cqs(c, LT_SQ_DEPTH, lt->o.slots) ||
+        rc_conn_create_qp(c, LT_SQ_DEPTH, lt->o.slots, 0, NULL))
         return LT_EXIT_ERROR;
-    }
-    lt->mr = ibv_reg_mr(lt->pd, lt->buf, lt->buf_bytes,
-                        IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-    if (!lt->mr) {
-        fprintf(stderr, "%s: ibv_reg_mr: %s\n", lt->prog, strerror(errno));
-        return LT_EXIT_ERROR;
-    }
-    lt->scq = ibv_create_cq(lt->ctx, (int)LT_SQ_DEPTH, NULL, NULL, 0);
-    lt->rcq = ibv_create_cq(lt->ctx, (int)lt->o.slots, NULL, NULL, 0);
-    if (!lt->scq || !lt->rcq) {
-        fprintf(stderr, "%s: ibv_create_cq: %s\n", lt->prog, strerror(errno));
-        return LT_EXIT_ERROR;
-    }
-    struct ibv_qp_init_attr ia = {
-        .send_cq = lt->scq,
-        .recv_cq = lt->rcq,
-        .cap = {.max_send_wr = LT_SQ_DEPTH,
-                .max_recv_wr = lt->o.slots,
-                .max_send_sge = 1,
-                .max_recv_sge = 1},
-        .qp_type = IBV_QPT_RC,
-    };
-    lt->qp = ibv_create_qp(lt->pd, &ia);
-    if (!lt->qp) {
-        fprintf(stderr, "%s: ibv_create_qp: %s\n", lt->prog, strerror(errno));
-        return LT_EXIT_ERROR;
-    }
     return 0;
 }
 
-/* RESET -> INIT -> RTR -> RTS with the masks the kernel requires for RC. */
-static int lt_connect(struct lt *lt)
-{
-    struct ibv_qp_attr a = {
-        .qp_state = IBV_QPS_INIT,
-        .pkey_index = 0,
-        .port_num = LT_PORT,
-        .qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
-    };
-    int err = ibv_modify_qp(lt->qp, &a,
-                            IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
-    if (err) {
-        fprintf(stderr, "%s: modify_qp INIT: %s\n", lt->prog, strerror(err));
-        return LT_EXIT_ERROR;
-    }
-    memset(&a, 0, sizeof(a));
-    a.qp_state = IBV_QPS_RTR;
-    a.path_mtu = lt->mtu;
-    a.dest_qp_num = lt->peer.qpn;
-    a.rq_psn = lt->peer.psn;
-    a.max_dest_rd_atomic = 1;
-    a.min_rnr_timer = 12; /* perftest's value: 0.64 ms */
-    a.ah_attr.is_global = 1;
-    memcpy(a.ah_attr.grh.dgid.raw, lt->peer.gid, 16);
-    a.ah_attr.grh.sgid_index = 0;
-    a.ah_attr.grh.hop_limit = 64;
-    a.ah_attr.dlid = lt->peer.lid;
-    a.ah_attr.port_num = LT_PORT;
-    err = ibv_modify_qp(lt->qp, &a,
-                        IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                            IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
-    if (err) {
-        fprintf(stderr, "%s: modify_qp RTR: %s\n", lt->prog, strerror(err));
-        return LT_EXIT_ERROR;
-    }
-    memset(&a, 0, sizeof(a));
-    a.qp_state = IBV_QPS_RTS;
-    a.timeout = 14;  /* perftest default: 4.096 us * 2^14 = 67 ms */
-    a.retry_cnt = 7; /* perftest default */
-    a.rnr_retry = 7; /* infinite, as perftest */
-    a.sq_psn = lt->local.psn;
-    a.max_rd_atomic = 1;
-    err = ibv_modify_qp(lt->qp, &a,
-                        IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                            IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
-    if (err) {
-        fprintf(stderr, "%s: modify_qp RTS: %s\n", lt->prog, strerror(err));
-        return LT_EXIT_ERROR;
-    }
-    return 0;
-}
-
+/* Exchange connection data with the peer and connect the QP
+ * (RESET -> INIT -> RTR -> RTS; no READ or atomics: one rd_atomic). */
 static int lt_exchange(struct lt *lt)
 {
-    char key[LT_KEY_MAX];
-    uint8_t wire[LT_INFO_BYTES];
-    lt->local.qpn = lt->qp->qp_num;
-    /* Deterministic 24-bit PSN (perftest draws one at random). */
-    lt->local.psn = (lt->qp->qp_num * 2654435761u + (uint32_t)lt->o.role) & 0xffffffu;
-    lt->local.rkey = lt->mr->rkey;
-    lt->local.lid = lt->port.lid;
-    memcpy(lt->local.gid, lt->gid.raw, 16);
-    lt->local.addr = (uint64_t)(uintptr_t)lt->buf;
-    lt->local.buf_bytes = lt->buf_bytes;
-    lt->local.opts_hash = lt_opts_hash(&lt->o);
-    lt_info_encode(&lt->local, wire);
-    snprintf(key, sizeof(key), "%s/%s", lt->o.name, lt_role_names[lt->o.role]);
-    if (host_oob_put(key, wire, sizeof(wire)) != 0) {
-        fprintf(stderr, "%s: out-of-band put %s failed: %s\n", lt->prog, key, strerror(errno));
+    struct rc_conn *c = &lt->conn;
+    if (rc_conn_exchange(c, lt_opts_hash(&lt->o), 0))
         return LT_EXIT_ERROR;
-    }
-    snprintf(key, sizeof(key), "%s/%s", lt->o.name, lt_peer_role(lt));
-    if (host_oob_get(key, wire, sizeof(wire)) != 0) {
-        fprintf(stderr, "%s: out-of-band get %s failed: %s\n", lt->prog, key, strerror(errno));
-        return LT_EXIT_ERROR;
-    }
-    lt_info_decode(wire, &lt->peer);
-    if (lt->peer.opts_hash != lt->local.opts_hash || lt->peer.buf_bytes != lt->buf_bytes) {
+    if (c->peer.opts_hash != c->local.opts_hash || c->peer.buf_bytes != c->buf_bytes) {
         fprintf(stderr, "%s: server and client were given different options\n", lt->prog);
         return LT_EXIT_ERROR;
     }
-    return lt_connect(lt);
+    return rc_conn_connect(c, LT_ACCESS, 1) ? LT_EXIT_ERROR : 0;
 }
 
 static void lt_close(struct lt *lt)
 {
-    if (lt->qp)
-        ibv_destroy_qp(lt->qp);
-    if (lt->scq)
-        ibv_destroy_cq(lt->scq);
-    if (lt->rcq)
-        ibv_destroy_cq(lt->rcq);
-    if (lt->mr)
-        ibv_dereg_mr(lt->mr);
-    if (lt->pd)
-        ibv_dealloc_pd(lt->pd);
-    if (lt->ctx)
-        ibv_close_device(lt->ctx);
-    free(lt->buf);
+    rc_conn_close(&lt->conn);
     free(lt->expect);
     free(lt->got);
 }
@@ -770,7 +495,7 @@ static int lt_wc_ok(const struct lt *lt, const struct ibv_wc *wc, const char *wh
     if (wc->status == IBV_WC_SUCCESS)
         return 0;
     fprintf(stderr, "%s %s: %s completion failed: %s (status %d)\n", lt->prog,
-            lt_role_names[lt->o.role], what, ibv_wc_status_str(wc->status), (int)wc->status);
+            rc_conn_role_name(lt->o.role), what, ibv_wc_status_str(wc->status), (int)wc->status);
     return LT_EXIT_ERROR;
 }
 
@@ -780,7 +505,7 @@ static int lt_poll_send(struct lt *lt)
     struct ibv_wc wc[LT_POLL_BATCH];
     int n;
     do {
-        n = ibv_poll_cq(lt->scq, LT_POLL_BATCH, wc);
+        n = ibv_poll_cq(lt->conn.scq, LT_POLL_BATCH, wc);
     } while (n == 0);
     if (n < 0) {
         fprintf(stderr, "%s: ibv_poll_cq failed\n", lt->prog);
@@ -811,9 +536,9 @@ static int lt_post(struct lt *lt, struct ibv_send_wr *chain, unsigned n, bool si
             wr->send_flags |= IBV_SEND_SIGNALED;
     }
     struct ibv_send_wr *bad = NULL;
-    int err = ibv_post_send(lt->qp, chain, &bad);
+    int err = ibv_post_send(lt->conn.qp, chain, &bad);
     if (err) {
-        fprintf(stderr, "%s %s: ibv_post_send (%s): %s\n", lt->prog, lt_role_names[lt->o.role],
+        fprintf(stderr, "%s %s: ibv_post_send (%s): %s\n", lt->prog, rc_conn_role_name(lt->o.role),
                 lt->p->name, strerror(err));
         return LT_EXIT_ERROR;
     }
@@ -835,26 +560,28 @@ static void lt_word_wr(struct lt *lt, struct ibv_send_wr *wr, struct ibv_sge *sg
                        size_t dst_off)
 {
     memset(wr, 0, sizeof(*wr));
-    *sge = (struct ibv_sge){
-        .addr = (uint64_t)(uintptr_t)(lt->buf + src_off), .length = 8, .lkey = lt->mr->lkey};
+    *sge = (struct ibv_sge){.addr = (uint64_t)(uintptr_t)(lt->conn.buf + src_off),
+                            .length = 8,
+                            .lkey = lt->conn.mr->lkey};
     wr->sg_list = sge;
     wr->num_sge = 1;
     wr->opcode = IBV_WR_RDMA_WRITE;
-    wr->wr.rdma.remote_addr = lt->peer.addr + dst_off;
-    wr->wr.rdma.rkey = lt->peer.rkey;
+    wr->wr.rdma.remote_addr = lt->conn.peer.addr + dst_off;
+    wr->wr.rdma.rkey = lt->conn.peer.rkey;
 }
 
 /* ------------------------------------------------------------ receiver */
 
 static int lt_post_recv(struct lt *lt, uint32_t slot)
 {
-    struct ibv_sge sge = {.addr = (uint64_t)(uintptr_t)(lt->buf + (size_t)slot * lt->slot_bytes),
+    struct ibv_sge sge = {.addr =
+                              (uint64_t)(uintptr_t)(lt->conn.buf + (size_t)slot * lt->slot_bytes),
                           .length = (uint32_t)lt->slot_bytes,
-                          .lkey = lt->mr->lkey};
+                          .lkey = lt->conn.mr->lkey};
     struct ibv_recv_wr wr = {.wr_id = slot, .sg_list = &sge, .num_sge = 1}, *bad = NULL;
     if (lt->p->opcode != IBV_WR_SEND) /* WRITE_WITH_IMM consumes a receive but no buffer */
         wr.num_sge = 0;
-    int err = ibv_post_recv(lt->qp, &wr, &bad);
+    int err = ibv_post_recv(lt->conn.qp, &wr, &bad);
     if (err) {
         fprintf(stderr, "%s server: ibv_post_recv: %s\n", lt->prog, strerror(err));
         return LT_EXIT_ERROR;
@@ -871,7 +598,7 @@ static int lt_send_credit(struct lt *lt, uint64_t consumed, bool last)
     if (consumed == LT_ABORT)
         src = lt->credit_off + 8;
     else
-        memcpy(lt->buf + src, &consumed, 8);
+        memcpy(lt->conn.buf + src, &consumed, 8);
     lt_word_wr(lt, &wr, &sge, src, lt->credit_off);
     return lt_post(lt, &wr, 1, last);
 }
@@ -976,7 +703,7 @@ static int lt_wait_cqe(struct lt *lt, uint64_t base, struct lt_seen *s, bool *ba
     struct ibv_wc wc;
     int n;
     do {
-        n = ibv_poll_cq(lt->rcq, 1, &wc);
+        n = ibv_poll_cq(lt->conn.rcq, 1, &wc);
     } while (n == 0);
     if (n < 0) {
         fprintf(stderr, "%s: ibv_poll_cq failed\n", lt->prog);
@@ -988,7 +715,7 @@ static int lt_wait_cqe(struct lt *lt, uint64_t base, struct lt_seen *s, bool *ba
     uint32_t slot = (uint32_t)wc.wr_id;
     uint64_t seq;
     if (lt->p->opcode == IBV_WR_SEND) /* the buffer says which message it holds */
-        seq = lt_get32(lt->buf + (size_t)slot * lt->slot_bytes);
+        seq = lt_get32(lt->conn.buf + (size_t)slot * lt->slot_bytes);
     else
         seq = (wc.wc_flags & IBV_WC_WITH_IMM) ? ntohl(wc.imm_data) : 0;
     s->seq = seq;
@@ -1034,7 +761,7 @@ static int lt_run_server(struct lt *lt)
         s.slot = lt_slot_of(o, s.seq);
         s.size = lt_size_of(o, s.seq);
         bool bad_cqe = false;
-        uint8_t *m = lt->buf + (size_t)s.slot * lt->slot_bytes;
+        uint8_t *m = lt->conn.buf + (size_t)s.slot * lt->slot_bytes;
         switch (lt->p->notify) {
         case LT_NOTIFY_LAST_BYTE: {
             const volatile uint8_t *flag = m + s.size - 1;
@@ -1048,7 +775,8 @@ static int lt_run_server(struct lt *lt)
             break;
         case LT_NOTIFY_BELL: {
             const volatile uint64_t *bell =
-                (const volatile uint64_t *)(void *)(lt->buf + lt->bells_off + 8 * (size_t)s.slot);
+                (const volatile uint64_t *)(void *)(lt->conn.buf + lt->bells_off +
+                                                    8 * (size_t)s.slot);
             while (*bell != s.seq)
                 host_relax();
             break;
@@ -1056,7 +784,7 @@ static int lt_run_server(struct lt *lt)
         case LT_NOTIFY_CQE:
             if ((rc = lt_wait_cqe(lt, base, &s, &bad_cqe)) != 0)
                 return rc;
-            m = lt->buf + (size_t)s.slot * lt->slot_bytes;
+            m = lt->conn.buf + (size_t)s.slot * lt->slot_bytes;
             if (s.seq != base + 1)
                 out_of_order++;
             break;
@@ -1107,7 +835,8 @@ static int lt_run_server(struct lt *lt)
 static int lt_run_client(struct lt *lt)
 {
     const struct lt_opts *o = &lt->o;
-    const volatile uint64_t *credit = (const volatile uint64_t *)(void *)(lt->buf + lt->credit_off);
+    const volatile uint64_t *credit =
+        (const volatile uint64_t *)(void *)(lt->conn.buf + lt->credit_off);
     int rc;
     for (uint64_t k = 0; k < o->messages; k++) {
         uint64_t i = k; /* the message posted k-th */
@@ -1120,14 +849,15 @@ static int lt_run_client(struct lt *lt)
             break;
         uint32_t slot = lt_slot_of(o, seq), size = lt_size_of(o, seq);
         size_t off = (size_t)slot * lt->slot_bytes;
-        lt_fill(lt->buf + off, seq, size, lt->p->flag_last);
+        lt_fill(lt->conn.buf + off, seq, size, lt->p->flag_last);
 
-        struct ibv_sge dsge = {
-            .addr = (uint64_t)(uintptr_t)(lt->buf + off), .length = size, .lkey = lt->mr->lkey};
+        struct ibv_sge dsge = {.addr = (uint64_t)(uintptr_t)(lt->conn.buf + off),
+                               .length = size,
+                               .lkey = lt->conn.mr->lkey};
         struct ibv_send_wr data = {.sg_list = &dsge, .num_sge = 1, .opcode = lt->p->opcode};
         if (lt->p->opcode != IBV_WR_SEND) {
-            data.wr.rdma.remote_addr = lt->peer.addr + off;
-            data.wr.rdma.rkey = lt->peer.rkey;
+            data.wr.rdma.remote_addr = lt->conn.peer.addr + off;
+            data.wr.rdma.rkey = lt->conn.peer.rkey;
         }
         if (lt->p->opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
             data.imm_data = htonl((uint32_t)seq);
@@ -1136,7 +866,7 @@ static int lt_run_client(struct lt *lt)
         unsigned n = 1;
         if (lt->p->bell) {
             size_t boff = lt->bells_off + 8 * (size_t)slot;
-            memcpy(lt->buf + boff, &seq, 8);
+            memcpy(lt->conn.buf + boff, &seq, 8);
             lt_word_wr(lt, &bell, &bsge, boff, boff);
             if (lt->p->bell_first) { /* the bug: bell, then data */
                 bell.next = &data;
@@ -1169,8 +899,9 @@ int litmus_main(int argc, char **argv)
         return rc < 0 ? 0 : rc;
     }
     lt->prog = argc > 0 && argv[0] ? argv[0] : "litmus";
+    rc_conn_init(&lt->conn, lt->prog, lt->o.role, lt->o.name);
     lt->p = &lt_protos[lt->o.proto];
-    bool server = lt->o.role == LT_ROLE_SERVER;
+    bool server = lt->o.role == RC_CONN_ROLE_SERVER;
 
     rc = lt_open(lt);
     if (rc == 0)
@@ -1179,12 +910,13 @@ int litmus_main(int argc, char **argv)
         for (uint32_t s = 0; rc == 0 && s < lt->o.slots; s++)
             rc = lt_post_recv(lt, s);
     if (rc == 0) { /* both QPs are in RTS, receives are posted */
-        int peer_rc = lt_barrier(lt, 0);
+        int peer_rc = rc_conn_barrier(&lt->conn, 0, LT_EXIT_ERROR);
         rc = peer_rc ? LT_EXIT_ERROR : 0;
     }
     if (rc == 0) {
         rc = server ? lt_run_server(lt) : lt_run_client(lt);
-        int peer_rc = lt_barrier(lt, rc); /* peer done before we tear down */
+        int peer_rc =
+            rc_conn_barrier(&lt->conn, rc, LT_EXIT_ERROR); /* peer done before we tear down */
         if (rc == 0 && peer_rc) {
             if (!server && peer_rc == LT_EXIT_VIOLATION)
                 fprintf(stderr, "%s client: the server found an ordering violation\n", lt->prog);

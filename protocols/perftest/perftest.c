@@ -43,18 +43,11 @@
 #include <string.h>
 #include <strings.h>
 
+#include "protocols/common/rc_conn.h"
 #include "rnicsim/host.h"
 
 #define PT_MAX_SIZES 64
-#define PT_NAME_MAX 96
-#define PT_KEY_MAX (PT_NAME_MAX + 48)
 #define PT_POLL_BATCH 16
-#define PT_INFO_BYTES 64
-#define PT_PORT 1
-
-enum pt_role { PT_ROLE_NONE, PT_ROLE_SERVER, PT_ROLE_CLIENT };
-static const char *const pt_role_names[] = {
-    [PT_ROLE_NONE] = "none", [PT_ROLE_SERVER] = "server", [PT_ROLE_CLIENT] = "client"};
 
 enum pt_test { PT_WRITE, PT_READ, PT_SEND, PT_ATOMIC, PT_TEST_COUNT };
 enum pt_mode { PT_LAT, PT_BW, PT_MODE_COUNT };
@@ -98,8 +91,8 @@ static const struct pt_test_info pt_tests[PT_TEST_COUNT] = {
 };
 
 struct pt_opts {
-    enum pt_role role;
-    char name[PT_NAME_MAX];
+    enum rc_conn_role role;
+    char name[RC_CONN_NAME_MAX];
     bool tests[PT_TEST_COUNT];
     bool modes[PT_MODE_COUNT];
     uint64_t sizes[PT_MAX_SIZES];
@@ -113,15 +106,6 @@ struct pt_opts {
     uint64_t warmup;
 };
 
-/* Connection data exchanged out of band (serialised little-endian). */
-struct pt_info {
-    uint32_t qpn, psn, rkey, opts_hash;
-    uint16_t lid;
-    uint8_t gid[16];
-    uint64_t addr, buf_bytes;
-    uint8_t atomic_ok;
-};
-
 /* Flow control of one run's send queue: WR k (1-based) is signaled when k is
  * a multiple of cq_mod or the last of the run; its wr_id is k, so a
  * completion says "everything up to k is done". */
@@ -133,20 +117,10 @@ struct pt_sender {
 struct pt {
     struct pt_opts o;
     const char *prog;
-    struct ibv_context *ctx;
-    struct ibv_pd *pd;
-    struct ibv_mr *mr;
-    struct ibv_cq *scq, *rcq;
-    struct ibv_qp *qp;
-    struct ibv_port_attr port;
+    struct rc_conn conn; /* device, PD, MR, CQs, QP, buffer, peer info */
     struct ibv_device_attr dev;
-    union ibv_gid gid;
-    enum ibv_mtu mtu;
-    uint8_t *buf;
-    size_t buf_bytes, max_size, rx_off, atom_off;
+    size_t max_size, rx_off, atom_off;
     uint32_t max_inline_bytes, max_rd_atomic, rx_depth, rq_posted;
-    struct pt_info local, peer;
-    uint32_t sync_seq;
     bool atomic_ok;
 };
 
@@ -173,43 +147,6 @@ static void pt_usage(const char *prog)
            prog);
 }
 
-/* Parse "123", "4K", "4KiB", "4KB", "1M", "1MiB", "1G" (binary multiples, as
- * message sizes are always meant).  Returns false on anything else. */
-static bool pt_parse_size(const char *s, uint64_t *out)
-{
-    static const struct {
-        const char *suffix;
-        uint64_t mult;
-    } units[] = {{"", 1},           {"b", 1},           {"k", 1024},        {"kb", 1024},
-                 {"kib", 1024},     {"m", 1u << 20},    {"mb", 1u << 20},   {"mib", 1u << 20},
-                 {"g", 1ull << 30}, {"gb", 1ull << 30}, {"gib", 1ull << 30}};
-    char *end;
-    if (!s || *s < '0' || *s > '9')
-        return false;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno)
-        return false;
-    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-        if (strcasecmp(end, units[i].suffix) == 0) {
-            if (v > UINT64_MAX / units[i].mult)
-                return false;
-            *out = v * units[i].mult;
-            return true;
-        }
-    }
-    return false;
-}
-
-static bool pt_parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *out)
-{
-    uint64_t v;
-    if (!pt_parse_size(s, &v) || v < min || v > max)
-        return false;
-    *out = v;
-    return true;
-}
-
 /* "A:B" = A, 2A, 4A ... <= B; otherwise a comma list of sizes. */
 static bool pt_parse_sizes(const char *s, struct pt_opts *o)
 {
@@ -222,7 +159,8 @@ static bool pt_parse_sizes(const char *s, struct pt_opts *o)
     if (colon) {
         uint64_t from, to;
         *colon = '\0';
-        if (!pt_parse_size(tmp, &from) || !pt_parse_size(colon + 1, &to) || from == 0 || to < from)
+        if (!rc_conn_parse_size(tmp, &from) || !rc_conn_parse_size(colon + 1, &to) || from == 0 ||
+            to < from)
             return false;
         for (uint64_t v = from; v <= to; v *= 2) {
             if (o->nsizes == PT_MAX_SIZES)
@@ -236,7 +174,7 @@ static bool pt_parse_sizes(const char *s, struct pt_opts *o)
     char *save = NULL;
     for (char *tok = strtok_r(tmp, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         uint64_t v;
-        if (o->nsizes == PT_MAX_SIZES || !pt_parse_size(tok, &v) || v == 0)
+        if (o->nsizes == PT_MAX_SIZES || !rc_conn_parse_size(tok, &v) || v == 0)
             return false;
         o->sizes[o->nsizes++] = v;
     }
@@ -336,10 +274,10 @@ static int pt_parse_args(int argc, char **argv, struct pt_opts *o)
             break;
         switch (c) {
         case OPT_SERVER:
-            o->role = PT_ROLE_SERVER;
+            o->role = RC_CONN_ROLE_SERVER;
             break;
         case OPT_CLIENT:
-            o->role = PT_ROLE_CLIENT;
+            o->role = RC_CONN_ROLE_CLIENT;
             break;
         case OPT_NAME:
             ok = optarg[0] != '\0' && strlen(optarg) < sizeof(o->name);
@@ -356,36 +294,36 @@ static int pt_parse_args(int argc, char **argv, struct pt_opts *o)
             ok = pt_parse_sizes(optarg, o);
             break;
         case OPT_ITERS:
-            ok = pt_parse_uint(optarg, 1, 1u << 30, &o->iters);
+            ok = rc_conn_parse_uint(optarg, 1, 1u << 30, &o->iters);
             break;
         case OPT_BW_BYTES:
-            ok = pt_parse_uint(optarg, 1, UINT64_MAX, &o->bw_bytes);
+            ok = rc_conn_parse_uint(optarg, 1, UINT64_MAX, &o->bw_bytes);
             break;
         case OPT_BW_ITERS:
-            ok = pt_parse_uint(optarg, 1, 1u << 30, &o->bw_iters);
+            ok = rc_conn_parse_uint(optarg, 1, 1u << 30, &o->bw_iters);
             break;
         case OPT_TX_DEPTH:
-            ok = pt_parse_uint(optarg, 1, 1u << 16, &v);
+            ok = rc_conn_parse_uint(optarg, 1, 1u << 16, &v);
             o->tx_depth = (uint32_t)v;
             break;
         case OPT_RX_DEPTH:
-            ok = pt_parse_uint(optarg, 1, 1u << 16, &v);
+            ok = rc_conn_parse_uint(optarg, 1, 1u << 16, &v);
             o->rx_depth = (uint32_t)v;
             break;
         case OPT_CQ_MOD:
-            ok = pt_parse_uint(optarg, 1, 1u << 16, &v);
+            ok = rc_conn_parse_uint(optarg, 1, 1u << 16, &v);
             o->cq_mod = (uint32_t)v;
             break;
         case OPT_MTU:
-            ok = pt_parse_uint(optarg, 256, 4096, &v) && (v & (v - 1)) == 0;
+            ok = rc_conn_parse_uint(optarg, 256, 4096, &v) && (v & (v - 1)) == 0;
             o->mtu_bytes = (uint32_t)v;
             break;
         case OPT_INLINE:
-            ok = pt_parse_uint(optarg, 0, 1u << 16, &v);
+            ok = rc_conn_parse_uint(optarg, 0, 1u << 16, &v);
             o->inline_bytes = (long)v;
             break;
         case OPT_WARMUP:
-            ok = pt_parse_uint(optarg, 0, 1u << 30, &o->warmup);
+            ok = rc_conn_parse_uint(optarg, 0, 1u << 30, &o->warmup);
             break;
         case OPT_HELP:
             pt_usage(prog);
@@ -406,7 +344,7 @@ static int pt_parse_args(int argc, char **argv, struct pt_opts *o)
         fprintf(stderr, "%s: unexpected argument '%s'\n", prog, argv[optind + 1]);
         return 1;
     }
-    if (o->role == PT_ROLE_NONE) {
+    if (o->role == RC_CONN_ROLE_NONE) {
         fprintf(stderr, "%s: give --server or --client (try --help)\n", prog);
         return 1;
     }
@@ -429,97 +367,10 @@ static uint32_t pt_opts_hash(const struct pt_opts *o)
     words[n++] = o->nsizes;
     for (unsigned i = 0; i < o->nsizes; i++)
         words[n++] = o->sizes[i];
-    uint32_t h = 2166136261u;
-    for (size_t i = 0; i < n; i++)
-        for (int b = 0; b < 8; b++) {
-            h ^= (uint8_t)(words[i] >> (8 * b));
-            h *= 16777619u;
-        }
-    return h;
-}
-
-/* ------------------------------------------------------------ out of band */
-
-static void pt_put_le(uint8_t *p, uint64_t v, int bytes)
-{
-    for (int i = 0; i < bytes; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t pt_get_le(const uint8_t *p, int bytes)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < bytes; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
-static void pt_info_encode(const struct pt_info *in, uint8_t out[PT_INFO_BYTES])
-{
-    memset(out, 0, PT_INFO_BYTES);
-    pt_put_le(out + 0, in->qpn, 4);
-    pt_put_le(out + 4, in->psn, 4);
-    pt_put_le(out + 8, in->rkey, 4);
-    pt_put_le(out + 12, in->opts_hash, 4);
-    pt_put_le(out + 16, in->lid, 2);
-    out[18] = in->atomic_ok;
-    memcpy(out + 20, in->gid, 16);
-    pt_put_le(out + 36, in->addr, 8);
-    pt_put_le(out + 44, in->buf_bytes, 8);
-}
-
-static void pt_info_decode(const uint8_t in[PT_INFO_BYTES], struct pt_info *out)
-{
-    out->qpn = (uint32_t)pt_get_le(in + 0, 4);
-    out->psn = (uint32_t)pt_get_le(in + 4, 4);
-    out->rkey = (uint32_t)pt_get_le(in + 8, 4);
-    out->opts_hash = (uint32_t)pt_get_le(in + 12, 4);
-    out->lid = (uint16_t)pt_get_le(in + 16, 2);
-    out->atomic_ok = in[18];
-    memcpy(out->gid, in + 20, 16);
-    out->addr = pt_get_le(in + 36, 8);
-    out->buf_bytes = pt_get_le(in + 44, 8);
-}
-
-static const char *pt_peer_role(const struct pt *pt)
-{
-    return pt_role_names[pt->o.role == PT_ROLE_SERVER ? PT_ROLE_CLIENT : PT_ROLE_SERVER];
-}
-
-/* Barrier with the peer that also exchanges a status word.  Returns the
- * peer's status (0 = fine), or 1 if the exchange itself failed. */
-static int pt_barrier(struct pt *pt, int status)
-{
-    char key[PT_KEY_MAX];
-    uint8_t mine[4], theirs[4];
-    uint32_t k = pt->sync_seq++;
-    pt_put_le(mine, (uint32_t)status, 4);
-    snprintf(key, sizeof(key), "%s/sync/%" PRIu32 "/%s", pt->o.name, k, pt_role_names[pt->o.role]);
-    if (host_oob_put(key, mine, sizeof(mine)) != 0)
-        return 1;
-    snprintf(key, sizeof(key), "%s/sync/%" PRIu32 "/%s", pt->o.name, k, pt_peer_role(pt));
-    if (host_oob_get(key, theirs, sizeof(theirs)) != 0)
-        return 1;
-    return (int)pt_get_le(theirs, 4);
+    return rc_conn_hash_words(words, n);
 }
 
 /* ------------------------------------------------------------ resources */
-
-static enum ibv_mtu pt_mtu_enum(uint32_t bytes)
-{
-    switch (bytes) {
-    case 256:
-        return IBV_MTU_256;
-    case 512:
-        return IBV_MTU_512;
-    case 1024:
-        return IBV_MTU_1024;
-    case 2048:
-        return IBV_MTU_2048;
-    default:
-        return IBV_MTU_4096;
-    }
-}
 
 static uint32_t pt_mtu_bytes(enum ibv_mtu m)
 {
@@ -544,38 +395,27 @@ static size_t pt_largest_size(const struct pt_opts *o)
     return (size_t)m;
 }
 
+/* Local and remote access of the buffer and the QP (atomics when the
+ * device has them). */
+static int pt_access(const struct pt *pt)
+{
+    return IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+           (pt->atomic_ok ? IBV_ACCESS_REMOTE_ATOMIC : 0);
+}
+
 /* Open the first device, query it, allocate PD, buffer, MR, CQs and the RC
  * QP (state RESET).  Prints the reason and returns 1 on failure. */
 static int pt_open(struct pt *pt)
 {
-    int num = 0;
-    struct ibv_device **list = ibv_get_device_list(&num);
-    if (!list || num <= 0) {
-        printf("no RDMA device found\n");
-        if (list)
-            ibv_free_device_list(list);
+    struct rc_conn *c = &pt->conn;
+    if (rc_conn_open_device(c))
         return 1;
-    }
-    pt->ctx = ibv_open_device(list[0]);
-    const char *dev_name = ibv_get_device_name(list[0]);
-    if (!pt->ctx) {
-        fprintf(stderr, "%s: cannot open %s: %s\n", pt->prog, dev_name, strerror(errno));
-        ibv_free_device_list(list);
+    printf("%s %s: device %s on %s\n", pt->prog, rc_conn_role_name(pt->o.role), c->dev_name,
+           host_name());
+    if (rc_conn_query(c, &pt->dev, pt->o.mtu_bytes))
         return 1;
-    }
-    printf("%s %s: device %s on %s\n", pt->prog, pt_role_names[pt->o.role], dev_name, host_name());
-    ibv_free_device_list(list);
-
-    if (ibv_query_device(pt->ctx, &pt->dev) || ibv_query_port(pt->ctx, PT_PORT, &pt->port) ||
-        ibv_query_gid(pt->ctx, PT_PORT, 0, &pt->gid)) {
-        fprintf(stderr, "%s: device/port query failed\n", pt->prog);
-        return 1;
-    }
-    if (pt->port.state != IBV_PORT_ACTIVE)
-        fprintf(stderr, "%s: warning: port %d is not ACTIVE\n", pt->prog, PT_PORT);
-    pt->mtu = pt->o.mtu_bytes ? pt_mtu_enum(pt->o.mtu_bytes) : pt->port.active_mtu;
-    if (pt->mtu < IBV_MTU_256 || pt->mtu > IBV_MTU_4096)
-        pt->mtu = IBV_MTU_1024;
+    if (c->port.state != IBV_PORT_ACTIVE)
+        fprintf(stderr, "%s: warning: port %d is not ACTIVE\n", pt->prog, RC_CONN_PORT);
     pt->max_rd_atomic = pt->dev.max_qp_rd_atom > 0 ? (uint32_t)pt->dev.max_qp_rd_atom : 1;
     if (pt->dev.max_qp_init_rd_atom > 0 &&
         (uint32_t)pt->dev.max_qp_init_rd_atom < pt->max_rd_atomic)
@@ -593,171 +433,38 @@ static int pt_open(struct pt *pt)
     pt->max_size = pt_largest_size(&pt->o);
     pt->rx_off = (pt->max_size + 63) & ~(size_t)63;
     pt->atom_off = pt->rx_off + pt->rx_off;
-    pt->buf_bytes = pt->atom_off + 64;
-    void *mem = NULL;
-    if (posix_memalign(&mem, 4096, pt->buf_bytes) != 0) {
-        fprintf(stderr, "%s: cannot allocate %zu bytes\n", pt->prog, pt->buf_bytes);
+    if (rc_conn_alloc_buf(c, pt->atom_off + 64) || rc_conn_create_pd_mr(c, pt_access(pt)) ||
+        rc_conn_create_cqs(c, pt->o.tx_depth, pt->rx_depth))
         return 1;
-    }
-    pt->buf = mem;
-    memset(pt->buf, 0, pt->buf_bytes);
-
-    pt->pd = ibv_alloc_pd(pt->ctx);
-    if (!pt->pd) {
-        fprintf(stderr, "%s: ibv_alloc_pd: %s\n", pt->prog, strerror(errno));
-        return 1;
-    }
-    int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                 (pt->atomic_ok ? IBV_ACCESS_REMOTE_ATOMIC : 0);
-    pt->mr = ibv_reg_mr(pt->pd, pt->buf, pt->buf_bytes, access);
-    if (!pt->mr) {
-        fprintf(stderr, "%s: ibv_reg_mr: %s\n", pt->prog, strerror(errno));
-        return 1;
-    }
-    pt->scq = ibv_create_cq(pt->ctx, (int)pt->o.tx_depth, NULL, NULL, 0);
-    pt->rcq = ibv_create_cq(pt->ctx, (int)pt->rx_depth, NULL, NULL, 0);
-    if (!pt->scq || !pt->rcq) {
-        fprintf(stderr, "%s: ibv_create_cq: %s\n", pt->prog, strerror(errno));
-        return 1;
-    }
 
     uint32_t want_inline = 0;
     for (int t = 0; t < PT_TEST_COUNT; t++)
         if (pt->o.tests[t] && pt_inline_for(pt, (enum pt_test)t) > want_inline)
             want_inline = pt_inline_for(pt, (enum pt_test)t);
-    for (int attempt = 0; attempt < 2 && !pt->qp; attempt++) {
-        struct ibv_qp_init_attr ia = {
-            .send_cq = pt->scq,
-            .recv_cq = pt->rcq,
-            .cap = {.max_send_wr = pt->o.tx_depth,
-                    .max_recv_wr = pt->rx_depth,
-                    .max_send_sge = 1,
-                    .max_recv_sge = 1,
-                    .max_inline_data = attempt == 0 ? want_inline : 0},
-            .qp_type = IBV_QPT_RC,
-        };
-        pt->qp = ibv_create_qp(pt->pd, &ia);
-        if (pt->qp)
-            pt->max_inline_bytes = ia.cap.max_inline_data;
-        else if (attempt == 0 && want_inline)
-            fprintf(stderr, "%s: QP with %u inline bytes refused, retrying without inline\n",
-                    pt->prog, want_inline);
-    }
-    if (!pt->qp) {
-        fprintf(stderr, "%s: ibv_create_qp: %s\n", pt->prog, strerror(errno));
+    if (rc_conn_create_qp(c, pt->o.tx_depth, pt->rx_depth, want_inline, &pt->max_inline_bytes))
         return 1;
-    }
     return 0;
 }
 
-/* RESET -> INIT -> RTR -> RTS with the masks the kernel requires for RC. */
-static int pt_connect(struct pt *pt)
-{
-    struct ibv_qp_attr a = {
-        .qp_state = IBV_QPS_INIT,
-        .pkey_index = 0,
-        .port_num = PT_PORT,
-        .qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-                           IBV_ACCESS_REMOTE_READ | (pt->atomic_ok ? IBV_ACCESS_REMOTE_ATOMIC : 0),
-    };
-    int err = ibv_modify_qp(pt->qp, &a,
-                            IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
-    if (err) {
-        fprintf(stderr, "%s: modify_qp INIT: %s\n", pt->prog, strerror(err));
-        return 1;
-    }
-    memset(&a, 0, sizeof(a));
-    a.qp_state = IBV_QPS_RTR;
-    a.path_mtu = pt->mtu;
-    a.dest_qp_num = pt->peer.qpn;
-    a.rq_psn = pt->peer.psn;
-    a.max_dest_rd_atomic = (uint8_t)(pt->max_rd_atomic > 255 ? 255 : pt->max_rd_atomic);
-    a.min_rnr_timer = 12; /* perftest's value: 0.64 ms */
-    a.ah_attr.is_global = 1;
-    memcpy(a.ah_attr.grh.dgid.raw, pt->peer.gid, 16);
-    a.ah_attr.grh.sgid_index = 0;
-    a.ah_attr.grh.hop_limit = 64;
-    a.ah_attr.dlid = pt->peer.lid;
-    a.ah_attr.port_num = PT_PORT;
-    err = ibv_modify_qp(pt->qp, &a,
-                        IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                            IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
-    if (err) {
-        fprintf(stderr, "%s: modify_qp RTR: %s\n", pt->prog, strerror(err));
-        return 1;
-    }
-    memset(&a, 0, sizeof(a));
-    a.qp_state = IBV_QPS_RTS;
-    a.timeout = 14;  /* perftest default: 4.096 us * 2^14 = 67 ms */
-    a.retry_cnt = 7; /* perftest default */
-    a.rnr_retry = 7; /* infinite, as perftest */
-    a.sq_psn = pt->local.psn;
-    a.max_rd_atomic = (uint8_t)(pt->max_rd_atomic > 255 ? 255 : pt->max_rd_atomic);
-    err = ibv_modify_qp(pt->qp, &a,
-                        IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                            IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
-    if (err) {
-        fprintf(stderr, "%s: modify_qp RTS: %s\n", pt->prog, strerror(err));
-        return 1;
-    }
-    return 0;
-}
-
-/* Exchange connection data with the peer and connect the QP. */
+/* Exchange connection data with the peer and connect the QP
+ * (RESET -> INIT -> RTR -> RTS). */
 static int pt_exchange(struct pt *pt)
 {
-    char key[PT_KEY_MAX];
-    uint8_t wire[PT_INFO_BYTES];
-    pt->local.qpn = pt->qp->qp_num;
-    /* Deterministic 24-bit PSN (perftest draws one at random). */
-    pt->local.psn = (pt->qp->qp_num * 2654435761u + (uint32_t)pt->o.role) & 0xffffffu;
-    pt->local.rkey = pt->mr->rkey;
-    pt->local.lid = pt->port.lid;
-    memcpy(pt->local.gid, pt->gid.raw, 16);
-    pt->local.addr = (uint64_t)(uintptr_t)pt->buf;
-    pt->local.buf_bytes = pt->buf_bytes;
-    pt->local.opts_hash = pt_opts_hash(&pt->o);
-    pt->local.atomic_ok = pt->atomic_ok;
-    pt_info_encode(&pt->local, wire);
-    snprintf(key, sizeof(key), "%s/%s", pt->o.name, pt_role_names[pt->o.role]);
-    if (host_oob_put(key, wire, sizeof(wire)) != 0) {
-        fprintf(stderr, "%s: out-of-band put %s failed: %s\n", pt->prog, key, strerror(errno));
+    struct rc_conn *c = &pt->conn;
+    if (rc_conn_exchange(c, pt_opts_hash(&pt->o), pt->atomic_ok))
         return 1;
-    }
-    snprintf(key, sizeof(key), "%s/%s", pt->o.name, pt_peer_role(pt));
-    if (host_oob_get(key, wire, sizeof(wire)) != 0) {
-        fprintf(stderr, "%s: out-of-band get %s failed: %s\n", pt->prog, key, strerror(errno));
-        return 1;
-    }
-    pt_info_decode(wire, &pt->peer);
-    if (pt->peer.opts_hash != pt->local.opts_hash) {
+    if (c->peer.opts_hash != c->local.opts_hash) {
         fprintf(stderr, "%s: server and client were given different test options\n", pt->prog);
         return 1;
     }
-    if (pt->peer.buf_bytes != pt->buf_bytes) {
+    if (c->peer.buf_bytes != c->buf_bytes) {
         fprintf(stderr, "%s: peer buffer is %" PRIu64 " bytes, expected %zu\n", pt->prog,
-                pt->peer.buf_bytes, pt->buf_bytes);
+                c->peer.buf_bytes, c->buf_bytes);
         return 1;
     }
-    pt->atomic_ok = pt->atomic_ok && pt->peer.atomic_ok;
-    return pt_connect(pt);
-}
-
-static void pt_close(struct pt *pt)
-{
-    if (pt->qp)
-        ibv_destroy_qp(pt->qp);
-    if (pt->scq)
-        ibv_destroy_cq(pt->scq);
-    if (pt->rcq)
-        ibv_destroy_cq(pt->rcq);
-    if (pt->mr)
-        ibv_dereg_mr(pt->mr);
-    if (pt->pd)
-        ibv_dealloc_pd(pt->pd);
-    if (pt->ctx)
-        ibv_close_device(pt->ctx);
-    free(pt->buf);
+    pt->atomic_ok = pt->atomic_ok && c->peer.atomic_ok;
+    uint8_t rd_atomic = (uint8_t)(pt->max_rd_atomic > 255 ? 255 : pt->max_rd_atomic);
+    return rc_conn_connect(c, pt_access(pt), rd_atomic) ? 1 : 0;
 }
 
 /* ------------------------------------------------------------ data path */
@@ -777,7 +484,7 @@ static int pt_poll_send(struct pt *pt, struct pt_sender *s)
     struct ibv_wc wc[PT_POLL_BATCH];
     int n;
     do {
-        n = ibv_poll_cq(pt->scq, PT_POLL_BATCH, wc);
+        n = ibv_poll_cq(pt->conn.scq, PT_POLL_BATCH, wc);
     } while (n == 0);
     if (n < 0) {
         fprintf(stderr, "%s: ibv_poll_cq failed\n", pt->prog);
@@ -816,7 +523,7 @@ static int pt_post(struct pt *pt, struct pt_sender *s, struct ibv_send_wr *wr)
     if (k % s->cq_mod == 0 || k == s->total)
         wr->send_flags |= IBV_SEND_SIGNALED;
     struct ibv_send_wr *bad = NULL;
-    int err = ibv_post_send(pt->qp, wr, &bad);
+    int err = ibv_post_send(pt->conn.qp, wr, &bad);
     if (err) {
         fprintf(stderr, "%s: ibv_post_send: %s\n", pt->prog, strerror(err));
         return 1;
@@ -838,11 +545,11 @@ static int pt_drain(struct pt *pt, struct pt_sender *s)
 static int pt_post_recvs(struct pt *pt)
 {
     while (pt->rq_posted < pt->rx_depth) {
-        struct ibv_sge sge = {.addr = (uint64_t)(uintptr_t)(pt->buf + pt->rx_off),
+        struct ibv_sge sge = {.addr = (uint64_t)(uintptr_t)(pt->conn.buf + pt->rx_off),
                               .length = (uint32_t)pt->max_size,
-                              .lkey = pt->mr->lkey};
+                              .lkey = pt->conn.mr->lkey};
         struct ibv_recv_wr wr = {.wr_id = 0, .sg_list = &sge, .num_sge = 1}, *bad = NULL;
-        int err = ibv_post_recv(pt->qp, &wr, &bad);
+        int err = ibv_post_recv(pt->conn.qp, &wr, &bad);
         if (err) {
             fprintf(stderr, "%s: ibv_post_recv: %s\n", pt->prog, strerror(err));
             return 1;
@@ -859,7 +566,7 @@ static int pt_poll_recv(struct pt *pt, uint64_t size, uint64_t *received)
     struct ibv_wc wc[PT_POLL_BATCH];
     int n;
     do {
-        n = ibv_poll_cq(pt->rcq, PT_POLL_BATCH, wc);
+        n = ibv_poll_cq(pt->conn.rcq, PT_POLL_BATCH, wc);
     } while (n == 0);
     if (n < 0) {
         fprintf(stderr, "%s: ibv_poll_cq failed\n", pt->prog);
@@ -880,7 +587,7 @@ static int pt_poll_recv(struct pt *pt, uint64_t size, uint64_t *received)
 }
 
 /* Pattern byte j of the message a `writer` sends in (test, mode, size #si). */
-static uint8_t pt_pattern(enum pt_test t, enum pt_mode m, unsigned si, enum pt_role writer,
+static uint8_t pt_pattern(enum pt_test t, enum pt_mode m, unsigned si, enum rc_conn_role writer,
                           size_t j)
 {
     uint32_t salt = ((uint32_t)t * 2u + (uint32_t)m) * 131u + si * 17u + (uint32_t)writer * 101u;
@@ -888,7 +595,7 @@ static uint8_t pt_pattern(enum pt_test t, enum pt_mode m, unsigned si, enum pt_r
 }
 
 static void pt_fill(uint8_t *p, size_t size, enum pt_test t, enum pt_mode m, unsigned si,
-                    enum pt_role writer)
+                    enum rc_conn_role writer)
 {
     for (size_t j = 0; j < size; j++)
         p[j] = pt_pattern(t, m, si, writer, j);
@@ -897,7 +604,7 @@ static void pt_fill(uint8_t *p, size_t size, enum pt_test t, enum pt_mode m, uns
 /* Check p[0..size) against the writer's pattern; if last_byte >= 0 the last
  * byte must equal it instead (latency sequence byte).  Returns 0 or 2. */
 static int pt_verify(const struct pt *pt, const volatile uint8_t *p, size_t size, enum pt_test t,
-                     enum pt_mode m, unsigned si, enum pt_role writer, int last_byte)
+                     enum pt_mode m, unsigned si, enum rc_conn_role writer, int last_byte)
 {
     for (size_t j = 0; j < size; j++) {
         uint8_t want = pt_pattern(t, m, si, writer, j);
@@ -935,30 +642,30 @@ static void pt_wr_init(struct pt *pt, const struct pt_run *r, struct ibv_sge *sg
 {
     memset(sge, 0, sizeof(*sge));
     memset(wr, 0, sizeof(*wr));
-    sge->lkey = pt->mr->lkey;
+    sge->lkey = pt->conn.mr->lkey;
     sge->length = (uint32_t)r->size;
     wr->sg_list = sge;
     wr->num_sge = 1;
     wr->opcode = pt_tests[r->test].opcode;
     switch (r->test) {
     case PT_WRITE:
-        sge->addr = (uint64_t)(uintptr_t)pt->buf;
-        wr->wr.rdma.remote_addr = pt->peer.addr + pt->rx_off;
-        wr->wr.rdma.rkey = pt->peer.rkey;
+        sge->addr = (uint64_t)(uintptr_t)pt->conn.buf;
+        wr->wr.rdma.remote_addr = pt->conn.peer.addr + pt->rx_off;
+        wr->wr.rdma.rkey = pt->conn.peer.rkey;
         break;
     case PT_READ:
-        sge->addr = (uint64_t)(uintptr_t)(pt->buf + pt->rx_off);
-        wr->wr.rdma.remote_addr = pt->peer.addr;
-        wr->wr.rdma.rkey = pt->peer.rkey;
+        sge->addr = (uint64_t)(uintptr_t)(pt->conn.buf + pt->rx_off);
+        wr->wr.rdma.remote_addr = pt->conn.peer.addr;
+        wr->wr.rdma.rkey = pt->conn.peer.rkey;
         break;
     case PT_SEND:
-        sge->addr = (uint64_t)(uintptr_t)pt->buf;
+        sge->addr = (uint64_t)(uintptr_t)pt->conn.buf;
         break;
     case PT_ATOMIC:
-        sge->addr = (uint64_t)(uintptr_t)(pt->buf + pt->atom_off + 8);
+        sge->addr = (uint64_t)(uintptr_t)(pt->conn.buf + pt->atom_off + 8);
         sge->length = 8;
-        wr->wr.atomic.remote_addr = pt->peer.addr + pt->atom_off;
-        wr->wr.atomic.rkey = pt->peer.rkey;
+        wr->wr.atomic.remote_addr = pt->conn.peer.addr + pt->atom_off;
+        wr->wr.atomic.rkey = pt->conn.peer.rkey;
         wr->wr.atomic.compare_add = 1;
         break;
     case PT_TEST_COUNT:
@@ -971,10 +678,10 @@ static void pt_wr_init(struct pt *pt, const struct pt_run *r, struct ibv_sge *sg
 /* Ping-pong over RDMA WRITE (both sides) or SEND/RECV. */
 static int pt_run_pingpong(struct pt *pt, struct pt_run *r)
 {
-    bool client = pt->o.role == PT_ROLE_CLIENT;
+    bool client = pt->o.role == RC_CONN_ROLE_CLIENT;
     uint64_t total = pt->o.warmup + r->iters;
     size_t last = (size_t)r->size - 1;
-    const volatile uint8_t *poll_byte = pt->buf + pt->rx_off + last;
+    const volatile uint8_t *poll_byte = pt->conn.buf + pt->rx_off + last;
     struct ibv_sge sge;
     struct ibv_send_wr wr;
     struct pt_sender s;
@@ -996,7 +703,7 @@ static int pt_run_pingpong(struct pt *pt, struct pt_run *r)
                     host_relax();
             }
         }
-        pt->buf[last] = seq;
+        pt->conn.buf[last] = seq;
         if ((rc = pt_post(pt, &s, &wr)) != 0)
             return rc;
         if (client) {
@@ -1016,16 +723,16 @@ static int pt_run_pingpong(struct pt *pt, struct pt_run *r)
     if ((rc = pt_drain(pt, &s)) != 0)
         return rc;
     /* Each side checks the last message it received from the peer. */
-    enum pt_role peer = client ? PT_ROLE_SERVER : PT_ROLE_CLIENT;
-    return pt_verify(pt, pt->buf + pt->rx_off, (size_t)r->size, r->test, r->mode, r->size_index,
-                     peer, pt_seq(total - 1));
+    enum rc_conn_role peer = client ? RC_CONN_ROLE_SERVER : RC_CONN_ROLE_CLIENT;
+    return pt_verify(pt, pt->conn.buf + pt->rx_off, (size_t)r->size, r->test, r->mode,
+                     r->size_index, peer, pt_seq(total - 1));
 }
 
 /* READ or FETCH_AND_ADD latency: one outstanding operation (client only). */
 static int pt_run_rd_lat(struct pt *pt, struct pt_run *r)
 {
     uint64_t total = pt->o.warmup + r->iters;
-    volatile uint64_t *fetched = (volatile uint64_t *)(void *)(pt->buf + pt->atom_off + 8);
+    volatile uint64_t *fetched = (volatile uint64_t *)(void *)(pt->conn.buf + pt->atom_off + 8);
     struct ibv_sge sge;
     struct ibv_send_wr wr;
     struct pt_sender s;
@@ -1078,7 +785,7 @@ static int pt_run_bw_client(struct pt *pt, struct pt_run *r)
     if (r->test == PT_ATOMIC) { /* responses land in order: the last wins */
         uint64_t want = pt->o.warmup + r->iters - 1;
         uint64_t got;
-        memcpy(&got, pt->buf + pt->atom_off + 8, 8);
+        memcpy(&got, pt->conn.buf + pt->atom_off + 8, 8);
         if (got != want) {
             fprintf(stderr,
                     "%s: VERIFY FAILED: last FETCH_AND_ADD returned %" PRIu64 ", expected %" PRIu64
@@ -1093,8 +800,8 @@ static int pt_run_bw_client(struct pt *pt, struct pt_run *r)
 /* Run one size of one (test, mode) on this side and check what arrived. */
 static int pt_run_side(struct pt *pt, struct pt_run *r)
 {
-    bool client = pt->o.role == PT_ROLE_CLIENT;
-    enum pt_role peer = client ? PT_ROLE_SERVER : PT_ROLE_CLIENT;
+    bool client = pt->o.role == RC_CONN_ROLE_CLIENT;
+    enum rc_conn_role peer = client ? RC_CONN_ROLE_SERVER : RC_CONN_ROLE_CLIENT;
     if (r->mode == PT_LAT) {
         if (r->test == PT_WRITE || r->test == PT_SEND)
             return pt_run_pingpong(pt, r);
@@ -1103,7 +810,7 @@ static int pt_run_side(struct pt *pt, struct pt_run *r)
     if (client) {
         int rc = pt_run_bw_client(pt, r);
         if (rc == 0 && r->test == PT_READ)
-            rc = pt_verify(pt, pt->buf + pt->rx_off, (size_t)r->size, r->test, r->mode,
+            rc = pt_verify(pt, pt->conn.buf + pt->rx_off, (size_t)r->size, r->test, r->mode,
                            r->size_index, peer, -1);
         return rc;
     }
@@ -1121,11 +828,11 @@ static int pt_run_side(struct pt *pt, struct pt_run *r)
 /* Checks the server can only make after the client finished (barrier). */
 static int pt_verify_after(struct pt *pt, const struct pt_run *r)
 {
-    if (pt->o.role != PT_ROLE_SERVER)
+    if (pt->o.role != RC_CONN_ROLE_SERVER)
         return 0;
     if (r->test == PT_ATOMIC) { /* every FETCH_AND_ADD added one */
         uint64_t want = pt->o.warmup + r->iters, got;
-        memcpy(&got, pt->buf + pt->atom_off, 8);
+        memcpy(&got, pt->conn.buf + pt->atom_off, 8);
         if (got != want) {
             fprintf(stderr,
                     "%s: VERIFY FAILED: atomic %s counter is %" PRIu64 ", expected %" PRIu64 "\n",
@@ -1135,18 +842,18 @@ static int pt_verify_after(struct pt *pt, const struct pt_run *r)
         return 0;
     }
     if (r->mode == PT_BW && (r->test == PT_WRITE || r->test == PT_SEND))
-        return pt_verify(pt, pt->buf + pt->rx_off, (size_t)r->size, r->test, r->mode, r->size_index,
-                         PT_ROLE_CLIENT, -1);
+        return pt_verify(pt, pt->conn.buf + pt->rx_off, (size_t)r->size, r->test, r->mode,
+                         r->size_index, RC_CONN_ROLE_CLIENT, -1);
     return 0;
 }
 
 /* Prepare buffers for one run (before the start barrier). */
 static int pt_prepare(struct pt *pt, const struct pt_run *r)
 {
-    enum pt_role me = pt->o.role;
-    memset(pt->buf + pt->rx_off, 0, pt->max_size);
-    memset(pt->buf + pt->atom_off, 0, 64);
-    pt_fill(pt->buf, (size_t)r->size, r->test, r->mode, r->size_index, me);
+    enum rc_conn_role me = pt->o.role;
+    memset(pt->conn.buf + pt->rx_off, 0, pt->max_size);
+    memset(pt->conn.buf + pt->atom_off, 0, 64);
+    pt_fill(pt->conn.buf, (size_t)r->size, r->test, r->mode, r->size_index, me);
     if (r->test == PT_SEND)
         return pt_post_recvs(pt);
     return 0;
@@ -1172,7 +879,7 @@ static uint64_t pt_percentile(const uint64_t *v, uint64_t n, unsigned pct)
 static void pt_print_header(const struct pt *pt, enum pt_test t, enum pt_mode m)
 {
     printf("\n %s %s test (%s)  mtu %u  tx-depth %u  cq-mod %u  inline %u\n", pt_tests[t].title,
-           m == PT_LAT ? "Latency" : "BW", pt->o.name, pt_mtu_bytes(pt->mtu), pt->o.tx_depth,
+           m == PT_LAT ? "Latency" : "BW", pt->o.name, pt_mtu_bytes(pt->conn.mtu), pt->o.tx_depth,
            pt->o.cq_mod,
            pt_inline_for(pt, t) < pt->max_inline_bytes ? pt_inline_for(pt, t)
                                                        : pt->max_inline_bytes);
@@ -1235,7 +942,7 @@ static uint64_t pt_bw_iters(const struct pt_opts *o, uint64_t size)
 /* Every size of one (test, mode), in lockstep with the peer. */
 static int pt_run_test(struct pt *pt, enum pt_test t, enum pt_mode m)
 {
-    bool client = pt->o.role == PT_ROLE_CLIENT;
+    bool client = pt->o.role == RC_CONN_ROLE_CLIENT;
     uint64_t fixed[1] = {pt_tests[t].fixed_size_bytes};
     const uint64_t *sizes = fixed[0] ? fixed : pt->o.sizes;
     unsigned nsizes = fixed[0] ? 1 : pt->o.nsizes;
@@ -1244,13 +951,13 @@ static int pt_run_test(struct pt *pt, enum pt_test t, enum pt_mode m)
     for (unsigned si = 0; si < nsizes; si++) {
         struct pt_run r = {.test = t, .mode = m, .size_index = si, .size = sizes[si]};
         r.iters = m == PT_LAT ? pt->o.iters : pt_bw_iters(&pt->o, r.size);
-        if (r.size > pt->port.max_msg_sz && pt->port.max_msg_sz) {
+        if (r.size > pt->conn.port.max_msg_sz && pt->conn.port.max_msg_sz) {
             if (client)
                 printf(" %10" PRIu64 "  skipped: larger than the port's max message\n", r.size);
             continue;
         }
         int rc = pt_prepare(pt, &r);
-        int peer_rc = pt_barrier(pt, rc);
+        int peer_rc = rc_conn_barrier(&pt->conn, rc, 1);
         if (rc == 0 && peer_rc == 0 && m == PT_LAT && client) {
             r.samples_ns = calloc((size_t)r.iters, sizeof(uint64_t));
             if (!r.samples_ns) {
@@ -1260,10 +967,10 @@ static int pt_run_test(struct pt *pt, enum pt_test t, enum pt_mode m)
         }
         if (rc == 0 && peer_rc == 0)
             rc = pt_run_side(pt, &r);
-        peer_rc = peer_rc ? peer_rc : pt_barrier(pt, rc);
+        peer_rc = peer_rc ? peer_rc : rc_conn_barrier(&pt->conn, rc, 1);
         if (rc == 0 && peer_rc == 0) {
             rc = pt_verify_after(pt, &r);
-            peer_rc = pt_barrier(pt, rc);
+            peer_rc = rc_conn_barrier(&pt->conn, rc, 1);
         }
         if (rc == 0 && peer_rc == 0 && client)
             pt_report(&r);
@@ -1271,7 +978,8 @@ static int pt_run_test(struct pt *pt, enum pt_test t, enum pt_mode m)
         if (rc || peer_rc) {
             if (peer_rc && !rc)
                 fprintf(stderr, "%s: the %s failed (%s %s, %" PRIu64 " bytes)\n", pt->prog,
-                        pt_peer_role(pt), pt_tests[t].name, pt_mode_names[m], r.size);
+                        rc_conn_peer_role_name(pt->o.role), pt_tests[t].name, pt_mode_names[m],
+                        r.size);
             return rc > peer_rc ? rc : peer_rc;
         }
     }
@@ -1289,19 +997,20 @@ int perftest_main(int argc, char **argv)
         return rc < 0 ? 0 : rc;
     }
     pt->prog = argc > 0 && argv[0] ? argv[0] : "perftest";
+    rc_conn_init(&pt->conn, pt->prog, pt->o.role, pt->o.name);
 
     rc = pt_open(pt);
     if (rc == 0)
         rc = pt_exchange(pt);
     if (rc == 0) {
-        int peer_rc = pt_barrier(pt, 0); /* both QPs are in RTS */
+        int peer_rc = rc_conn_barrier(&pt->conn, 0, 1); /* both QPs are in RTS */
         rc = peer_rc ? 1 : 0;
     }
     for (int t = 0; rc == 0 && t < PT_TEST_COUNT; t++) {
         if (!pt->o.tests[t])
             continue;
         if (t == PT_ATOMIC && !pt->atomic_ok) {
-            if (pt->o.role == PT_ROLE_CLIENT)
+            if (pt->o.role == RC_CONN_ROLE_CLIENT)
                 printf("\n atomic: not supported by the device, skipped\n");
             continue;
         }
@@ -1310,10 +1019,10 @@ int perftest_main(int argc, char **argv)
                 rc = pt_run_test(pt, (enum pt_test)t, (enum pt_mode)m);
     }
     if (rc == 0) {
-        rc = pt_barrier(pt, 0) ? 1 : 0; /* peer done before we tear down */
-        printf("%s %s: done\n", pt->prog, pt_role_names[pt->o.role]);
+        rc = rc_conn_barrier(&pt->conn, 0, 1) ? 1 : 0; /* peer done before we tear down */
+        printf("%s %s: done\n", pt->prog, rc_conn_role_name(pt->o.role));
     }
-    pt_close(pt);
+    rc_conn_close(&pt->conn);
     free(pt);
     return rc;
 }
