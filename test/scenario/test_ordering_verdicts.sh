@@ -124,4 +124,18 @@ verdict ar_flag_again flag $A >/dev/null
 check "ib-ar flag: same command, byte-identical JSON" \
     "cmp -s '$scratch/ar_flag.json' '$scratch/ar_flag_again.json'"
 
+# Lossy, corrupting links (the fabric's own knobs, end to end): RC still
+# delivers every litmus message exactly once and in order, while the fabric
+# really dropped packets and RC really resent out of PSN order.
+for p in last_byte flag; do
+    "$bin" check-order "$src/scenarios/litmus/$p.yaml" --runs 3 --set topology.link.loss=1% \
+        --set topology.link.corrupt=0.5% >"$scratch/lossy_$p.out" 2>&1
+    rc=$?
+    check "lossy links, $p: clean (exit $rc)" "[ $rc -eq 0 ]"
+    check "lossy links, $p: 3000 messages checked" \
+        "grep -q 'clean: 3 runs (seeds 1..3), 3000 messages checked' '$scratch/lossy_$p.out'"
+    check "lossy links, $p: packets were dropped and resent out of order" \
+        "grep -Eq 'reorderings observed: [1-9][0-9]* packets out of PSN order, .*\(([1-9][0-9]*) packets dropped\)' '$scratch/lossy_$p.out'"
+done
+
 finish

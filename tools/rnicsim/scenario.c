@@ -48,6 +48,7 @@
 #define DEFAULT_SWITCH_BUFFER_BYTES ((uint64_t)1 << 20)
 #define MAX_HOSTS 4096
 #define MAX_SPINES 1024
+#define MAX_LEAF_SPINE_CABLES 65536
 #define MIN_STACK_BYTES ((uint64_t)64 * 1024)
 #define MAX_STACK_BYTES ((uint64_t)1 << 30)
 
@@ -290,6 +291,14 @@ static int read_topology(struct scenario *s, struct cfg_node *root, struct name_
                               "got %llu",
                               (unsigned long long)(MAX_HOSTS / l), MAX_HOSTS,
                               (unsigned long long)h);
+        /* Route tables hold a port set per destination in every switch,
+         * so set-up grows with switches x hosts; 65536 leaf-spine cables
+         * (e.g. 256 x 256) build in seconds, far larger ones do not. */
+        if (l * sp > MAX_LEAF_SPINE_CABLES)
+            return cfg_errorf(err, sn,
+                              "'topology.spines': leaves x spines = %llu cables, more than the "
+                              "%d this model builds in reasonable time",
+                              (unsigned long long)(l * sp), MAX_LEAF_SPINE_CABLES);
         if (hosts && cfg_node_u64(hosts, &n, err))
             return -1;
         if (hosts && n != l * h)
