@@ -140,6 +140,7 @@ void rc_conn_init(struct rc_conn *c, const char *prog, enum rc_conn_role role, c
     c->prog = prog;
     c->role = role;
     c->name = name;
+    c->qp_type = IBV_QPT_RC;
 }
 
 int rc_conn_open_device(struct rc_conn *c)
@@ -228,7 +229,7 @@ int rc_conn_create_qp(struct rc_conn *c, uint32_t max_send_wr, uint32_t max_recv
                     .max_send_sge = 1,
                     .max_recv_sge = 1,
                     .max_inline_data = attempt == 0 ? want_inline : 0},
-            .qp_type = IBV_QPT_RC,
+            .qp_type = c->qp_type,
         };
         c->qp = ibv_create_qp(c->pd, &ia);
         if (c->qp && got_inline)
@@ -294,31 +295,37 @@ int rc_conn_connect(struct rc_conn *c, int access, uint8_t rd_atomic)
     a.path_mtu = c->mtu;
     a.dest_qp_num = c->peer.qpn;
     a.rq_psn = c->peer.psn;
-    a.max_dest_rd_atomic = rd_atomic;
-    a.min_rnr_timer = 12; /* perftest's value: 0.64 ms */
+    bool rc = c->qp_type != IBV_QPT_UC;
+    if (rc) {
+        a.max_dest_rd_atomic = rd_atomic;
+        a.min_rnr_timer = 12; /* perftest's value: 0.64 ms */
+    }
     a.ah_attr.is_global = 1;
     memcpy(a.ah_attr.grh.dgid.raw, c->peer.gid, 16);
     a.ah_attr.grh.sgid_index = 0;
     a.ah_attr.grh.hop_limit = 64;
     a.ah_attr.dlid = c->peer.lid;
     a.ah_attr.port_num = RC_CONN_PORT;
-    err = ibv_modify_qp(c->qp, &a,
-                        IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                            IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+    int mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
+    if (rc) /* UC rows of the kernel's qp_state_table have neither */
+        mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+    err = ibv_modify_qp(c->qp, &a, mask);
     if (err) {
         fprintf(stderr, "%s: modify_qp RTR: %s\n", c->prog, strerror(err));
         return -1;
     }
     memset(&a, 0, sizeof(a));
     a.qp_state = IBV_QPS_RTS;
-    a.timeout = 14;  /* perftest default: 4.096 us * 2^14 = 67 ms */
-    a.retry_cnt = 7; /* perftest default */
-    a.rnr_retry = 7; /* infinite, as perftest */
     a.sq_psn = c->local.psn;
-    a.max_rd_atomic = rd_atomic;
-    err = ibv_modify_qp(c->qp, &a,
-                        IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                            IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+    mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
+    if (rc) {
+        a.timeout = 14;  /* perftest default: 4.096 us * 2^14 = 67 ms */
+        a.retry_cnt = 7; /* perftest default */
+        a.rnr_retry = 7; /* infinite, as perftest */
+        a.max_rd_atomic = rd_atomic;
+        mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+    }
+    err = ibv_modify_qp(c->qp, &a, mask);
     if (err) {
         fprintf(stderr, "%s: modify_qp RTS: %s\n", c->prog, strerror(err));
         return -1;

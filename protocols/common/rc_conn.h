@@ -1,4 +1,4 @@
-/* One RC queue pair between a server and a client program, connected out of
+/* One RC (or UC) queue pair between a server and a client program, connected out of
  * band: the part of the protocol drivers (perftest, litmus) that does not
  * depend on what they send.
  *
@@ -57,6 +57,7 @@ struct rc_conn {
     size_t buf_bytes;
     struct rc_conn_info local, peer;
     uint32_t sync_seq;
+    enum ibv_qp_type qp_type; /* IBV_QPT_RC (rc_conn_init) or IBV_QPT_UC */
 };
 
 const char *rc_conn_role_name(enum rc_conn_role role);
@@ -93,7 +94,7 @@ int rc_conn_alloc_buf(struct rc_conn *c, size_t bytes);
 /* PD, and the whole buffer registered with `access`. */
 int rc_conn_create_pd_mr(struct rc_conn *c, int access);
 int rc_conn_create_cqs(struct rc_conn *c, uint32_t send_depth, uint32_t recv_depth);
-/* The RC QP (state RESET).  When want_inline is refused, retries once
+/* The QP of type c->qp_type (state RESET).  When want_inline is refused, retries once
  * without inline; the granted inline size goes to *got_inline unless NULL. */
 int rc_conn_create_qp(struct rc_conn *c, uint32_t max_send_wr, uint32_t max_recv_wr,
                       uint32_t want_inline, uint32_t *got_inline);
@@ -101,7 +102,9 @@ int rc_conn_create_qp(struct rc_conn *c, uint32_t max_send_wr, uint32_t max_recv
  * The caller checks opts_hash and whatever else must match. */
 int rc_conn_exchange(struct rc_conn *c, uint32_t opts_hash, uint8_t atomic_ok);
 /* RESET -> INIT -> RTR -> RTS with the masks the kernel requires for RC;
- * rd_atomic is both max_dest_rd_atomic and max_rd_atomic. */
+ * rd_atomic is both max_dest_rd_atomic and max_rd_atomic.  A UC QP gets
+ * the UC masks: no RDMA-read/atomic depths, RNR timer, timeout or retry
+ * counts (rd_atomic is ignored). */
 int rc_conn_connect(struct rc_conn *c, int access, uint8_t rd_atomic);
 /* Barrier with the peer that also exchanges a status word.  Returns the
  * peer's status, or on_error if the exchange itself failed. */

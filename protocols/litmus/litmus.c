@@ -1,4 +1,5 @@
-/* Ordering litmus protocols over one RC queue pair (docs/ordering.md).
+/* Ordering litmus protocols over one RC (--qp=uc: UC) queue pair
+ * (docs/ordering.md).
  *
  * A client (the sender) sends --messages messages through a ring of --slots
  * fixed-size slots in the server's (the receiver's) memory; message i
@@ -26,6 +27,9 @@
  *                receive completion (write slot, IMM).  Needs nothing.
  *   send         SEND into a pre-posted receive per slot; the receiver waits
  *                for the completion (send/recv).  Needs nothing.
+ *   send-in-order  like send, but the receiver takes the completions in
+ *                sequence (the next one must be the next message).  Needs
+ *                in-order messages.
  *
  * and two deliberately broken ones (negative controls that must fail even
  * on an in-order transport, so the checker's failure path is exercised):
@@ -42,7 +46,14 @@
  * Flow control: the sender has at most --slots messages not yet consumed;
  * the receiver zeroes a consumed slot (so that nothing of an old message can
  * pass for a new one), reposts its receive, and every slots/2 messages
- * RDMA-WRITEs its consumed count into the sender's credit word.
+ * RDMA-WRITEs its consumed count into the sender's credit word
+ * (--credits=send: SENDs it into one of the receives the sender keeps
+ * posted; EFA SRD has no WRITE, and may deliver credits out of order, so
+ * the sender keeps the largest).
+ *
+ * --timeout-us=N (UC loses messages): the receiver reports message N as a
+ * violation ("never arrived", check 6) when nothing arrives for N us; the
+ * sender stops after 2N us without a credit.
  *
  * On the first invalid message the receiver prints one line
  * "<prog> server: VIOLATION: ..." on stderr, reports it as a row of the
@@ -85,6 +96,11 @@
 #define LT_CQ_MOD 32u          /* signal every 32nd WR: half perftest's cq-mod 64 */
 #define LT_POLL_BATCH 16       /* CQEs taken per ibv_poll_cq */
 #define LT_ABORT UINT64_MAX    /* credit value meaning "the receiver stopped" */
+/* --credits=send: receives the client keeps posted.  The receiver sends at
+ * most slots/(slots/2) + 2 credits (and one abort) that the client has not
+ * yet polled: it only consumes messages the client's last credit allowed. */
+#define LT_CREDIT_RECVS(slots) ((slots) + 4u)
+#define LT_SPIN_NS 100u /* estimate: one turn of a polling loop, ~ a DRAM miss */
 #define LT_EXIT_VIOLATION 1
 #define LT_EXIT_ERROR 2
 /* The buffer and the QP: the peer only WRITEs (and SENDs) into it. */
@@ -105,6 +121,7 @@ enum lt_proto {
     LT_FLAG_FIRST,
     LT_IMM,
     LT_SEND,
+    LT_SEND_IN_ORDER,
     LT_PROTO_COUNT
 };
 
@@ -117,6 +134,7 @@ struct lt_proto_info {
     bool bell;                     /* an 8-byte bell WRITE per message */
     bool bell_first;               /* broken: the bell is posted before the data */
     bool flag_last;                /* the message's last byte is the flag */
+    bool in_order;                 /* CQE protocol that takes completions in sequence */
     bool broken;                   /* a negative control */
 };
 
@@ -153,11 +171,25 @@ static const struct lt_proto_info lt_protos[LT_PROTO_COUNT] = {
                  .notify = LT_NOTIFY_CQE,
                  .opcode = IBV_WR_SEND,
                  .recv_wc_op = IBV_WC_RECV},
+    [LT_SEND_IN_ORDER] = {.name = "send-in-order",
+                          .needs = "in-order messages",
+                          .notify = LT_NOTIFY_CQE,
+                          .opcode = IBV_WR_SEND,
+                          .recv_wc_op = IBV_WC_RECV,
+                          .in_order = true},
 };
 
 /* What a receiver found wrong with a message (the "check" column of the
  * order_violation row). */
-enum lt_check { LT_OK, LT_BAD_SEQ, LT_BAD_LEN, LT_BAD_CSUM, LT_BAD_FLAG, LT_BAD_CQE };
+enum lt_check {
+    LT_OK,
+    LT_BAD_SEQ,
+    LT_BAD_LEN,
+    LT_BAD_CSUM,
+    LT_BAD_FLAG,
+    LT_BAD_CQE,
+    LT_MISSING /* --timeout-us: the message never arrived */
+};
 static const char *const lt_check_names[] = {
     [LT_OK] = "ok",
     [LT_BAD_SEQ] = "sequence number",
@@ -165,6 +197,13 @@ static const char *const lt_check_names[] = {
     [LT_BAD_CSUM] = "checksum",
     [LT_BAD_FLAG] = "flag byte",
     [LT_BAD_CQE] = "completion",
+    [LT_MISSING] = "arrival",
+};
+
+/* How the receiver returns credits to the sender. */
+enum lt_credits {
+    LT_CREDITS_WRITE, /* an 8-byte RDMA WRITE into the sender's credit word */
+    LT_CREDITS_SEND,  /* an 8-byte SEND into a receive the sender posted */
 };
 
 struct lt_opts {
@@ -177,6 +216,9 @@ struct lt_opts {
     uint32_t slots;
     uint32_t mtu_bytes; /* 0 = the port's active MTU */
     bool swap_pairs;    /* client: post messages 2,1,4,3,... (emulated reordering) */
+    enum lt_credits credits;
+    bool uc;             /* UC QPs instead of RC */
+    uint64_t timeout_us; /* 0 = wait forever for the next message / credit */
     bool verbose;
 };
 
@@ -197,10 +239,23 @@ struct lt {
      *   credit_off              8 bytes (client: credit word; server: its source)
      *   credit_off + 8          8 bytes (server: the abort marker source) */
     size_t slot_bytes, bells_off, credit_off;
-    uint8_t *expect; /* server: the expected message, for diagnostics */
-    uint64_t *got;   /* server, CQE protocols: got[(seq-1) % slots] = seq once received */
+    uint8_t *expect;  /* server: the expected message, for diagnostics */
+    uint64_t *got;    /* server, CQE protocols: got[(seq-1) % slots] = seq once received */
+    size_t crecv_off; /* client, --credits=send: LT_CREDIT_RECVS x 8-byte receives */
     struct lt_sq sq;
 };
+
+/* The body of a spin loop.  With --timeout-us the loop must see time pass
+ * even when nothing will ever arrive (host_relax parks until memory may have
+ * changed: a lost message would end the run as a deadlock), so it charges
+ * LT_SPIN_NS per turn instead. */
+static void lt_relax(const struct lt *lt)
+{
+    if (lt->o.timeout_us)
+        host_compute(LT_SPIN_NS);
+    else
+        host_relax();
+}
 
 /* ------------------------------------------------------------ message format */
 
@@ -263,8 +318,8 @@ static void lt_fill(uint8_t *p, uint64_t seq, uint32_t size, bool flag_last)
 static void lt_usage(const char *prog)
 {
     printf("usage: %s --server | --client [options] [server-host]\n"
-           "  --protocol=P       last-byte, flag, imm, send (correct), or the deliberately\n"
-           "                     broken header-flag, flag-first (default last-byte)\n"
+           "  --protocol=P       last-byte, flag, imm, send, send-in-order (correct), or the\n"
+           "                     deliberately broken header-flag, flag-first (default last-byte)\n"
            "  --name=PAIR        out-of-band key prefix (default litmus)\n"
            "  --messages=N       messages to send and check (default 1000)\n"
            "  --sizes=LIST       message sizes, used in turn, >= 16 (default 64,4096,16384)\n"
@@ -272,6 +327,11 @@ static void lt_usage(const char *prog)
            "  --mtu=BYTES        256..4096 (default: the port's active MTU)\n"
            "  --swap-pairs       client: post each pair of messages in reverse order, to\n"
            "                     check that a receiver does not rely on message order\n"
+           "  --credits=HOW      write (default): credits return as an RDMA WRITE; send: as\n"
+           "                     SENDs into receives the client posts (EFA has no WRITE)\n"
+           "  --qp=TYPE          rc (default) or uc (unreliable connected)\n"
+           "  --timeout-us=N     receiver: report message N as a violation when nothing\n"
+           "                     arrives for N us (a lost message); 0 = wait forever\n"
            "  --verbose          print a line when every message was valid\n"
            "exit status: 0 all valid, 1 ordering violation, 2 usage/setup/transport error\n",
            prog);
@@ -315,6 +375,9 @@ enum {
     OPT_SLOTS,
     OPT_MTU,
     OPT_SWAP_PAIRS,
+    OPT_CREDITS,
+    OPT_QP,
+    OPT_TIMEOUT_US,
     OPT_VERBOSE,
     OPT_HELP
 };
@@ -333,6 +396,9 @@ static int lt_parse_args(int argc, char **argv, struct lt_opts *o)
         {"slots", required_argument, NULL, OPT_SLOTS},
         {"mtu", required_argument, NULL, OPT_MTU},
         {"swap-pairs", no_argument, NULL, OPT_SWAP_PAIRS},
+        {"credits", required_argument, NULL, OPT_CREDITS},
+        {"qp", required_argument, NULL, OPT_QP},
+        {"timeout-us", required_argument, NULL, OPT_TIMEOUT_US},
         {"verbose", no_argument, NULL, OPT_VERBOSE},
         {"help", no_argument, NULL, OPT_HELP},
         {NULL, 0, NULL, 0},
@@ -386,6 +452,17 @@ static int lt_parse_args(int argc, char **argv, struct lt_opts *o)
         case OPT_SWAP_PAIRS:
             o->swap_pairs = true;
             break;
+        case OPT_CREDITS:
+            ok = strcmp(optarg, "write") == 0 || strcmp(optarg, "send") == 0;
+            o->credits = strcmp(optarg, "send") == 0 ? LT_CREDITS_SEND : LT_CREDITS_WRITE;
+            break;
+        case OPT_QP:
+            ok = strcmp(optarg, "rc") == 0 || strcmp(optarg, "uc") == 0;
+            o->uc = strcmp(optarg, "uc") == 0;
+            break;
+        case OPT_TIMEOUT_US:
+            ok = rc_conn_parse_uint(optarg, 0, UINT32_MAX, &o->timeout_us);
+            break;
         case OPT_VERBOSE:
             o->verbose = true;
             break;
@@ -421,12 +498,14 @@ static int lt_parse_args(int argc, char **argv, struct lt_opts *o)
 /* FNV-1a over the options both sides must agree on. */
 static uint32_t lt_opts_hash(const struct lt_opts *o)
 {
-    uint64_t words[LT_MAX_SIZES + 8];
+    uint64_t words[LT_MAX_SIZES + 10];
     size_t n = 0;
     words[n++] = (uint64_t)o->proto;
     words[n++] = o->messages;
     words[n++] = o->slots;
     words[n++] = o->nsizes;
+    words[n++] = o->credits;
+    words[n++] = o->uc;
     for (unsigned i = 0; i < o->nsizes; i++)
         words[n++] = o->sizes[i];
     return rc_conn_hash_words(words, n);
@@ -448,7 +527,8 @@ static int lt_open(struct lt *lt)
     lt->slot_bytes = ((size_t)max_size + 63) & ~(size_t)63;
     lt->bells_off = lt->slot_bytes * lt->o.slots;
     lt->credit_off = lt->bells_off + 8 * (size_t)lt->o.slots;
-    if (rc_conn_alloc_buf(c, lt->credit_off + 64))
+    lt->crecv_off = lt->credit_off + 16;
+    if (rc_conn_alloc_buf(c, lt->crecv_off + 8 * (size_t)LT_CREDIT_RECVS(lt->o.slots) + 64))
         return LT_EXIT_ERROR;
     if (lt->o.role == RC_CONN_ROLE_SERVER) {
         lt->expect = malloc(lt->slot_bytes);
@@ -461,8 +541,11 @@ static int lt_open(struct lt *lt)
         memcpy(lt->conn.buf + lt->credit_off + 8, &abort_marker, 8);
     }
 
-    if (rc_conn_create_pd_mr(c, LT_ACCESS) || rc_conn_create_cqs(c, LT_SQ_DEPTH, lt->o.slots) ||
-        rc_conn_create_qp(c, LT_SQ_DEPTH, lt->o.slots, 0, NULL))
+    uint32_t recv_depth = lt->o.slots;
+    if (lt->o.role == RC_CONN_ROLE_CLIENT && lt->o.credits == LT_CREDITS_SEND)
+        recv_depth = LT_CREDIT_RECVS(lt->o.slots);
+    if (rc_conn_create_pd_mr(c, LT_ACCESS) || rc_conn_create_cqs(c, LT_SQ_DEPTH, recv_depth) ||
+        rc_conn_create_qp(c, LT_SQ_DEPTH, recv_depth, 0, NULL))
         return LT_EXIT_ERROR;
     return 0;
 }
@@ -478,7 +561,7 @@ static int lt_exchange(struct lt *lt)
         fprintf(stderr, "%s: server and client were given different options\n", lt->prog);
         return LT_EXIT_ERROR;
     }
-    return rc_conn_connect(c, LT_ACCESS, 1) ? LT_EXIT_ERROR : 0;
+    return rc_conn_connect(c, LT_ACCESS, 1) ? LT_EXIT_ERROR : 0; /* UC: rd_atomic unused */
 }
 
 static void lt_close(struct lt *lt)
@@ -600,6 +683,11 @@ static int lt_send_credit(struct lt *lt, uint64_t consumed, bool last)
     else
         memcpy(lt->conn.buf + src, &consumed, 8);
     lt_word_wr(lt, &wr, &sge, src, lt->credit_off);
+    if (lt->o.credits == LT_CREDITS_SEND) {
+        wr.opcode = IBV_WR_SEND;
+        wr.wr.rdma.remote_addr = 0;
+        wr.wr.rdma.rkey = 0;
+    }
     return lt_post(lt, &wr, 1, last);
 }
 
@@ -665,6 +753,11 @@ static int lt_violation(struct lt *lt, const uint8_t *m, const struct lt_seen *s
         snprintf(what, sizeof(what), "flag byte is 0x%02x, expected 0x%02x", s->flag_got,
                  lt_flag(s->seq));
         break;
+    case LT_MISSING:
+        snprintf(what, sizeof(what),
+                 "message %" PRIu64 " never arrived (nothing for %" PRIu64 " us)", s->seq,
+                 lt->o.timeout_us);
+        break;
     case LT_BAD_CQE:
     case LT_OK:
         snprintf(what, sizeof(what), "%s", s->cqe_why);
@@ -696,14 +789,41 @@ static int lt_violation(struct lt *lt, const uint8_t *m, const struct lt_seen *s
     return LT_EXIT_VIOLATION;
 }
 
+/* --timeout-us: how long the receiver has waited for message base + 1. */
+struct lt_wait {
+    uint64_t since_ns; /* the last progress */
+    bool resent;       /* the credit was re-sent during this wait */
+};
+
+/* One turn of the receiver's wait for message base + 1: 0 to keep waiting,
+ * -1 when --timeout-us passed without progress (the message is lost), or
+ * an exit code.  Half-way it re-sends the credit for `base` once: credits
+ * are cumulative, and on UC a lost credit would stall the sender. */
+static int lt_wait_tick(struct lt *lt, struct lt_wait *w, uint64_t base)
+{
+    if (lt->o.timeout_us == 0)
+        return 0;
+    uint64_t waited_ns = host_now_ns() - w->since_ns;
+    if (!w->resent && waited_ns > lt->o.timeout_us * 500u) {
+        w->resent = true;
+        if (base && lt_send_credit(lt, base, false))
+            return LT_EXIT_ERROR;
+    }
+    return waited_ns > lt->o.timeout_us * 1000u ? -1 : 0;
+}
+
 /* Wait for the next receive completion and check it names a message the
- * receiver may get now.  Fills s (seq, slot, size) from the completion. */
-static int lt_wait_cqe(struct lt *lt, uint64_t base, struct lt_seen *s, bool *bad)
+ * receiver may get now.  Fills s (seq, slot, size) from the completion.
+ * -1 when --timeout-us passed without one. */
+static int lt_wait_cqe(struct lt *lt, uint64_t base, struct lt_seen *s, bool *bad,
+                       struct lt_wait *w)
 {
     struct ibv_wc wc;
-    int n;
+    int n, t;
     do {
         n = ibv_poll_cq(lt->conn.rcq, 1, &wc);
+        if (n == 0 && (t = lt_wait_tick(lt, w, base)) != 0)
+            return t;
     } while (n == 0);
     if (n < 0) {
         fprintf(stderr, "%s: ibv_poll_cq failed\n", lt->prog);
@@ -755,9 +875,11 @@ static int lt_run_server(struct lt *lt)
     uint64_t base = 0, bytes = 0; /* messages consumed in sequence */
     uint64_t out_of_order = 0;    /* CQE protocols: completions ahead of the next message */
     uint32_t credit_every = o->slots / 2 ? o->slots / 2 : 1;
+    struct lt_wait w = {.since_ns = host_now_ns()};
     int rc;
     while (base < o->messages) {
         struct lt_seen s = {.seq = base + 1, .flag_got = -1};
+        rc = 0;
         s.slot = lt_slot_of(o, s.seq);
         s.size = lt_size_of(o, s.seq);
         bool bad_cqe = false;
@@ -765,30 +887,43 @@ static int lt_run_server(struct lt *lt)
         switch (lt->p->notify) {
         case LT_NOTIFY_LAST_BYTE: {
             const volatile uint8_t *flag = m + s.size - 1;
-            while (*flag != lt_flag(s.seq))
-                host_relax();
+            while (*flag != lt_flag(s.seq) && (rc = lt_wait_tick(lt, &w, base)) == 0)
+                lt_relax(lt);
             break;
         }
         case LT_NOTIFY_HEADER:
-            while (lt_get32(m) != (uint32_t)s.seq)
-                host_relax();
+            while (lt_get32(m) != (uint32_t)s.seq && (rc = lt_wait_tick(lt, &w, base)) == 0)
+                lt_relax(lt);
             break;
         case LT_NOTIFY_BELL: {
             const volatile uint64_t *bell =
                 (const volatile uint64_t *)(void *)(lt->conn.buf + lt->bells_off +
                                                     8 * (size_t)s.slot);
-            while (*bell != s.seq)
-                host_relax();
+            while (*bell != s.seq && (rc = lt_wait_tick(lt, &w, base)) == 0)
+                lt_relax(lt);
             break;
         }
         case LT_NOTIFY_CQE:
-            if ((rc = lt_wait_cqe(lt, base, &s, &bad_cqe)) != 0)
-                return rc;
+            if ((rc = lt_wait_cqe(lt, base, &s, &bad_cqe, &w)) != 0)
+                break;
             m = lt->conn.buf + (size_t)s.slot * lt->slot_bytes;
-            if (s.seq != base + 1)
+            if (s.seq != base + 1) {
                 out_of_order++;
+                /* send-in-order takes the completion as message base + 1 */
+                if (lt->p->in_order && !bad_cqe) {
+                    s.seq = base + 1;
+                    s.size = lt_size_of(o, s.seq);
+                }
+            }
             break;
         }
+        if (rc > 0)
+            return rc;
+        if (rc < 0) { /* --timeout-us: message base + 1 is lost */
+            s.check = LT_MISSING;
+            return lt_violation(lt, m, &s);
+        }
+        w = (struct lt_wait){.since_ns = host_now_ns()};
         /* The notification is seen: everything the sender wrote before it
          * must be visible now (on real hardware: no load before this fence
          * may be satisfied early). */
@@ -832,6 +967,48 @@ static int lt_run_server(struct lt *lt)
 
 /* ------------------------------------------------------------ sender */
 
+/* --credits=send: receive i of the client's credit receives. */
+static int lt_post_credit_recv(struct lt *lt, uint32_t i)
+{
+    struct ibv_sge sge = {.addr = (uint64_t)(uintptr_t)(lt->conn.buf + lt->crecv_off + 8 * i),
+                          .length = 8,
+                          .lkey = lt->conn.mr->lkey};
+    struct ibv_recv_wr wr = {.wr_id = i, .sg_list = &sge, .num_sge = 1}, *bad = NULL;
+    int err = ibv_post_recv(lt->conn.qp, &wr, &bad);
+    if (err) {
+        fprintf(stderr, "%s client: ibv_post_recv: %s\n", lt->prog, strerror(err));
+        return LT_EXIT_ERROR;
+    }
+    return 0;
+}
+
+/* --credits=send: take the credits that arrived into the credit word.
+ * They may arrive in any order (EFA SRD): the word keeps the largest, or
+ * the abort marker. */
+static int lt_poll_credits(struct lt *lt)
+{
+    struct ibv_wc wc[LT_POLL_BATCH];
+    int n = ibv_poll_cq(lt->conn.rcq, LT_POLL_BATCH, wc);
+    if (n < 0) {
+        fprintf(stderr, "%s: ibv_poll_cq failed\n", lt->prog);
+        return LT_EXIT_ERROR;
+    }
+    uint8_t *word = lt->conn.buf + lt->credit_off;
+    for (int i = 0; i < n; i++) {
+        if (lt_wc_ok(lt, &wc[i], "credit receive"))
+            return LT_EXIT_ERROR;
+        uint32_t r = (uint32_t)wc[i].wr_id;
+        uint64_t v, cur;
+        memcpy(&v, lt->conn.buf + lt->crecv_off + 8 * (size_t)r, 8);
+        memcpy(&cur, word, 8);
+        if (v == LT_ABORT || (cur != LT_ABORT && v > cur))
+            memcpy(word, &v, 8);
+        if (lt_post_credit_recv(lt, r))
+            return LT_EXIT_ERROR;
+    }
+    return 0;
+}
+
 static int lt_run_client(struct lt *lt)
 {
     const struct lt_opts *o = &lt->o;
@@ -842,9 +1019,22 @@ static int lt_run_client(struct lt *lt)
         uint64_t i = k; /* the message posted k-th */
         if (o->swap_pairs && (k ^ 1) < o->messages)
             i = k ^ 1;
-        uint64_t seq = i + 1, c;
-        while ((c = *credit) != LT_ABORT && i - c >= o->slots)
-            host_relax();
+        uint64_t seq = i + 1, c, since_ns = host_now_ns();
+        while ((c = *credit) != LT_ABORT && i - c >= o->slots) {
+            if (o->credits == LT_CREDITS_SEND) {
+                if ((rc = lt_poll_credits(lt)) != 0)
+                    return rc;
+            } else {
+                lt_relax(lt);
+            }
+            /* --timeout-us: the receiver reports a lost message after one
+             * timeout; give up after two (its abort may be lost too). */
+            if (o->timeout_us && host_now_ns() - since_ns > 2000u * o->timeout_us) {
+                fprintf(stderr, "%s client: no credit for %" PRIu64 " us, stopping\n", lt->prog,
+                        2 * o->timeout_us);
+                return 0;
+            }
+        }
         if (c == LT_ABORT)
             break;
         uint32_t slot = lt_slot_of(o, seq), size = lt_size_of(o, seq);
@@ -900,6 +1090,8 @@ int litmus_main(int argc, char **argv)
     }
     lt->prog = argc > 0 && argv[0] ? argv[0] : "litmus";
     rc_conn_init(&lt->conn, lt->prog, lt->o.role, lt->o.name);
+    if (lt->o.uc)
+        lt->conn.qp_type = IBV_QPT_UC;
     lt->p = &lt_protos[lt->o.proto];
     bool server = lt->o.role == RC_CONN_ROLE_SERVER;
 
@@ -909,6 +1101,9 @@ int litmus_main(int argc, char **argv)
     if (rc == 0 && server && lt->p->notify == LT_NOTIFY_CQE)
         for (uint32_t s = 0; rc == 0 && s < lt->o.slots; s++)
             rc = lt_post_recv(lt, s);
+    if (rc == 0 && !server && lt->o.credits == LT_CREDITS_SEND)
+        for (uint32_t r = 0; rc == 0 && r < LT_CREDIT_RECVS(lt->o.slots); r++)
+            rc = lt_post_credit_recv(lt, r);
     if (rc == 0) { /* both QPs are in RTS, receives are posted */
         int peer_rc = rc_conn_barrier(&lt->conn, 0, LT_EXIT_ERROR);
         rc = peer_rc ? LT_EXIT_ERROR : 0;

@@ -15,7 +15,12 @@
 #     of PSN order;
 #  3. the negative controls (header-flag, flag-first) fail in both;
 #  4. a relaxed violation replays from its reproduce command, and the same
-#     command gives byte-identical JSON.
+#     command gives byte-identical JSON;
+#  5. IB UC (litmus --qp=uc): on a lossless star last-byte, flag, imm and
+#     send pass; with 1% link loss UC loses messages and each FAILs in
+#     run 1 (seed 1): the receiver (--timeout-us) reports "message N never
+#     arrived" (last-byte, imm, send) or sees flag's bell without its data,
+#     instead of the run ending in a deadlock.
 # Args: rnicsim binary, source dir, scratch dir (test/scenario/lib.sh).
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -137,5 +142,31 @@ for p in last_byte flag; do
     check "lossy links, $p: packets were dropped and resent out of order" \
         "grep -Eq 'reorderings observed: [1-9][0-9]* packets out of PSN order, .*\(([1-9][0-9]*) packets dropped\)' '$scratch/lossy_$p.out'"
 done
+
+# ---- 5. IB UC: lossless star passes; lossy links lose messages
+uc() { # name protocol scenario [extra args...] -> echoes exit code
+    local name=$1 proto=$2 file=$3
+    shift 3
+    local a="--protocol=$proto, --qp=uc, --timeout-us=200"
+    timeout 300 "$bin" check-order "$L/$file.yaml" --runs 3 --set "programs.0.args=[--server, $a]" \
+        --set "programs.1.args=[--client, $a]" "$@" >"$scratch/$name.out" 2>&1
+    echo $?
+}
+for p in last-byte flag imm send; do
+    f=${p//-/_}
+    rc=$(uc uc_$f $p $f)
+    check "uc star $p: clean, exit 0 (got $rc)" \
+        "[ $rc -eq 0 ] && grep -q '^check-order: clean: 3 runs (seeds 1..3), 3000 messages checked' '$scratch/uc_$f.out'"
+    rc=$(uc uc_lossy_$f $p $f --set topology.link.loss=1%)
+    check "uc lossy $p: VIOLATION in run 1 (seed 1), exit 1 (got $rc)" \
+        "[ $rc -eq 1 ] && grep -q '^check-order: VIOLATION in run 1 of 3 (seed 1' '$scratch/uc_lossy_$f.out'"
+    check "uc lossy $p: no deadlock" "! grep -q deadlock '$scratch/uc_lossy_$f.out'"
+done
+for p in last-byte imm send; do
+    check "uc lossy $p: the receiver reports the lost message" \
+        "grep -Eq 'VIOLATION: $p message [0-9]+ .*bad arrival: message [0-9]+ never arrived \(nothing for 200 us\)' '$scratch/uc_lossy_${p//-/_}.out'"
+done
+check "uc lossy flag: the bell arrived without its data" \
+    "grep -Eq 'VIOLATION: flag message [0-9]+ .*bad sequence number: sequence number is 0' '$scratch/uc_lossy_flag.out'"
 
 finish
