@@ -865,44 +865,39 @@ int cfg_node_str(struct cfg_node *n, const char **out, struct cfg_error *err)
     return 0;
 }
 
-int cfg_node_u64(struct cfg_node *n, uint64_t *out, struct cfg_error *err)
+/* The four unit-typed readers differ only in the parser and the words of
+ * the message ("an integer" / "integer"). */
+typedef int (*cfg_unit_parser)(const char *s, uint64_t *out, char *why, size_t why_len);
+
+static int node_parsed(struct cfg_node *n, uint64_t *out, cfg_unit_parser parse,
+                       const char *article_kind, const char *kind, struct cfg_error *err)
 {
     char why[160];
-    if (need_scalar(n, "an integer", err))
+    if (need_scalar(n, article_kind, err))
         return -1;
-    if (cfg_parse_u64(n->scalar, out, why, sizeof why))
-        return cfg_errorf(err, n, "bad integer '%s': %s", n->scalar, why);
+    if (parse(n->scalar, out, why, sizeof why))
+        return cfg_errorf(err, n, "bad %s '%s': %s", kind, n->scalar, why);
     return 0;
+}
+
+int cfg_node_u64(struct cfg_node *n, uint64_t *out, struct cfg_error *err)
+{
+    return node_parsed(n, out, cfg_parse_u64, "an integer", "integer", err);
 }
 
 int cfg_node_size(struct cfg_node *n, uint64_t *out, struct cfg_error *err)
 {
-    char why[160];
-    if (need_scalar(n, "a size", err))
-        return -1;
-    if (cfg_parse_size(n->scalar, out, why, sizeof why))
-        return cfg_errorf(err, n, "bad size '%s': %s", n->scalar, why);
-    return 0;
+    return node_parsed(n, out, cfg_parse_size, "a size", "size", err);
 }
 
 int cfg_node_time(struct cfg_node *n, sim_time_t *out, struct cfg_error *err)
 {
-    char why[160];
-    if (need_scalar(n, "a time", err))
-        return -1;
-    if (cfg_parse_time(n->scalar, out, why, sizeof why))
-        return cfg_errorf(err, n, "bad time '%s': %s", n->scalar, why);
-    return 0;
+    return node_parsed(n, out, cfg_parse_time, "a time", "time", err);
 }
 
 int cfg_node_rate(struct cfg_node *n, uint64_t *out, struct cfg_error *err)
 {
-    char why[160];
-    if (need_scalar(n, "a rate", err))
-        return -1;
-    if (cfg_parse_rate(n->scalar, out, why, sizeof why))
-        return cfg_errorf(err, n, "bad rate '%s': %s", n->scalar, why);
-    return 0;
+    return node_parsed(n, out, cfg_parse_rate, "a rate", "rate", err);
 }
 
 /* Strict decimal: [-+]digits[.digits][(e|E)[-+]digits]; no inf/nan/hex. */
