@@ -121,6 +121,15 @@ static void dma_copy(struct nic *nic, const struct nic_op *op, uint32_t off, uin
 
 static void dma_free(struct nic *nic, struct nic_op *op)
 {
+    /* landed: the QP's ACKs held back for it may go (resp.c) */
+    struct nic_qp *qp = op->place_qp;
+    if (qp) {
+        op->place_qp = NULL;
+        qp->eng->place_landed++;
+        if (!qp->eng->dead)
+            nic_resp_placed(qp);
+        nic_qp_put(qp);
+    }
     if (op->pkt)
         pkt_free(nic->pool, op->pkt);
     nic_op_free(op);
@@ -196,6 +205,8 @@ static void dma_ro_visible(struct sim *sim, void *a, void *b)
 
 /* ---------------------------------------------------------------- entry */
 
+static void dma_place_go(struct nic_op *op);
+
 void nic_dma_place(struct nic *nic, struct nic_op *op, const uint8_t *src, uint32_t len,
                    uint32_t qpn, uint32_t psn, const char *where)
 {
@@ -206,6 +217,26 @@ void nic_dma_place(struct nic *nic, struct nic_op *op, const uint8_t *src, uint3
     op->dma_where = where;
     if (!len) {
         dma_free(nic, op);
+        return;
+    }
+    /* the QP's ACKs wait until this has landed (resp.c queue_ack) */
+    struct nic_qp *qp = qpn ? nic_qp_lookup(nic, qpn) : NULL;
+    if (qp) {
+        nic_qp_get(qp);
+        qp->eng->place_issued++;
+        op->place_qp = qp;
+    }
+    nic_xlate(nic, op, dma_place_go); /* NIC TLB, in issue order (xlate.c) */
+}
+
+/* Translated: the write leaves for host memory (or device memory). */
+static void dma_place_go(struct nic_op *op)
+{
+    struct nic *nic = op->nic;
+    uint32_t len = op->dma_len;
+    if (op->xl_dm) { /* device memory: no PCIe, no host ordering to keep */
+        nic->cnt.dm_accesses++;
+        sim_call_in(nic->sim, nic->p.dm_access_ps, dma_strict_land, op, NULL);
         return;
     }
     nic->cnt.dma_writes++;

@@ -1,5 +1,5 @@
 /* Protection domains and memory regions: the NIC's memory protection table
- * (mlx5's MPT, without the translation cache, which is issue 4).
+ * (mlx5's MPT; its on-NIC cache and the page translations are xlate.c).
  *
  * Keys.  An MR gets one key used as both lkey and rkey (mlx5 does the
  * same): key = index << 8 | generation, where `index` is its slot in the
@@ -121,6 +121,8 @@ struct nic_mr *nic_mr_reg(struct nic_pd *pd, void *addr, uint64_t length, uint64
     mr->lkey = mr->rkey = (idx << 8) | nic->mr_gen[idx];
     mr->access = access;
     mr->valid = true;
+    /* the page size the kernel hands the NIC's page table (xlate.c) */
+    mr->page_shift = nic->p.hugepages ? NIC_HUGE_PAGE_SHIFT : NIC_PAGE_SHIFT;
     nic->mr_tbl[idx] = mr;
     nic->mr_next_free_hint = idx + 1;
     nic->n_mrs++;
@@ -142,12 +144,30 @@ int nic_mr_dereg(struct nic_mr *mr)
             nic->mr_next_free_hint = idx;
     }
     nic->n_mrs--;
+    if (mr->dm)
+        mr->dm->n_mrs--;
     if (mr->access & IBV_ACCESS_RELAXED_ORDERING)
         nic->dma.ro_mrs--;
     mr->pd->n_users--;
     mr->valid = false;
     free(mr);
     return 0;
+}
+
+struct nic_mr *nic_mr_reg_dm(struct nic_pd *pd, struct nic_dm *dm, uint64_t offset, uint64_t length,
+                             int access)
+{
+    if (!pd || !dm || pd->nic != dm->nic || offset > dm->length || length > dm->length - offset) {
+        errno = EINVAL;
+        return NULL;
+    }
+    /* zero-based: the MR's addresses are offsets from its start */
+    struct nic_mr *mr = nic_mr_reg(pd, dm->buf + offset, length, 0, access);
+    if (!mr)
+        return NULL;
+    mr->dm = dm;
+    dm->n_mrs++;
+    return mr;
 }
 
 struct nic_mr *nic_mr_lookup(struct nic *nic, uint32_t key)

@@ -108,6 +108,42 @@ void nic_params_default(struct nic_params *p)
     /* Estimate: a hole is taken for a loss after 4x the reorder skew, so a
      * reordered packet is not NAKed unless the fabric adds > 3 us more. */
     p->ar_nak_delay_ps = 4 * SIM_US;
+    /* Caches inside the RNIC (docs/nic.md "Caches inside the RNIC").  NVIDIA
+     * publishes no sizes; these are estimates, compared with published QP
+     * and working-set sweeps in docs/calibration.md.
+     * Estimate: 16 processing units, so 16 context misses of ~0.55 us
+     * overlap: ~29 M misses/s, the order of the many-QP READ rates reported
+     * for ConnectX-6 (docs/calibration.md). */
+    p->pus = 16;
+    /* Estimate: the QP-count cliff of ConnectX-4/5-class NICs is reported
+     * at a few hundred to a few thousand QPs (docs/calibration.md). */
+    p->qpc_cache_entries = 1024;
+    /* Estimate: mlx4's QP context (struct mlx4_qp_context, Linux
+     * include/linux/mlx4/qp.h) is ~250 B; mlx5's QPC is of the same order. */
+    p->qpc_bytes = 256;
+    /* Estimate: a few hundred memory keys; mlx5 PRM: an mkey context is 64 B
+     * (mlx5_ifc.h struct mlx5_ifc_mkc_bits). */
+    p->mpt_cache_entries = 1024;
+    p->mpt_bytes = 64;
+    /* Estimate: 4096 translations = 16 MiB of 4 KiB pages (8 GiB of 2 MiB
+     * pages); mlx5 PRM: one MTT entry is 8 B (struct mlx5_mtt). */
+    p->mtt_cache_entries = 4096;
+    p->mtt_bytes = 8;
+    /* Estimate: as many translation fetches in flight as processing units. */
+    p->xlate_max_misses = 16;
+    /* Linux default: registered memory on 4 KiB pages unless the program
+     * uses hugetlbfs / THP (then set host.hugepages). */
+    p->hugepages = false;
+    /* CALIBRATION.md, NICs "device memory on ConnectX-5: 128 KiB usable"
+     * (ibv_devinfo -v max_dm_size 131072 on mlx5 devices). */
+    p->dm_bytes = 128 * 1024;
+    /* Estimate: an on-chip SRAM access of a few NIC clock cycles; the
+     * point is that it is ~25x less than a PCIe round trip (Taranov et al.
+     * Fig. 8: moving the head to device memory saves one PCIe round trip). */
+    p->dm_access_ps = 20 * SIM_NS;
+    /* mlx5: CQE compression is off unless enabled (mlx5dv / ethtool
+     * rx_cqe_compress). */
+    p->cqe_compression = false;
 }
 
 const char *const nic_transport_names[] = {"ib", "ib-ar", "efa-srd", "1rma", NULL};
@@ -147,6 +183,7 @@ struct nic_op *nic_op_alloc(struct nic *nic, enum nic_op_kind kind, struct nic_q
     op->v = 0;
     op->pkt = NULL;
     op->n_seg = 0;
+    op->place_qp = NULL;
     op->cq = NULL;
     op->solicited = false;
     op->epoch = 0;
@@ -491,6 +528,13 @@ static void rx_process(struct nic *nic, struct pkt *p)
     nic_comp_rx(qp, p);
 }
 
+/* The QP context of a packet that waited for it arrived (ctx.c). */
+static void rx_ctx_ready(struct sim *sim, void *a, void *b)
+{
+    (void)sim;
+    rx_process(a, b);
+}
+
 static void rx_ev_fn(struct sim *sim, struct sim_event *ev)
 {
     struct nic *nic = ev->ctx;
@@ -499,9 +543,24 @@ static void rx_ev_fn(struct sim *sim, struct sim_event *ev)
     if (!nic->rx_head)
         nic->rx_tail = NULL;
     p->next = NULL;
-    if (nic->rx_head)
-        sim_schedule_in(sim, &nic->rx_ev, nic->p.rx_pkt_proc_ps);
-    rx_process(nic, p);
+    bool hit = nic_ctx_access(nic, p->dest_qpn, rx_ctx_ready, nic, p);
+    if (nic->rx_head) {
+        if (nic_ctx_pus_exhausted(nic)) { /* this packet waits for a unit: stop */
+            nic->rx_stalled = true;
+            nic->cnt.rx_pu_stalls++;
+        } else {
+            sim_schedule_in(sim, &nic->rx_ev, nic->p.rx_pkt_proc_ps);
+        }
+    }
+    if (hit)
+        rx_process(nic, p);
+}
+
+void nic_rx_resume(struct nic *nic)
+{
+    nic->rx_stalled = false;
+    if (nic->rx_head && !sim_event_pending(&nic->rx_ev))
+        sim_schedule_in(nic->sim, &nic->rx_ev, nic->p.rx_pkt_proc_ps);
 }
 
 static void rx_enqueue(struct sim *sim, void *ctx, void *pkt)
@@ -514,7 +573,7 @@ static void rx_enqueue(struct sim *sim, void *ctx, void *pkt)
     else
         nic->rx_head = p;
     nic->rx_tail = p;
-    if (!sim_event_pending(&nic->rx_ev))
+    if (!nic->rx_stalled && !sim_event_pending(&nic->rx_ev))
         sim_schedule_in(sim, &nic->rx_ev, nic->p.rx_pkt_proc_ps);
 }
 
@@ -562,6 +621,14 @@ struct nic *nic_create(struct sim *sim, struct host *host, uint32_t node_id,
     }
     sim_event_init(&nic->tx_ev, tx_ev_fn, nic, "nic.tx");
     sim_event_init(&nic->rx_ev, rx_ev_fn, nic, "nic.rx");
+    if (nic_ctx_init(nic) || nic_xlate_init(nic)) {
+        nic_ctx_fini(nic);
+        nic_xlate_fini(nic);
+        free(nic->qp_tbl);
+        free(nic);
+        errno = ENOMEM;
+        return NULL;
+    }
     return nic;
 }
 
@@ -587,6 +654,9 @@ void nic_destroy(struct nic *nic)
     nic_atomic_teardown(nic);
     nic_cq_teardown(nic);
     nic_mr_teardown(nic);
+    nic_dm_teardown(nic);
+    nic_ctx_fini(nic);
+    nic_xlate_fini(nic);
     for (uint32_t i = 0; i < nic->n_pds; i++)
         free(nic->pds[i]);
     free(nic->pds);
@@ -618,8 +688,18 @@ const struct nic_params *nic_get_params(const struct nic *nic)
 {
     return &nic->p;
 }
-const struct nic_counters *nic_get_counters(const struct nic *nic)
+const struct nic_counters *nic_get_counters(struct nic *nic)
 {
+    /* the caches count for themselves (cache.c); copy their totals in */
+    struct nic_counters *c = &nic->cnt;
+    c->qpc_hits = nic->qpc.c.hits;
+    c->qpc_misses = nic->qpc.c.misses;
+    c->qpc_evictions = nic->qpc.c.evictions;
+    c->mpt_hits = nic->mpt.c.hits;
+    c->mpt_misses = nic->mpt.c.misses;
+    c->mtt_hits = nic->mtt.c.hits;
+    c->mtt_misses = nic->mtt.c.misses;
+    c->mtt_evictions = nic->mtt.c.evictions;
     return &nic->cnt;
 }
 void nic_note_wr_refused(struct nic *nic)

@@ -77,6 +77,20 @@ struct nic_params {
     sim_time_t dma_ro_max_delay_ps; /* relaxed: extra visibility delay of a write chunk, <= this */
     sim_time_t ar_max_delay_ps;     /* ib-ar: extra delay of each request packet, <= this */
     sim_time_t ar_nak_delay_ps;     /* ib-ar: a PSN hole this old is a loss: sequence NAK */
+    /* caches inside the RNIC (ctx.c, xlate.c, cache.c; docs/nic.md "Caches") */
+    uint32_t pus;               /* processing units: QP-context fetches in flight at most */
+    uint32_t qpc_cache_entries; /* QP contexts the NIC holds (0 = no cache model) */
+    uint32_t qpc_bytes;         /* one QP context, read over PCIe on a miss */
+    uint32_t mpt_cache_entries; /* memory-key (MPT) entries held (0 = no model) */
+    uint32_t mpt_bytes;         /* one MPT entry, read on a miss */
+    uint32_t mtt_cache_entries; /* page translations (MTT) held (0 = no model) */
+    uint32_t mtt_bytes;         /* one MTT entry, read on a miss */
+    uint32_t xlate_max_misses;  /* translation fetches in flight at most */
+    bool hugepages;             /* host memory on 2 MiB pages: one MTT entry per 2 MiB */
+    /* device memory (dm.c) */
+    uint64_t dm_bytes;       /* on-NIC memory for ibv_alloc_dm (0 = none) */
+    sim_time_t dm_access_ps; /* one access to device memory by the NIC */
+    bool cqe_compression;    /* mlx5 CQE compression: 8 B mini-CQEs after a full one */
 };
 
 /* ConnectX-5-like defaults; each field's source is in nic.c. */
@@ -101,6 +115,18 @@ struct nic_mr {
     uint32_t lkey, rkey;
     int access; /* enum ibv_access_flags */
     bool valid;
+    uint8_t page_shift; /* translation page: 12 (4 KiB) or 21 (2 MiB huge pages) */
+    struct nic_dm *dm;  /* registered on device memory (ibv_reg_dm_mr), else NULL */
+};
+
+/* Device memory (ibv_alloc_dm): bytes inside the NIC.  RDMA to an MR on
+ * it never crosses PCIe. */
+struct nic_dm {
+    struct nic *nic;
+    uint8_t *buf; /* simulator memory standing for the on-chip SRAM */
+    uint64_t length;
+    uint64_t rounded; /* what it takes of nic.dm_bytes */
+    uint32_t n_mrs;   /* MRs registered on it (free -> EBUSY) */
 };
 
 struct nic_cq {
@@ -219,6 +245,14 @@ struct nic_counters {
     uint64_t ar_dup_drops;    /* copies of a packet already held in the reorder window */
     uint64_t ar_window_drops; /* packets beyond the reorder window (NIC_AR_WINDOW PSNs) */
     uint64_t ar_gap_naks;     /* PSN sequence NAKs for a hole older than ar_nak_delay_ps */
+    /* caches inside the RNIC: copied from the caches' own counters when read */
+    uint64_t qpc_hits, qpc_misses, qpc_evictions;
+    uint64_t mpt_hits, mpt_misses, mtt_hits, mtt_misses, mtt_evictions;
+    uint64_t rx_pu_stalls;    /* times the receive pipeline stopped: every PU waited */
+    uint64_t xlate_waits;     /* DMA operations held in the in-order translation unit */
+    uint64_t dm_accesses;     /* NIC accesses to device memory (no PCIe) */
+    uint64_t atomic_waits;    /* atomics held behind one on the same address */
+    uint64_t cqes_compressed; /* CQEs written as 8 B mini-CQEs */
 };
 
 /* `node_id` is the NIC's fabric address (LID = node_id + 1, GID index 0 is
@@ -230,7 +264,7 @@ void nic_destroy(struct nic *nic);
 void nic_attach_uplink(struct nic *nic, struct link *uplink);
 struct fabric_sink nic_sink(struct nic *nic);
 const struct nic_params *nic_get_params(const struct nic *nic);
-const struct nic_counters *nic_get_counters(const struct nic *nic);
+const struct nic_counters *nic_get_counters(struct nic *nic);
 /* The verbs layer refused a WR because this NIC's transport lacks its
  * opcode or size (counted; `rnicsim check-order` reports "not runnable"). */
 void nic_note_wr_refused(struct nic *nic);
@@ -246,6 +280,15 @@ int nic_pd_free(struct nic_pd *pd); /* EBUSY while in use */
 struct nic_mr *nic_mr_reg(struct nic_pd *pd, void *addr, uint64_t length, uint64_t iova,
                           int access);
 int nic_mr_dereg(struct nic_mr *mr);
+/* Device memory: NULL with errno ENOMEM past nic.dm_bytes in all (EINVAL
+ * for length 0, EOPNOTSUPP when the NIC has none); free: EBUSY while MRs
+ * use it. */
+struct nic_dm *nic_dm_alloc(struct nic *nic, uint64_t length);
+int nic_dm_free(struct nic_dm *dm);
+/* MR over [offset, offset+length) of the device memory; addresses are
+ * zero-based (iova = offset 0 of the MR), as mlx5 requires. */
+struct nic_mr *nic_mr_reg_dm(struct nic_pd *pd, struct nic_dm *dm, uint64_t offset, uint64_t length,
+                             int access);
 
 /* CQ */
 struct nic_cq *nic_cq_create(struct nic *nic, uint32_t depth);

@@ -6,6 +6,7 @@
 #define RNICSIM_NIC_PRIV_H
 
 #include "../trace.h"
+#include "cache.h"
 #include "nic.h"
 #include "opcode.h"
 
@@ -21,6 +22,11 @@ enum {
     NIC_BF_MAX_BYTES = 256,          /* BlueFlame buffer: larger WQEs are fetched */
     NIC_MAX_MSG_BYTES = 1u << 30,    /* port max_msg_sz (the shim reports the same) */
     NIC_AR_WINDOW = 256,             /* ib-ar: PSNs ahead of the expected one a responder holds */
+    NIC_PAGE_SHIFT = 12,             /* 4 KiB pages */
+    NIC_HUGE_PAGE_SHIFT = 21,        /* 2 MiB huge pages (x86-64) */
+    NIC_MTT_LINE = 8,                /* MTT entries fetched together (8 x 8 B = 64 B) */
+    NIC_MINI_CQE_BYTES = 8,          /* mlx5 CQE compression: a mini-CQE (Linux mlx5 en_rx.c) */
+    NIC_CQE_MINI_PER_TITLE = 8,      /* ... at most 8 mini-CQEs per compressed block */
 };
 
 /* ---------------------------------------------------------------- staging rings */
@@ -101,6 +107,17 @@ struct nic_op {
     uint32_t dma_len;  /* bytes placed */
     uint32_t dma_left; /* relaxed: chunks not yet visible */
     uint64_t dma_seq0; /* relaxed: issue number of the first chunk */
+    /* address translation and host-memory access (xlate.c) */
+    struct nic_op *xl_next;           /* translation FIFO */
+    struct nic_qp *place_qp;          /* placement: counted in its QP (dma.c), a ref */
+    uint32_t xl_pending;              /* cache entries still being fetched */
+    bool xl_dm;                       /* every segment is in device memory */
+    void (*xl_go)(struct nic_op *op); /* runs once translated, in FIFO order */
+    bool mem_write;                   /* nic_mem_read / nic_mem_write */
+    uint8_t mem_kind;                 /* enum pcie_kind of the access */
+    uint64_t mem_bytes;
+    sim_cb_fn mem_done;
+    void *mem_b;
 };
 
 /* DMA ordering state of a NIC (dma.c): relaxed chunks may pass earlier
@@ -155,12 +172,25 @@ struct nic {
     struct pkt *rx_head, *rx_tail;
     struct sim_event rx_ev;
 
-    /* atomic unit (one per NIC, serialises every atomic) */
+    /* atomic unit (atomic.c): ops waiting, addresses being updated */
     struct nic_op *atom_head, *atom_tail;
-    bool atom_busy;
+    uint8_t **atom_busy;
+    uint32_t n_atom_busy, cap_atom_busy;
 
     /* DMA ordering model (dma.c) */
     struct nic_dma dma;
+
+    /* caches inside the RNIC (ctx.c, xlate.c; docs/nic.md "Caches") */
+    struct nic_cache qpc;             /* QP contexts, key = QPN; fetches hold a processing unit */
+    struct nic_cache mpt, mtt;        /* memory keys (key = MR index), pages (mr index, page) */
+    struct nic_op *xl_head, *xl_tail; /* DMA operations in translation, issue order */
+    bool xl_pumping;
+    bool rx_stalled; /* every processing unit waits for a context: receive stalls */
+
+    /* device memory (dm.c) */
+    struct nic_dm **dms;
+    uint32_t n_dms, cap_dms;
+    uint64_t dm_used_bytes;
 
     /* operation context pool */
     struct nic_op *op_free;
@@ -179,6 +209,7 @@ enum nic_req_state {
     NIC_REQ_WAIT_SPACE,     /* staging ring / prefetch window full */
     NIC_REQ_WAIT_RD_ATOMIC, /* max_rd_atomic READ/atomics outstanding, or a fence */
     NIC_REQ_WAIT_RNR,       /* RNR NAK back-off */
+    NIC_REQ_WAIT_CTX,       /* QP context being fetched (ctx.c) */
     NIC_REQ_STOPPED,        /* error: the completer finishes the QP */
     NIC_REQ_N_STATES,
 };
@@ -211,6 +242,7 @@ struct nic_resp_work {
     uint8_t *host;
     uint32_t len, npkts, done_pkts;
     uint64_t swap_add, compare, orig;
+    uint64_t place_need; /* ACK: leaves once this many placements of the QP landed */
 };
 
 /* IB adaptive routing (resp.c): request packets that arrived ahead of the
@@ -285,7 +317,8 @@ struct nic_qp_engine {
     uint32_t atomic_hist_next;
     struct nic_stage resp_stage;
     struct nic_txsrc resp_src;
-    struct nic_ar ar; /* ib-ar reorder window (resp.c) */
+    struct nic_ar ar;                    /* ib-ar reorder window (resp.c) */
+    uint64_t place_issued, place_landed; /* placements of the QP (dma.c): ACKs wait */
 
     /* transport personality state (pers.c), allocated on first use */
     struct nic_pers *pers;
@@ -453,11 +486,21 @@ void nic_resp_init(struct nic_qp *qp);
 void nic_resp_rx(struct nic_qp *qp, struct pkt *p);
 /* The TX engine took a responder packet. */
 void nic_resp_on_tx(struct nic_qp *qp, const struct pkt *p);
+/* dma.c: a placement of the QP landed: an ACK held back for it may go (an
+ * ACK never leaves before the data it acknowledges are visible in the
+ * responder's memory). */
+void nic_resp_placed(struct nic_qp *qp);
 void nic_resp_stop(struct nic_qp *qp);
 /* nic.c receive path: the adaptive-routing path skew of an arriving packet
  * (ib-ar request packets: uniform on [0, ar_max_delay_ps]; else 0). */
 sim_time_t nic_ar_skew_ps(struct nic *nic, const struct pkt *p);
-/* Atomic unit: an atomic op finished / the unit is free. */
+
+/* ---------------------------------------------------------------- atomic.c */
+
+/* Carry out the atomic `op` (seg[0] = the 8 target bytes, atomic_opcode,
+ * swap_add, compare; op->pkt = its ACK, staged not ready): serialised with
+ * every other atomic on the same address; marks the ACK ready at the end. */
+void nic_atomic_submit(struct nic *nic, struct nic_op *op);
 void nic_atomic_teardown(struct nic *nic);
 
 /* ---------------------------------------------------------------- comp.c */
@@ -476,6 +519,49 @@ void nic_comp_fail_wqe(struct nic_qp *qp, uint64_t idx, enum ibv_wc_status statu
 void nic_comp_stop(struct nic_qp *qp);
 enum ibv_wc_opcode nic_wc_opcode(enum ibv_wr_opcode op);
 uint32_t nic_vendor_err(enum ibv_wc_status st);
+
+/* ---------------------------------------------------------------- ctx.c */
+
+int nic_ctx_init(struct nic *nic);
+void nic_ctx_fini(struct nic *nic);
+/* The engine needs QP `qpn`'s context: true if it is in the QP-context
+ * cache; else fn(a, b) runs when it has been fetched (the fetch holds one
+ * of the nic.pus processing units). */
+bool nic_ctx_access(struct nic *nic, uint32_t qpn, sim_cb_fn fn, void *a, void *b);
+/* The QP went away: its context leaves the cache. */
+void nic_ctx_forget(struct nic *nic, uint32_t qpn);
+/* nic.c: a packet waits for a processing unit while every unit waits for
+ * a context fetch (the receive pipeline stalls). */
+static inline bool nic_ctx_pus_exhausted(const struct nic *nic)
+{
+    return nic->qpc.n_mshr > nic->qpc.in_flight;
+}
+/* nic.c: restart the receive pipeline after a stall. */
+void nic_rx_resume(struct nic *nic);
+
+/* ---------------------------------------------------------------- xlate.c */
+
+int nic_xlate_init(struct nic *nic);
+void nic_xlate_fini(struct nic *nic);
+/* Translate the op's segments (MPT entry of each key, MTT entry of each
+ * page) through the caches, then run go(op).  Every NIC access to host
+ * memory through an MR goes through this one in-order unit, so DMA
+ * operations reach PCIe in the order they were issued, whatever missed. */
+void nic_xlate(struct nic *nic, struct nic_op *op, void (*go)(struct nic_op *op));
+/* Read / write `bytes` at the op's segments: translation, then a PCIe DMA
+ * of `kind` (enum pcie_kind), or a device-memory access when every segment
+ * is in device memory; done(sim, op, b) when the data are in the NIC
+ * (read) / visible (write).  Segments may be empty (CQEs). */
+void nic_mem_read(struct nic *nic, struct nic_op *op, unsigned kind, uint64_t bytes, sim_cb_fn done,
+                  void *b);
+void nic_mem_write(struct nic *nic, struct nic_op *op, unsigned kind, uint64_t bytes,
+                   sim_cb_fn done, void *b);
+/* The MR is going away: forget its key and page translations. */
+void nic_xlate_forget_mr(struct nic *nic, const struct nic_mr *mr);
+
+/* ---------------------------------------------------------------- dm.c */
+
+void nic_dm_teardown(struct nic *nic);
 
 /* ---------------------------------------------------------------- pers.c, srd.c, onerma.c */
 

@@ -299,11 +299,7 @@ void nic_pers_send_req(struct nic_pers *ps, struct pkt *p, const struct nic_send
         op->pkt = p;
         nic_sges_to_segs(nic, w->sge, w->num_sge, 0, len, op);
         nic_stage_push(&ps->req_stage, p, false);
-        nic->cnt.dma_reads++;
-        if (nic->pcie)
-            pcie_dma_read(nic->pcie, len, nic_payload_fetched, op, &ps->req_src);
-        else
-            nic_payload_fetched(nic->sim, op, &ps->req_src);
+        nic_mem_read(nic, op, PCIE_K_PAYLOAD_RD, len, nic_payload_fetched, &ps->req_src);
         return;
     }
     offer(nic, &ps->req_src);
@@ -362,11 +358,7 @@ void nic_pers_send_resp_dma(struct nic_pers *ps, struct pkt *p, uint8_t *host, u
     op->pkt = p;
     op->n_seg = 1;
     op->seg[0] = (struct nic_seg){host, key, len};
-    nic->cnt.dma_reads++;
-    if (nic->pcie)
-        pcie_dma_read(nic->pcie, len, resp_read_done, op, NULL);
-    else
-        resp_read_done(nic->sim, op, NULL);
+    nic_mem_read(nic, op, PCIE_K_PAYLOAD_RD, len, resp_read_done, NULL);
 }
 
 /* Placement goes through the DMA ordering model (dma.c): strict or

@@ -221,6 +221,7 @@ int nic_qp_destroy(struct nic_qp *qp)
     qp_quiesce(qp);
     e->dead = true;
     nic->qp_tbl[qp->qpn & nic->qp_tbl_mask] = NULL;
+    nic_ctx_forget(nic, qp->qpn);
     nic->n_qps--;
     qp->init.pd->n_users--;
     qp->init.send_cq->n_qps--;

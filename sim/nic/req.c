@@ -21,6 +21,8 @@
  *                               (max_rd_atomic,    +--> NEXT_WQE         finishes)
  *                                fence)
  *     WAIT_RNR: RNR back-off after an RNR NAK (completer); rnr_ev -> NEXT_WQE
+ *     WAIT_CTX: the QP context missed in the QP-context cache (ctx.c); its
+ *               arrival kicks -> NEXT_WQE
  *
  *  NEXT_WQE   takes WQE req_idx if it is fetched; READ/atomics wait while
  *             max_rd_atomic of them are outstanding (and a fenced WQE waits
@@ -154,6 +156,9 @@ static void db_process(struct sim *sim, void *a, void *b)
         nic_op_free(op);
         return;
     }
+    /* the send queue's address is in the QP context (ctx.c) */
+    if (!nic_ctx_access(nic, qp->qpn, db_process, op, NULL))
+        return;
     if (op->flag && op->v == e->fetch_issued + 1 && e->fetched == e->fetch_issued) {
         /* BlueFlame: the WQE came with the doorbell */
         e->fetch_issued = e->fetched = op->v;
@@ -261,11 +266,7 @@ static void build_send_write(struct nic_qp *qp, struct nic_send_wqe *w, uint32_t
         op->pkt = p;
         nic_sges_to_segs(nic, w->sge, w->num_sge, off, plen, op);
         nic_stage_push(&e->req_stage, p, false);
-        nic->cnt.dma_reads++;
-        if (nic->pcie)
-            pcie_dma_read(nic->pcie, plen, nic_payload_fetched, op, &qp->eng->req_src);
-        else
-            nic_payload_fetched(nic->sim, op, &qp->eng->req_src);
+        nic_mem_read(nic, op, PCIE_K_PAYLOAD_RD, plen, nic_payload_fetched, &qp->eng->req_src);
     }
 }
 
@@ -321,6 +322,17 @@ static enum ibv_wc_status check_wqe(struct nic_qp *qp, const struct nic_send_wqe
     return IBV_WC_SUCCESS;
 }
 
+/* The QP context the send engine waited for arrived (ctx.c). */
+static void req_ctx_ready(struct sim *sim, void *a, void *b)
+{
+    (void)sim;
+    (void)b;
+    struct nic_qp *qp = a;
+    if (!qp->eng->dead)
+        req_run(qp);
+    nic_qp_put(qp);
+}
+
 static enum nic_req_state req_next_wqe(struct nic_qp *qp)
 {
     struct nic_qp_engine *e = qp->eng;
@@ -346,6 +358,10 @@ static enum nic_req_state req_next_wqe(struct nic_qp *qp)
         sim_schedule_at(qp->nic->sim, &e->req_ev, e->req_busy_until);
         return NIC_REQ_WQE_PROC;
     }
+    nic_qp_get(qp); /* held by the context fetch if it misses */
+    if (!nic_ctx_access(qp->nic, qp->qpn, req_ctx_ready, qp, NULL))
+        return NIC_REQ_WAIT_CTX;
+    nic_qp_put(qp);
     e->req_busy_until = now + qp->nic->p.wqe_proc_ps;
     return req_start_wqe(qp);
 }
@@ -435,6 +451,7 @@ static void req_dispatch(struct nic_qp *qp)
     switch (e->req_state) {
     case NIC_REQ_IDLE:
     case NIC_REQ_WAIT_RD_ATOMIC:
+    case NIC_REQ_WAIT_CTX:
         e->req_state = NIC_REQ_NEXT_WQE;
         break;
     case NIC_REQ_WAIT_SPACE:

@@ -47,10 +47,8 @@
  * same staging ring as the requester) and atomic items.  A new ACK merges
  * into an ACK still waiting in the FIFO or in the ring (ACK coalescing).
  *
- * Atomic unit: one per NIC, every atomic in arrival order: DMA read of the
- * 8 bytes, atomic_proc_ps, DMA write of the result, then the next one -
- * the PCIe read-modify-write of host-memory atomics (CALIBRATION.md, NICs:
- * "contended atomics ... much slower on host memory"). */
+ * Atomics are carried out by the NIC's atomic unit (atomic.c); their ACK
+ * waits in the staging ring, not ready, until the unit has the original. */
 #include <stddef.h>
 #include <string.h>
 
@@ -112,14 +110,18 @@ static void queue_ack(struct nic_qp *qp, uint8_t syndrome, uint32_t psn)
     if (syndrome == NIC_AETH_ACK) {
         if (work_count(e)) {
             struct nic_resp_work *t = &e->work[(e->work_tail - 1) % NIC_RESP_WORK_SLOTS];
-            if (t->kind == NIC_RW_ACK && t->syndrome == NIC_AETH_ACK) {
+            if (t->kind == NIC_RW_ACK && t->syndrome == NIC_AETH_ACK &&
+                t->place_need == e->place_issued) {
                 t->psn = psn;
                 t->msn = e->msn;
                 return;
             }
         } else {
             struct nic_stage_ent *t = nic_stage_tail_ent(&e->resp_stage);
-            if (t && t->ready && t->pkt->opcode == IB_OPCODE_RC_ACKNOWLEDGE &&
+            /* not while placements wait for translation: the merged ACK
+             * would leave before their data */
+            if (t && t->ready && e->place_landed == e->place_issued &&
+                t->pkt->opcode == IB_OPCODE_RC_ACKNOWLEDGE &&
                 t->pkt->aeth_syndrome == NIC_AETH_ACK) {
                 t->pkt->psn = psn;
                 t->pkt->aeth_msn = e->msn;
@@ -134,6 +136,9 @@ static void queue_ack(struct nic_qp *qp, uint8_t syndrome, uint32_t psn)
     w->syndrome = syndrome;
     w->psn = psn;
     w->msn = e->msn;
+    /* an ACK never leaves before the data it acknowledges are visible in
+     * this host's memory (dma.c counts the QP's placements) */
+    w->place_need = e->place_issued;
     resp_stage_run(qp);
 }
 
@@ -147,8 +152,6 @@ static struct pkt *ack_pkt(struct nic_qp *qp, uint8_t syndrome, uint32_t psn, ui
 }
 
 /* ---------------------------------------------------------------- response stager */
-
-static void atomic_submit(struct nic *nic, struct nic_op *op);
 
 /* A READ response packet's data arrived from host memory.  A DMA read does
  * not pass an earlier posted write, relaxed ones included (dma.c): a READ
@@ -171,8 +174,8 @@ static void resp_stage_fill(struct nic_qp *qp)
         struct nic_resp_work *w = &e->work[e->work_head % NIC_RESP_WORK_SLOTS];
         switch ((enum nic_resp_work_kind)w->kind) {
         case NIC_RW_ACK:
-            if (nic_stage_full(s, 0))
-                return;
+            if (nic_stage_full(s, 0) || e->place_landed < w->place_need)
+                return; /* its data are not all visible yet: nic_resp_placed() resumes */
             nic_stage_push(s, ack_pkt(qp, w->syndrome, w->psn, w->msn), true);
             break;
         case NIC_RW_READ:
@@ -201,11 +204,7 @@ static void resp_stage_fill(struct nic_qp *qp)
                 op->n_seg = 1;
                 op->seg[0] = (struct nic_seg){w->host + off, w->key, plen};
                 nic_stage_push(s, p, false);
-                nic->cnt.dma_reads++;
-                if (nic->pcie)
-                    pcie_dma_read(nic->pcie, plen, read_fetched, op, &qp->eng->resp_src);
-                else
-                    read_fetched(nic->sim, op, &qp->eng->resp_src);
+                nic_mem_read(nic, op, PCIE_K_PAYLOAD_RD, plen, read_fetched, &qp->eng->resp_src);
             }
             if (!w->dup && e->rd_resp_outstanding)
                 e->rd_resp_outstanding--;
@@ -227,7 +226,7 @@ static void resp_stage_fill(struct nic_qp *qp)
             op->compare = w->compare;
             if (e->rd_resp_outstanding)
                 e->rd_resp_outstanding--;
-            atomic_submit(nic, op);
+            nic_atomic_submit(nic, op);
             break;
         }
         case NIC_RW_ATOMIC_REPLAY: {
@@ -255,139 +254,21 @@ static void resp_stage_run(struct nic_qp *qp)
         nic_tx_src_ready(qp->nic, &e->resp_src);
 }
 
+void nic_resp_placed(struct nic_qp *qp)
+{
+    struct nic_qp_engine *e = qp->eng;
+    if (!work_count(e))
+        return;
+    const struct nic_resp_work *w = &e->work[e->work_head % NIC_RESP_WORK_SLOTS];
+    if (w->kind == NIC_RW_ACK && w->place_need <= e->place_landed)
+        resp_stage_run(qp); /* the head ACK was waiting for this one */
+}
+
 void nic_resp_on_tx(struct nic_qp *qp, const struct pkt *p)
 {
     (void)p;
     if (work_count(qp->eng))
         resp_stage_run(qp); /* may stage a ready ACK: queue the source again */
-}
-
-/* ---------------------------------------------------------------- atomic unit */
-
-static void atomic_start(struct nic *nic);
-
-static void atomic_finish(struct nic *nic, struct nic_op *op)
-{
-    struct pkt *p = op->pkt;
-    if (nic_op_stale(op) || !nic_stage_mark_ready(&op->qp->eng->resp_stage, p))
-        pkt_free(nic->pool, p);
-    else
-        nic_tx_src_ready(nic, &op->qp->eng->resp_src);
-    nic_op_free(op);
-    nic->atom_busy = false;
-    atomic_start(nic);
-}
-
-static void atomic_write_visible(struct sim *sim, void *a, void *b)
-{
-    (void)sim;
-    (void)b;
-    struct nic_op *op = a;
-    nic_copy_to_host(op->nic, op, op->data8);
-    nic_trace_dma_write(op->nic, op, op->qp->qpn, "resp: atomic result");
-    if (op->nic->host)
-        host_dma_landed(op->nic->host);
-    atomic_finish(op->nic, op);
-}
-
-/* The result write is strict (no Relaxed Ordering): it never passes an
- * earlier relaxed data write (dma.c). */
-static void atomic_write_done(struct sim *sim, void *a, void *b)
-{
-    struct nic_op *op = a;
-    if (!nic_dma_wait_relaxed(op->nic, atomic_write_visible, a, b))
-        atomic_write_visible(sim, a, b);
-}
-
-static void atomic_exec_done(struct sim *sim, void *a, void *b)
-{
-    (void)b;
-    struct nic_op *op = a;
-    struct nic *nic = op->nic;
-    if (!op->flag) { /* compare failed: nothing to write back */
-        atomic_finish(nic, op);
-        return;
-    }
-    nic->cnt.dma_writes++;
-    if (nic->pcie)
-        pcie_dma_write(nic->pcie, 8, atomic_write_done, op, NULL);
-    else
-        atomic_write_done(sim, op, NULL);
-}
-
-static void atomic_read_data(struct sim *sim, void *a, void *b)
-{
-    (void)b;
-    struct nic_op *op = a;
-    struct nic *nic = op->nic;
-    if (nic_op_stale(op)) {
-        atomic_finish(nic, op);
-        return;
-    }
-    uint64_t orig = 0, val;
-    nic_copy_from_host(nic, op, (uint8_t *)&orig);
-    if (op->atomic_opcode == IB_OPCODE_RC_COMPARE_SWAP) {
-        op->flag = orig == op->compare;
-        val = op->flag ? op->swap_add : orig;
-    } else {
-        op->flag = true;
-        val = orig + op->swap_add;
-    }
-    memcpy(op->data8, &val, 8);
-    op->pkt->atomic_orig = orig;
-    struct nic_qp_engine *e = op->qp->eng;
-    for (unsigned i = 0; i < NIC_ATOMIC_HISTORY; i++) {
-        struct nic_atomic_hist *h = &e->atomic_hist[i];
-        if (h->valid && h->pending && h->psn == op->pkt->psn) {
-            h->pending = false;
-            h->orig = orig;
-            break;
-        }
-    }
-    sim_call_in(sim, nic->p.atomic_proc_ps, atomic_exec_done, op, NULL);
-}
-
-/* A DMA read does not pass an earlier posted write, relaxed ones included
- * (dma.c): the original value includes every write placed before it. */
-static void atomic_read_done(struct sim *sim, void *a, void *b)
-{
-    struct nic_op *op = a;
-    if (!nic_dma_wait_relaxed(op->nic, atomic_read_data, a, b))
-        atomic_read_data(sim, a, b);
-}
-
-static void atomic_start(struct nic *nic)
-{
-    if (nic->atom_busy || !nic->atom_head)
-        return;
-    struct nic_op *op = nic->atom_head;
-    nic->atom_head = op->next;
-    if (!nic->atom_head)
-        nic->atom_tail = NULL;
-    op->next = NULL;
-    nic->atom_busy = true;
-    nic->cnt.dma_reads++;
-    if (nic->pcie)
-        pcie_dma_read(nic->pcie, 8, atomic_read_done, op, NULL);
-    else
-        atomic_read_done(nic->sim, op, NULL);
-}
-
-static void atomic_submit(struct nic *nic, struct nic_op *op)
-{
-    op->next = NULL;
-    if (nic->atom_tail)
-        nic->atom_tail->next = op;
-    else
-        nic->atom_head = op;
-    nic->atom_tail = op;
-    atomic_start(nic);
-}
-
-void nic_atomic_teardown(struct nic *nic)
-{
-    nic->atom_head = nic->atom_tail = NULL; /* ops and packets go with their pools */
-    nic->atom_busy = false;
 }
 
 /* ---------------------------------------------------------------- request handlers */

@@ -53,30 +53,33 @@ timeout 120 "$bin" check-order "$L/flag_first.yaml" --runs 5 -o "$ff.json" >"$ff
 rc=$?
 check "flag-first: violation, exit 1 (got $rc)" "[ $rc -eq 1 ]"
 check "flag-first: run and seed named" "grep -q '^check-order: VIOLATION in run 1 of 5 (seed 1)' '$ff.out'"
-check "flag-first: the receiver's verdict line (message 1 seen without its data)" \
-    "grep -q '^  violation: litmus server: VIOLATION: flag-first message 1 (slot 0, 64 bytes): bad sequence number: sequence number is 0, expected 1' '$ff.out'"
+# (message 1, 64 B, is the first to pass: its bell and data leave the NIC's
+# translation unit together after the cold misses and land 5 ns apart; the
+# 4 KiB message 2 lands a PCIe serialisation time after its bell)
+check "flag-first: the receiver's verdict line (message 2 seen without its data)" \
+    "grep -q '^  violation: litmus server: VIOLATION: flag-first message 2 (slot 1, 4096 bytes): bad sequence number: sequence number is 0, expected 2' '$ff.out'"
 check "flag-first: the exact reproduce command" \
     "grep -qF 'reproduce: $bin check-order $L/flag_first.yaml --runs 1 --seed 1' '$ff.out'"
 check "flag-first: a trace section" "grep -q '^  trace: the last [0-9]* of [0-9]* events up to the violation' '$ff.out'"
 # The story in the trace: the 8-byte bell was placed, the 64-byte message
 # was not (its WRITE was posted after the bell's, so it lands after).
-check "flag-first: JSON trace ends at the violation: bell (8 B) placed, data (64 B) not yet" "$py - '$ff.json' <<'PY'
+check "flag-first: JSON trace ends at the violation: bell (8 B) placed, data (4 KiB) not yet" "$py - '$ff.json' <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 assert d['verdict'] == 'violation', d['verdict']
 v = d['violation']
 assert v['seed'] == 1 and v['run'] == 1 and v['program'] == 'h1/litmus#0', v
 rep = v['report']
-assert rep['message'] == 1 and rep['check'] == 1 and rep['seq_got'] == 0 and rep['len_got'] == 0, rep
-assert rep['bytes_as_sent'] < 64, rep
+assert rep['message'] == 2 and rep['check'] == 1 and rep['seq_got'] == 0 and rep['len_got'] == 0, rep
+assert rep['bytes_as_sent'] < 4096, rep
 t = v['trace']
 assert t, 'empty trace'
 cut = (rep['t_ns'] + 1) * 1000
 assert all(r['t_ps'] < cut for r in t), 'trace goes past the violation'
 writes = [r for r in t if r['kind'] == 'dma-write' and r['node'] == 1]
 assert any(r['len'] == 8 for r in writes), 'no bell write in the trace'
-assert not any(r['len'] == 64 for r in writes), 'the data had landed'
-assert any(r['kind'] == 'pkt-rx' and r['node'] == 1 and r['len'] == 64 for r in t), 'data packet not received'
+assert not any(r['len'] == 4096 for r in writes), 'the data had landed'
+assert any(r['kind'] == 'pkt-rx' and r['node'] == 1 and r['len'] == 4096 for r in t), 'data packet not received'
 assert v['reproduce'].endswith('check-order ' + d['file'] + ' --runs 1 --seed 1'), v['reproduce']
 PY"
 

@@ -1,0 +1,183 @@
+/* The atomic unit: RDMA FETCH_AND_ADD and COMPARE_AND_SWAP at the responder
+ * (docs/nic.md "Atomics").
+ *
+ * An atomic is a read-modify-write of 8 bytes: read the original (a DMA
+ * read over PCIe for host memory, nic.dm_access for device memory), spend
+ * nic.atomic_proc in the ALU, write the result back (a posted DMA write,
+ * or a device-memory access), and the ACK carrying the original may leave.
+ * Atomics on the same address are serialised: one waits until the previous
+ * one's result is visible, so contention on one address costs a whole
+ * PCIe read-modify-write per operation on host memory - and only the
+ * ALU time plus two on-chip accesses on device memory (Taranov et al.
+ * Sec. 6.3, Fig. 9a: "more than 4x" for a shared counter in device
+ * memory; CALIBRATION "contended atomics, one address").  Atomics on
+ * different addresses overlap.
+ *
+ * The waiting ops are one FIFO; when an address frees, the first op waiting
+ * for it starts (so atomics on one address run in arrival order). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "nic_priv.h"
+
+static void atomic_start_ready(struct nic *nic);
+
+static bool addr_busy(const struct nic *nic, const uint8_t *addr)
+{
+    for (uint32_t i = 0; i < nic->n_atom_busy; i++)
+        if (nic->atom_busy[i] == addr)
+            return true;
+    return false;
+}
+
+static void addr_take(struct nic *nic, uint8_t *addr)
+{
+    if (nic->n_atom_busy == nic->cap_atom_busy) {
+        uint32_t cap = nic->cap_atom_busy ? 2 * nic->cap_atom_busy : 8;
+        uint8_t **n = realloc(nic->atom_busy, cap * sizeof(*n));
+        if (!n)
+            abort();
+        nic->atom_busy = n;
+        nic->cap_atom_busy = cap;
+    }
+    nic->atom_busy[nic->n_atom_busy++] = addr;
+}
+
+static void addr_release(struct nic *nic, const uint8_t *addr)
+{
+    for (uint32_t i = 0; i < nic->n_atom_busy; i++)
+        if (nic->atom_busy[i] == addr) {
+            nic->atom_busy[i] = nic->atom_busy[--nic->n_atom_busy];
+            return;
+        }
+}
+
+static void atomic_finish(struct nic *nic, struct nic_op *op)
+{
+    struct pkt *p = op->pkt;
+    if (nic_op_stale(op) || !nic_stage_mark_ready(&op->qp->eng->resp_stage, p))
+        pkt_free(nic->pool, p);
+    else
+        nic_tx_src_ready(nic, &op->qp->eng->resp_src);
+    addr_release(nic, op->seg[0].host);
+    nic_op_free(op);
+    atomic_start_ready(nic);
+}
+
+static void atomic_write_visible(struct sim *sim, void *a, void *b)
+{
+    (void)sim;
+    (void)b;
+    struct nic_op *op = a;
+    nic_copy_to_host(op->nic, op, op->data8);
+    nic_trace_dma_write(op->nic, op, op->qp->qpn, "resp: atomic result");
+    if (op->nic->host)
+        host_dma_landed(op->nic->host);
+    atomic_finish(op->nic, op);
+}
+
+/* The result write is strict (no Relaxed Ordering): it never passes an
+ * earlier relaxed data write (dma.c). */
+static void atomic_write_done(struct sim *sim, void *a, void *b)
+{
+    struct nic_op *op = a;
+    if (!op->xl_dm && nic_dma_wait_relaxed(op->nic, atomic_write_visible, a, b))
+        return;
+    atomic_write_visible(sim, a, b);
+}
+
+static void atomic_exec_done(struct sim *sim, void *a, void *b)
+{
+    (void)sim;
+    (void)b;
+    struct nic_op *op = a;
+    struct nic *nic = op->nic;
+    if (!op->flag) { /* compare failed: nothing to write back */
+        atomic_finish(nic, op);
+        return;
+    }
+    nic_mem_write(nic, op, PCIE_K_ATOMIC, 8, atomic_write_done, NULL);
+}
+
+static void atomic_read_data(struct sim *sim, void *a, void *b)
+{
+    (void)b;
+    struct nic_op *op = a;
+    struct nic *nic = op->nic;
+    if (nic_op_stale(op)) {
+        atomic_finish(nic, op);
+        return;
+    }
+    uint64_t orig = 0, val;
+    nic_copy_from_host(nic, op, (uint8_t *)&orig);
+    if (op->atomic_opcode == IB_OPCODE_RC_COMPARE_SWAP) {
+        op->flag = orig == op->compare;
+        val = op->flag ? op->swap_add : orig;
+    } else {
+        op->flag = true;
+        val = orig + op->swap_add;
+    }
+    memcpy(op->data8, &val, 8);
+    op->pkt->atomic_orig = orig;
+    struct nic_qp_engine *e = op->qp->eng;
+    for (unsigned i = 0; i < NIC_ATOMIC_HISTORY; i++) {
+        struct nic_atomic_hist *h = &e->atomic_hist[i];
+        if (h->valid && h->pending && h->psn == op->pkt->psn) {
+            h->pending = false;
+            h->orig = orig;
+            break;
+        }
+    }
+    sim_call_in(sim, nic->p.atomic_proc_ps, atomic_exec_done, op, NULL);
+}
+
+/* A DMA read does not pass an earlier posted write, relaxed ones included
+ * (dma.c): the original value includes every write placed before it. */
+static void atomic_read_done(struct sim *sim, void *a, void *b)
+{
+    struct nic_op *op = a;
+    if (!op->xl_dm && nic_dma_wait_relaxed(op->nic, atomic_read_data, a, b))
+        return;
+    atomic_read_data(sim, a, b);
+}
+
+/* Start every waiting op whose address is free, in FIFO order. */
+static void atomic_start_ready(struct nic *nic)
+{
+    struct nic_op **link = &nic->atom_head, *prev = NULL;
+    while (*link) {
+        struct nic_op *op = *link;
+        if (addr_busy(nic, op->seg[0].host)) {
+            prev = op;
+            link = &op->next;
+            continue;
+        }
+        *link = op->next;
+        if (nic->atom_tail == op)
+            nic->atom_tail = prev;
+        op->next = NULL;
+        addr_take(nic, op->seg[0].host);
+        nic_mem_read(nic, op, PCIE_K_ATOMIC, 8, atomic_read_done, NULL);
+    }
+}
+
+void nic_atomic_submit(struct nic *nic, struct nic_op *op)
+{
+    op->next = NULL;
+    if (addr_busy(nic, op->seg[0].host))
+        nic->cnt.atomic_waits++;
+    if (nic->atom_tail)
+        nic->atom_tail->next = op;
+    else
+        nic->atom_head = op;
+    nic->atom_tail = op;
+    atomic_start_ready(nic);
+}
+
+void nic_atomic_teardown(struct nic *nic)
+{
+    nic->atom_head = nic->atom_tail = NULL; /* ops and packets go with their pools */
+    free(nic->atom_busy);
+    nic->atom_busy = NULL;
+    nic->n_atom_busy = nic->cap_atom_busy = 0;
+}

@@ -1,0 +1,309 @@
+/* LRU cache with miss status holding registers (contract in cache.h; how the
+ * NIC uses it in docs/nic.md "Caches inside the RNIC"). */
+#include "cache.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NO_SLOT UINT32_MAX
+
+static uint32_t key_hash(uint64_t key)
+{
+    key ^= key >> 33;
+    key *= 0xff51afd7ed558ccdull;
+    key ^= key >> 33;
+    return (uint32_t)key;
+}
+
+int nic_cache_init(struct nic_cache *c, struct sim *sim, const char *name, uint32_t cap,
+                   uint32_t max_misses, nic_cache_fetch_fn fetch, void *owner)
+{
+    memset(c, 0, sizeof(*c));
+    c->sim = sim;
+    c->name = name;
+    c->cap = cap;
+    c->max_misses = max_misses ? max_misses : 1;
+    c->fetch = fetch;
+    c->owner = owner;
+    c->lru_head = c->lru_tail = NO_SLOT;
+    if (!cap)
+        return 0;
+    uint32_t hsize = 4;
+    while (hsize < 2u * cap)
+        hsize *= 2;
+    c->slot_key = malloc(cap * sizeof(*c->slot_key));
+    c->prev = malloc(cap * sizeof(*c->prev));
+    c->next = malloc(cap * sizeof(*c->next));
+    c->hash = malloc(hsize * sizeof(*c->hash));
+    if (!c->slot_key || !c->prev || !c->next || !c->hash) {
+        nic_cache_fini(c);
+        return ENOMEM;
+    }
+    memset(c->hash, 0xff, hsize * sizeof(*c->hash));
+    c->hash_mask = hsize - 1;
+    return 0;
+}
+
+void nic_cache_fini(struct nic_cache *c)
+{
+    free(c->slot_key);
+    free(c->prev);
+    free(c->next);
+    free(c->hash);
+    for (uint32_t i = 0; i < c->n_mshr; i++)
+        for (struct nic_cache_waiter *w = c->mshr[i].head, *nx; w; w = nx) {
+            nx = w->next;
+            free(w);
+        }
+    free(c->mshr);
+    for (struct nic_cache_waiter *w = c->free_waiters, *nx; w; w = nx) {
+        nx = w->next;
+        free(w);
+    }
+    memset(c, 0, sizeof(*c));
+}
+
+/* ---------------------------------------------------------------- resident set */
+
+static uint32_t hash_find(const struct nic_cache *c, uint64_t key)
+{
+    for (uint32_t h = key_hash(key) & c->hash_mask;; h = (h + 1) & c->hash_mask) {
+        uint32_t s = c->hash[h];
+        if (s == NO_SLOT)
+            return NO_SLOT;
+        if (c->slot_key[s] == key)
+            return s;
+    }
+}
+
+static void hash_insert(struct nic_cache *c, uint64_t key, uint32_t slot)
+{
+    uint32_t h = key_hash(key) & c->hash_mask;
+    while (c->hash[h] != NO_SLOT)
+        h = (h + 1) & c->hash_mask;
+    c->hash[h] = slot;
+}
+
+/* Linear-probing deletion by backward shift (no tombstones). */
+static void hash_remove(struct nic_cache *c, uint64_t key)
+{
+    uint32_t h = key_hash(key) & c->hash_mask;
+    while (c->hash[h] != NO_SLOT && c->slot_key[c->hash[h]] != key)
+        h = (h + 1) & c->hash_mask;
+    if (c->hash[h] == NO_SLOT)
+        return;
+    uint32_t hole = h;
+    for (uint32_t j = (hole + 1) & c->hash_mask; c->hash[j] != NO_SLOT;
+         j = (j + 1) & c->hash_mask) {
+        uint32_t home = key_hash(c->slot_key[c->hash[j]]) & c->hash_mask;
+        /* move j into the hole unless its home lies cyclically in (hole, j] */
+        bool stays = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
+        if (!stays) {
+            c->hash[hole] = c->hash[j];
+            hole = j;
+        }
+    }
+    c->hash[hole] = NO_SLOT;
+}
+
+static void lru_unlink(struct nic_cache *c, uint32_t s)
+{
+    if (c->prev[s] != NO_SLOT)
+        c->next[c->prev[s]] = c->next[s];
+    else
+        c->lru_head = c->next[s];
+    if (c->next[s] != NO_SLOT)
+        c->prev[c->next[s]] = c->prev[s];
+    else
+        c->lru_tail = c->prev[s];
+}
+
+static void lru_push_front(struct nic_cache *c, uint32_t s)
+{
+    c->prev[s] = NO_SLOT;
+    c->next[s] = c->lru_head;
+    if (c->lru_head != NO_SLOT)
+        c->prev[c->lru_head] = s;
+    c->lru_head = s;
+    if (c->lru_tail == NO_SLOT)
+        c->lru_tail = s;
+}
+
+static void insert_key(struct nic_cache *c, uint64_t key)
+{
+    if (hash_find(c, key) != NO_SLOT)
+        return;
+    uint32_t s;
+    if (c->n < c->cap) {
+        s = c->n++;
+    } else {
+        s = c->lru_tail;
+        lru_unlink(c, s);
+        hash_remove(c, c->slot_key[s]);
+        c->c.evictions++;
+    }
+    c->slot_key[s] = key;
+    hash_insert(c, key, s);
+    lru_push_front(c, s);
+}
+
+bool nic_cache_contains(const struct nic_cache *c, uint64_t key)
+{
+    if (!c->cap)
+        return true;
+    for (uint32_t i = 0; i < c->n_mshr; i++)
+        if (c->mshr[i].key == key)
+            return false;
+    return hash_find(c, key) != NO_SLOT;
+}
+
+void nic_cache_invalidate(struct nic_cache *c, uint64_t key)
+{
+    if (!c->cap)
+        return;
+    uint32_t s = hash_find(c, key);
+    if (s == NO_SLOT)
+        return;
+    lru_unlink(c, s);
+    hash_remove(c, key);
+    /* move the last used slot into the hole so slots stay [0, n) */
+    uint32_t last = --c->n;
+    if (s != last) {
+        uint64_t k = c->slot_key[last];
+        uint32_t p = c->prev[last], nx = c->next[last];
+        hash_remove(c, k);
+        c->slot_key[s] = k;
+        c->prev[s] = p;
+        c->next[s] = nx;
+        if (p != NO_SLOT)
+            c->next[p] = s;
+        else
+            c->lru_head = s;
+        if (nx != NO_SLOT)
+            c->prev[nx] = s;
+        else
+            c->lru_tail = s;
+        hash_insert(c, k, s);
+    }
+}
+
+uint32_t nic_cache_lru_keys(const struct nic_cache *c, uint64_t *keys, uint32_t n)
+{
+    uint32_t i = 0;
+    for (uint32_t s = c->lru_head; s != NO_SLOT && i < n; s = c->next[s])
+        keys[i++] = c->slot_key[s];
+    return i;
+}
+
+/* ---------------------------------------------------------------- misses */
+
+static struct nic_cache_waiter *waiter_get(struct nic_cache *c)
+{
+    struct nic_cache_waiter *w = c->free_waiters;
+    if (w) {
+        c->free_waiters = w->next;
+        return w;
+    }
+    w = malloc(sizeof(*w));
+    if (!w) {
+        fprintf(stderr, "rnicsim: cache %s: out of memory\n", c->name);
+        abort();
+    }
+    return w;
+}
+
+static void add_waiter(struct nic_cache *c, struct nic_cache_mshr *m, sim_cb_fn fn, void *a,
+                       void *b)
+{
+    struct nic_cache_waiter *w = waiter_get(c);
+    w->next = NULL;
+    w->fn = fn;
+    w->a = a;
+    w->b = b;
+    if (m->tail)
+        m->tail->next = w;
+    else
+        m->head = w;
+    m->tail = w;
+}
+
+static void start_fetch(struct nic_cache *c, struct nic_cache_mshr *m)
+{
+    m->busy = true;
+    m->queued = false;
+    c->in_flight++;
+    if (c->in_flight > c->c.max_in_flight)
+        c->c.max_in_flight = c->in_flight;
+    c->fetch(c, m->key, c->owner);
+}
+
+bool nic_cache_access(struct nic_cache *c, uint64_t key, sim_cb_fn fn, void *a, void *b)
+{
+    if (!c->cap)
+        return true;
+    for (uint32_t i = 0; i < c->n_mshr; i++)
+        if (c->mshr[i].key == key) {
+            c->c.merged++;
+            add_waiter(c, &c->mshr[i], fn, a, b);
+            return false;
+        }
+    uint32_t s = hash_find(c, key);
+    if (s != NO_SLOT) {
+        c->c.hits++;
+        if (c->lru_head != s) {
+            lru_unlink(c, s);
+            lru_push_front(c, s);
+        }
+        return true;
+    }
+    c->c.misses++;
+    if (c->n_mshr == c->cap_mshr) {
+        uint32_t cap = c->cap_mshr ? 2 * c->cap_mshr : 8;
+        struct nic_cache_mshr *nm = realloc(c->mshr, cap * sizeof(*nm));
+        if (!nm) {
+            fprintf(stderr, "rnicsim: cache %s: out of memory\n", c->name);
+            abort();
+        }
+        c->mshr = nm;
+        c->cap_mshr = cap;
+    }
+    struct nic_cache_mshr *m = &c->mshr[c->n_mshr++];
+    *m = (struct nic_cache_mshr){.key = key};
+    add_waiter(c, m, fn, a, b);
+    if (c->in_flight < c->max_misses) {
+        start_fetch(c, m);
+    } else {
+        m->queued = true;
+        c->c.queued++;
+    }
+    return false;
+}
+
+void nic_cache_filled(struct nic_cache *c, uint64_t key)
+{
+    uint32_t i = 0;
+    while (i < c->n_mshr && !(c->mshr[i].key == key && c->mshr[i].busy))
+        i++;
+    if (i == c->n_mshr)
+        return; /* not a fetch of ours: ignore */
+    struct nic_cache_waiter *w = c->mshr[i].head;
+    /* remove the MSHR, keeping the order of the others (FIFO of queued) */
+    memmove(&c->mshr[i], &c->mshr[i + 1], (c->n_mshr - i - 1) * sizeof(*c->mshr));
+    c->n_mshr--;
+    c->in_flight--;
+    insert_key(c, key);
+    for (uint32_t j = 0; j < c->n_mshr && c->in_flight < c->max_misses; j++)
+        if (c->mshr[j].queued)
+            start_fetch(c, &c->mshr[j]);
+    while (w) {
+        struct nic_cache_waiter *nx = w->next;
+        sim_cb_fn fn = w->fn;
+        void *a = w->a, *b = w->b;
+        w->next = c->free_waiters;
+        c->free_waiters = w;
+        fn(c->sim, a, b);
+        w = nx;
+    }
+}

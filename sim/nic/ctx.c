@@ -1,0 +1,63 @@
+/* The QP-context cache and the processing units that wait on it
+ * (docs/nic.md "Caches inside the RNIC").
+ *
+ * A QP's context (its state: PSNs, keys, queue addresses, the transport
+ * state machine's variables) lives in host memory, in the ICM the driver
+ * gives the NIC; the NIC keeps the recently used ones in an on-chip cache
+ * (Husky, NSDI'23; CALIBRATION "QP context cache miss: one extra PCIe round
+ * trip").  The engines need a QP's context at three points:
+ *
+ *   - a send doorbell is processed (to find the send queue: req.c),
+ *   - the send engine starts a WQE (req.c),
+ *   - a packet for the QP leaves the receive pipeline (nic.c).
+ *
+ * Each is one nic_ctx_access().  A hit costs nothing more.  A miss is a
+ * PCIe read of nic.qpc_bytes (kind ctx_miss) and holds one of nic.pus
+ * processing units until the context arrives; further accesses to the
+ * same QP wait on the same fetch (in order).  When every unit waits, a
+ * further miss queues for a unit, and the receive pipeline stops taking
+ * packets until a unit is free (rx_pu_stalls): this is the QP-count cliff
+ * - once the QPs in use exceed the cache, every operation pays a PCIe
+ * round trip, and the units bound how many of those overlap. */
+#include "nic_priv.h"
+
+static void ctx_fetched(struct sim *sim, void *a, void *b)
+{
+    (void)sim;
+    struct nic *nic = a;
+    nic_cache_filled(&nic->qpc, (uint64_t)(uintptr_t)b);
+    if (nic->rx_stalled && !nic_ctx_pus_exhausted(nic))
+        nic_rx_resume(nic);
+}
+
+static void ctx_fetch(struct nic_cache *c, uint64_t key, void *owner)
+{
+    (void)c;
+    struct nic *nic = owner;
+    nic->cnt.dma_reads++;
+    if (nic->pcie)
+        pcie_dma_read(nic->pcie, nic->p.qpc_bytes, ctx_fetched, nic, (void *)(uintptr_t)key);
+    else
+        sim_call_in(nic->sim, 0, ctx_fetched, nic, (void *)(uintptr_t)key);
+}
+
+int nic_ctx_init(struct nic *nic)
+{
+    return nic_cache_init(&nic->qpc, nic->sim, "qpc", nic->p.qpc_cache_entries,
+                          nic->p.pus ? nic->p.pus : 1, ctx_fetch, nic);
+}
+
+void nic_ctx_fini(struct nic *nic)
+{
+    nic_cache_fini(&nic->qpc);
+}
+
+bool nic_ctx_access(struct nic *nic, uint32_t qpn, sim_cb_fn fn, void *a, void *b)
+{
+    return nic_cache_access(&nic->qpc, qpn, fn, a, b);
+}
+
+void nic_ctx_forget(struct nic *nic, uint32_t qpn)
+{
+    nic_cache_invalidate(&nic->qpc, qpn);
+}
