@@ -1,32 +1,56 @@
-/* PCIe link, first-order TLP model (contract and vocabulary in pcie.h; the
- * model, its defaults and its gaps in docs/pcie.md).
+/* PCIe link, TLP-level model (contract and vocabulary in pcie.h; the model,
+ * its defaults, its event cost and its gaps in docs/pcie.md).
  *
- * Each direction is a FIFO serialiser kept as a single "busy until" time:
- * an operation reserves the direction for all of its TLPs at once, so no
- * event is ever scheduled per TLP or per byte.  Every operation costs O(1)
- * events and O(1) arithmetic:
+ * Each direction is a FIFO serialiser kept as a single "busy until" time.
+ * Posted writes (MWr) reserve the up direction for all of their TLPs at
+ * once; the flow-control credits of the root complex are a pool of known
+ * release times (pcie_fc.c), so a write costs no event but `done`.
+ *
+ * Reads go through a per-link queue of read requests (MRd).  An MRd is sent
+ * when a tag and a non-posted-header credit are free; the MRds of a read
+ * that can all go together leave back to back as one *group*.  A group's
+ * first completion being ready at the root complex is one event, where the
+ * down direction is reserved for all of the group's completions (closed
+ * form, comment above `group_ready`) and its tags' release times become
+ * known.  An MRd that has to wait for a tag or a credit is sent by the
+ * `pump` event at the release time, so:
  *
  *   pcie_mmio_write   1 event  (done)
  *   pcie_dma_write    1 event  (done = visible in host memory)
- *   pcie_dma_read     2 events (first completion ready at the root complex,
- *                               where the down direction is reserved; done)
- *
- * A read reserves the down direction only when its first completion is
- * ready, not at issue time: otherwise a doorbell issued while a read is
- * outstanding would queue behind completions that do not exist yet.
+ *   pcie_dma_read     2 events when tags and credits are free (group
+ *                     ready; done), plus about 2 per MRd that has to wait
+ *                     (pump; its group ready)
  *
  * Ordering rules kept (PCIe base spec, "Transaction Ordering" table):
  *  - posted writes do not pass posted writes (up FIFO + constant latency,
- *    and `last_write_visible_ps` as a guard);
+ *    and `last_write_visible_ps` as a guard); a write with the relaxed
+ *    ordering attribute is not held by the guard;
  *  - a read request does not pass a posted write: its completion data are
- *    not produced before every earlier DMA write is visible, so the bytes
- *    the caller copies at `done` include those writes;
+ *    not produced before every write sent before its MRds is visible, so
+ *    the bytes the caller copies at `done` include those writes; unless
+ *    the read has the relaxed ordering attribute;
+ *  - posted writes pass read requests that wait for a tag or a credit (the
+ *    waiting MRd is not on the link yet);
  *  - MMIO writes (posted, down) complete in issue order. */
 #include "pcie.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "pcie_fc.h"
+
+const char *const pcie_kind_names[] = {
+    [PCIE_K_PAYLOAD_RD] = "payload_rd", [PCIE_K_PAYLOAD_WR] = "payload_wr",
+    [PCIE_K_WQE_FETCH] = "wqe_fetch",   [PCIE_K_CQE] = "cqe",
+    [PCIE_K_CTX_MISS] = "ctx_miss",     [PCIE_K_XLATE_MISS] = "xlate_miss",
+    [PCIE_K_ATOMIC] = "atomic",         [PCIE_K_DOORBELL] = "doorbell",
+    [PCIE_K_OTHER] = "other",           [PCIE_K_COUNT] = NULL,
+};
+
+/* Flow-control data credits are counted in units of 16 B (4 DW), PCIe base
+ * spec "Flow Control". */
+#define PCIE_FC_DATA_UNIT_BYTES 16u
 
 /* ---------------------------------------------------------------- generations */
 
@@ -85,6 +109,24 @@ void pcie_params_default(struct pcie_params *p)
     /* Estimate: same one-way figure for a CPU store (uncached/write-combining)
      * travelling core -> root complex -> device BAR (CALIBRATION, PCIe). */
     p->mmio_latency_ps = 200 * SIM_NS;
+    /* PCIe 3.0 base spec, Transaction Descriptor / Tag field: 5-bit tags (32
+     * outstanding requests) unless the Extended Tag Field is enabled, then 8
+     * bits (256).  Linux enables Extended Tags on every device that supports
+     * them (drivers/pci/probe.c, pci_configure_extended_tags, since 4.11),
+     * and ConnectX devices do; 10-bit tags (Gen4+) are not assumed. */
+    p->tags = 256;
+    /* Intel Xeon C5500/C3500 datasheet vol. 1 (323103-001), Table 76 "PCI
+     * Express Credit Mapping for Inbound Requests", x16 root port: posted
+     * request headers 64, posted data 320 (x 16 B = 5 KiB), non-posted
+     * request headers 72; completions infinite.  Estimate that later Xeon
+     * root ports are no smaller: with the hold times of this model (posted:
+     * until visible, ~220 ns; non-posted: until the data are ready, ~530
+     * ns) they carry 5 KiB / 220 ns = 186 Gb/s of writes, 64 MWr per 206 ns
+     * of 64 B writes and 72 x 512 B / 531 ns = 555 Gb/s of MRRS reads, so
+     * they never limit one Gen3 x16 link (docs/pcie.md). */
+    p->fc_ph_credits = 64;
+    p->fc_pd_credits = 320;
+    p->fc_nph_credits = 72;
 }
 
 uint64_t pcie_link_rate_bps(const struct pcie_params *p)
@@ -107,22 +149,42 @@ uint64_t pcie_effective_rate_bps(const struct pcie_params *p)
 
 /* ---------------------------------------------------------------- the link */
 
-/* A DMA read between its issue and the moment its first completion is ready
- * at the root complex (then its numbers are final and it is released). */
+/* Why the next MRd of a read waits (for the stall counters). */
+enum pcie_block { PCIE_BLOCK_NONE, PCIE_BLOCK_TAG, PCIE_BLOCK_CREDIT };
+
+/* A DMA read from its issue until its last group's completions are placed
+ * on the down direction. */
 struct pcie_read_op {
-    struct pcie_read_op *next; /* free list */
+    struct pcie_read_op *next; /* the wait queue */
     sim_cb_fn done;
     void *a, *b;
-    sim_time_t last_ready_ps; /* completion data of the last MRd ready */
-    sim_time_t cpl_all_ps;    /* down-direction time of all completions */
-    sim_time_t cpl_last_ps;   /* ... of the last MRd's completions */
+    uint64_t n_req, n_sent; /* MRds (all of MRRS bytes but the last); sent so far */
+    uint64_t last_bytes;    /* payload asked for by the last MRd */
+    unsigned flags;
+    enum pcie_block blocked; /* the next MRd waited for this */
 };
 
-#define PCIE_OPS_PER_CHUNK 64
+/* MRds of one read that left back to back, until their first completion is
+ * ready at the root complex. */
+struct pcie_mrd_group {
+    struct pcie_read_op *op;
+    uint64_t k;     /* MRds */
+    int has_last;   /* includes the read's last MRd */
+    sim_time_t a0l; /* first MRd at the root complex + read latency */
+    sim_time_t w;   /* posted writes visible by then (0: relaxed read) */
+};
 
-struct pcie_op_chunk {
-    struct pcie_op_chunk *next;
-    struct pcie_read_op ops[PCIE_OPS_PER_CHUNK];
+union pcie_slot {
+    union pcie_slot *next_free;
+    struct pcie_read_op op;
+    struct pcie_mrd_group grp;
+};
+
+#define PCIE_SLOTS_PER_CHUNK 64
+
+struct pcie_slot_chunk {
+    struct pcie_slot_chunk *next;
+    union pcie_slot s[PCIE_SLOTS_PER_CHUNK];
 };
 
 struct pcie_link {
@@ -139,17 +201,36 @@ struct pcie_link {
     sim_time_t mwr_full_ps; /* MWr with MPS payload */
     sim_time_t mrd_ps;      /* MRd (header only) */
     sim_time_t cpl_full_ps; /* CplD with MPS payload */
+    sim_time_t cpl_req_ps;  /* all CplDs of an MRRS-sized request */
+    uint64_t n_cpl_req;     /* ... and their number */
+    uint32_t pd_full;       /* data credits of an MPS MWr */
 
-    struct pcie_read_op *free_ops;
-    struct pcie_op_chunk *chunks;
+    struct fc_pool tags;   /* released when the MRd's last CplD arrived */
+    uint64_t tags_unknown; /* tags of MRds whose group is not ready yet */
+    struct fc_pool nph;    /* root complex non-posted header credits */
+    struct fc_pool posted; /* root complex posted header / data credits */
+
+    struct pcie_read_op *rq_head, *rq_tail; /* reads with MRds still to send */
+    enum pcie_block cur_block;              /* why rq_head waits */
+    struct sim_event pump_ev;
+
+    union pcie_slot *free_slots;
+    struct pcie_slot_chunk *chunks;
 
     struct pcie_counters c;
 };
 
+static void pump_event(struct sim *sim, struct sim_event *ev);
+static sim_time_t cpl_ps(const struct pcie_link *l, uint64_t req_bytes, uint64_t *n_cpl);
+
 struct pcie_link *pcie_link_create(struct sim *sim, const char *name, const struct pcie_params *p)
 {
-    uint64_t rate = pcie_effective_rate_bps(p);
-    if (!sim || !p || rate == 0 || p->mps_bytes == 0 || p->mrrs_bytes == 0) {
+    uint64_t rate = p ? pcie_effective_rate_bps(p) : 0;
+    if (!sim || !p || rate == 0 || p->mps_bytes == 0 || p->mrrs_bytes == 0 ||
+        (p->fc_pd_credits && p->fc_pd_credits < (p->mps_bytes + PCIE_FC_DATA_UNIT_BYTES - 1) /
+                                                    PCIE_FC_DATA_UNIT_BYTES)) {
+        /* (posted data credits too few for one MPS-sized MWr: no write
+         * could ever be sent) */
         errno = EINVAL;
         return NULL;
     }
@@ -163,6 +244,12 @@ struct pcie_link *pcie_link_create(struct sim *sim, const char *name, const stru
     l->mwr_full_ps = sim_bytes_to_ps((uint64_t)p->mps_bytes + p->mwr_hdr_bytes, rate);
     l->mrd_ps = sim_bytes_to_ps(p->mwr_hdr_bytes, rate);
     l->cpl_full_ps = sim_bytes_to_ps((uint64_t)p->mps_bytes + p->cpld_hdr_bytes, rate);
+    l->cpl_req_ps = cpl_ps(l, p->mrrs_bytes, &l->n_cpl_req);
+    l->pd_full = (p->mps_bytes + PCIE_FC_DATA_UNIT_BYTES - 1) / PCIE_FC_DATA_UNIT_BYTES;
+    fc_pool_init(&l->tags, p->tags, 0);
+    fc_pool_init(&l->nph, p->fc_nph_credits, 0);
+    fc_pool_init(&l->posted, p->fc_ph_credits, p->fc_pd_credits);
+    sim_event_init(&l->pump_ev, pump_event, l, "pcie.pump");
     return l;
 }
 
@@ -170,12 +257,16 @@ void pcie_link_destroy(struct pcie_link *l)
 {
     if (!l)
         return;
-    /* Pending read callbacks point into the chunks: destroy the link only
-     * after the simulation stopped running (or with no read in flight). */
-    for (struct pcie_op_chunk *ch = l->chunks, *next; ch; ch = next) {
+    /* Pending callbacks point into the link and its chunks: destroy the
+     * link only after the simulation stopped running (or with no read in
+     * flight). */
+    for (struct pcie_slot_chunk *ch = l->chunks, *next; ch; ch = next) {
         next = ch->next;
         free(ch);
     }
+    fc_pool_free(&l->tags);
+    fc_pool_free(&l->nph);
+    fc_pool_free(&l->posted);
     free(l);
 }
 
@@ -189,35 +280,51 @@ uint32_t pcie_link_mps_bytes(const struct pcie_link *l)
     return l->p.mps_bytes;
 }
 
-static struct pcie_read_op *op_get(struct pcie_link *l)
+static void oom(const struct pcie_link *l)
 {
-    if (!l->free_ops) {
-        struct pcie_op_chunk *ch = malloc(sizeof(*ch));
-        if (!ch) {
-            fprintf(stderr, "rnicsim: pcie %s: out of memory\n", l->name);
-            abort();
-        }
-        ch->next = l->chunks;
-        l->chunks = ch;
-        for (unsigned i = 0; i < PCIE_OPS_PER_CHUNK; i++) {
-            ch->ops[i].next = l->free_ops;
-            l->free_ops = &ch->ops[i];
-        }
-    }
-    struct pcie_read_op *op = l->free_ops;
-    l->free_ops = op->next;
-    return op;
+    fprintf(stderr, "rnicsim: pcie %s: out of memory\n", l->name);
+    abort();
 }
 
-static void op_put(struct pcie_link *l, struct pcie_read_op *op)
+static union pcie_slot *slot_get(struct pcie_link *l)
 {
-    op->next = l->free_ops;
-    l->free_ops = op;
+    if (!l->free_slots) {
+        struct pcie_slot_chunk *ch = malloc(sizeof(*ch));
+        if (!ch)
+            oom(l);
+        ch->next = l->chunks;
+        l->chunks = ch;
+        for (unsigned i = 0; i < PCIE_SLOTS_PER_CHUNK; i++) {
+            ch->s[i].next_free = l->free_slots;
+            l->free_slots = &ch->s[i];
+        }
+    }
+    union pcie_slot *s = l->free_slots;
+    l->free_slots = s->next_free;
+    return s;
+}
+
+static void slot_put(struct pcie_link *l, void *p)
+{
+    union pcie_slot *s = p;
+    s->next_free = l->free_slots;
+    l->free_slots = s;
+}
+
+static void pool_push(struct pcie_link *l, struct fc_pool *pool, const struct fc_group *g)
+{
+    if (fc_pool_push(pool, g) != 0)
+        oom(l);
 }
 
 static sim_time_t max_time(sim_time_t a, sim_time_t b)
 {
     return a > b ? a : b;
+}
+
+static enum pcie_kind kind_ok(enum pcie_kind k)
+{
+    return (unsigned)k < PCIE_K_COUNT ? k : PCIE_K_OTHER;
 }
 
 /* `bytes` cut into TLPs of at most `max_payload` bytes: n - 1 full ones and
@@ -265,51 +372,147 @@ static sim_time_t cpl_ps(const struct pcie_link *l, uint64_t req_bytes, uint64_t
     return split_ps(l, s, l->p.cpld_hdr_bytes, l->cpl_full_ps);
 }
 
-/* First completion of a read is ready at the root complex: reserve the down
- * direction for all of its completions and schedule `done`.
- *
- * MRd j (0..n-1) reaches the root complex at A_j = A_0 + j*u (they leave back
- * to back), its data are ready at r_j = max(A_j + L, W) and its CplDs take
- * C_j on the down direction (C_j = C for j < n-1, C_last for the last).
- * The FIFO recursion D_j = max(r_j, D_{j-1}) + C_j has the max-plus closed
- * form  D_{n-1} = max(D_init + sum C, max_j (r_j + sum_{i>=j} C_i)).
- * r_j + suffix is a maximum of terms linear in j, so the inner maximum is
- * reached at j = 0 (<= D_init + sum C, as this runs at r_0) or j = n-1:
- *   end = max(max(now, busy) + sum C, r_{n-1} + C_last). */
-static void read_first_ready(struct sim *sim, void *a, void *b)
+static uint64_t data_credits(uint64_t payload)
 {
-    struct pcie_link *l = a;
-    struct pcie_read_op *op = b;
-    sim_time_t end = reserve(l, &l->down_busy_until_ps, op->cpl_all_ps);
-    end = max_time(end, op->last_ready_ps + op->cpl_last_ps);
-    l->down_busy_until_ps = end;
-    sim_cb_fn done = op->done;
-    void *da = op->a, *db = op->b;
-    op_put(l, op);
-    if (done)
-        sim_call_in(sim, end - sim_now(sim), done, da, db);
+    return (payload + PCIE_FC_DATA_UNIT_BYTES - 1) / PCIE_FC_DATA_UNIT_BYTES;
 }
 
-void pcie_dma_read(struct pcie_link *l, uint64_t bytes, sim_cb_fn done, void *a, void *b)
+/* ---------------------------------------------------------------- reads */
+
+/* The first completion of a group of MRds is ready at the root complex:
+ * reserve the down direction for all of the group's completions, learn its
+ * tags' release times, schedule the read's `done` if this is its last
+ * group, and let waiting MRds go.
+ *
+ * MRd j (0..k-1) of the group reaches the root complex at A_j = A_0 + j*u
+ * (they left back to back), its data are ready at r_j = max(A_j + L, W)
+ * and its CplDs take C_j on the down direction (C for j < k-1, C_last for
+ * the last).  The FIFO recursion D_j = max(r_j, D_{j-1}) + C_j has the
+ * max-plus closed form  D_j = max(D_init + sum_{i<=j} C_i,
+ * max_{i<=j} (r_i + sum_{i..j} C)).  r_i + suffix is a maximum of terms
+ * linear in i, so the inner maximum is reached at i = 0 (<= D_init + sum
+ * C, as this runs at r_0) or i = j:
+ *   D_j = max(max(now, busy) + sum_{i<=j} C_i, r_j + C_j).
+ * D_j is when MRd j's tag comes back (its last CplD arrived). */
+static void group_ready(struct sim *sim, void *a, void *b)
+{
+    struct pcie_link *l = a;
+    struct pcie_mrd_group *g = b;
+    struct pcie_read_op *op = g->op;
+    sim_time_t now = sim_now(sim);
+    uint64_t n_dummy;
+    sim_time_t c_full = l->cpl_req_ps;
+    sim_time_t c_last = g->has_last ? cpl_ps(l, op->last_bytes, &n_dummy) : c_full;
+    sim_time_t d_init = max_time(now, l->down_busy_until_ps);
+    sim_time_t r_last = max_time(g->a0l + (g->k - 1) * l->mrd_ps, g->w);
+    sim_time_t end = max_time(d_init + (g->k - 1) * c_full + c_last, r_last + c_last);
+    l->down_busy_until_ps = end;
+
+    if (l->tags.hdr_cap) {
+        struct fc_group tg = {.n = g->k,
+                              .a = d_init + c_full,
+                              .s = c_full,
+                              .b = g->a0l + c_full,
+                              .s2 = l->mrd_ps,
+                              .c = g->w + c_full,
+                              .t_last = end};
+        l->tags_unknown -= g->k;
+        pool_push(l, &l->tags, &tg);
+    }
+    if (g->has_last) {
+        if (op->done)
+            sim_call_in(sim, end - now, op->done, op->a, op->b);
+        slot_put(l, op);
+    }
+    slot_put(l, g);
+    if (l->rq_head && l->tags.hdr_cap)
+        pump_event(sim, &l->pump_ev);
+}
+
+/* Send the next k MRds of `op` back to back (a tag and a credit each are
+ * free). */
+static void send_group(struct pcie_link *l, struct pcie_read_op *op, uint64_t k)
 {
     struct sim *sim = l->sim;
     sim_time_t now = sim_now(sim);
+    sim_time_t start = max_time(now, l->up_busy_until_ps);
+    l->up_busy_until_ps = start + k * l->mrd_ps;
+    sim_time_t a0 = start + l->mrd_ps;
+
+    struct pcie_mrd_group *g = &slot_get(l)->grp;
+    g->op = op;
+    g->k = k;
+    g->has_last = op->n_sent + k == op->n_req;
+    g->a0l = a0 + l->p.read_latency_ps;
+    /* Reads do not pass posted writes, unless relaxed. */
+    g->w = (op->flags & PCIE_F_RELAXED) ? 0 : l->last_write_visible_ps;
+    op->n_sent += k;
+
+    if (l->nph.hdr_cap) {
+        /* the root complex has processed an MRd when its data are read */
+        struct fc_group ng = {
+            .n = k, .a = g->a0l, .s = l->mrd_ps, .t_last = g->a0l + (k - 1) * l->mrd_ps};
+        pool_push(l, &l->nph, &ng);
+    }
+    if (l->tags.hdr_cap)
+        l->tags_unknown += k;
+    if (op->blocked == PCIE_BLOCK_TAG)
+        l->c.tag_stalls += k;
+    else if (op->blocked == PCIE_BLOCK_CREDIT)
+        l->c.credit_stalls += k;
+    op->blocked = PCIE_BLOCK_NONE;
+    sim_call_in(sim, max_time(g->a0l, g->w) - now, group_ready, l, g);
+}
+
+/* Send the MRds of the queued reads, in order, while tags and non-posted
+ * credits are free; otherwise come back when one is released (or, if every
+ * tag belongs to a group not yet ready, when that group is ready). */
+static void pump_event(struct sim *sim, struct sim_event *ev)
+{
+    struct pcie_link *l = ev->ctx;
+    sim_time_t now = sim_now(sim);
+    while (l->rq_head) {
+        struct pcie_read_op *op = l->rq_head;
+        fc_pool_release_until(&l->tags, now);
+        fc_pool_release_until(&l->nph, now);
+        uint64_t free_tags = fc_pool_hdr_free(&l->tags, l->tags_unknown);
+        uint64_t free_nph = fc_pool_hdr_free(&l->nph, 0);
+        uint64_t k = op->n_req - op->n_sent;
+        k = free_tags < k ? free_tags : k;
+        k = free_nph < k ? free_nph : k;
+        if (k == 0) {
+            l->cur_block = free_tags == 0 ? PCIE_BLOCK_TAG : PCIE_BLOCK_CREDIT;
+            if (op->blocked == PCIE_BLOCK_NONE)
+                op->blocked = l->cur_block;
+            sim_time_t t = now;
+            if (free_tags == 0) {
+                t = fc_pool_next_release(&l->tags);
+                if (t == SIM_TIME_NEVER)
+                    return; /* group_ready comes first and calls back */
+            }
+            if (free_nph == 0)
+                t = max_time(t, fc_pool_next_release(&l->nph));
+            sim_schedule_at(sim, &l->pump_ev, t);
+            return;
+        }
+        send_group(l, op, k);
+        if (op->n_sent == op->n_req) {
+            l->rq_head = op->next;
+            if (!l->rq_head)
+                l->rq_tail = NULL;
+        }
+    }
+    l->cur_block = PCIE_BLOCK_NONE;
+}
+
+void pcie_dma_read_k(struct pcie_link *l, enum pcie_kind kind, unsigned flags, uint64_t bytes,
+                     sim_cb_fn done, void *a, void *b)
+{
+    kind = kind_ok(kind);
     struct tlp_split req = split(bytes, l->p.mrrs_bytes);
-
-    /* MRd requests up, back to back. */
-    sim_time_t up_start = max_time(now, l->up_busy_until_ps);
-    l->up_busy_until_ps = up_start + req.n * l->mrd_ps;
-    sim_time_t first_ready = up_start + l->mrd_ps + l->p.read_latency_ps;
-    sim_time_t last_ready = up_start + req.n * l->mrd_ps + l->p.read_latency_ps;
-    /* Reads do not pass posted writes. */
-    first_ready = max_time(first_ready, l->last_write_visible_ps);
-    last_ready = max_time(last_ready, l->last_write_visible_ps);
-
-    /* CplDs down. */
-    uint64_t n_cpl_full = 0, n_cpl_last;
-    sim_time_t c_full = req.n > 1 ? cpl_ps(l, l->p.mrrs_bytes, &n_cpl_full) : 0;
-    sim_time_t c_last = cpl_ps(l, req.last, &n_cpl_last);
-    uint64_t n_cpl = (req.n - 1) * n_cpl_full + n_cpl_last;
+    uint64_t n_cpl_last;
+    (void)cpl_ps(l, req.last, &n_cpl_last);
+    uint64_t n_cpl = (req.n - 1) * l->n_cpl_req + n_cpl_last;
 
     l->c.dma_reads++;
     l->c.tlp_up += req.n;
@@ -317,39 +520,112 @@ void pcie_dma_read(struct pcie_link *l, uint64_t bytes, sim_cb_fn done, void *a,
     l->c.tlp_down += n_cpl;
     l->c.bytes_down += bytes + n_cpl * l->p.cpld_hdr_bytes;
     l->c.payload_down += bytes;
+    l->c.kind_tlps[kind] += req.n + n_cpl;
+    l->c.kind_bytes[kind] += req.n * l->p.mwr_hdr_bytes + bytes + n_cpl * l->p.cpld_hdr_bytes;
 
-    struct pcie_read_op *op = op_get(l);
+    struct pcie_read_op *op = &slot_get(l)->op;
+    op->next = NULL;
     op->done = done;
     op->a = a;
     op->b = b;
-    op->last_ready_ps = last_ready;
-    op->cpl_all_ps = (req.n - 1) * c_full + c_last;
-    op->cpl_last_ps = c_last;
-    sim_call_in(sim, first_ready - now, read_first_ready, l, op);
+    op->n_req = req.n;
+    op->n_sent = 0;
+    op->last_bytes = req.last;
+    op->flags = flags;
+    /* MRds are sent in issue order: behind a waiting read, this one waits
+     * for the same reason. */
+    op->blocked = l->rq_head ? l->cur_block : PCIE_BLOCK_NONE;
+    if (l->rq_tail)
+        l->rq_tail->next = op;
+    else
+        l->rq_head = op;
+    l->rq_tail = op;
+    if (l->rq_head == op)
+        pump_event(l->sim, &l->pump_ev);
 }
 
-void pcie_dma_write(struct pcie_link *l, uint64_t bytes, sim_cb_fn done, void *a, void *b)
+void pcie_dma_read(struct pcie_link *l, uint64_t bytes, sim_cb_fn done, void *a, void *b)
+{
+    pcie_dma_read_k(l, PCIE_K_OTHER, 0, bytes, done, a, b);
+}
+
+/* ---------------------------------------------------------------- writes */
+
+void pcie_dma_write_k(struct pcie_link *l, enum pcie_kind kind, unsigned flags, uint64_t bytes,
+                      sim_cb_fn done, void *a, void *b)
 {
     struct sim *sim = l->sim;
+    kind = kind_ok(kind);
     struct tlp_split s = split(bytes, l->p.mps_bytes);
-    sim_time_t end =
-        reserve(l, &l->up_busy_until_ps, split_ps(l, s, l->p.mwr_hdr_bytes, l->mwr_full_ps));
+    sim_time_t start = max_time(sim_now(sim), l->up_busy_until_ps);
+    sim_time_t wl = l->p.write_latency_ps;
     /* Posted writes complete in issue order (equal times keep FIFO order
-     * through the event sequence numbers). */
-    sim_time_t visible = max_time(end + l->p.write_latency_ps, l->last_write_visible_ps);
-    l->last_write_visible_ps = visible;
+     * through the event sequence numbers); a relaxed one is not held. */
+    sim_time_t guard = (flags & PCIE_F_RELAXED) ? 0 : l->last_write_visible_ps;
+    uint64_t d_last = data_credits(s.last);
+    int limited = l->posted.hdr_cap || l->posted.data_cap;
+    sim_time_t end, visible;
+
+    if (limited)
+        fc_pool_release_until(&l->posted, start);
+    if (!limited || fc_pool_fits(&l->posted, 0, s.n, (s.n - 1) * l->pd_full + d_last)) {
+        /* the common case: credits for every TLP now, one closed form */
+        end = start + split_ps(l, s, l->p.mwr_hdr_bytes, l->mwr_full_ps);
+        visible = max_time(end + wl, guard);
+        if (limited) {
+            struct fc_group g = {.n = s.n,
+                                 .a = start + l->mwr_full_ps + wl,
+                                 .s = l->mwr_full_ps,
+                                 .c = guard,
+                                 .t_last = visible,
+                                 .data_each = l->pd_full,
+                                 .data_last = (uint32_t)d_last};
+            pool_push(l, &l->posted, &g);
+        }
+    } else {
+        /* TLP by TLP (no event): each waits until its credits are back;
+         * the up direction is FIFO, so later TLPs wait behind it. */
+        sim_time_t t = start;
+        end = visible = start;
+        for (uint64_t j = 0; j < s.n; j++) {
+            int last = j + 1 == s.n;
+            uint64_t d = last ? d_last : l->pd_full;
+            sim_time_t t2 = fc_pool_wait(&l->posted, t, d);
+            if (t2 > t)
+                l->c.credit_stalls++;
+            end = t2 + (last ? sim_bytes_to_ps(s.last + l->p.mwr_hdr_bytes, l->rate_bps)
+                             : l->mwr_full_ps);
+            visible = max_time(end + wl, guard);
+            struct fc_group g = {.n = 1, .t_last = visible, .data_last = (uint32_t)d};
+            pool_push(l, &l->posted, &g);
+            t = end;
+        }
+    }
+    l->up_busy_until_ps = end;
+    l->last_write_visible_ps = max_time(l->last_write_visible_ps, visible);
 
     l->c.dma_writes++;
     l->c.tlp_up += s.n;
     l->c.bytes_up += bytes + s.n * l->p.mwr_hdr_bytes;
     l->c.payload_up += bytes;
+    l->c.kind_tlps[kind] += s.n;
+    l->c.kind_bytes[kind] += bytes + s.n * l->p.mwr_hdr_bytes;
     if (done)
         sim_call_in(sim, visible - sim_now(sim), done, a, b);
 }
 
-void pcie_mmio_write(struct pcie_link *l, uint64_t bytes, sim_cb_fn done, void *a, void *b)
+void pcie_dma_write(struct pcie_link *l, uint64_t bytes, sim_cb_fn done, void *a, void *b)
+{
+    pcie_dma_write_k(l, PCIE_K_OTHER, 0, bytes, done, a, b);
+}
+
+/* ---------------------------------------------------------------- MMIO */
+
+void pcie_mmio_write_k(struct pcie_link *l, enum pcie_kind kind, uint64_t bytes, sim_cb_fn done,
+                       void *a, void *b)
 {
     struct sim *sim = l->sim;
+    kind = kind_ok(kind);
     struct tlp_split s = split(bytes, l->p.mps_bytes);
     sim_time_t end =
         reserve(l, &l->down_busy_until_ps, split_ps(l, s, l->p.mwr_hdr_bytes, l->mwr_full_ps));
@@ -358,6 +634,13 @@ void pcie_mmio_write(struct pcie_link *l, uint64_t bytes, sim_cb_fn done, void *
     l->c.tlp_down += s.n;
     l->c.bytes_down += bytes + s.n * l->p.mwr_hdr_bytes;
     l->c.payload_down += bytes;
+    l->c.kind_tlps[kind] += s.n;
+    l->c.kind_bytes[kind] += bytes + s.n * l->p.mwr_hdr_bytes;
     if (done)
         sim_call_in(sim, end + l->p.mmio_latency_ps - sim_now(sim), done, a, b);
+}
+
+void pcie_mmio_write(struct pcie_link *l, uint64_t bytes, sim_cb_fn done, void *a, void *b)
+{
+    pcie_mmio_write_k(l, PCIE_K_OTHER, bytes, done, a, b);
 }

@@ -1,5 +1,7 @@
 /* PCIe link between a host's root complex (memory, CPU) and one device (the
- * RNIC), first-order TLP model.
+ * RNIC), TLP-level model: MPS/MRRS splitting, read completions, a limit on
+ * outstanding read requests (tags), the root complex's flow-control
+ * credits, the ordering rules and the relaxed-ordering attribute.
  *
  * Directions: "up" = device -> root complex (DMA write TLPs, read requests),
  * "down" = root complex -> device (read completions, CPU MMIO writes).
@@ -9,7 +11,9 @@
  *
  * The caller moves the bytes itself (memcpy) inside the completion callback:
  * for a DMA write the callback runs when the data are visible in host
- * memory; for a DMA read when the last completion reached the device. */
+ * memory; for a DMA read when the last completion reached the device.
+ * Every operation has a kind (what the NIC moves: payload, WQE, CQE, ...),
+ * used only for the per-kind counters: all kinds share the same link. */
 #ifndef RNICSIM_PCIE_H
 #define RNICSIM_PCIE_H
 
@@ -43,6 +47,17 @@ struct pcie_params {
         read_latency_ps; /* request at device -> first completion back, excl. serialisation */
     sim_time_t write_latency_ps; /* last MWr byte leaves device -> visible in memory */
     sim_time_t mmio_latency_ps;  /* CPU store -> doorbell seen by device, excl. serialisation */
+    /* Non-posted requests (MRd) the device may have outstanding: a tag is
+     * held from the MRd's transmission until its last CplD arrived.  0 =
+     * unlimited. */
+    uint32_t tags;
+    /* Flow-control credits the root complex's receiver advertises (0 =
+     * infinite, as in an InitFC DLLP).  A TLP is transmitted only when the
+     * credits it needs are free; they come back when the root complex has
+     * processed it (docs/pcie.md, "Flow-control credits"). */
+    uint32_t fc_ph_credits;  /* posted headers: 1 per MWr */
+    uint32_t fc_pd_credits;  /* posted data: 1 per 16 B of MWr payload */
+    uint32_t fc_nph_credits; /* non-posted headers: 1 per MRd */
 };
 
 /* Defaults for Gen3 x16, MPS 256, MRRS 512, each field's source in pcie.c. */
@@ -53,6 +68,28 @@ uint64_t pcie_link_rate_bps(const struct pcie_params *p);
 uint64_t pcie_effective_rate_bps(const struct pcie_params *p);
 
 struct pcie_link;
+
+/* What an operation carries (counters only). */
+enum pcie_kind {
+    PCIE_K_PAYLOAD_RD,
+    PCIE_K_PAYLOAD_WR,
+    PCIE_K_WQE_FETCH,
+    PCIE_K_CQE,
+    PCIE_K_CTX_MISS,
+    PCIE_K_XLATE_MISS,
+    PCIE_K_ATOMIC,
+    PCIE_K_DOORBELL,
+    PCIE_K_OTHER,
+    PCIE_K_COUNT
+};
+/* "payload_rd", "payload_wr", "wqe_fetch", "cqe", "ctx_miss", "xlate_miss",
+ * "atomic", "doorbell", "other" */
+extern const char *const pcie_kind_names[];
+
+/* TLP relaxed-ordering attribute.  On a read: its completion data may be
+ * produced before earlier posted writes are visible.  On a write: it is not
+ * held behind earlier writes' visibility. */
+#define PCIE_F_RELAXED 1u
 
 struct pcie_link *pcie_link_create(struct sim *sim, const char *name, const struct pcie_params *p);
 void pcie_link_destroy(struct pcie_link *l);
@@ -68,11 +105,24 @@ void pcie_dma_write(struct pcie_link *l, uint64_t bytes, sim_cb_fn done, void *a
  * BAR space.  `done` runs when the device sees it. */
 void pcie_mmio_write(struct pcie_link *l, uint64_t bytes, sim_cb_fn done, void *a, void *b);
 
+/* The same with a kind and flags (PCIE_F_*); the three calls above are
+ * these with PCIE_K_OTHER and no flags.  Unknown kinds count as "other". */
+void pcie_dma_read_k(struct pcie_link *l, enum pcie_kind kind, unsigned flags, uint64_t bytes,
+                     sim_cb_fn done, void *a, void *b);
+void pcie_dma_write_k(struct pcie_link *l, enum pcie_kind kind, unsigned flags, uint64_t bytes,
+                      sim_cb_fn done, void *a, void *b);
+void pcie_mmio_write_k(struct pcie_link *l, enum pcie_kind kind, uint64_t bytes, sim_cb_fn done,
+                       void *a, void *b);
+
 struct pcie_counters {
     uint64_t tlp_up, tlp_down;     /* TLPs per direction */
     uint64_t bytes_up, bytes_down; /* wire bytes per direction (headers included) */
     uint64_t payload_up, payload_down;
     uint64_t dma_reads, dma_writes, mmio_writes;
+    /* per kind, both directions: a read counts its MRds and its CplDs */
+    uint64_t kind_tlps[PCIE_K_COUNT], kind_bytes[PCIE_K_COUNT]; /* wire bytes, headers incl. */
+    uint64_t tag_stalls;    /* MRds that waited for a free tag */
+    uint64_t credit_stalls; /* TLPs that waited for flow-control credits */
 };
 const struct pcie_counters *pcie_link_counters(const struct pcie_link *l);
 /* The link's max payload size (a posted write is cut into MWr TLPs of it). */

@@ -1,7 +1,8 @@
 /* PCIe TLP model: link rates per generation, effective rate, TLP counts and
  * wire bytes, exact timings of single operations, calibration against the
  * pcie-bench latency points, throughput of large transfers, ordering of
- * posted writes, and O(1) events per operation.  Expected values are
+ * posted writes, and the events per operation (the tag / credit / relaxed
+ * ordering model is tested in test_pcie_tlp.c).  Expected values are
  * computed here from the PCIe facts, independently of pcie.c. */
 #include <math.h>
 #include <stdlib.h>
@@ -256,10 +257,23 @@ static void test_exact_timings(void)
     q.mwr_hdr_bytes = 40;
     CHECK_EQ_U64(one_op(&q, OP_READ, 5, NULL), 5 * ser(40, eff) + L + ser(21, eff));
 
-    /* O(1) events: a 1 MiB read is 2 events, a 1 MiB write 1 */
+    /* Events: with tags and credits unlimited a 1 MiB read is 2 events,
+     * with free tags a 4 KiB read too; a write (any size) and an MMIO 1 */
     uint64_t ev = 0;
-    one_op(&p, OP_READ, 1 << 20, &ev);
+    q = p;
+    q.tags = 0;
+    q.fc_nph_credits = 0;
+    one_op(&q, OP_READ, 1 << 20, &ev);
     CHECK_EQ_U64(ev, 2); /* first completion ready; done */
+    one_op(&p, OP_READ, 4096, &ev);
+    CHECK_EQ_U64(ev, 2);
+    /* default tags (256) and NPH credits (72): each of the 2048 MRds past
+     * the first 72 waits (a pump event and a group-ready event each), same
+     * end time */
+    sim_time_t t_lim = one_op(&p, OP_READ, 1 << 20, &ev);
+    printf("1 MiB read, default tags/credits: %llu events\n", (unsigned long long)ev);
+    CHECK(ev > 2 && ev <= 2 * 2048);
+    CHECK_EQ_U64(t_lim, one_op(&q, OP_READ, 1 << 20, NULL));
     one_op(&p, OP_WRITE, 1 << 20, &ev);
     CHECK_EQ_U64(ev, 1);
     one_op(&p, OP_MMIO, 64, &ev);

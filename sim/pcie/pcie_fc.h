@@ -1,0 +1,55 @@
+/* Pools of a limited resource held until a known release time: the tags of
+ * outstanding read requests and the root complex's flow-control credits
+ * (internal to sim/pcie; the model is described in docs/pcie.md).
+ *
+ * A pool is a ring of groups of units (TLPs) in the order they were taken.
+ * The release times of a group's units are a closed form, so a group of
+ * thousands of TLPs costs one entry and O(1) arithmetic:
+ *
+ *   release(j) = max(a + j*s, b + j*s2, c)   for j < n - 1
+ *   release(n - 1) = t_last
+ *
+ * (a posted write: a = first TLP visible, s = one TLP; a read's tags: the
+ * max-plus closed form of its completion stream).  Release times must be
+ * non-decreasing along the ring, and releases are asked for at
+ * non-decreasing times. */
+#ifndef RNICSIM_PCIE_FC_H
+#define RNICSIM_PCIE_FC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../sim.h"
+
+struct fc_group {
+    uint64_t n, i; /* units in the group; how many already released */
+    sim_time_t a, s, b, s2, c, t_last;
+    uint32_t data_each, data_last; /* data credits per unit; of the last unit */
+};
+
+struct fc_pool {
+    uint64_t hdr_cap, data_cap; /* 0 = unlimited */
+    uint64_t hdr_out, data_out; /* held by the groups in the ring */
+    struct fc_group *g;
+    size_t size, head, len;
+};
+
+void fc_pool_init(struct fc_pool *p, uint64_t hdr_cap, uint64_t data_cap);
+void fc_pool_free(struct fc_pool *p);
+/* Release every unit whose release time is <= t. */
+void fc_pool_release_until(struct fc_pool *p, sim_time_t t);
+/* Release time of the next unit to come back; SIM_TIME_NEVER if none held. */
+sim_time_t fc_pool_next_release(const struct fc_pool *p);
+/* Units free now (after fc_pool_release_until), given `extra_hdr` more held
+ * outside the ring; UINT64_MAX if unlimited. */
+uint64_t fc_pool_hdr_free(const struct fc_pool *p, uint64_t extra_hdr);
+/* Do `hdr` units and `data` credits fit now? */
+int fc_pool_fits(const struct fc_pool *p, uint64_t extra_hdr, uint64_t hdr, uint64_t data);
+/* Earliest time >= t at which one unit of `data` credits fits (releases
+ * up to it).  The pool must be able to hold it at all (data <= data_cap). */
+sim_time_t fc_pool_wait(struct fc_pool *p, sim_time_t t, uint64_t data);
+/* Take the units of a group (`g.i` must be 0).  Returns 0, or -1 when out
+ * of memory. */
+int fc_pool_push(struct fc_pool *p, const struct fc_group *g);
+
+#endif /* RNICSIM_PCIE_FC_H */
