@@ -36,7 +36,8 @@ static void ctx_fetch(struct nic_cache *c, uint64_t key, void *owner)
     struct nic *nic = owner;
     nic->cnt.dma_reads++;
     if (nic->pcie)
-        pcie_dma_read(nic->pcie, nic->p.qpc_bytes, ctx_fetched, nic, (void *)(uintptr_t)key);
+        pcie_dma_read_k(nic->pcie, PCIE_K_CTX_MISS, 0, nic->p.qpc_bytes, ctx_fetched, nic,
+                        (void *)(uintptr_t)key);
     else
         sim_call_in(nic->sim, 0, ctx_fetched, nic, (void *)(uintptr_t)key);
 }

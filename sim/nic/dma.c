@@ -242,7 +242,7 @@ static void dma_place_go(struct nic_op *op)
     nic->cnt.dma_writes++;
     if (!dma_relaxed(nic, op)) {
         if (nic->pcie)
-            pcie_dma_write(nic->pcie, len, dma_strict_visible, op, NULL);
+            pcie_dma_write_k(nic->pcie, PCIE_K_PAYLOAD_WR, 0, len, dma_strict_visible, op, NULL);
         else
             dma_strict_visible(nic->sim, op, NULL);
         return;
@@ -256,7 +256,8 @@ static void dma_place_go(struct nic_op *op)
     for (uint32_t i = 0; i < n; i++) {
         uint32_t clen = len - i * mps < mps ? len - i * mps : mps;
         if (nic->pcie)
-            pcie_dma_write(nic->pcie, clen, dma_ro_visible, op, (void *)(uintptr_t)i);
+            pcie_dma_write_k(nic->pcie, PCIE_K_PAYLOAD_WR, PCIE_F_RELAXED, clen, dma_ro_visible, op,
+                             (void *)(uintptr_t)i);
         else
             dma_ro_visible(nic->sim, op, (void *)(uintptr_t)i);
     }

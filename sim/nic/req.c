@@ -174,7 +174,7 @@ static void db_process(struct sim *sim, void *a, void *b)
     op->kind = NIC_OP_FETCH;
     nic->cnt.dma_reads++;
     if (nic->pcie)
-        pcie_dma_read(nic->pcie, bytes, fetch_done, op, NULL);
+        pcie_dma_read_k(nic->pcie, PCIE_K_WQE_FETCH, 0, bytes, fetch_done, op, NULL);
     else
         fetch_done(nic->sim, op, NULL);
 }
@@ -205,7 +205,7 @@ void nic_sq_doorbell(struct nic_qp *qp)
     qp->sq_db = qp->sq_tail;
     uint64_t bytes = bf ? (sz + 63u) & ~63u : 8;
     if (nic->pcie)
-        pcie_mmio_write(nic->pcie, bytes, db_arrived, op, NULL);
+        pcie_mmio_write_k(nic->pcie, PCIE_K_DOORBELL, bytes, db_arrived, op, NULL);
     else
         db_arrived(nic->sim, op, NULL);
 }

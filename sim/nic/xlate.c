@@ -48,7 +48,8 @@ static void xl_fetch(struct nic_cache *c, uint64_t key, void *owner)
     uint32_t bytes = c == &nic->mpt ? nic->p.mpt_bytes : NIC_MTT_LINE * nic->p.mtt_bytes;
     nic->cnt.dma_reads++;
     if (nic->pcie)
-        pcie_dma_read(nic->pcie, bytes, xl_fetched, c, (void *)(uintptr_t)key);
+        pcie_dma_read_k(nic->pcie, PCIE_K_XLATE_MISS, 0, bytes, xl_fetched, c,
+                        (void *)(uintptr_t)key);
     else
         sim_call_in(nic->sim, 0, xl_fetched, c, (void *)(uintptr_t)key);
 }
@@ -157,9 +158,9 @@ static void mem_go(struct nic_op *op)
     if (!nic->pcie)
         op->mem_done(nic->sim, op, op->mem_b);
     else if (op->mem_write)
-        pcie_dma_write(nic->pcie, op->mem_bytes, op->mem_done, op, op->mem_b);
+        pcie_dma_write_k(nic->pcie, op->mem_kind, 0, op->mem_bytes, op->mem_done, op, op->mem_b);
     else
-        pcie_dma_read(nic->pcie, op->mem_bytes, op->mem_done, op, op->mem_b);
+        pcie_dma_read_k(nic->pcie, op->mem_kind, 0, op->mem_bytes, op->mem_done, op, op->mem_b);
 }
 
 static void mem_access(struct nic *nic, struct nic_op *op, bool write, unsigned kind,

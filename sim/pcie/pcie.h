@@ -21,20 +21,6 @@
 
 #include "../sim.h"
 
-/* What a PCIe transaction is for (per-kind counters). */
-enum pcie_kind {
-    PCIE_K_PAYLOAD_RD,
-    PCIE_K_PAYLOAD_WR,
-    PCIE_K_WQE_FETCH,
-    PCIE_K_CQE,
-    PCIE_K_CTX_MISS,
-    PCIE_K_XLATE_MISS,
-    PCIE_K_ATOMIC,
-    PCIE_K_DOORBELL,
-    PCIE_K_OTHER,
-    PCIE_K_COUNT
-};
-
 struct pcie_params {
     unsigned gen;                  /* 1..5: sets the per-lane rate and encoding */
     unsigned lanes;                /* 1, 2, 4, 8, 16 */

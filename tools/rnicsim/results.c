@@ -166,6 +166,20 @@ static void write_nic(struct json_writer *w, const struct nic_counters *c)
     json_kv_u64(w, "dma_reads", c->dma_reads);
     json_kv_u64(w, "dma_writes", c->dma_writes);
     json_kv_u64(w, "rx_drops", c->rx_drops);
+    /* caches and units inside the RNIC (docs/nic.md "Caches inside the RNIC") */
+    json_kv_u64(w, "qpc_hits", c->qpc_hits);
+    json_kv_u64(w, "qpc_misses", c->qpc_misses);
+    json_kv_u64(w, "qpc_evictions", c->qpc_evictions);
+    json_kv_u64(w, "rx_pu_stalls", c->rx_pu_stalls);
+    json_kv_u64(w, "mpt_hits", c->mpt_hits);
+    json_kv_u64(w, "mpt_misses", c->mpt_misses);
+    json_kv_u64(w, "mtt_hits", c->mtt_hits);
+    json_kv_u64(w, "mtt_misses", c->mtt_misses);
+    json_kv_u64(w, "mtt_evictions", c->mtt_evictions);
+    json_kv_u64(w, "xlate_waits", c->xlate_waits);
+    json_kv_u64(w, "dm_accesses", c->dm_accesses);
+    json_kv_u64(w, "atomic_waits", c->atomic_waits);
+    json_kv_u64(w, "cqes_compressed", c->cqes_compressed);
     json_object_end(w);
 }
 
@@ -181,6 +195,16 @@ static void write_pcie(struct json_writer *w, const struct pcie_counters *c)
     json_kv_u64(w, "dma_reads", c->dma_reads);
     json_kv_u64(w, "dma_writes", c->dma_writes);
     json_kv_u64(w, "mmio_writes", c->mmio_writes);
+    json_kv_u64(w, "tag_stalls", c->tag_stalls);
+    json_kv_u64(w, "credit_stalls", c->credit_stalls);
+    /* TLPs and wire bytes by what they were for (both directions) */
+    for (unsigned k = 0; k < PCIE_K_COUNT; k++) {
+        char key[48];
+        snprintf(key, sizeof(key), "tlps_%s", pcie_kind_names[k]);
+        json_kv_u64(w, key, c->kind_tlps[k]);
+        snprintf(key, sizeof(key), "bytes_%s", pcie_kind_names[k]);
+        json_kv_u64(w, key, c->kind_bytes[k]);
+    }
     json_object_end(w);
 }
 
