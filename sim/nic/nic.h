@@ -191,7 +191,7 @@ struct nic_qp_init {
     enum ibv_qp_type qp_type;
     struct nic_pd *pd;
     struct nic_cq *send_cq, *recv_cq;
-    struct nic_srq *srq; /* NULL: the QP has its own receive queue */
+    struct nic_srq *srq;   /* NULL: the QP has its own receive queue */
     struct ibv_qp_cap cap; /* already validated and rounded by the shim */
     bool sq_sig_all;
 };
