@@ -1,8 +1,9 @@
 /* Asynchronous events of a context (ibv_get_async_event /
  * ibv_ack_async_event).  ctx->async_fd is a real eventfd in semaphore
  * mode holding one count per queued event, so programs can poll(2) it.
- * The model raises no asynchronous events yet (QP fatal, port changes are
- * later work); shim_async_event_post is the entry point for them. */
+ * The model raises IBV_EVENT_SRQ_LIMIT_REACHED (srq.c); QP fatal, last
+ * WQE reached and port changes are later work; shim_async_event_post is
+ * the entry point for them. */
 #include <errno.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -32,6 +33,25 @@ int shim_async_event_post(struct shim_context *sctx, const struct ibv_async_even
     if (!sim_waitq_empty(&sctx->async_wq))
         sim_waitq_wake_all(sctx->host->sim, &sctx->async_wq);
     return 0;
+}
+
+void shim_async_drop_srq(struct shim_context *sctx, struct ibv_srq *srq)
+{
+    struct shim_async_event_node **pp = &sctx->async_head, *last = NULL;
+    while (*pp) {
+        struct shim_async_event_node *n = *pp;
+        if (n->ev.event_type == IBV_EVENT_SRQ_LIMIT_REACHED && n->ev.element.srq == srq) {
+            *pp = n->next;
+            free(n);
+            uint64_t v;
+            ssize_t rc = read(sctx->vctx.context.async_fd, &v, sizeof(v)); /* one count */
+            (void)rc;
+            continue;
+        }
+        last = n;
+        pp = &n->next;
+    }
+    sctx->async_tail = last;
 }
 
 void shim_async_teardown(struct shim_context *sctx)
@@ -75,10 +95,12 @@ int ibv_get_async_event(struct ibv_context *context, struct ibv_async_event *eve
     return 0;
 }
 
-/* Acknowledgement is bookkeeping only: no object waits for async acks in
- * the model (destroy does not block on them). */
+/* Acknowledgement is bookkeeping only: it counts SRQ events in
+ * srq->events_completed (as libibverbs does), but no object waits for
+ * async acks in the model (destroy does not block on them). */
 void ibv_ack_async_event(struct ibv_async_event *event)
 {
-    (void)event;
     host_note_call();
+    if (event && event->event_type == IBV_EVENT_SRQ_LIMIT_REACHED && event->element.srq)
+        event->element.srq->events_completed++;
 }

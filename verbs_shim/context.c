@@ -83,7 +83,7 @@ void shim_context_set_ops(struct shim_context *sctx)
     ops->_compat_modify_srq = unsupported_compat;
     ops->_compat_query_srq = unsupported_compat;
     ops->_compat_destroy_srq = unsupported_compat;
-    ops->post_srq_recv = shim_post_srq_recv;
+    ops->post_srq_recv = shim_post_srq_recv; /* srq.c */
     ops->_compat_create_qp = unsupported_compat;
     ops->_compat_query_qp = unsupported_compat;
     ops->_compat_modify_qp = unsupported_compat;

@@ -206,6 +206,11 @@ int shim_query_device_attr(struct ibv_context *context, struct ibv_device_attr *
     attr->max_res_rd_atom = (int)p->max_qp_rd_atom * (int)p->max_qp;
     attr->atomic_cap = IBV_ATOMIC_HCA;
     attr->max_ah = (int)p->max_qp; /* estimate: AHs are software objects here */
+    uint32_t max_srq, max_srq_wr, max_srq_sge;
+    nic_srq_caps(sctx->nic, &max_srq, &max_srq_wr, &max_srq_sge);
+    attr->max_srq = (int)max_srq;
+    attr->max_srq_wr = (int)max_srq_wr;
+    attr->max_srq_sge = (int)max_srq_sge;
     attr->max_pkeys = SHIM_PKEY_TBL_LEN;
     attr->local_ca_ack_delay = 16; /* what ConnectX-5 reports */
     attr->phys_port_cnt = 1;

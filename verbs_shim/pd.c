@@ -35,14 +35,14 @@ struct ibv_pd *ibv_alloc_pd(struct ibv_context *context)
     return &spd->pd;
 }
 
-/* Returns 0, EINVAL (NULL) or EBUSY (MRs, QPs or AHs still use it). */
+/* Returns 0, EINVAL (NULL) or EBUSY (MRs, QPs, AHs or SRQs still use it). */
 int ibv_dealloc_pd(struct ibv_pd *pd)
 {
     shim_charge_control();
     if (!pd)
         return EINVAL;
     struct shim_pd *spd = shim_pd(pd);
-    if (spd->n_mrs || spd->n_qps || spd->n_ahs)
+    if (spd->n_mrs || spd->n_qps || spd->n_ahs || spd->n_srqs)
         return EBUSY;
     int rc = nic_pd_free(spd->npd);
     if (rc)

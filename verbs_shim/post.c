@@ -257,9 +257,30 @@ int shim_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr
     return rc;
 }
 
+int shim_recv_wqe(const struct ibv_recv_wr *wr, uint32_t max_sge, struct nic_recv_wqe *wqe)
+{
+    if (wr->num_sge < 0 || (uint32_t)wr->num_sge > max_sge || wr->num_sge > NIC_MAX_SGE ||
+        (wr->num_sge > 0 && !wr->sg_list))
+        return EINVAL;
+    memset(wqe, 0, sizeof(*wqe));
+    wqe->wr_id = wr->wr_id;
+    wqe->num_sge = (uint32_t)wr->num_sge;
+    uint64_t total = 0;
+    for (int i = 0; i < wr->num_sge; i++) {
+        wqe->sge[i].addr = wr->sg_list[i].addr;
+        wqe->sge[i].length = wr->sg_list[i].length;
+        wqe->sge[i].lkey = wr->sg_list[i].lkey;
+        total += wr->sg_list[i].length;
+    }
+    wqe->length = total > UINT32_MAX ? UINT32_MAX : (uint32_t)total;
+    return 0;
+}
+
 /* ops.post_recv.  Returns 0 or an errno with *bad_wr at the first WR not
  * posted: EINVAL (QP in RESET, too many SGEs, NULL list), ENOMEM (receive
- * queue full). */
+ * queue full, or the QP has an SRQ: mlx5 gives such a QP a receive queue
+ * of size 0, so mlx5_post_recv's mlx5_wq_overflow check answers ENOMEM
+ * for the first WR; rxe would say EINVAL). */
 int shim_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr)
 {
     host_note_call();
@@ -268,27 +289,17 @@ int shim_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr
     unsigned attempted = 0;
     struct nic_recv_wqe wqe;
 
-    if (!wr || sqp->nqp->state == IBV_QPS_RESET)
+    if (!wr)
+        rc = EINVAL;
+    else if (sqp->srq)
+        rc = ENOMEM;
+    else if (sqp->nqp->state == IBV_QPS_RESET)
         rc = EINVAL;
     for (; !rc && wr; wr = wr->next) {
         attempted++;
-        if (wr->num_sge < 0 || (uint32_t)wr->num_sge > sqp->cap.max_recv_sge ||
-            wr->num_sge > NIC_MAX_SGE || (wr->num_sge > 0 && !wr->sg_list)) {
-            rc = EINVAL;
-            break;
-        }
-        memset(&wqe, 0, sizeof(wqe));
-        wqe.wr_id = wr->wr_id;
-        wqe.num_sge = (uint32_t)wr->num_sge;
-        uint64_t total = 0;
-        for (int i = 0; i < wr->num_sge; i++) {
-            wqe.sge[i].addr = wr->sg_list[i].addr;
-            wqe.sge[i].length = wr->sg_list[i].length;
-            wqe.sge[i].lkey = wr->sg_list[i].lkey;
-            total += wr->sg_list[i].length;
-        }
-        wqe.length = total > UINT32_MAX ? UINT32_MAX : (uint32_t)total;
-        rc = nic_rq_append(sqp->nqp, &wqe);
+        rc = shim_recv_wqe(wr, sqp->cap.max_recv_sge, &wqe);
+        if (!rc)
+            rc = nic_rq_append(sqp->nqp, &wqe);
         if (rc)
             break;
     }
@@ -299,15 +310,4 @@ int shim_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr
     if (h && attempted)
         host_charge((sim_time_t)attempted * h->cpu.post_recv_ps);
     return rc;
-}
-
-/* ops.post_srq_recv: SRQs are not implemented (ibv_create_srq is not
- * provided), so there is no valid SRQ to post to. */
-int shim_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr)
-{
-    (void)srq;
-    host_note_call();
-    if (bad_wr)
-        *bad_wr = wr;
-    return EOPNOTSUPP;
 }

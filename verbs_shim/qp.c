@@ -270,15 +270,17 @@ static int check_qp_type(enum ibv_qp_type type)
 
 /* Returns the QP in RESET (init_attr->cap updated to what was granted:
  * the requested depths and SGE counts, max_inline_data = the device's
- * inline limit), or NULL with errno: EINVAL for NULL pd/attr/CQs, CQs of
- * another context, an SRQ, or capabilities above the device limits;
+ * inline limit; with an SRQ max_recv_wr = max_recv_sge = 0, the QP has no
+ * receive queue of its own), or NULL with errno: EINVAL for NULL
+ * pd/attr/CQs, CQs or an SRQ of another context, or capabilities above
+ * the device limits;
  * EOPNOTSUPP for QP types the model lacks (raw packet, XRC); the NIC's
  * errno otherwise. */
 struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *init)
 {
     shim_charge_control();
-    if (!pd || !init || !init->send_cq || !init->recv_cq || init->srq ||
-        init->send_cq->context != pd->context || init->recv_cq->context != pd->context) {
+    if (!pd || !init || !init->send_cq || !init->recv_cq || init->send_cq->context != pd->context ||
+        init->recv_cq->context != pd->context || (init->srq && init->srq->context != pd->context)) {
         errno = EINVAL;
         return NULL;
     }
@@ -305,6 +307,11 @@ struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *init)
     }
     sqp->cap = *c;
     sqp->cap.max_inline_data = max_inline;
+    if (init->srq) {
+        sqp->srq = shim_srq(init->srq);
+        sqp->cap.max_recv_wr = 0;
+        sqp->cap.max_recv_sge = 0;
+    }
     sqp->sq_sig_all = init->sq_sig_all != 0;
     sqp->ctx = spd->ctx;
     sqp->pd = spd;
@@ -316,6 +323,7 @@ struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *init)
         .pd = spd->npd,
         .send_cq = sqp->send_cq->ncq,
         .recv_cq = sqp->recv_cq->ncq,
+        .srq = sqp->srq ? sqp->srq->nsrq : NULL,
         .cap = sqp->cap,
         .sq_sig_all = sqp->sq_sig_all,
     };
@@ -334,7 +342,7 @@ struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *init)
     qp->pd = pd;
     qp->send_cq = init->send_cq;
     qp->recv_cq = init->recv_cq;
-    qp->srq = NULL;
+    qp->srq = init->srq;
     qp->handle = sqp->nqp->qpn;
     qp->qp_num = sqp->nqp->qpn;
     qp->state = IBV_QPS_RESET;
@@ -346,6 +354,8 @@ struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *init)
     spd->n_qps++;
     sqp->send_cq->n_qps++;
     sqp->recv_cq->n_qps++;
+    if (sqp->srq)
+        sqp->srq->n_qps++;
     return qp;
 }
 
@@ -362,6 +372,8 @@ int ibv_destroy_qp(struct ibv_qp *qp)
     sqp->pd->n_qps--;
     sqp->send_cq->n_qps--;
     sqp->recv_cq->n_qps--;
+    if (sqp->srq)
+        sqp->srq->n_qps--;
     pthread_cond_destroy(&qp->cond);
     pthread_mutex_destroy(&qp->mutex);
     free(sqp);
@@ -472,7 +484,7 @@ int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask,
     init_attr->qp_context = qp->qp_context;
     init_attr->send_cq = qp->send_cq;
     init_attr->recv_cq = qp->recv_cq;
-    init_attr->srq = NULL;
+    init_attr->srq = qp->srq;
     init_attr->cap = sqp->cap;
     init_attr->qp_type = qp->qp_type;
     init_attr->sq_sig_all = sqp->sq_sig_all;

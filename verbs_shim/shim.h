@@ -67,7 +67,7 @@ struct shim_pd {
     struct ibv_pd pd;
     struct shim_context *ctx;
     struct nic_pd *npd;
-    uint32_t n_mrs, n_qps, n_ahs;
+    uint32_t n_mrs, n_qps, n_ahs, n_srqs;
 };
 
 struct shim_mr {
@@ -96,11 +96,21 @@ struct shim_cq {
     struct sim_waitq ack_wq;   /* ibv_destroy_cq waiting for acks */
 };
 
+struct shim_srq {
+    struct ibv_srq srq;
+    struct shim_context *ctx;
+    struct shim_pd *pd;
+    struct nic_srq *nsrq;
+    uint32_t max_wr, max_sge; /* what was granted */
+    uint32_t n_qps;
+};
+
 struct shim_qp {
     struct ibv_qp qp;
     struct shim_context *ctx;
     struct shim_pd *pd;
     struct shim_cq *send_cq, *recv_cq;
+    struct shim_srq *srq; /* NULL: the QP has its own receive queue */
     struct nic_qp *nqp;
     struct ibv_qp_cap cap; /* what was granted */
     bool sq_sig_all;
@@ -132,6 +142,10 @@ static inline struct shim_cq *shim_cq(struct ibv_cq *c)
 static inline struct shim_qp *shim_qp(struct ibv_qp *q)
 {
     return shim_container_of(q, struct shim_qp, qp);
+}
+static inline struct shim_srq *shim_srq(struct ibv_srq *s)
+{
+    return shim_container_of(s, struct shim_srq, srq);
 }
 static inline struct shim_ah *shim_ah(struct ibv_ah *a)
 {
@@ -178,6 +192,11 @@ int shim_req_notify_cq(struct ibv_cq *cq, int solicited_only);
 
 int shim_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad_wr);
 int shim_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr);
+/* Build the NIC's receive WQE from `wr` (at most max_sge SGEs): 0 or EINVAL. */
+int shim_recv_wqe(const struct ibv_recv_wr *wr, uint32_t max_sge, struct nic_recv_wqe *wqe);
+
+/* ---------------------------------------------------------------- srq.c */
+
 int shim_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr);
 
 /* ---------------------------------------------------------------- qp.c */
@@ -192,6 +211,9 @@ bool shim_modify_qp_is_ok(enum ibv_qp_state cur, enum ibv_qp_state next, enum ib
 /* Queue an asynchronous event on a context (wakes ibv_get_async_event and
  * makes ctx->async_fd readable).  Returns 0 or ENOMEM. */
 int shim_async_event_post(struct shim_context *sctx, const struct ibv_async_event *ev);
+/* Drop the queued (not yet taken) events whose element is `srq`
+ * (ibv_destroy_srq). */
+void shim_async_drop_srq(struct shim_context *sctx, struct ibv_srq *srq);
 /* Free queued events and close the fd (ibv_close_device). */
 void shim_async_teardown(struct shim_context *sctx);
 

@@ -66,6 +66,8 @@ struct nic_params {
     bool blueflame;              /* small WQEs written through the doorbell (no fetch) */
     uint32_t max_qp_rd_atom;     /* device limit for max_rd_atomic */
     uint32_t max_qp_wr, max_sge, max_cqe, max_qp, max_cq, max_mr;
+    /* shared receive queues (srq.c): 0 = the NIC_DEFAULT_MAX_SRQ* below */
+    uint32_t max_srq, max_srq_wr, max_srq_sge;
     uint32_t ack_every_pkts;   /* responder coalescing: ACK at least every N packets */
     sim_time_t atomic_proc_ps; /* atomic unit occupancy per op (plus the PCIe RMW) */
     uint32_t transport;        /* enum nic_transport */
@@ -184,10 +186,38 @@ struct nic_recv_wqe {
     uint32_t length;
 };
 
+/* A ring of posted receive WQEs: [head, tail) posted, not yet taken.  A
+ * QP's own receive queue, or the ring of a shared receive queue. */
+struct nic_rq {
+    struct nic_recv_wqe *ring;
+    uint32_t depth;
+    uint64_t head, tail;
+};
+
+/* Shared receive queue (srq.c): one ring of receive WQEs that every QP
+ * created with it consumes, in arrival order of their messages.  The
+ * limit event (IBV_EVENT_SRQ_LIMIT_REACHED) fires once when a QP takes a
+ * WQE and fewer than `limit` stay posted; then the SRQ is disarmed
+ * (limit = 0) until IBV_SRQ_LIMIT arms it again. */
+struct nic_srq {
+    struct nic *nic;
+    uint32_t srqn;
+    struct nic_pd *pd; /* receive SGEs are checked against it */
+    struct nic_rq rq;
+    uint32_t max_sge;
+    uint32_t limit;  /* armed while non-zero */
+    uint32_t n_qps;  /* QPs attached (destroy -> EBUSY) */
+    uint64_t taken;  /* WQEs taken by QPs since creation */
+    uint32_t events; /* limit events raised */
+    sim_cb_fn limit_fn;
+    void *limit_a, *limit_b;
+};
+
 struct nic_qp_init {
     enum ibv_qp_type qp_type;
     struct nic_pd *pd;
     struct nic_cq *send_cq, *recv_cq;
+    struct nic_srq *srq;   /* NULL: the QP has its own receive queue */
     struct ibv_qp_cap cap; /* already validated and rounded by the shim */
     bool sq_sig_all;
 };
@@ -207,10 +237,14 @@ struct nic_qp {
     struct nic_send_wqe *sq;
     uint32_t sq_depth;
     uint64_t sq_comp, sq_next, sq_db, sq_tail;
-    /* receive queue: [rq_head, rq_tail) posted, not yet consumed */
-    struct nic_recv_wqe *rq;
-    uint32_t rq_depth;
-    uint64_t rq_head, rq_tail;
+    /* receive queue: the QP's own ring (unused with an SRQ), or the SRQ
+     * with the WQE taken from it for the message in progress (srq_wqe,
+     * valid while srq_held).  The engines use the nic_rq_* helpers of
+     * nic_priv.h, which cover both. */
+    struct nic_rq rq;
+    struct nic_srq *srq;
+    struct nic_recv_wqe srq_wqe;
+    bool srq_held;
 
     struct nic_qp_engine *eng;
 };
@@ -309,9 +343,29 @@ int nic_qp_modify(struct nic_qp *qp, const struct ibv_qp_attr *attr, int attr_ma
 struct nic_qp *nic_qp_lookup(struct nic *nic, uint32_t qpn);
 
 /* Append WQEs to the queues (the CPU writing into the host-memory rings).
- * Return ENOMEM when the queue is full (the rest are not posted). */
+ * Return ENOMEM when the queue is full (the rest are not posted); a QP
+ * with an SRQ has no receive queue of its own: nic_rq_append is ENOMEM. */
 int nic_sq_append(struct nic_qp *qp, const struct nic_send_wqe *wqe);
 int nic_rq_append(struct nic_qp *qp, const struct nic_recv_wqe *wqe);
+/* SRQ.  The shim has validated max_wr / max_sge against nic_srq_caps.
+ * Return NULL with errno set on failure. */
+struct nic_srq *nic_srq_create(struct nic_pd *pd, uint32_t max_wr, uint32_t max_sge);
+int nic_srq_destroy(struct nic_srq *srq); /* EBUSY while QPs use it */
+/* Append a receive WQE to the SRQ; ENOMEM when full. */
+int nic_srq_append(struct nic_srq *srq, const struct nic_recv_wqe *wqe);
+/* Arm the limit event for `limit` (0 disarms). */
+void nic_srq_arm(struct nic_srq *srq, uint32_t limit);
+/* fn(sim, a, b) is called once per limit event, when it happens. */
+void nic_srq_set_limit_notify(struct nic_srq *srq, sim_cb_fn fn, void *a, void *b);
+/* Receive WQEs posted and not yet taken by a QP. */
+uint32_t nic_srq_count(const struct nic_srq *srq);
+/* The device's SRQ limits: nic_params max_srq / max_srq_wr / max_srq_sge,
+ * or the NIC_DEFAULT_MAX_SRQ* where those are 0; max_sge <= NIC_MAX_SGE. */
+void nic_srq_caps(const struct nic *nic, uint32_t *max_srq, uint32_t *max_wr, uint32_t *max_sge);
+/* ibv_devinfo -v on ConnectX-5 (MT4119): max_srq 8388608, max_srq_wr
+ * 32767, max_srq_sge 31 (the model holds at most NIC_MAX_SGE). */
+enum { NIC_DEFAULT_MAX_SRQ = 8388608, NIC_DEFAULT_MAX_SRQ_WR = 32767 };
+
 /* Ring the send doorbell for everything appended so far: an MMIO write
  * crosses PCIe (carrying the WQE itself when BlueFlame applies) and the
  * requester starts when it arrives. */

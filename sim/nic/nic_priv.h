@@ -154,6 +154,8 @@ struct nic {
     uint32_t qp_tbl_mask, n_qps;
     struct nic_qp **zombie_qps; /* destroyed, still referenced by in-flight operations */
     uint32_t n_zombie_qps, cap_zombie_qps;
+    struct nic_srq **srqs; /* live SRQs (srq.c) */
+    uint32_t n_srqs, cap_srqs, next_srqn;
     struct nic_mr **mr_tbl; /* index = key >> 8 */
     uint8_t *mr_gen;
     uint32_t mr_cap, n_mrs, mr_next_free_hint;
@@ -430,18 +432,59 @@ void nic_cq_teardown(struct nic *nic);
 void nic_qp_get(struct nic_qp *qp);
 void nic_qp_put(struct nic_qp *qp);
 void nic_qp_teardown(struct nic *nic);
-/* Flush CQEs for every send WQE in [sq_comp, sq_tail) / receive WQE in
- * [rq_head, rq_tail). */
+/* Flush CQEs for every send WQE in [sq_comp, sq_tail) / every receive WQE
+ * of the QP: its own posted ones, or with an SRQ only the one it took for
+ * the message in progress (the SRQ's stay for the other QPs). */
 void nic_qp_flush_sq(struct nic_qp *qp);
 void nic_qp_flush_rq(struct nic_qp *qp);
 static inline struct nic_send_wqe *nic_sq_wqe(struct nic_qp *qp, uint64_t idx)
 {
     return &qp->sq[idx % qp->sq_depth];
 }
-static inline struct nic_recv_wqe *nic_rq_wqe(struct nic_qp *qp, uint64_t idx)
+
+/* Receive queues, own or shared.  The responder (resp.c, srd.c) asks
+ * nic_rq_empty before a message that needs a receive, takes the WQE with
+ * nic_rq_cur (with an SRQ the first call of a message dequeues it from
+ * the SRQ into qp->srq_wqe: from then on it belongs to the QP) and
+ * retires it with nic_rq_consume when the receive completes. */
+static inline struct nic_recv_wqe *nic_rq_at(const struct nic_rq *rq, uint64_t idx)
 {
-    return &qp->rq[idx % qp->rq_depth];
+    return &rq->ring[idx % rq->depth];
 }
+static inline uint32_t nic_rq_count(const struct nic_rq *rq)
+{
+    return (uint32_t)(rq->tail - rq->head);
+}
+static inline bool nic_rq_empty(const struct nic_qp *qp)
+{
+    if (qp->srq)
+        return !qp->srq_held && qp->srq->rq.head == qp->srq->rq.tail;
+    return qp->rq.head == qp->rq.tail;
+}
+/* srq.c: dequeue the SRQ's head WQE into qp->srq_wqe (limit event). */
+void nic_srq_take(struct nic_qp *qp);
+static inline struct nic_recv_wqe *nic_rq_cur(struct nic_qp *qp)
+{
+    if (!qp->srq)
+        return nic_rq_at(&qp->rq, qp->rq.head);
+    if (!qp->srq_held)
+        nic_srq_take(qp);
+    return &qp->srq_wqe;
+}
+static inline void nic_rq_consume(struct nic_qp *qp)
+{
+    if (qp->srq)
+        qp->srq_held = false;
+    else
+        qp->rq.head++;
+}
+/* The PD receive SGEs are checked against: the SRQ's or the QP's. */
+static inline const struct nic_pd *nic_rq_pd(const struct nic_qp *qp)
+{
+    return qp->srq ? qp->srq->pd : qp->init.pd;
+}
+/* srq.c: free every SRQ (nic_destroy, through nic_qp_teardown). */
+void nic_srq_teardown(struct nic *nic);
 static inline bool nic_qp_can_send(const struct nic_qp *qp)
 {
     return qp->state == IBV_QPS_RTS || qp->state == IBV_QPS_SQD;

@@ -46,7 +46,7 @@ static void qp_free(struct nic_qp *qp)
         }
     nic_pers_free(qp);
     free(qp->sq);
-    free(qp->rq);
+    free(qp->rq.ring);
     free(qp->eng);
     free(qp);
 }
@@ -160,11 +160,12 @@ struct nic_qp *nic_qp_create(struct nic *nic, const struct nic_qp_init *init)
     struct nic_qp *qp = calloc(1, sizeof(*qp));
     struct nic_qp_engine *e = calloc(1, sizeof(*e));
     uint32_t sq_depth = init->cap.max_send_wr ? init->cap.max_send_wr : 1;
-    uint32_t rq_depth = init->cap.max_recv_wr ? init->cap.max_recv_wr : 1;
+    /* a QP with an SRQ has no receive ring of its own */
+    uint32_t rq_depth = init->srq ? 0 : init->cap.max_recv_wr ? init->cap.max_recv_wr : 1;
     struct nic_send_wqe *sq = calloc(sq_depth, sizeof(*sq));
-    struct nic_recv_wqe *rq = calloc(rq_depth, sizeof(*rq));
+    struct nic_recv_wqe *rq = rq_depth ? calloc(rq_depth, sizeof(*rq)) : NULL;
     uint32_t qpn = 0;
-    int rc = (qp && e && sq && rq) ? alloc_qpn(nic, &qpn) : ENOMEM;
+    int rc = (qp && e && sq && (rq || !rq_depth)) ? alloc_qpn(nic, &qpn) : ENOMEM;
     if (rc) {
         free(qp);
         free(e);
@@ -181,8 +182,9 @@ struct nic_qp *nic_qp_create(struct nic *nic, const struct nic_qp_init *init)
     qp->attr.cap = init->cap;
     qp->sq = sq;
     qp->sq_depth = init->cap.max_send_wr;
-    qp->rq = rq;
-    qp->rq_depth = init->cap.max_recv_wr;
+    qp->rq.ring = rq;
+    qp->rq.depth = init->srq ? 0 : init->cap.max_recv_wr;
+    qp->srq = init->srq;
     qp->eng = e;
     e->qp = qp;
     e->refs = 1;
@@ -195,6 +197,8 @@ struct nic_qp *nic_qp_create(struct nic *nic, const struct nic_qp_init *init)
     init->pd->n_users++;
     init->send_cq->n_qps++;
     init->recv_cq->n_qps++;
+    if (init->srq)
+        init->srq->n_qps++;
     return qp;
 }
 
@@ -226,6 +230,11 @@ int nic_qp_destroy(struct nic_qp *qp)
     qp->init.pd->n_users--;
     qp->init.send_cq->n_qps--;
     qp->init.recv_cq->n_qps--;
+    if (qp->srq) {
+        qp->srq->n_qps--;
+        qp->srq = NULL; /* a WQE it held is dropped with it */
+        qp->srq_held = false;
+    }
     if (e->refs > 1) {
         if (nic->n_zombie_qps == nic->cap_zombie_qps) {
             uint32_t cap = nic->cap_zombie_qps ? 2 * nic->cap_zombie_qps : 8;
@@ -250,7 +259,7 @@ void nic_qp_teardown(struct nic *nic)
         qp_quiesce(qp);
         nic_pers_free(qp);
         free(qp->sq);
-        free(qp->rq);
+        free(qp->rq.ring);
         free(qp->eng);
         free(qp);
     }
@@ -258,10 +267,11 @@ void nic_qp_teardown(struct nic *nic)
         struct nic_qp *qp = nic->zombie_qps[i];
         nic_pers_free(qp);
         free(qp->sq);
-        free(qp->rq);
+        free(qp->rq.ring);
         free(qp->eng);
         free(qp);
     }
+    nic_srq_teardown(nic);
     free(nic->zombie_qps);
     free(nic->qp_tbl);
     nic->zombie_qps = NULL;
@@ -344,7 +354,8 @@ static void qp_reset(struct nic_qp *qp)
     qp_quiesce(qp);
     qp->sq_comp = qp->sq_next = qp->sq_db = qp->sq_tail = 0;
     e->rd_posted = 0;
-    qp->rq_head = qp->rq_tail = 0;
+    qp->rq.head = qp->rq.tail = 0;
+    qp->srq_held = false; /* a WQE taken from the SRQ is lost, as in rxe */
     for (uint32_t i = 0; i < qp->sq_depth; i++)
         qp->sq[i].state = NIC_WQE_QUEUED;
     struct ibv_qp_cap cap = qp->attr.cap;
@@ -445,10 +456,10 @@ int nic_rq_append(struct nic_qp *qp, const struct nic_recv_wqe *wqe)
 {
     if (!qp_type_supported(qp->init.qp_type))
         return EOPNOTSUPP;
-    if (qp->rq_tail - qp->rq_head >= qp->rq_depth)
+    if (qp->srq || nic_rq_count(&qp->rq) >= qp->rq.depth)
         return ENOMEM;
-    *nic_rq_wqe(qp, qp->rq_tail) = *wqe;
-    qp->rq_tail++;
+    *nic_rq_at(&qp->rq, qp->rq.tail) = *wqe;
+    qp->rq.tail++;
     if (qp->state == IBV_QPS_ERR)
         nic_qp_flush_rq(qp); /* a receive posted in ERR completes flushed */
     return 0;
@@ -480,19 +491,32 @@ void nic_qp_flush_sq(struct nic_qp *qp)
     qp->eng->req_pkt = 0;
 }
 
+static void flush_recv(struct nic_qp *qp, uint64_t wr_id)
+{
+    struct ibv_wc wc = {
+        .wr_id = wr_id,
+        .status = IBV_WC_WR_FLUSH_ERR,
+        .opcode = IBV_WC_RECV,
+        .vendor_err = nic_vendor_err(IBV_WC_WR_FLUSH_ERR),
+        .qp_num = qp->qpn,
+    };
+    nic_cqe_write(qp->nic, qp->init.recv_cq, &wc, false);
+}
+
+/* With an SRQ only the WQE this QP took for its message in progress is
+ * flushed: the WQEs still in the SRQ belong to no QP and stay for the
+ * others (rxe's flush_recv_queue does not touch an SRQ either). */
 void nic_qp_flush_rq(struct nic_qp *qp)
 {
-    for (uint64_t i = qp->rq_head; i < qp->rq_tail; i++) {
-        struct ibv_wc wc = {
-            .wr_id = nic_rq_wqe(qp, i)->wr_id,
-            .status = IBV_WC_WR_FLUSH_ERR,
-            .opcode = IBV_WC_RECV,
-            .vendor_err = nic_vendor_err(IBV_WC_WR_FLUSH_ERR),
-            .qp_num = qp->qpn,
-        };
-        nic_cqe_write(qp->nic, qp->init.recv_cq, &wc, false);
+    if (qp->srq) {
+        if (qp->srq_held)
+            flush_recv(qp, qp->srq_wqe.wr_id);
+        qp->srq_held = false;
+        return;
     }
-    qp->rq_head = qp->rq_tail;
+    for (uint64_t i = qp->rq.head; i < qp->rq.tail; i++)
+        flush_recv(qp, nic_rq_at(&qp->rq, i)->wr_id);
+    qp->rq.head = qp->rq.tail;
 }
 
 void nic_qp_to_sqe(struct nic_qp *qp)

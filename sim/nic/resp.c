@@ -392,7 +392,7 @@ static bool needs_recv_wqe(uint32_t m)
 static enum resp_state check_resource(struct nic_qp *qp, struct resp_ctx *c)
 {
     struct nic_qp_engine *e = qp->eng;
-    if (needs_recv_wqe(c->mask) && qp->rq_head == qp->rq_tail) {
+    if (needs_recv_wqe(c->mask) && nic_rq_empty(qp)) {
         if (nic_qp_reliable(qp))
             return RESP_ERR_RNR;
         if (qp->init.qp_type == IBV_QPT_UD)
@@ -440,12 +440,12 @@ static enum resp_state check_access(struct nic_qp *qp, struct resp_ctx *c)
     uint32_t m = c->mask;
     bool rc = nic_qp_reliable(qp);
     if (m & NIC_OPF_SEND) {
-        const struct nic_recv_wqe *r = nic_rq_wqe(qp, qp->rq_head);
+        const struct nic_recv_wqe *r = nic_rq_cur(qp);
         if (m & NIC_OPF_FIRST) {
             e->resp_off = 0;
             for (uint32_t i = 0; i < r->num_sge; i++) {
                 const struct nic_sge *s = &r->sge[i];
-                if (s->length && nic_mr_check(qp->nic, s->lkey, qp->init.pd, s->addr, s->length,
+                if (s->length && nic_mr_check(qp->nic, s->lkey, nic_rq_pd(qp), s->addr, s->length,
                                               IBV_ACCESS_LOCAL_WRITE, NULL) != NIC_MR_OK)
                     return recv_error(qp, c, NIC_AETH_NAK_REM_OP, IBV_WC_LOC_PROT_ERR);
             }
@@ -600,7 +600,7 @@ static enum resp_state execute(struct nic_qp *qp, struct resp_ctx *c)
     if (m & NIC_OPF_FIRST)
         e->ar.msg_psn = p->psn; /* ib-ar: the message now in progress */
     if (prefix) {               /* UD: the GRH first, then the payload behind it */
-        const struct nic_recv_wqe *r = nic_rq_wqe(qp, qp->rq_head);
+        const struct nic_recv_wqe *r = nic_rq_cur(qp);
         struct nic_op *op = nic_op_alloc(nic, NIC_OP_PLACE, NULL);
         build_grh(nic, p, op->grh);
         nic_sges_to_segs(nic, r->sge, r->num_sge, 0, prefix, op);
@@ -610,7 +610,7 @@ static enum resp_state execute(struct nic_qp *qp, struct resp_ctx *c)
         struct nic_op *op = nic_op_alloc(nic, NIC_OP_PLACE, NULL);
         op->pkt = p;
         if (m & NIC_OPF_SEND) {
-            const struct nic_recv_wqe *r = nic_rq_wqe(qp, qp->rq_head);
+            const struct nic_recv_wqe *r = nic_rq_cur(qp);
             nic_sges_to_segs(nic, r->sge, r->num_sge, prefix + e->resp_off, p->payload_len, op);
         } else {
             op->n_seg = 1;
@@ -639,7 +639,7 @@ static enum resp_state complete(struct nic_qp *qp, struct resp_ctx *c)
     uint32_t m = c->mask;
     e->msn++;
     if (m & NIC_OPF_RWR) {
-        const struct nic_recv_wqe *r = nic_rq_wqe(qp, qp->rq_head);
+        const struct nic_recv_wqe *r = nic_rq_cur(qp);
         bool send = (m & NIC_OPF_SEND) != 0;
         bool ud = qp->init.qp_type == IBV_QPT_UD;
         struct ibv_wc wc = {
@@ -655,7 +655,7 @@ static enum resp_state complete(struct nic_qp *qp, struct resp_ctx *c)
             wc.imm_data = p->imm_data;
             wc.wc_flags |= IBV_WC_WITH_IMM;
         }
-        qp->rq_head++;
+        nic_rq_consume(qp);
         nic_cqe_write(qp->nic, qp->init.recv_cq, &wc, p->se);
     }
     e->resp_off = 0;
@@ -736,14 +736,14 @@ static enum resp_state err_rnr(struct nic_qp *qp, struct resp_ctx *c)
 static void recv_error_cqe(struct nic_qp *qp, enum ibv_wc_status st)
 {
     struct ibv_wc wc = {
-        .wr_id = nic_rq_wqe(qp, qp->rq_head)->wr_id,
+        .wr_id = nic_rq_cur(qp)->wr_id,
         .status = st,
         .opcode = IBV_WC_RECV,
         .vendor_err = nic_vendor_err(st),
         .qp_num = qp->qpn,
         .src_qp = qp->attr.dest_qp_num,
     };
-    qp->rq_head++;
+    nic_rq_consume(qp);
     nic_cqe_write(qp->nic, qp->init.recv_cq, &wc, false);
 }
 
@@ -751,7 +751,7 @@ static void recv_error_cqe(struct nic_qp *qp, enum ibv_wc_status st)
  * dropped, the QP goes on. */
 static enum resp_state err_recv(struct nic_qp *qp, struct resp_ctx *c)
 {
-    if (qp->rq_head != qp->rq_tail)
+    if (!nic_rq_empty(qp))
         recv_error_cqe(qp, c->recv_err);
     return drop_msg(qp, c, "resp: receive buffer error");
 }
@@ -759,7 +759,7 @@ static enum resp_state err_recv(struct nic_qp *qp, struct resp_ctx *c)
 static enum resp_state err_fatal(struct nic_qp *qp, struct resp_ctx *c)
 {
     struct nic_qp_engine *e = qp->eng;
-    if (c->recv_err != IBV_WC_SUCCESS && qp->rq_head != qp->rq_tail)
+    if (c->recv_err != IBV_WC_SUCCESS && !nic_rq_empty(qp))
         recv_error_cqe(qp, c->recv_err);
     /* the NAK leaves even though the QP is about to enter ERR */
     nic_tx_ctrl(qp->nic, ack_pkt(qp, c->nak, e->epsn, e->msn));
@@ -947,14 +947,14 @@ static struct pkt *ar_place_early(struct nic_qp *qp, struct pkt *p)
     uint32_t len = p->payload_len;
     struct nic_op *op;
     if (m & NIC_OPF_SEND) {
-        if (qp->rq_head == qp->rq_tail)
+        if (nic_rq_empty(qp))
             return NULL;
-        const struct nic_recv_wqe *r = nic_rq_wqe(qp, qp->rq_head);
+        const struct nic_recv_wqe *r = nic_rq_cur(qp);
         if (off + len > r->length)
             return NULL;
         for (uint32_t i = 0; i < r->num_sge; i++) {
             const struct nic_sge *sg = &r->sge[i];
-            if (sg->length && nic_mr_check(nic, sg->lkey, qp->init.pd, sg->addr, sg->length,
+            if (sg->length && nic_mr_check(nic, sg->lkey, nic_rq_pd(qp), sg->addr, sg->length,
                                            IBV_ACCESS_LOCAL_WRITE, NULL) != NIC_MR_OK)
                 return NULL;
         }

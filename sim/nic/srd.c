@@ -237,18 +237,18 @@ static void rx_send(struct nic_pers *ps, struct pkt *p)
     }
     if (d > 0)
         rx_advance(ps, seq);
-    if (qp->rq_head == qp->rq_tail) {
+    if (nic_rq_empty(qp)) {
         nic->cnt.srd_rnr_naks++;
         reply(ps, p, (uint8_t)(NIC_AETH_RNR_NAK | (qp->attr.min_rnr_timer & 0x1f)));
         drop(qp, p, "srd: RNR (no receive posted)");
         return;
     }
-    const struct nic_recv_wqe *r = nic_rq_wqe(qp, qp->rq_head);
+    const struct nic_recv_wqe *r = nic_rq_cur(qp);
     enum ibv_wc_status st = IBV_WC_SUCCESS;
     uint8_t syn = NIC_AETH_ACK;
     for (uint32_t i = 0; i < r->num_sge && st == IBV_WC_SUCCESS; i++) {
         const struct nic_sge *s = &r->sge[i];
-        if (s->length && nic_mr_check(nic, s->lkey, qp->init.pd, s->addr, s->length,
+        if (s->length && nic_mr_check(nic, s->lkey, nic_rq_pd(qp), s->addr, s->length,
                                       IBV_ACCESS_LOCAL_WRITE, NULL) != NIC_MR_OK) {
             st = IBV_WC_LOC_PROT_ERR;
             syn = NIC_AETH_NAK_REM_OP;
@@ -272,7 +272,7 @@ static void rx_send(struct nic_pers *ps, struct pkt *p)
         wc.wc_flags |= IBV_WC_WITH_IMM;
     }
     bool se = p->se;
-    qp->rq_head++;
+    nic_rq_consume(qp);
     rx_mark(ps, seq, syn);
     reply(ps, p, syn);
     if (st == IBV_WC_SUCCESS)

@@ -289,6 +289,45 @@ int fx_rc_open(struct fx *fx, struct fx_rc *rc, const struct fx_rc_opts *o)
     return 0;
 }
 
+int fx_rc_open_shared(struct fx_rc *rc, struct fx_rc *base, struct ibv_srq *srq)
+{
+    memset(rc, 0, sizeof(*rc));
+    rc->fx = base->fx;
+    rc->opts = base->opts;
+    rc->shared = true;
+    rc_register(rc->fx, rc);
+    rc->ctx = base->ctx;
+    rc->pd = base->pd;
+    rc->mr = base->mr;
+    rc->channel = base->channel;
+    rc->scq = base->scq;
+    rc->rcq = base->rcq;
+    rc->buf = base->buf;
+    rc->buf_bytes = base->buf_bytes;
+    struct ibv_qp_init_attr ia = {
+        .send_cq = rc->scq,
+        .recv_cq = rc->rcq,
+        .srq = srq,
+        .cap =
+            {
+                .max_send_wr = rc->opts.max_send_wr,
+                .max_recv_wr = rc->opts.max_recv_wr,
+                .max_send_sge = rc->opts.max_send_sge,
+                .max_recv_sge = rc->opts.max_recv_sge,
+                .max_inline_data = rc->opts.max_inline,
+            },
+        .qp_type = rc->opts.qp_type,
+        .sq_sig_all = rc->opts.sq_sig_all,
+    };
+    rc->qp = ibv_create_qp(rc->pd, &ia);
+    if (!rc->qp)
+        return errno;
+    rc->local = base->local;
+    rc->local.qpn = rc->qp->qp_num;
+    rc->local.psn = (rc->qp->qp_num * 7919u) & 0xffffff;
+    return 0;
+}
+
 int fx_rc_to_init(struct fx_rc *rc)
 {
     struct ibv_qp_attr a = {
@@ -378,6 +417,12 @@ void fx_rc_close(struct fx_rc *rc)
         ibv_destroy_qp(rc->qp);
     if (rc->ah)
         ibv_destroy_ah(rc->ah);
+    if (rc->shared) {
+        if (rc->fx)
+            rc_unregister(rc->fx, rc);
+        memset(rc, 0, sizeof(*rc));
+        return;
+    }
     if (rc->scq)
         ibv_destroy_cq(rc->scq);
     if (rc->rcq)

@@ -146,6 +146,7 @@ struct fx_rc {
     struct fx_ep_info local, remote;
     struct fx_rc_opts opts;
     struct ibv_ah *ah; /* UD: to the peer (made by fx_rc_to_rtr) */
+    bool shared;       /* made by fx_rc_open_shared: owns only qp and ah */
 };
 
 void fx_rc_default_opts(struct fx_rc_opts *o);
@@ -153,6 +154,11 @@ void fx_rc_default_opts(struct fx_rc_opts *o);
  * opts.qp_type in RESET.  `o` NULL = defaults (RC).  Returns 0 or an
  * errno. */
 int fx_rc_open(struct fx *fx, struct fx_rc *rc, const struct fx_rc_opts *o);
+/* Another endpoint on the device, PD, MR and CQs of `base` (same options),
+ * with a QP of its own in RESET, attached to `srq` if not NULL.  Close it
+ * (fx_rc_close destroys only its QP and AH) before `base`.  Returns 0 or
+ * an errno. */
+int fx_rc_open_shared(struct fx_rc *rc, struct fx_rc *base, struct ibv_srq *srq);
 /* The three standard transitions with the kernel's required masks for
  * the endpoint's QP type (UD: RTR also creates rc->ah to `remote`). */
 int fx_rc_to_init(struct fx_rc *rc);
