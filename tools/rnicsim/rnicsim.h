@@ -146,6 +146,9 @@ struct scenario {
     size_t ncaptures;
     struct scn_program *progs;
     size_t nprogs;
+    /* vars: (after --set), in file order; ${name} in program fields */
+    char **var_names, **var_values;
+    size_t nvars;
     void **dl_handles; /* dlopen()ed user programs */
     size_t n_dl;
 };
