@@ -123,7 +123,8 @@ static const char *sw_opt_value(int argc, char **argv, int *i, const char *name,
     return argv[++*i];
 }
 
-/* "KEY=V1,V2,..." (a value starting with '[' is one flow sequence). */
+/* "KEY=V1,V2,...": split at top-level commas (not inside [] {} or quotes,
+ * so a value may be a flow sequence), as check-order's --vary. */
 static int parse_axis(const char *arg, struct sw_axis *ax)
 {
     const char *eq = strchr(arg, '=');
@@ -133,32 +134,41 @@ static int parse_axis(const char *arg, struct sw_axis *ax)
     }
     ax->key = xcalloc_or_die((size_t)(eq - arg) + 1, 1);
     memcpy(ax->key, arg, (size_t)(eq - arg));
-    const char *v = eq + 1;
-    if (!*v) {
-        fprintf(stderr, "rnicsim sweep: bad --set '%s': missing value after '='\n", arg);
-        return -1;
-    }
-    size_t commas = 0;
-    for (const char *c = v; *c; c++)
-        commas += *c == ',';
-    ax->values = xcalloc_or_die(commas + 1, sizeof(char *));
-    if (v[0] == '[') {
-        ax->values[ax->n++] = xstrdup_or_die(v);
-        return 0;
-    }
-    for (const char *s = v;;) {
-        const char *e = strchr(s, ',');
-        size_t len = e ? (size_t)(e - s) : strlen(s);
-        if (len == 0) {
-            fprintf(stderr, "rnicsim sweep: bad --set '%s': empty value in the list\n", arg);
+    const char *start = eq + 1;
+    int depth = 0;
+    char quote = 0;
+    for (const char *p = start;; p++) {
+        char ch = *p;
+        if (quote) {
+            if (ch == quote) {
+                quote = 0;
+                continue;
+            }
+            if (ch)
+                continue;
+            fprintf(stderr, "rnicsim sweep: bad --set '%s': unterminated quote\n", arg);
             return -1;
         }
-        char *val = xcalloc_or_die(len + 1, 1);
-        memcpy(val, s, len);
-        ax->values[ax->n++] = val;
-        if (!e)
+        if (ch == '"' || ch == '\'')
+            quote = ch;
+        else if (ch == '[' || ch == '{')
+            depth++;
+        else if ((ch == ']' || ch == '}') && depth > 0)
+            depth--;
+        if ((ch == ',' && depth == 0) || !ch) {
+            if (p == start) {
+                fprintf(stderr, "rnicsim sweep: bad --set '%s': %s\n", arg,
+                        start == eq + 1 && !ch ? "missing value after '='"
+                                               : "empty value in the list");
+                return -1;
+            }
+            ax->values = xrealloc_or_die(ax->values, (ax->n + 1) * sizeof(char *));
+            ax->values[ax->n] = xcalloc_or_die((size_t)(p - start) + 1, 1);
+            memcpy(ax->values[ax->n++], start, (size_t)(p - start));
+            start = p + 1;
+        }
+        if (!ch)
             break;
-        s = e + 1;
     }
     return 0;
 }
