@@ -7,6 +7,8 @@
  *   rnicsim bench [--reps N] [--json FILE]
  *   rnicsim check-order FILE.yaml [--runs N] [--seed S] [--set K=V]... [--vary K=V1,V2]...
  *                                 [-o FILE]   (check_order.c)
+ *   rnicsim sweep FILE.yaml --set KEY=V1,V2,...  [-j N] [-o DIR] [--seed N]
+ *                 [--profiles DIR] [--plot x=KEY,y=COL[,series=KEY]]   (sweep.c)
  *
  * Exit status of `run`: 0 done; 1 a program returned non-zero; 2 bad
  * command line or scenario (nothing ran); 3 deadlock; 4 stop_time reached
@@ -33,6 +35,9 @@ static void usage(FILE *out)
                  "  rnicsim bench [--reps N] [--json FILE]\n"
                  "  rnicsim check-order FILE.yaml [--runs N] [--seed S] [--set KEY=VALUE]...\n"
                  "                        [--vary KEY=V1,V2,...]... [-o RESULT.json]\n"
+                 "  rnicsim sweep FILE.yaml --set KEY=V1,V2,... [--set KEY2=A,B]... [-j N]\n"
+                 "                        [-o DIR] [--seed N] [--profiles DIR]\n"
+                 "                        [--plot x=KEY,y=COLUMN[,series=KEY]]\n"
                  "  rnicsim --version | --help\n"
                  "\n"
                  "run: simulate a scenario, print a summary, write JSON results (-o).\n"
@@ -42,7 +47,10 @@ static void usage(FILE *out)
                  "programs: list the built-in programs.\n"
                  "bench: measure simulator speed (events/s, simulated packets/s).\n"
                  "check-order: run an ordering workload under many seeds/configurations;\n"
-                 "  exit status: 0 clean, 1 violation found, 2 bad input, 3 run error.\n");
+                 "  exit status: 0 clean, 1 violation found, 2 bad input, 3 run error.\n"
+                 "sweep: run every combination of the --set value lists (-j at a time),\n"
+                 "  one CSV row per run in DIR/sweep.csv (default DIR sweep-out);\n"
+                 "  exit status: 0 all ran, 1 a run failed, 2 bad input, 5 output error.\n");
 }
 
 /* "--opt VALUE" or "--opt=VALUE"; advances *i.  NULL if not this option. */
@@ -230,6 +238,8 @@ int main(int argc, char **argv)
         return bench_main(argc - 2, argv + 2);
     if (!strcmp(cmd, "check-order"))
         return check_order_main(argv[0], argc - 2, argv + 2);
+    if (!strcmp(cmd, "sweep"))
+        return sweep_main(argc - 2, argv + 2);
     if (!strcmp(cmd, "programs")) {
         programs_list(stdout);
         return 0;

@@ -6,6 +6,7 @@
  * JSON layout:
  *   {"rnicsim": "0.1", "scenario", "file", "seed", "profile", "result",
  *    "sim_time_ps", "events",
+ *    "vars": {"qps": "64", ...}   (the scenario's vars: after --set, as strings)
  *    "params": {"nic.tx_pkt_proc": 5000, ...}   (base units: ps, bps, bytes)
  *    "topology": {...},
  *    "programs": [{"host", "program", "args", "daemon", "finished", "exit_code"}],
@@ -280,6 +281,10 @@ int results_write_json(const struct run *r, const char *path, char *why, size_t 
     json_kv_str(w, "result", run_result_name(r->result));
     json_kv_u64(w, "sim_time_ps", r->sim_time_ps);
     json_kv_u64(w, "events", r->events);
+    json_kv_object_begin(w, "vars");
+    for (size_t i = 0; i < s->nvars; i++)
+        json_kv_str(w, s->var_names[i], s->var_values[i]);
+    json_object_end(w);
     write_params(w, s);
     write_programs(w, r);
     write_tables(w, r);

@@ -146,6 +146,9 @@ struct scenario {
     size_t ncaptures;
     struct scn_program *progs;
     size_t nprogs;
+    /* vars: (after --set), in file order; ${name} in program fields */
+    char **var_names, **var_values;
+    size_t nvars;
     void **dl_handles; /* dlopen()ed user programs */
     size_t n_dl;
 };
@@ -309,6 +312,31 @@ int bench_main(int argc, char **argv);
 
 /* `rnicsim check-order`; `prog` is argv[0] (for the reproduce command). */
 int check_order_main(const char *prog, int argc, char **argv);
+
+/* ---------------------------------------------------------------- sweep.c */
+
+/* `rnicsim sweep` (runs `/proc/self/exe run` once per combination). */
+int sweep_main(int argc, char **argv);
+
+/* ---------------------------------------------------------------- json_read.c */
+
+/* A parsed JSON value (json_read.c: strict RFC 8259, for sweep). */
+enum jv_kind { JV_NULL, JV_BOOL, JV_NUMBER, JV_STRING, JV_ARRAY, JV_OBJECT };
+struct jv {
+    enum jv_kind kind;
+    bool b;      /* JV_BOOL */
+    char *text;  /* JV_STRING: the UTF-8 text; JV_NUMBER: the number as written */
+    size_t n;    /* JV_ARRAY / JV_OBJECT: items */
+    char **keys; /* JV_OBJECT: keys, in document order */
+    struct jv **items;
+};
+
+/* Parse `len` bytes of `text` (one value, optional white space around).
+ * NULL with "JSON error at byte N: ..." in `why` on any error. */
+struct jv *jv_parse(const char *text, size_t len, char *why, size_t why_len);
+void jv_free(struct jv *v);
+/* The first member `key` of an object; NULL if absent or not an object. */
+const struct jv *jv_get(const struct jv *obj, const char *key);
 
 /* ---------------------------------------------------------------- util */
 

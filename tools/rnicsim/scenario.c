@@ -22,12 +22,15 @@
  *     - {link: "h0->sw0", file: out/h0.pcap, at: tx}   one link (tx | rx side)
  *     - {host: h1, file: out/h1.pcap}                  both directions at h1's port
  *     - {all: out/pcap}                                every link, <dir>/<from>-to-<to>.pcap
+ *   vars: {qps: 4, size: 4096}  optional variables: ${qps} in a program's host,
+ *                               program and args ($$ is a literal $)
  *   programs:                   required, at least one
  *     - {host: h1, program: perftest, args: [...], daemon: false, stack: 256KiB}
  *
  * Order: C defaults -> profile file -> `hardware:` -> --set (the --set
  * assignments are grafted into the document before it is read, so they
- * override the scenario's own values and are checked the same way). */
+ * override the scenario's own values and are checked the same way).
+ * A --set of vars.NAME must name a variable the file defines. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
@@ -450,6 +453,147 @@ static long host_index(const char *name, unsigned hosts)
     return v < (long)hosts ? v : -1;
 }
 
+/* ---------------------------------------------------------------- vars */
+
+#define MAX_VAR_NAME 64
+
+static bool var_name_ok(const char *n)
+{
+    size_t len = strlen(n);
+    if (len == 0 || len > MAX_VAR_NAME || (n[0] >= '0' && n[0] <= '9'))
+        return false;
+    for (const char *c = n; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+              *c == '_'))
+            return false;
+    return true;
+}
+
+/* vars: {name: scalar, ...}.  Keys grafted by --set (their key_file is
+ * "--set") are errors: a --set may only override a variable of the file. */
+static int read_vars(struct scenario *s, struct cfg_node *root, struct cfg_error *err)
+{
+    struct cfg_node *vars = cfg_child(root, "vars");
+    if (!vars)
+        return 0;
+    if (vars->kind != CFG_MAP)
+        return cfg_errorf(err, vars, "'vars': expected a mapping of name: value, got %s",
+                          cfg_kind_name(vars));
+    s->var_names = xcalloc_or_die(vars->n, sizeof(char *));
+    s->var_values = xcalloc_or_die(vars->n, sizeof(char *));
+    size_t nfile = 0;
+    for (size_t i = 0; i < vars->n; i++)
+        if (strcmp(vars->key_file[i], "--set") != 0)
+            nfile++;
+    const char **known = xcalloc_or_die(nfile + 1, sizeof(char *));
+    for (size_t i = 0, k = 0; i < vars->n; i++)
+        if (strcmp(vars->key_file[i], "--set") != 0)
+            known[k++] = vars->keys[i];
+    int rc = 0;
+    for (size_t i = 0; i < vars->n && !rc; i++) {
+        const char *key = vars->keys[i], *val;
+        const char *kf = vars->key_file[i];
+        if (strcmp(kf, "--set") == 0) {
+            const char *best = suggest_word(key, known, nfile);
+            char hint[160] = "";
+            if (best)
+                snprintf(hint, sizeof(hint), " (did you mean '%s'?)", best);
+            snprintf(err->msg, sizeof(err->msg),
+                     "%s:%u:%u: unknown variable 'vars.%s'%s: a --set can only override a "
+                     "variable the scenario's 'vars:' defines",
+                     kf, vars->key_line[i], vars->key_col[i], key, hint);
+            rc = -1;
+            break;
+        }
+        if (!var_name_ok(key)) {
+            snprintf(err->msg, sizeof(err->msg),
+                     "%s:%u:%u: bad variable name '%s': expected letters, digits and '_' (not "
+                     "starting with a digit), at most %d characters",
+                     kf, vars->key_line[i], vars->key_col[i], key, MAX_VAR_NAME);
+            rc = -1;
+            break;
+        }
+        struct cfg_node *v = cfg_child(vars, key);
+        if (v->kind != CFG_SCALAR) {
+            rc = cfg_errorf(err, v, "'vars.%s': expected a scalar value, got %s", key,
+                            cfg_kind_name(v));
+            break;
+        }
+        val = v->scalar ? v->scalar : "";
+        s->var_names[s->nvars] = xstrdup_or_die(key);
+        s->var_values[s->nvars] = xstrdup_or_die(val);
+        s->nvars++;
+    }
+    free(known);
+    return rc;
+}
+
+/* `in` (the text of node `at`) with ${name} replaced by the variable's
+ * value and $$ by $; any other '$' stays as it is.  A malloc'd string in
+ * *out, or -1 with an error at `at`. */
+static int expand_vars(const struct scenario *s, struct cfg_node *at, const char *in, char **out,
+                       struct cfg_error *err)
+{
+    size_t cap = strlen(in) + 1, len = 0;
+    char *o = xcalloc_or_die(cap, 1);
+    for (const char *c = in; *c;) {
+        const char *piece = c;
+        size_t plen = 1;
+        if (c[0] == '$' && c[1] == '$') {
+            c += 2;
+        } else if (c[0] == '$' && c[1] == '{') {
+            const char *end = strchr(c + 2, '}');
+            if (!end) {
+                free(o);
+                return cfg_errorf(err, at, "'%s': unterminated '${' in '%s' (write $$ for a $)",
+                                  at->path, in);
+            }
+            size_t nlen = (size_t)(end - (c + 2));
+            size_t k = 0;
+            while (k < s->nvars &&
+                   (strlen(s->var_names[k]) != nlen || strncmp(s->var_names[k], c + 2, nlen)))
+                k++;
+            if (k == s->nvars) {
+                char name[MAX_VAR_NAME + 8];
+                snprintf(name, sizeof(name), "%.*s",
+                         (int)(nlen < MAX_VAR_NAME + 1 ? nlen : MAX_VAR_NAME + 1), c + 2);
+                const char *best = suggest_word(name, (const char *const *)s->var_names, s->nvars);
+                char hint[160] = "";
+                if (best)
+                    snprintf(hint, sizeof(hint), " (did you mean '%s'?)", best);
+                free(o);
+                return cfg_errorf(err, at, "'%s': undefined variable '${%s}'%s%s", at->path, name,
+                                  hint, s->nvars ? "" : "; define it under 'vars:'");
+            }
+            piece = s->var_values[k];
+            plen = strlen(piece);
+            c = end + 1;
+        } else {
+            c++;
+        }
+        if (len + plen + 1 > cap) {
+            cap = (len + plen + 1) * 2;
+            o = xrealloc_or_die(o, cap);
+        }
+        memcpy(o + len, piece, plen);
+        len += plen;
+        o[len] = '\0';
+    }
+    *out = o;
+    return 0;
+}
+
+/* A string field of a program, with variables expanded (malloc'd). */
+static int program_str(const struct scenario *s, struct cfg_node *n, char **out,
+                       struct cfg_error *err)
+{
+    const char *raw;
+    *out = NULL;
+    if (cfg_node_str(n, &raw, err))
+        return -1;
+    return expand_vars(s, n, raw, out, err);
+}
+
 static int read_program(struct scenario *s, struct cfg_node *item, size_t idx,
                         struct cfg_error *err)
 {
@@ -458,21 +602,18 @@ static int read_program(struct scenario *s, struct cfg_node *item, size_t idx,
         return cfg_errorf(err, item, "'%s': expected a mapping (host, program, args), got %s",
                           item->path, cfg_kind_name(item));
     struct cfg_node *hn, *pn;
-    const char *host, *prog;
-    if (cfg_req_node(item, "host", CFG_SCALAR, &hn, err) || cfg_node_str(hn, &host, err))
+    if (cfg_req_node(item, "host", CFG_SCALAR, &hn, err) || program_str(s, hn, &p->host, err))
         return -1;
-    long hi = host_index(host, s->topo.n_nodes);
+    long hi = host_index(p->host, s->topo.n_nodes);
     if (hi < 0)
-        return cfg_errorf(err, hn, "unknown host '%s' (the topology has hosts h0..h%u)", host,
+        return cfg_errorf(err, hn, "unknown host '%s' (the topology has hosts h0..h%u)", p->host,
                           s->topo.n_nodes - 1);
-    p->host = xstrdup_or_die(host);
     p->host_index = (uint32_t)hi;
 
-    if (cfg_req_node(item, "program", CFG_SCALAR, &pn, err) || cfg_node_str(pn, &prog, err))
+    if (cfg_req_node(item, "program", CFG_SCALAR, &pn, err) || program_str(s, pn, &p->program, err))
         return -1;
-    p->program = xstrdup_or_die(prog);
     void *handle = NULL;
-    if (program_resolve(prog, s->file, pn, p, &handle, err))
+    if (program_resolve(p->program, s->file, pn, p, &handle, err))
         return -1;
     if (handle) {
         s->dl_handles = xrealloc_or_die(s->dl_handles, (s->n_dl + 1) * sizeof(void *));
@@ -489,10 +630,8 @@ static int read_program(struct scenario *s, struct cfg_node *item, size_t idx,
     }
     p->args = xcalloc_or_die(nargs + 1, sizeof(char *));
     for (size_t i = 0; i < nargs; i++) {
-        const char *a;
-        if (cfg_node_str(args->items[i], &a, err))
+        if (program_str(s, args->items[i], &p->args[i], err))
             return -1;
-        p->args[i] = xstrdup_or_die(a);
         p->nargs++;
     }
     uint64_t stack;
@@ -557,6 +696,8 @@ static int read_scenario(struct scenario *s, const struct scenario_opts *o, stru
     if (params_apply_map(&s->hw, cfg_child(root, "hardware"), "hardware", err))
         return -1;
 
+    if (read_vars(s, root, err))
+        return -1;
     struct name_check nc = {0};
     int rc = read_topology(s, root, &nc, err) || read_captures(s, root, &nc, err);
     name_check_free(&nc);
@@ -598,6 +739,12 @@ void scenario_free(struct scenario *s)
         free(p->args);
     }
     free(s->progs);
+    for (size_t i = 0; i < s->nvars; i++) {
+        free(s->var_names[i]);
+        free(s->var_values[i]);
+    }
+    free(s->var_names);
+    free(s->var_values);
     for (size_t i = 0; i < s->n_link_overrides; i++)
         free(s->link_overrides[i].link);
     free(s->link_overrides);
