@@ -76,6 +76,11 @@ void nic_params_default(struct nic_params *p)
     p->max_qp = 262144;
     p->max_cq = 16777216;
     p->max_mr = 16777216;
+    /* ibv_devinfo -v on ConnectX-5 (MT4119): max_srq 8388608, max_srq_wr
+     * 32767; max_srq_sge 31 there, the model's NIC_MAX_SGE here. */
+    p->max_srq = 8388608;
+    p->max_srq_wr = 32767;
+    p->max_srq_sge = NIC_MAX_SGE;
     /* Estimate: the responder ACKs every message that asks (AckReq on the
      * last packet) and at least every 16 packets of a long one. */
     p->ack_every_pkts = 16;

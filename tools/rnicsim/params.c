@@ -67,6 +67,9 @@ const struct param_def hw_params[] = {
       "ib-ar: extra delay of each arriving request packet, uniform in [0, this]"),
     P("nic.ar_nak_delay", PARAM_TIME, nic, ar_nak_delay_ps,
       "ib-ar: a PSN hole this old is taken for a loss (sequence NAK)"),
+    P("nic.max_srq", PARAM_COUNT, nic, max_srq, "device limit: shared receive queues"),
+    P("nic.max_srq_wr", PARAM_COUNT, nic, max_srq_wr, "device limit: WRs per SRQ"),
+    P("nic.max_srq_sge", PARAM_COUNT, nic, max_srq_sge, "device limit: SGEs per SRQ WR"),
     /* caches, processing units, device memory (sim/nic/ctx.c, xlate.c, dm.c) */
     P("nic.pus", PARAM_COUNT, nic, pus,
       "processing units: QP-context misses in flight at most (each holds one)"),
