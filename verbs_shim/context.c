@@ -97,7 +97,10 @@ void shim_context_set_ops(struct shim_context *sctx)
     ops->_compat_async_event = unsupported_compat;
 
     /* Extended ops: only what is implemented.  Everything else (cq_ex,
-     * qp_ex, srq_ex, xrcd, flows, device memory, counters, parent domains,
+     * qp_ex, srq_ex, xrcd, flows, counters, parent domains,
      * WQs, ...) stays NULL on purpose: see the file comment. */
     sctx->vctx.query_port = shim_query_port_ex;
+    sctx->vctx.alloc_dm = shim_alloc_dm; /* dm.c */
+    sctx->vctx.free_dm = shim_free_dm;
+    sctx->vctx.reg_dm_mr = shim_reg_dm_mr;
 }

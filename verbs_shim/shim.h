@@ -164,6 +164,14 @@ static inline struct shim_channel *shim_channel(struct ibv_comp_channel *c)
  * (nothing outside a simulated process). */
 void shim_charge_control(void);
 
+/* ---------------------------------------------------------------- dm.c */
+
+/* verbs_context ops: ibv_alloc_dm, ibv_free_dm, ibv_reg_dm_mr. */
+struct ibv_dm *shim_alloc_dm(struct ibv_context *context, struct ibv_alloc_dm_attr *attr);
+int shim_free_dm(struct ibv_dm *dm);
+struct ibv_mr *shim_reg_dm_mr(struct ibv_pd *pd, struct ibv_dm *dm, uint64_t dm_offset,
+                              size_t length, unsigned int access);
+
 /* ---------------------------------------------------------------- device.c */
 
 /* Drop one reference to a device; frees it at zero. */
