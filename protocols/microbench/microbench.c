@@ -171,6 +171,8 @@ struct mb {
     uint64_t last_addr;
     struct mb_result res;
     uint32_t sync_seq;
+    bool no_device;     /* nothing to run on: stop at once, as perftest */
+    bool server_failed; /* the server published a failed set-up and left */
 };
 
 /* ------------------------------------------------------------ helpers */
@@ -548,8 +550,10 @@ static uint32_t mb_psn(uint32_t qpn, enum rc_conn_role role)
 static int mb_open(struct mb *mb)
 {
     struct rc_conn *c = &mb->conn;
-    if (rc_conn_open_device(c))
+    if (rc_conn_open_device(c)) {
+        mb->no_device = true;
         return 1;
+    }
     if (rc_conn_query(c, &mb->dev, (uint32_t)mb->o.mtu_bytes))
         return 1;
     uint32_t rd = mb->dev.max_qp_rd_atom > 0 ? (uint32_t)mb->dev.max_qp_rd_atom : 1;
@@ -1042,12 +1046,13 @@ static int mb_client_exchange(struct mb *mb, int status)
     snprintf(key, sizeof(key), "%s/server", mb->o.name);
     if (mb_get(mb, key, s, sizeof(s)))
         return 1;
-    if (status)
-        return status;
     if (s[7]) {
         fprintf(stderr, "%s: the server failed to set up (status %d)\n", mb->prog, s[7]);
+        mb->server_failed = true;
         return 1;
     }
+    if (status)
+        return status;
     if ((uint32_t)rc_conn_get_le(s, 4) != mb_opts_hash(&mb->o)) {
         fprintf(stderr, "%s: the server and this client were given different options\n", mb->prog);
         return 2;
@@ -1092,6 +1097,8 @@ static int mb_client_main(struct mb *mb)
     char key[MB_KEY_MAX];
     int rc = mb_client_setup(mb);
     rc = mb_client_exchange(mb, rc);
+    if (mb->server_failed)
+        return rc;                /* the server does not wait for a barrier */
     int all = mb_barrier(mb, rc); /* 1: every QP is RTS */
     if (all)
         return rc ? rc : all;
@@ -1297,6 +1304,8 @@ static int mb_server_exchange(struct mb *mb, int status)
     snprintf(key, sizeof(key), "%s/server", mb->o.name);
     if (mb_put(mb, key, s, sizeof(s)))
         return 1;
+    if (status)
+        return status; /* published: the clients stop without a barrier */
     int rc = status;
     for (uint64_t i = 0; i < mb->o.clients; i++) {
         uint8_t w[MB_CLIENT_HDR_BYTES];
@@ -1381,7 +1390,13 @@ static int mb_server_main(struct mb *mb)
     char key[MB_KEY_MAX];
     uint64_t K = mb->o.clients, received = 0;
     int rc = mb_server_setup(mb);
-    rc = mb_server_exchange(mb, rc);
+    if (rc && mb->no_device)
+        return rc; /* no client can be served (real hardware only) */
+    if (rc) {      /* publish the failure: the clients stop without a barrier */
+        mb_server_exchange(mb, rc);
+        return rc;
+    }
+    rc = mb_server_exchange(mb, 0);
     int all = mb_barrier(mb, rc); /* 1: every QP is RTS */
     if (all)
         return rc ? rc : all;
