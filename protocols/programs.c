@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "protocols/litmus/litmus.h"
+#include "protocols/microbench/microbench.h"
 #include "protocols/perftest/perftest.h"
 
 const struct program_def protocol_programs[] = {
@@ -13,6 +14,9 @@ const struct program_def protocol_programs[] = {
      "perftest-style WRITE/READ/SEND/atomic latency and bandwidth (--server | --client)"},
     {"litmus", litmus_main,
      "ordering litmus protocols: every message checked (--server | --client, --protocol=P)"},
+    {"microbench", microbench_main,
+     "hardware microbenchmarks: size, QP count, MR working set, atomics, doorbell batching "
+     "(--server | --client --id=I)"},
     {NULL, NULL, NULL},
 };
 
