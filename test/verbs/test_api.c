@@ -55,7 +55,8 @@ static void check_device_and_queries(struct state *s)
     CHECK(verbs_get_ctx_op(ctx, query_port) != NULL);
     CHECK(verbs_get_ctx_op(ctx, create_cq_ex) == NULL);
     CHECK(verbs_get_ctx_op(ctx, create_qp_ex) == NULL);
-    CHECK(verbs_get_ctx_op(ctx, alloc_dm) == NULL);
+    CHECK(verbs_get_ctx_op(ctx, alloc_dm) != NULL); /* device memory: dm.c */
+    CHECK(verbs_get_ctx_op(ctx, alloc_td) == NULL);
     CHECK(ctx->ops.post_send && ctx->ops.post_recv && ctx->ops.post_srq_recv && ctx->ops.poll_cq &&
           ctx->ops.req_notify_cq);
     CHECK(fd_readable(ctx->async_fd) == false);
