@@ -21,10 +21,14 @@ check "params with an unknown profile: exit 2 with a suggestion" \
 
 # Every profile parameter is a known key (the profile loads strictly) and
 # every parameter of the table is set by the profile file, with a comment.
-for key in $(awk '/^\| `/ {gsub(/`/, "", $2); print $2}' "$scratch/params.md"); do
-    grep -q "^  $key: .*# " "$src/profiles/cx5-100g.yaml" || bad "profile lacks a cited value for $key"
+# The same for every shipped profile, and each one loads.
+for prof in cx5-100g cx3-fdr56 cx6-200g efa-srd 1rma; do
+    for key in $(awk '/^\| `/ {gsub(/`/, "", $2); print $2}' "$scratch/params.md"); do
+        grep -q "^  $key: .*# " "$src/profiles/$prof.yaml" || bad "profile $prof lacks a cited value for $key"
+    done
+    check "profile $prof loads" "'$bin' params --profile $prof >/dev/null"
 done
-ok "profile sets every parameter with a comment (missing ones are listed above)"
+ok "profiles set every parameter with a comment (missing ones are listed above)"
 
 "$bin" programs >"$scratch/programs.txt"
 check "programs lists perftest" "grep -q '^  perftest ' '$scratch/programs.txt'"
