@@ -152,7 +152,8 @@ void fx_put(struct fx *fx, const char *key, const void *buf, size_t len)
         kv = &fx->kv[fx->n_kv++];
         snprintf(kv->key, sizeof(kv->key), "%s", key);
     }
-    memcpy(kv->value, buf, len);
+    if (len) /* fx_put(fx, key, NULL, 0) is a plain signal */
+        memcpy(kv->value, buf, len);
     kv->len = len;
     if (!sim_waitq_empty(&fx->kv_wq))
         sim_waitq_wake_all(fx->sim, &fx->kv_wq);
@@ -163,7 +164,8 @@ void fx_get(struct fx *fx, const char *key, void *buf, size_t len)
     struct fx_kv *kv;
     while (!(kv = kv_find(fx, key)))
         sim_waitq_wait(&fx->kv_wq, "fx_get: waiting for a rendezvous key");
-    memcpy(buf, kv->value, len < kv->len ? len : kv->len);
+    if (len)
+        memcpy(buf, kv->value, len < kv->len ? len : kv->len);
 }
 
 void fx_barrier(struct fx *fx, const char *name, const char *me, const char *peer)
