@@ -62,7 +62,7 @@ void fc_pool_release_until(struct fc_pool *p, sim_time_t t)
         /* the last unit */
         p->hdr_out--;
         p->data_out -= g->data_last;
-        p->head = (p->head + 1) % p->size;
+        p->head = (p->head + 1) & (p->size - 1);
         p->len--;
     }
 }
@@ -112,13 +112,13 @@ int fc_pool_push(struct fc_pool *p, const struct fc_group *g)
         if (!ng)
             return -1;
         for (size_t i = 0; i < p->len; i++)
-            ng[i] = p->g[(p->head + i) % p->size];
+            ng[i] = p->g[(p->head + i) & (p->size - 1)];
         free(p->g);
         p->g = ng;
         p->size = nsize;
         p->head = 0;
     }
-    p->g[(p->head + p->len) % p->size] = *g;
+    p->g[(p->head + p->len) & (p->size - 1)] = *g;
     p->len++;
     p->hdr_out += g->n;
     p->data_out += (g->n - 1) * g->data_each + g->data_last;

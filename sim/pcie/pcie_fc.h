@@ -31,7 +31,7 @@ struct fc_pool {
     uint64_t hdr_cap, data_cap; /* 0 = unlimited */
     uint64_t hdr_out, data_out; /* held by the groups in the ring */
     struct fc_group *g;
-    size_t size, head, len;
+    size_t size, head, len; /* ring; size is a power of two (index & (size - 1)) */
 };
 
 void fc_pool_init(struct fc_pool *p, uint64_t hdr_cap, uint64_t data_cap);
