@@ -100,7 +100,8 @@ void shim_context_set_ops(struct shim_context *sctx)
      * qp_ex, srq_ex, xrcd, flows, counters, parent domains,
      * WQs, ...) stays NULL on purpose: see the file comment. */
     sctx->vctx.query_port = shim_query_port_ex;
-    sctx->vctx.alloc_dm = shim_alloc_dm; /* dm.c */
+    sctx->vctx.query_device_ex = shim_query_device_ex; /* device.c */
+    sctx->vctx.alloc_dm = shim_alloc_dm;               /* dm.c */
     sctx->vctx.free_dm = shim_free_dm;
     sctx->vctx.reg_dm_mr = shim_reg_dm_mr;
 }

@@ -225,6 +225,24 @@ int ibv_query_device(struct ibv_context *context, struct ibv_device_attr *device
     return shim_query_device_attr(context, device_attr);
 }
 
+/* verbs_context op behind the inline ibv_query_device_ex: the classic
+ * attributes plus what the model has of the extended ones (device memory
+ * size); everything else reads as 0, i.e. not supported. */
+int shim_query_device_ex(struct ibv_context *context, const struct ibv_query_device_ex_input *input,
+                         struct ibv_device_attr_ex *attr, size_t attr_size)
+{
+    shim_charge_control();
+    if (!context || !attr || (input && input->comp_mask) ||
+        attr_size < offsetof(struct ibv_device_attr_ex, max_dm_size) + sizeof(attr->max_dm_size))
+        return EINVAL;
+    memset(attr, 0, attr_size);
+    int rc = shim_query_device_attr(context, &attr->orig_attr);
+    if (rc)
+        return rc;
+    attr->max_dm_size = nic_get_params(shim_ctx(context)->nic)->dm_bytes;
+    return 0;
+}
+
 /* Width/speed a RoCE port reports for its Ethernet rate: the kernel's
  * ib_get_eth_speed() table (drivers/infiniband/core/verbs.c), extended
  * with HDR/NDR for 200/400 Gb/s as mlx5 reports them. */

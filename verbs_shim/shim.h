@@ -179,6 +179,9 @@ void shim_device_put(struct shim_device *sdev);
 struct shim_device *shim_device_get(struct shim_device *sdev);
 /* Port attributes of the (single) port, full current struct. */
 void shim_port_attr(const struct shim_context *ctx, struct ibv_port_attr *attr);
+/* verbs_context op: ibv_query_device_ex (max_dm_size from nic.dm_size). */
+int shim_query_device_ex(struct ibv_context *context, const struct ibv_query_device_ex_input *input,
+                         struct ibv_device_attr_ex *attr, size_t attr_size);
 /* The node GUID (network byte order) derived from the fabric node id. */
 __be64 shim_node_guid(const struct nic *nic);
 /* verbs_context.query_port: copies min(port_attr_len, ours), zeroes the rest. */

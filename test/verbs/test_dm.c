@@ -34,6 +34,10 @@ struct state {
 static void test_api(struct fx_rc *rc)
 {
     struct ibv_context *ctx = rc->pd->context;
+    struct ibv_device_attr_ex dx;
+    CHECK(ibv_query_device_ex(ctx, NULL, &dx) == 0);
+    CHECK_EQ_U64(dx.max_dm_size, 128 * 1024); /* nic.dm_size */
+    CHECK(dx.orig_attr.max_qp > 0);
     struct ibv_alloc_dm_attr a = {.length = 0};
     errno = 0;
     CHECK(ibv_alloc_dm(ctx, &a) == NULL && errno == EINVAL);
