@@ -99,6 +99,13 @@ expect set_bad_unit '' "--set:1:20: bad rate '40Gbs'" --set topology.link.rate=4
 expect set_unknown_key '' "--set:1:15: unknown key 'rat' in 'topology.link' (did you mean 'rate'?)" \
     --set topology.link.rat=40Gbps
 expect set_bad_seed '' "rnicsim: bad --seed 'x1'" --seed x1
+# values the PCIe spec does not allow, and a NIC without processing units
+expect set_bad_lanes '' "--set:1:21: bad value '3' for 'pcie.lanes': expected one of 1, 2, 4, 8, 12, 16, 32" \
+    --set hardware.pcie.lanes=3
+expect set_bad_gen '' "--set:1:19: bad value '9' for 'pcie.gen': expected one of 1, 2, 3, 4, 5" \
+    --set hardware.pcie.gen=9
+expect set_bad_mps '' "--set:1:19: bad value '300' for 'pcie.mps'" --set hardware.pcie.mps=300
+expect set_no_pus '' "--set:1:18: 'nic.pus': 0 is too small (at least 1)" --set hardware.nic.pus=0
 
 # A --set that is valid takes effect.
 (cd "$scratch" && timeout 60 "$bin" run good.yaml -o set.json --quiet \

@@ -23,6 +23,25 @@
         .width = sizeof(((struct hw_profile *)0)->blk.fld), .doc = (d), .names = (nm)              \
     }
 
+/* A parameter with a list of allowed values (facts of the PCIe spec) or a
+ * lower bound; a value outside is an error at its position. */
+#define PC(k, kd, blk, fld, ch, d)                                                                 \
+    {                                                                                              \
+        .key = (k), .kind = (kd), .offset = offsetof(struct hw_profile, blk.fld),                  \
+        .width = sizeof(((struct hw_profile *)0)->blk.fld), .doc = (d), .choices = (ch)            \
+    }
+#define PMIN(k, kd, blk, fld, m, d)                                                                \
+    {                                                                                              \
+        .key = (k), .kind = (kd), .offset = offsetof(struct hw_profile, blk.fld),                  \
+        .width = sizeof(((struct hw_profile *)0)->blk.fld), .doc = (d), .min = (m)                 \
+    }
+
+/* PCIe base spec: generations 1..5, link widths x1..x32, MPS and MRRS
+ * 128..4096 bytes in powers of two. */
+static const uint64_t pcie_gens_allowed[] = {1, 2, 3, 4, 5, 0};
+static const uint64_t pcie_lanes_allowed[] = {1, 2, 4, 8, 12, 16, 32, 0};
+static const uint64_t pcie_sizes_allowed[] = {128, 256, 512, 1024, 2048, 4096, 0};
+
 /* Grouped by block, in the order of the C structs. */
 const struct param_def hw_params[] = {
     /* NIC (sim/nic/nic.h, struct nic_params) */
@@ -71,8 +90,8 @@ const struct param_def hw_params[] = {
     P("nic.max_srq_wr", PARAM_COUNT, nic, max_srq_wr, "device limit: WRs per SRQ"),
     P("nic.max_srq_sge", PARAM_COUNT, nic, max_srq_sge, "device limit: SGEs per SRQ WR"),
     /* caches, processing units, device memory (sim/nic/ctx.c, xlate.c, dm.c) */
-    P("nic.pus", PARAM_COUNT, nic, pus,
-      "processing units: QP-context misses in flight at most (each holds one)"),
+    PMIN("nic.pus", PARAM_COUNT, nic, pus, 1,
+         "processing units: QP-context misses in flight at most (each holds one)"),
     P("nic.qpc_cache_entries", PARAM_COUNT, nic, qpc_cache_entries,
       "QP contexts cached on the NIC (0 = no cache model: never misses)"),
     P("nic.qpc_entry", PARAM_SIZE, nic, qpc_bytes, "one QP context, read over PCIe on a miss"),
@@ -82,8 +101,8 @@ const struct param_def hw_params[] = {
     P("nic.mtt_cache_entries", PARAM_COUNT, nic, mtt_cache_entries,
       "page translations (MTT entries) cached (0 = no model)"),
     P("nic.mtt_entry", PARAM_SIZE, nic, mtt_bytes, "one MTT entry, read over PCIe on a miss"),
-    P("nic.xlate_max_misses", PARAM_COUNT, nic, xlate_max_misses,
-      "MPT/MTT fetches in flight at most"),
+    PMIN("nic.xlate_max_misses", PARAM_COUNT, nic, xlate_max_misses, 1,
+         "MPT/MTT fetches in flight at most"),
     P("host.hugepages", PARAM_BOOL, nic, hugepages,
       "host memory on 2 MiB huge pages: one MTT entry per 2 MiB instead of per 4 KiB"),
     P("nic.dm_size", PARAM_SIZE, nic, dm_bytes, "device memory for ibv_alloc_dm (0 = none)"),
@@ -91,10 +110,14 @@ const struct param_def hw_params[] = {
     P("nic.cqe_compression", PARAM_BOOL, nic, cqe_compression,
       "CQE compression: 7 of every 8 CQEs of a CQ written as 8 B mini-CQEs"),
     /* PCIe (sim/pcie/pcie.h, struct pcie_params) */
-    P("pcie.gen", PARAM_COUNT, pcie, gen, "PCIe generation 1..5 (per-lane rate and encoding)"),
-    P("pcie.lanes", PARAM_COUNT, pcie, lanes, "link width: 1, 2, 4, 8 or 16 lanes"),
-    P("pcie.mps", PARAM_SIZE, pcie, mps_bytes, "max payload size of a TLP"),
-    P("pcie.mrrs", PARAM_SIZE, pcie, mrrs_bytes, "max read request size"),
+    PC("pcie.gen", PARAM_COUNT, pcie, gen, pcie_gens_allowed,
+       "PCIe generation 1..5 (per-lane rate and encoding)"),
+    PC("pcie.lanes", PARAM_COUNT, pcie, lanes, pcie_lanes_allowed,
+       "link width: 1, 2, 4, 8, 12, 16 or 32 lanes"),
+    PC("pcie.mps", PARAM_SIZE, pcie, mps_bytes, pcie_sizes_allowed,
+       "max payload size of a TLP (128B..4KiB, a power of two)"),
+    PC("pcie.mrrs", PARAM_SIZE, pcie, mrrs_bytes, pcie_sizes_allowed,
+       "max read request size (128B..4KiB, a power of two)"),
     P("pcie.mwr_hdr", PARAM_SIZE, pcie, mwr_hdr_bytes, "MWr/MRd TLP overhead on the wire"),
     P("pcie.cpld_hdr", PARAM_SIZE, pcie, cpld_hdr_bytes, "CplD TLP overhead on the wire"),
     P("pcie.dllp_overhead_permil", PARAM_COUNT, pcie, dllp_overhead_permil,
@@ -287,6 +310,23 @@ int param_set_node(struct hw_profile *hw, const struct param_def *d, struct cfg_
     if (d->width == sizeof(uint32_t) && v > UINT32_MAX)
         return cfg_errorf(err, n, "'%s': %s is too large (at most %u)", d->key, n->scalar,
                           UINT32_MAX);
+    if (v < d->min)
+        return cfg_errorf(err, n, "'%s': %s is too small (at least %llu)", d->key, n->scalar,
+                          (unsigned long long)d->min);
+    if (d->choices) {
+        char list[160] = "";
+        for (size_t i = 0; d->choices[i]; i++) {
+            if (d->choices[i] == v) {
+                field_store(hw, d, v);
+                return 0;
+            }
+            size_t l = strlen(list);
+            snprintf(list + l, sizeof(list) - l, "%s%llu", i ? ", " : "",
+                     (unsigned long long)d->choices[i]);
+        }
+        return cfg_errorf(err, n, "bad value '%s' for '%s': expected one of %s", n->scalar, d->key,
+                          list);
+    }
     field_store(hw, d, v);
     return 0;
 }

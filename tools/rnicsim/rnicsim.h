@@ -48,6 +48,8 @@ struct param_def {
     size_t width;             /* sizeof the field */
     const char *doc;          /* one line */
     const char *const *names; /* PARAM_ENUM: the values' names, NULL-terminated */
+    const uint64_t *choices;  /* if set: the only values allowed, ending with 0 */
+    uint64_t min;             /* smallest value allowed (0: no bound) */
 };
 
 extern const struct param_def hw_params[];
