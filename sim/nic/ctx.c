@@ -12,12 +12,12 @@
  *   - a packet for the QP leaves the receive pipeline (nic.c).
  *
  * Each is one nic_ctx_access().  A hit costs nothing more.  A miss is a
- * PCIe read of nic.qpc_bytes (kind ctx_miss) and holds one of nic.pus
- * processing units until the context arrives; further accesses to the
- * same QP wait on the same fetch (in order).  When every unit waits, a
- * further miss queues for a unit, and the receive pipeline stops taking
- * packets until a unit is free (rx_pu_stalls): this is the QP-count cliff
- * - once the QPs in use exceed the cache, every operation pays a PCIe
+ * PCIe read of nic.qpc_bytes (kind ctx_miss); further accesses to the same
+ * QP wait on the same fetch (in order).  On the receive side the waiting
+ * packet keeps its processing unit (nic.c), so misses take units away from
+ * packet processing; in all, at most nic.pus fetches are in flight (more
+ * queue FIFO).  This is the QP-count cliff: once the QPs in use exceed the
+ * cache, every operation pays a PCIe
  * round trip, and the units bound how many of those overlap. */
 #include "nic_priv.h"
 
@@ -26,8 +26,6 @@ static void ctx_fetched(struct sim *sim, void *a, void *b)
     (void)sim;
     struct nic *nic = a;
     nic_cache_filled(&nic->qpc, (uint64_t)(uintptr_t)b);
-    if (nic->rx_stalled && !nic_ctx_pus_exhausted(nic))
-        nic_rx_resume(nic);
 }
 
 static void ctx_fetch(struct nic_cache *c, uint64_t key, void *owner)

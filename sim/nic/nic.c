@@ -17,9 +17,13 @@
  *     source rings --(round robin)--> [building: tx_pkt_proc] --> [hand] --> uplink
  *                                                           ^ idle hook -----'
  *
- * Receive pipeline.  Arriving frames queue; each costs rx_pkt_proc_ps of
- * pipeline occupancy, then goes to nic_resp_rx (requests) or nic_comp_rx
- * (responses) of the QP named by its BTH.  Unknown QPs, QPs in a state that
+ * Receive side.  Arriving frames queue for the nic.pus processing units; a
+ * unit takes the next frame, gets its QP's context (ctx.c: a miss keeps the
+ * unit for a PCIe read), spends rx_pkt_proc_ps on it, and hands it to
+ * nic_resp_rx (requests) or nic_comp_rx (responses) of the QP named by its
+ * BTH.  Frames of one QP leave the units in arrival order (equal work time;
+ * a frame whose context is being fetched waits on the same fetch as the
+ * earlier ones).  Unknown QPs, QPs in a state that
  * does not accept the packet, opcodes of another transport than the QP's
  * and invalid opcodes are dropped (rx_drops, and a TRACE_PKT_DROP record).
  *
@@ -50,8 +54,10 @@ void nic_params_default(struct nic_params *p)
     /* ConnectX-5 product brief: up to 200 M msg/s per NIC -> 5 ns per packet
      * (CALIBRATION.md, NICs lists ConnectX-6 at 215 M msg/s). */
     p->tx_pkt_proc_ps = 5 * SIM_NS;
-    /* Same message-rate figure for the receive pipeline. */
-    p->rx_pkt_proc_ps = 5 * SIM_NS;
+    /* Receive side: nic.pus processing units (below), each busy
+     * rx_pkt_proc_ps per packet.  The same 200 M msg/s over 16 units:
+     * 16 x 5 ns = 80 ns per packet per unit. */
+    p->rx_pkt_proc_ps = 80 * SIM_NS;
     /* mlx5 PRM: one 64 B WQE basic block (control + remote address segment). */
     p->wqe_bytes = 64;
     /* mlx5 PRM: a data (scatter/gather) segment is 16 B. */
@@ -533,43 +539,45 @@ static void rx_process(struct nic *nic, struct pkt *p)
     nic_comp_rx(qp, p);
 }
 
-/* The QP context of a packet that waited for it arrived (ctx.c). */
-static void rx_ctx_ready(struct sim *sim, void *a, void *b)
+/* A processing unit finished a packet: dispatch it, take the next one. */
+static void rx_unit_done(struct sim *sim, void *a, void *b)
 {
     (void)sim;
-    rx_process(a, b);
+    struct nic *nic = a;
+    nic->rx_units_busy--;
+    rx_process(nic, b);
+    nic_rx_pump(nic);
 }
 
-static void rx_ev_fn(struct sim *sim, struct sim_event *ev)
+/* The QP context a unit waited for arrived (ctx.c): now the packet's work. */
+static void rx_unit_ctx_ready(struct sim *sim, void *a, void *b)
 {
-    struct nic *nic = ev->ctx;
-    struct pkt *p = nic->rx_head;
-    nic->rx_head = p->next;
-    if (!nic->rx_head)
-        nic->rx_tail = NULL;
-    p->next = NULL;
-    bool hit = nic_ctx_access(nic, p->dest_qpn, rx_ctx_ready, nic, p);
-    if (nic->rx_head) {
-        if (nic_ctx_pus_exhausted(nic)) { /* this packet waits for a unit: stop */
-            nic->rx_stalled = true;
-            nic->cnt.rx_pu_stalls++;
-        } else {
-            sim_schedule_in(sim, &nic->rx_ev, nic->p.rx_pkt_proc_ps);
-        }
+    sim_call_in(sim, ((struct nic *)a)->p.rx_pkt_proc_ps, rx_unit_done, a, b);
+}
+
+void nic_rx_pump(struct nic *nic)
+{
+    uint32_t units = nic->p.pus ? nic->p.pus : 1;
+    while (nic->rx_head && nic->rx_units_busy < units) {
+        struct pkt *p = nic->rx_head;
+        nic->rx_head = p->next;
+        if (!nic->rx_head)
+            nic->rx_tail = NULL;
+        p->next = NULL;
+        nic->rx_units_busy++;
+        nic->rx_stalled = false;
+        if (nic_ctx_access(nic, p->dest_qpn, rx_unit_ctx_ready, nic, p))
+            sim_call_in(nic->sim, nic->p.rx_pkt_proc_ps, rx_unit_done, nic, p);
     }
-    if (hit)
-        rx_process(nic, p);
-}
-
-void nic_rx_resume(struct nic *nic)
-{
-    nic->rx_stalled = false;
-    if (nic->rx_head && !sim_event_pending(&nic->rx_ev))
-        sim_schedule_in(nic->sim, &nic->rx_ev, nic->p.rx_pkt_proc_ps);
+    if (nic->rx_head && !nic->rx_stalled) { /* every unit busy: packets wait */
+        nic->rx_stalled = true;
+        nic->cnt.rx_pu_stalls++;
+    }
 }
 
 static void rx_enqueue(struct sim *sim, void *ctx, void *pkt)
 {
+    (void)sim;
     struct nic *nic = ctx;
     struct pkt *p = pkt;
     p->next = NULL;
@@ -578,8 +586,7 @@ static void rx_enqueue(struct sim *sim, void *ctx, void *pkt)
     else
         nic->rx_head = p;
     nic->rx_tail = p;
-    if (!nic->rx_stalled && !sim_event_pending(&nic->rx_ev))
-        sim_schedule_in(sim, &nic->rx_ev, nic->p.rx_pkt_proc_ps);
+    nic_rx_pump(nic);
 }
 
 static void rx_arrive(struct sim *sim, void *ctx, struct pkt *p)
@@ -625,7 +632,6 @@ struct nic *nic_create(struct sim *sim, struct host *host, uint32_t node_id,
         return NULL;
     }
     sim_event_init(&nic->tx_ev, tx_ev_fn, nic, "nic.tx");
-    sim_event_init(&nic->rx_ev, rx_ev_fn, nic, "nic.rx");
     if (nic_ctx_init(nic) || nic_xlate_init(nic)) {
         nic_ctx_fini(nic);
         nic_xlate_fini(nic);
@@ -651,7 +657,6 @@ void nic_destroy(struct nic *nic)
     if (!nic)
         return;
     sim_cancel(nic->sim, &nic->tx_ev);
-    sim_cancel(nic->sim, &nic->rx_ev);
     if (nic->uplink)
         link_set_idle_hook(nic->uplink, NULL, NULL, NULL);
     nic->txq_head = nic->txq_tail = NULL;

@@ -172,7 +172,7 @@ struct nic {
 
     /* receive pipeline */
     struct pkt *rx_head, *rx_tail;
-    struct sim_event rx_ev;
+    uint32_t rx_units_busy; /* processing units holding a packet (nic.pus of them) */
 
     /* atomic unit (atomic.c): ops waiting, addresses being updated */
     struct nic_op *atom_head, *atom_tail;
@@ -187,7 +187,7 @@ struct nic {
     struct nic_cache mpt, mtt;        /* memory keys (key = MR index), pages (mr index, page) */
     struct nic_op *xl_head, *xl_tail; /* DMA operations in translation, issue order */
     bool xl_pumping;
-    bool rx_stalled; /* every processing unit waits for a context: receive stalls */
+    bool rx_stalled; /* every processing unit busy: received packets wait */
 
     /* device memory (dm.c) */
     struct nic_dm **dms;
@@ -573,14 +573,8 @@ void nic_ctx_fini(struct nic *nic);
 bool nic_ctx_access(struct nic *nic, uint32_t qpn, sim_cb_fn fn, void *a, void *b);
 /* The QP went away: its context leaves the cache. */
 void nic_ctx_forget(struct nic *nic, uint32_t qpn);
-/* nic.c: a packet waits for a processing unit while every unit waits for
- * a context fetch (the receive pipeline stalls). */
-static inline bool nic_ctx_pus_exhausted(const struct nic *nic)
-{
-    return nic->qpc.n_mshr > nic->qpc.in_flight;
-}
-/* nic.c: restart the receive pipeline after a stall. */
-void nic_rx_resume(struct nic *nic);
+/* nic.c: give waiting received packets to free processing units. */
+void nic_rx_pump(struct nic *nic);
 
 /* ---------------------------------------------------------------- xlate.c */
 

@@ -4,7 +4,9 @@
  *
  * Checks the simulated message rate against the per-QP send-engine limit
  * (1 / wqe_proc_ps = 7.5 M/s with the defaults: CALIBRATION.md, NICs "one
- * QP ... with post lists of 128, ~7.5 M/s"), and reports how fast the
+ * QP ... with post lists of 128, ~7.5 M/s"), then against the receiver's
+ * processing units when they are the bottleneck (pus / rx_pkt_proc_ps),
+ * and reports how fast the
  * simulator runs (simulated packets per second of wall time; docs/nic.md
  * quotes a Release-build figure). */
 #include <stdio.h>
@@ -59,9 +61,11 @@ static void on_cqe(struct sim *sim, void *a, void *b)
     nic_cq_arm(d->a->scq, false);
 }
 
-int main(void)
+/* Stream `target` WRITEs with NIC parameters `np`; returns the steady
+ * message rate (per second of simulated time). */
+static double run_stream(const struct nic_params *np, uint64_t target, bool report)
 {
-    struct nh *h = nh_create(NULL);
+    struct nh *h = nh_create(np);
     struct nh_ep a, b;
     nh_ep_open(h, 0, &a, 1 << 20, DEPTH, 4096);
     nh_ep_open(h, 1, &b, 1 << 20, DEPTH, 4096);
@@ -70,7 +74,7 @@ int main(void)
     nh_ep_connect(&a, &b, &c);
     nh_ep_connect(&b, &a, &c);
 
-    struct drv d = {.a = &a, .b = &b, .target = 400000};
+    struct drv d = {.a = &a, .b = &b, .target = target};
     nic_cq_set_notify(a.scq, on_cqe, &d, NULL);
     nic_cq_arm(a.scq, false);
     refill(&d);
@@ -93,21 +97,38 @@ int main(void)
     uint64_t pkts = ca->pkts_tx + cb->pkts_tx;
     double sim_s = (double)(d.t_last_cqe - d.t_first_cqe) * 1e-12;
     double rate = (double)(d.completed - d.completed_at_first) / sim_s;
+    CHECK_EQ_U64(ca->pkts_tx, d.target);
+    if (report)
+        printf("simulated %" PRIu64 " packets (%" PRIu64 " data + %" PRIu64 " ACKs), %" PRIu64
+               " events in %.3f s wall: %.2f M packets/s, %.2f M events/s\n",
+               pkts, ca->pkts_tx, cb->pkts_tx, sim_events_executed(h->sim), wall_s,
+               (double)pkts / wall_s / 1e6, (double)sim_events_executed(h->sim) / wall_s / 1e6);
+    nh_ep_close(&a);
+    nh_ep_close(&b);
+    nh_destroy(h);
+    return rate;
+}
+
+int main(void)
+{
     struct nic_params np;
     nic_params_default(&np);
+    double rate = run_stream(&np, 400000, true);
     double limit = 1e12 / (double)np.wqe_proc_ps;
     printf("64 B WRITE, one QP, post lists of %d: %.2f M msg/s simulated (send engine limit "
            "%.2f M/s); %.2f Gb/s of payload\n",
            BATCH, rate / 1e6, limit / 1e6, rate * MSG * 8 / 1e9);
-    printf("simulated %" PRIu64 " packets (%" PRIu64 " data + %" PRIu64 " ACKs), %" PRIu64
-           " events in %.3f s wall: %.2f M packets/s, %.2f M events/s\n",
-           pkts, ca->pkts_tx, cb->pkts_tx, sim_events_executed(h->sim), wall_s,
-           (double)pkts / wall_s / 1e6, (double)sim_events_executed(h->sim) / wall_s / 1e6);
-    CHECK_EQ_U64(ca->pkts_tx, d.target);
     CHECK(rate > 0.9 * limit && rate <= 1.01 * limit);
 
-    nh_ep_close(&a);
-    nh_ep_close(&b);
-    nh_destroy(h);
+    /* The receiver's processing units set the rate when they are fewer or
+     * slower: 2 units x 800 ns = 2.5 M packets/s, below the send engine's
+     * 7.5 M/s. */
+    np.pus = 2;
+    np.rx_pkt_proc_ps = 800 * SIM_NS;
+    double slow = run_stream(&np, 40000, false);
+    double rx_limit = 2e12 / (double)np.rx_pkt_proc_ps;
+    printf("with 2 processing units of 800 ns: %.2f M msg/s (receive limit %.2f M/s)\n", slow / 1e6,
+           rx_limit / 1e6);
+    CHECK(slow > 0.9 * rx_limit && slow <= 1.01 * rx_limit);
     return test_summary();
 }

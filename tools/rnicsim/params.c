@@ -53,7 +53,7 @@ const struct param_def hw_params[] = {
     P("nic.tx_pkt_proc", PARAM_TIME, nic, tx_pkt_proc_ps,
       "per packet built (send pipeline occupancy)"),
     P("nic.rx_pkt_proc", PARAM_TIME, nic, rx_pkt_proc_ps,
-      "per packet received (receive pipeline occupancy)"),
+      "per packet received: time a processing unit (nic.pus) spends on it"),
     P("nic.wqe", PARAM_SIZE, nic, wqe_bytes, "WQE bytes fetched per WR (basic segment)"),
     P("nic.wqe_sge", PARAM_SIZE, nic, wqe_sge_bytes, "extra WQE bytes per scatter/gather entry"),
     P("nic.cqe", PARAM_SIZE, nic, cqe_bytes, "CQE DMA write size"),
@@ -91,7 +91,7 @@ const struct param_def hw_params[] = {
     P("nic.max_srq_sge", PARAM_COUNT, nic, max_srq_sge, "device limit: SGEs per SRQ WR"),
     /* caches, processing units, device memory (sim/nic/ctx.c, xlate.c, dm.c) */
     PMIN("nic.pus", PARAM_COUNT, nic, pus, 1,
-         "processing units: QP-context misses in flight at most (each holds one)"),
+         "processing units: received packets in work at once; a QP-context miss holds one"),
     P("nic.qpc_cache_entries", PARAM_COUNT, nic, qpc_cache_entries,
       "QP contexts cached on the NIC (0 = no cache model: never misses)"),
     P("nic.qpc_entry", PARAM_SIZE, nic, qpc_bytes, "one QP context, read over PCIe on a miss"),
