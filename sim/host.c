@@ -44,6 +44,7 @@ void host_init(struct host *h, struct sim *sim, uint32_t id, const char *name,
 void host_dma_landed(struct host *h)
 {
     h->dma_writes_landed++;
+    h->activity_gen++;
     if (!sim_waitq_empty(&h->relax_wq))
         sim_waitq_wake_all(h->sim, &h->relax_wq);
 }
@@ -51,6 +52,7 @@ void host_dma_landed(struct host *h)
 void host_cqe_landed(struct host *h)
 {
     h->cqes_landed++;
+    h->activity_gen++;
     if (!sim_waitq_empty(&h->cqe_wq))
         sim_waitq_wake_all(h->sim, &h->cqe_wq);
     if (!sim_waitq_empty(&h->relax_wq))
@@ -117,10 +119,25 @@ void host_charge(sim_time_t ps)
     struct host_thread *t = host_thread_current();
     if (!t)
         return;
+    t->host->activity_gen++;
+    t->own_gen++;
     if (!sim_waitq_empty(&t->host->relax_wq))
         sim_waitq_wake_all(t->host->sim, &t->host->relax_wq);
     if (ps)
         sim_proc_sleep(ps);
+}
+
+static void thread_observed(struct host_thread *t)
+{
+    t->seen_gen = t->host->activity_gen;
+    t->own_gen = 0;
+}
+
+void host_observed(void)
+{
+    struct host_thread *t = host_thread_current();
+    if (t)
+        thread_observed(t);
 }
 
 void host_park(const char *why)
@@ -128,11 +145,19 @@ void host_park(const char *why)
     struct host_thread *t = host_thread_current();
     if (!t)
         return;
+    if (t->host->activity_gen - t->seen_gen > t->own_gen) {
+        /* Something landed (or a sibling ran) since this thread last looked,
+         * e.g. during the charge of its last poll: nothing would wake it for
+         * that, so let it look again first. */
+        thread_observed(t);
+        return;
+    }
     snprintf(t->why, sizeof(t->why), "%s", why);
     /* This thread may have written memory a sibling thread spins on. */
     if (!sim_waitq_empty(&t->host->relax_wq))
         sim_waitq_wake_all(t->host->sim, &t->host->relax_wq);
     sim_waitq_wait(&t->host->relax_wq, t->why);
+    thread_observed(t);
     if (t->host->cpu.wakeup_ps)
         sim_proc_sleep(t->host->cpu.wakeup_ps);
 }

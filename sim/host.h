@@ -40,6 +40,9 @@ struct host {
     struct sim_waitq relax_wq; /* host_relax(): woken by any DMA write / CQE / local proc */
     struct sim_waitq cqe_wq;   /* empty ibv_poll_cq(): woken by any CQE on this host */
     uint64_t dma_writes_landed, cqes_landed;
+    /* Changes a parked thread could observe: DMA writes and CQEs landed and
+     * CPU time charged by any thread of the host (host_park compares). */
+    uint64_t activity_gen;
 };
 
 /* Per-process state of a program running on a host (the sim_proc user
@@ -54,6 +57,12 @@ struct host_thread {
     uint64_t other_calls;     /* verbs / host_* calls other than poll_cq */
     uint64_t empty_poll_mark; /* other_calls + 1 at the last empty poll; 0 = none */
     char why[128];            /* blocking point shown in deadlock reports */
+    /* Lost-wakeup guard: host->activity_gen when this thread last looked at
+     * memory or a CQ (a poll, or waking from host_park), and how many of the
+     * increments since were its own charges.  If anything else changed since
+     * (a CQE landed while its poll was being charged), host_park returns at
+     * once instead of parking: the thread has not seen it yet. */
+    uint64_t seen_gen, own_gen;
 };
 
 void host_init(struct host *h, struct sim *sim, uint32_t id, const char *name,
@@ -74,7 +83,12 @@ void host_note_call(void);
  * giving up the CPU it wakes this host's host_relax() waiters, since the
  * running thread may have written memory they poll. */
 void host_charge(sim_time_t ps);
-/* Park the running process on h->relax_wq (host_relax and spinning polls). */
+/* Park the running process on h->relax_wq (host_relax and spinning polls),
+ * unless something it could observe changed since its last observation
+ * (host_observed); then it returns at once. */
 void host_park(const char *why);
+/* The running thread looked at memory / a CQ now (ibv_poll_cq calls it
+ * where it reads the CQ). */
+void host_observed(void);
 
 #endif /* RNICSIM_HOST_H */

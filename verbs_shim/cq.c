@@ -311,6 +311,7 @@ int shim_poll_cq(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc)
     struct host_thread *ht = host_thread_current();
     if (!ht)
         return got;
+    host_observed();
     if (got == 0 && ht->empty_poll_mark == ht->other_calls + 1) {
         char why[64];
         snprintf(why, sizeof(why), "ibv_poll_cq(cq %u): CQ empty", cq->handle);
