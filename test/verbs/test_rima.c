@@ -7,6 +7,7 @@
  *    the sender gets IBV_WC_APPEND. */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <rnicsim/rima.h>
@@ -124,8 +125,260 @@ static void test_basic(void)
     fx_destroy(s.fx);
 }
 
+/* ---------------------------------------------------------------- a general run */
+
+enum { R_MAX_SENDERS = 6, R_MAX_MSGS = 4096, R_SLOT_BYTES = 16384, R_SLOTS = 64 };
+
+struct r_cqe {
+    uint64_t off;
+    uint32_t len;
+    uint16_t s, m;
+    bool ok;
+};
+
+/* n_senders RC QPs (hosts 1..3) to one AQ on host 0.  Sender s posts
+ * n_msgs appends of len_fn(s, m) bytes, at most `window` outstanding;
+ * pingpong: message m > 0 waits for the server's "go" (after it consumed
+ * m-1); consume: the server advances the head past each message. */
+struct run {
+    struct fx *fx;
+    unsigned n_senders, n_msgs, window, n_expect;
+    uint32_t (*len_fn)(unsigned s, unsigned m);
+    struct ibv_aq_attr aqa;
+    bool pingpong, consume;
+    uint8_t rnr_retry, min_rnr_timer;
+    /* results */
+    struct fx_rc srv, sq[R_MAX_SENDERS], cl[R_MAX_SENDERS];
+    unsigned ids[R_MAX_SENDERS];
+    struct r_cqe cqe[R_MAX_MSGS];
+    unsigned n_cqe;
+    bool cqe_fields_ok, all_intact_at_end, modify_ok;
+    enum ibv_wc_status first_err[R_MAX_SENDERS];
+    unsigned n_ok[R_MAX_SENDERS];
+    struct ibv_aq_attr end;
+    sim_time_t t_first_post, t_last_cqe;
+};
+
+static void r_sender(void *arg)
+{
+    unsigned *idp = arg;
+    unsigned id = *idp;
+    struct run *r = (struct run *)((char *)(idp - id) - offsetof(struct run, ids));
+    struct fx_rc_opts o;
+    fx_rc_default_opts(&o);
+    o.rnr_retry = r->rnr_retry;
+    o.max_send_wr = 128;
+    o.cq_depth = 512;
+    struct fx_rc *rc = &r->cl[id];
+    char me[16], peer[16], key[32];
+    snprintf(me, sizeof(me), "r/c%u", id);
+    snprintf(peer, sizeof(peer), "r/s%u", id);
+    CHECK(fx_rc_open(r->fx, rc, &o) == 0);
+    CHECK(fx_rc_connect(rc, me, peer) == 0);
+    uint32_t aqn = 0;
+    fx_get(r->fx, "r/aqn", &aqn, sizeof(aqn));
+    unsigned posted = 0, done = 0;
+    r->first_err[id] = IBV_WC_SUCCESS;
+    while (done < r->n_msgs) {
+        while (posted < r->n_msgs && posted - done < r->window) {
+            if (r->pingpong && posted) {
+                snprintf(key, sizeof(key), "r/go/%u/%u", id, posted);
+                fx_get(r->fx, key, NULL, 0);
+            }
+            uint32_t len = r->len_fn(id, posted);
+            size_t off = (size_t)(posted % R_SLOTS) * R_SLOT_BYTES;
+            fill(rc->buf + off, id, posted, len);
+            if (!r->t_first_post || sim_now(r->fx->sim) < r->t_first_post)
+                r->t_first_post = sim_now(r->fx->sim);
+            CHECK(post_append(rc, aqn, posted, off, len, 0) == 0);
+            posted++;
+        }
+        struct ibv_wc wc;
+        CHECK(fx_poll_one(rc->scq, &wc) == 1);
+        done++;
+        if (wc.status != IBV_WC_SUCCESS) {
+            r->first_err[id] = wc.status;
+            break;
+        }
+        CHECK(wc.opcode == IBV_WC_APPEND && wc.wr_id == r->n_ok[id]);
+        r->n_ok[id]++;
+    }
+    snprintf(key, sizeof(key), "r/end%u", id);
+    fx_barrier(r->fx, key, me, "server");
+    fx_rc_close(rc);
+}
+
+static void r_server(void *arg)
+{
+    struct run *r = arg;
+    struct fx_rc_opts o;
+    fx_rc_default_opts(&o);
+    o.min_rnr_timer = r->min_rnr_timer;
+    CHECK(fx_rc_open(r->fx, &r->srv, &o) == 0);
+    struct ibv_cq *cq = ibv_create_cq(r->srv.ctx, 8192, NULL, NULL, 0);
+    CHECK(cq != NULL);
+    struct ibv_aq_init_attr ia = {.cq = cq, .attr = r->aqa};
+    struct ibv_aq *aq = ibv_create_aq(r->srv.pd, &ia);
+    CHECK(aq != NULL);
+    if (!aq || !cq)
+        return;
+    fx_put(r->fx, "r/aqn", &aq->aq_num, sizeof(aq->aq_num));
+    char me[16], peer[16], key[32];
+    for (unsigned s = 0; s < r->n_senders; s++) {
+        CHECK(fx_rc_open_shared(&r->sq[s], &r->srv, NULL) == 0);
+        snprintf(me, sizeof(me), "r/s%u", s);
+        snprintf(peer, sizeof(peer), "r/c%u", s);
+        CHECK(fx_rc_connect(&r->sq[s], me, peer) == 0);
+    }
+    unsigned got[R_MAX_SENDERS] = {0};
+    r->cqe_fields_ok = true;
+    r->modify_ok = true;
+    while (r->n_cqe < r->n_expect) {
+        struct ibv_wc wc;
+        CHECK(fx_poll_one(cq, &wc) == 1);
+        r->t_last_cqe = sim_now(r->fx->sim);
+        unsigned s = 0;
+        while (s < r->n_senders && r->sq[s].qp->qp_num != wc.qp_num)
+            s++;
+        if (s == r->n_senders || wc.status != IBV_WC_SUCCESS || wc.opcode != IBV_WC_RECV_APPEND ||
+            wc.src_qp != r->cl[s].qp->qp_num) {
+            r->cqe_fields_ok = false;
+            printf("bad CQE: status %d opcode %d src_qp 0x%x qp_num 0x%x (sender %u)\n",
+                   (int)wc.status, (int)wc.opcode, wc.src_qp, wc.qp_num, s);
+            break;
+        }
+        unsigned m = got[s]++;
+        struct r_cqe *c = &r->cqe[r->n_cqe++];
+        *c =
+            (struct r_cqe){.off = wc.wr_id, .len = wc.byte_len, .s = (uint16_t)s, .m = (uint16_t)m};
+        c->ok = wc.byte_len == r->len_fn(s, m) && wc.wr_id + wc.byte_len <= aq->region_bytes &&
+                intact(aq->buf + wc.wr_id, s, m, wc.byte_len);
+        if (r->consume) {
+            struct ibv_aq_attr ma = {.head = wc.wr_id + wc.byte_len};
+            if (ibv_modify_aq(aq, &ma, IBV_AQ_HEAD) != 0)
+                r->modify_ok = false;
+        }
+        if (r->pingpong) {
+            sim_proc_sleep(3 * SIM_US); /* the head write reaches the NIC first */
+            snprintf(key, sizeof(key), "r/go/%u/%u", s, m + 1);
+            fx_put(r->fx, key, NULL, 0);
+        }
+    }
+    sim_proc_sleep(5 * SIM_US);
+    CHECK(ibv_query_aq(aq, &r->end) == 0);
+    r->all_intact_at_end = true;
+    if (!r->consume)
+        for (unsigned i = 0; i < r->n_cqe; i++)
+            if (!intact(aq->buf + r->cqe[i].off, r->cqe[i].s, r->cqe[i].m, r->cqe[i].len))
+                r->all_intact_at_end = false;
+    for (unsigned s = 0; s < r->n_senders; s++) {
+        snprintf(key, sizeof(key), "r/end%u", s);
+        snprintf(peer, sizeof(peer), "r/c%u", s);
+        fx_barrier(r->fx, key, "server", peer);
+    }
+    for (unsigned s = 0; s < r->n_senders; s++)
+        fx_rc_close(&r->sq[s]);
+    CHECK(ibv_destroy_aq(aq) == 0);
+    CHECK(ibv_destroy_cq(cq) == 0);
+    fx_rc_close(&r->srv);
+}
+
+static void run_go(struct run *r, uint64_t seed, const struct nic_params *np)
+{
+    if (!r->window)
+        r->window = 1;
+    if (!r->min_rnr_timer)
+        r->min_rnr_timer = 1; /* 10 us (IBA Table 45) */
+    if (!r->n_expect)
+        r->n_expect = r->n_senders * r->n_msgs;
+    r->fx = fx_create_n(seed, 4, np);
+    fx_spawn(r->fx, 0, "server", r_server, r);
+    for (unsigned s = 0; s < r->n_senders; s++) {
+        char name[16];
+        snprintf(name, sizeof(name), "c%u", s);
+        r->ids[s] = s;
+        fx_spawn(r->fx, 1 + s % 3, name, r_sender, &r->ids[s]);
+    }
+    CHECK(fx_run(r->fx) == SIM_RUN_DONE);
+}
+
+static int cmp_off(const void *a, const void *b)
+{
+    const struct r_cqe *x = a, *y = b;
+    return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/* ---------------------------------------------------------------- many senders */
+
+static uint32_t mixed_len(unsigned s, unsigned m)
+{
+    static const uint32_t sizes[] = {1, 64, 4096, 3 * 4096 + 17, 200, 4097, 9000, 2};
+    return sizes[(s * 3 + m) % 8] + (m % 5);
+}
+
+static void test_many_senders(void)
+{
+    static struct run r;
+    memset(&r, 0, sizeof(r));
+    r.n_senders = 4;
+    r.n_msgs = 60;
+    r.window = 16;
+    r.len_fn = mixed_len;
+    r.aqa = (struct ibv_aq_attr){.region_bytes = 4 << 20,
+                                 .chunk_bytes = 1 << 20,
+                                 .watermark_bytes = 1 << 20,
+                                 .initial_chunks = 4};
+    run_go(&r, 11, NULL);
+    CHECK(r.cqe_fields_ok);
+    CHECK_EQ_U64(r.n_cqe, 240);
+    uint64_t total = 0;
+    unsigned bad = 0, switches = 0, out_of_tail_order = 0;
+    for (unsigned i = 0; i < r.n_cqe; i++) {
+        total += r.cqe[i].len;
+        bad += !r.cqe[i].ok;
+        if (i && r.cqe[i].off < r.cqe[i - 1].off)
+            out_of_tail_order++; /* a long message completing after a later short one */
+    }
+    CHECK_EQ_U64(bad, 0);
+    CHECK(r.all_intact_at_end);
+    /* the offsets tile [0, total) exactly: each message once, in tail order,
+     * and per sender in posting order */
+    static struct r_cqe sorted[R_MAX_MSGS];
+    memcpy(sorted, r.cqe, r.n_cqe * sizeof(sorted[0]));
+    qsort(sorted, r.n_cqe, sizeof(sorted[0]), cmp_off);
+    uint64_t end = 0;
+    int last_m[R_MAX_SENDERS] = {-1, -1, -1, -1, -1, -1};
+    bool tiled = true, per_sender = true;
+    for (unsigned i = 0; i < r.n_cqe; i++) {
+        tiled &= sorted[i].off == end;
+        end = sorted[i].off + sorted[i].len;
+        per_sender &= (int)sorted[i].m == last_m[sorted[i].s] + 1;
+        last_m[sorted[i].s] = sorted[i].m;
+        switches += i && sorted[i].s != sorted[i - 1].s;
+    }
+    CHECK(tiled);
+    CHECK(per_sender);
+    CHECK_EQ_U64(end, total);
+    CHECK(switches > 100); /* really interleaved */
+    CHECK_EQ_U64(r.end.tail, total);
+    CHECK_EQ_U64(r.end.used_bytes, total);
+    CHECK_EQ_U64(r.end.messages, 240);
+    CHECK_EQ_U64(r.end.bytes, total);
+    CHECK_EQ_U64(r.end.rnr_naks, 0);
+    for (unsigned s = 0; s < 4; s++) {
+        CHECK_EQ_U64(r.n_ok[s], 60);
+        CHECK_EQ_U64(r.first_err[s], IBV_WC_SUCCESS);
+    }
+    printf("4 senders x 60 appends (1 B .. 12 KiB) to one AQ: %" PRIu64
+           " bytes tiled exactly, %u sender switches in tail order, %u CQEs after a later "
+           "offset's\n",
+           total, switches, out_of_tail_order);
+    fx_destroy(r.fx);
+}
+
 int main(void)
 {
     test_basic();
+    test_many_senders();
     return test_summary();
 }
