@@ -127,7 +127,12 @@ static void test_basic(void)
 
 /* ---------------------------------------------------------------- a general run */
 
-enum { R_MAX_SENDERS = 6, R_MAX_MSGS = 4096, R_SLOT_BYTES = 16384, R_SLOTS = 64 };
+enum {
+    R_MAX_SENDERS = 6,
+    R_MAX_MSGS = 4096,
+    R_SLOT_BYTES = 16384,
+    R_SLOTS = 128
+}; /* 128 x 16 KiB = the fixture's 2 MiB buffer */
 
 struct r_cqe {
     uint64_t off;
@@ -147,6 +152,7 @@ struct run {
     struct ibv_aq_attr aqa;
     bool pingpong, consume;
     uint8_t rnr_retry, min_rnr_timer;
+    sim_time_t settle_ps; /* server waits this long after the last CQE before the query */
     /* results */
     struct fx_rc srv, sq[R_MAX_SENDERS], cl[R_MAX_SENDERS];
     unsigned ids[R_MAX_SENDERS];
@@ -264,7 +270,7 @@ static void r_server(void *arg)
             fx_put(r->fx, key, NULL, 0);
         }
     }
-    sim_proc_sleep(5 * SIM_US);
+    sim_proc_sleep(r->settle_ps ? r->settle_ps : 5 * SIM_US);
     CHECK(ibv_query_aq(aq, &r->end) == 0);
     r->all_intact_at_end = true;
     if (!r->consume)
@@ -376,9 +382,163 @@ static void test_many_senders(void)
     fx_destroy(r.fx);
 }
 
+/* ---------------------------------------------------------------- wrap-around, reset on empty */
+
+static uint32_t len_10000(unsigned s, unsigned m)
+{
+    (void)s;
+    (void)m;
+    return 10000;
+}
+
+/* 64 KiB ring, consumer keeps up (head moved after each message): without
+ * reset the 7th message (tail 60000, 60000 + 10000 > 65536) goes to offset
+ * 0 behind 5536 B of padding; with reset every message lands at 0. */
+static void test_wrap(bool reset)
+{
+    static struct run r;
+    memset(&r, 0, sizeof(r));
+    r.n_senders = 1;
+    r.n_msgs = 10;
+    r.len_fn = len_10000;
+    r.pingpong = true;
+    r.consume = true;
+    r.aqa = (struct ibv_aq_attr){.region_bytes = 64 << 10,
+                                 .chunk_bytes = 16 << 10,
+                                 .watermark_bytes = 16 << 10,
+                                 .initial_chunks = 4,
+                                 .flags = reset ? IBV_AQ_F_RESET_ON_EMPTY : 0};
+    struct nic_params np;
+    nic_params_default(&np);
+    np.rima_alloc_ps = 2 * SIM_US; /* the reserve of 16 KiB covers 2 us at this rate */
+    run_go(&r, 21, &np);
+    CHECK(r.cqe_fields_ok && r.modify_ok);
+    CHECK_EQ_U64(r.n_cqe, 10);
+    bool offs_ok = true, data_ok = true;
+    for (unsigned m = 0; m < r.n_cqe; m++) {
+        /* hand computed: 0, 10000, .., 50000, then wrap: 0, 10000, 20000, 30000 */
+        uint64_t want = reset ? 0 : (m < 6 ? 10000u * m : 10000u * (m - 6));
+        offs_ok &= r.cqe[m].off == want;
+        data_ok &= r.cqe[m].ok;
+    }
+    CHECK(offs_ok);
+    CHECK(data_ok);
+    CHECK_EQ_U64(r.end.used_bytes, 0);
+    uint64_t want_end = reset ? 0 : 40000;
+    CHECK_EQ_U64(r.end.head, want_end);
+    CHECK_EQ_U64(r.end.tail, want_end);
+    /* peak: one message (+ the padding while the head still sat before it) */
+    uint64_t want_peak = reset ? 10000 : 5536 + 10000;
+    CHECK_EQ_U64(r.end.peak_used_bytes, want_peak);
+    CHECK_EQ_U64(r.end.rnr_naks, 0);
+    fx_destroy(r.fx);
+}
+
+/* ---------------------------------------------------------------- exhaustion */
+
+/* The head never moves: six 10000 B messages fit in 64 KiB, the 7th would
+ * overtake the head (padding 5536 + 10000 > 5536 free): RNR NAKs, then
+ * IBV_WC_RNR_RETRY_EXC_ERR after rnr_retry 2 retries; nothing of the
+ * earlier messages is overwritten. */
+static void test_exhaustion(void)
+{
+    static struct run r;
+    memset(&r, 0, sizeof(r));
+    r.n_senders = 1;
+    r.n_msgs = 8;
+    r.window = 8;
+    r.n_expect = 6;
+    r.rnr_retry = 2;
+    r.settle_ps = 200 * SIM_US; /* the retries come 10 us apart */
+    r.len_fn = len_10000;
+    r.aqa = (struct ibv_aq_attr){.region_bytes = 64 << 10,
+                                 .chunk_bytes = 16 << 10,
+                                 .watermark_bytes = 16 << 10,
+                                 .initial_chunks = 4};
+    run_go(&r, 31, NULL);
+    CHECK(r.cqe_fields_ok);
+    CHECK_EQ_U64(r.n_cqe, 6);
+    CHECK_EQ_U64(r.n_ok[0], 6);
+    CHECK_EQ_U64(r.first_err[0], IBV_WC_RNR_RETRY_EXC_ERR);
+    CHECK_EQ_U64(r.end.rnr_naks, 3); /* the first try + 2 retries */
+    CHECK_EQ_U64(r.end.messages, 6);
+    CHECK_EQ_U64(r.end.used_bytes, 60000);
+    CHECK(r.all_intact_at_end);
+    CHECK_EQ_U64(nic_get_counters(r.fx->nic[0])->rima_rnr_naks, 3);
+    fx_destroy(r.fx);
+}
+
+/* ---------------------------------------------------------------- background allocation */
+
+static uint32_t len_4000(unsigned s, unsigned m)
+{
+    (void)s;
+    (void)m;
+    return 4000;
+}
+
+/* A burst at line rate (2 senders, 4000 B appends, 128 outstanding each)
+ * into an AQ that starts with 2 chunks of 256 KiB: the reserve (watermark
+ * 512 KiB) covers line rate x rima.alloc_latency (12.5 GB/s x 20 us =
+ * 250 KB), so background allocation keeps up: no RNR, nothing lost. */
+static void test_watermark(sim_time_t alloc_ps, bool expect_rnr)
+{
+    static struct run r;
+    memset(&r, 0, sizeof(r));
+    struct nic_params np;
+    nic_params_default(&np);
+    np.rima_alloc_ps = alloc_ps;
+    r.n_senders = 2;
+    r.n_msgs = 800;
+    r.window = 128;
+    r.rnr_retry = 7; /* retry forever */
+    r.len_fn = len_4000;
+    r.aqa = (struct ibv_aq_attr){.region_bytes = 8 << 20,
+                                 .chunk_bytes = 256 << 10,
+                                 .watermark_bytes = 512 << 10,
+                                 .initial_chunks = 2};
+    run_go(&r, 41, &np);
+    CHECK(r.cqe_fields_ok);
+    CHECK_EQ_U64(r.n_cqe, 1600);
+    unsigned bad = 0;
+    for (unsigned i = 0; i < r.n_cqe; i++)
+        bad += !r.cqe[i].ok;
+    CHECK_EQ_U64(bad, 0);
+    CHECK(r.all_intact_at_end);
+    uint64_t used = 1600u * 4000u;
+    CHECK_EQ_U64(r.end.used_bytes, used);
+    uint64_t C = 256 << 10;
+    CHECK_EQ_U64(r.end.committed_bytes, (2 + r.end.chunks_allocated - r.end.chunks_freed) * C);
+    /* one chunk per interrupt (the last one may still be in flight) */
+    CHECK(r.end.watermark_irqs - r.end.chunks_allocated <= 1);
+    if (!expect_rnr) { /* committed kept ahead of the tail by the watermark */
+        CHECK(r.end.committed_bytes >= used + (512 << 10));
+        CHECK(r.end.chunks_allocated >= (used + (512 << 10) - 2 * C + C - 1) / C);
+    }
+    CHECK_EQ_U64(r.end.chunks_freed, 0); /* the head never moved */
+    double secs = (double)(r.t_last_cqe - r.t_first_post) / 1e12;
+    double gbps = (double)used * 8 / secs / 1e9;
+    if (expect_rnr)
+        CHECK(r.end.rnr_naks > 0);
+    else
+        CHECK_EQ_U64(r.end.rnr_naks, 0);
+    if (!expect_rnr)
+        CHECK(gbps > 80); /* a burst at (near) line rate */
+    printf("burst of 1600 x 4000 B at %.1f Gb/s, alloc latency %.0f us: committed %" PRIu64
+           " KiB (peak %" PRIu64 " KiB), %" PRIu64 " watermark IRQs, %" PRIu64 " RNR NAKs\n",
+           gbps, (double)alloc_ps / 1e6, r.end.committed_bytes >> 10,
+           r.end.peak_committed_bytes >> 10, r.end.watermark_irqs, r.end.rnr_naks);
+    fx_destroy(r.fx);
+}
+
 int main(void)
 {
     test_basic();
     test_many_senders();
+    test_wrap(false);
+    test_wrap(true);
+    test_exhaustion();
+    test_watermark(20 * SIM_US, false);
+    test_watermark(1 * SIM_MS, true);
     return test_summary();
 }
