@@ -152,7 +152,8 @@ struct run {
     struct ibv_aq_attr aqa;
     bool pingpong, consume;
     uint8_t rnr_retry, min_rnr_timer;
-    sim_time_t settle_ps; /* server waits this long after the last CQE before the query */
+    sim_time_t settle_ps;   /* server waits this long after the last CQE before the query */
+    sim_time_t pp_sleep_ps; /* pingpong: server waits this long before "go" (default 3 us) */
     /* results */
     struct fx_rc srv, sq[R_MAX_SENDERS], cl[R_MAX_SENDERS];
     unsigned ids[R_MAX_SENDERS];
@@ -265,7 +266,8 @@ static void r_server(void *arg)
                 r->modify_ok = false;
         }
         if (r->pingpong) {
-            sim_proc_sleep(3 * SIM_US); /* the head write reaches the NIC first */
+            /* the head write reaches the NIC first */
+            sim_proc_sleep(r->pp_sleep_ps ? r->pp_sleep_ps : 3 * SIM_US);
             snprintf(key, sizeof(key), "r/go/%u/%u", s, m + 1);
             fx_put(r->fx, key, NULL, 0);
         }
@@ -531,9 +533,317 @@ static void test_watermark(sim_time_t alloc_ps, bool expect_rnr)
     fx_destroy(r.fx);
 }
 
+/* ---------------------------------------------------------------- footprint */
+
+static uint32_t len_fp(unsigned s, unsigned m)
+{
+    (void)s;
+    return m ? 20000 : 6000;
+}
+
+/* Hand-computed footprint (docs/rima.md "NIC model"): region 64 KiB,
+ * chunks of 16 KiB, watermark 16 KiB, 1 initial chunk, allocation 10 us;
+ * messages of 6000 and 20000 B, each consumed (head moved) before the
+ * next, 30 us apart.
+ *   create          c0                      reserve 16384 >= 16384
+ *   6000 @ 0        tail 6000               reserve 10384 < W: IRQ 1 -> c1
+ *   head 6000       empty; c0 holds the tail: kept
+ *   +10 us          c0 c1 (allocated 1)     reserve 26768
+ *   20000 @ 6000    tail 26000, used 20000  reserve 6768 < W: IRQ 2 -> c2
+ *   head 26000      c0 lies past tail + W + one chunk (65536): freed
+ *   +10 us          c1 c2 (allocated 2)     reserve 23152
+ * committed 32 KiB = (1 + 2 - 1) x 16 KiB, peak 32 KiB, peak used 20000. */
+static void test_footprint(void)
+{
+    static struct run r;
+    memset(&r, 0, sizeof(r));
+    struct nic_params np;
+    nic_params_default(&np);
+    np.rima_alloc_ps = 10 * SIM_US;
+    r.n_senders = 1;
+    r.n_msgs = 2;
+    r.len_fn = len_fp;
+    r.pingpong = true;
+    r.consume = true;
+    r.pp_sleep_ps = 30 * SIM_US;
+    r.settle_ps = 30 * SIM_US;
+    r.aqa = (struct ibv_aq_attr){.region_bytes = 64 << 10,
+                                 .chunk_bytes = 16 << 10,
+                                 .watermark_bytes = 16 << 10,
+                                 .initial_chunks = 1};
+    run_go(&r, 51, &np);
+    CHECK(r.cqe_fields_ok && r.modify_ok);
+    CHECK_EQ_U64(r.n_cqe, 2);
+    CHECK(r.cqe[0].ok && r.cqe[1].ok);
+    CHECK_EQ_U64(r.cqe[0].off, 0);
+    CHECK_EQ_U64(r.cqe[1].off, 6000);
+    CHECK_EQ_U64(r.end.head, 26000);
+    CHECK_EQ_U64(r.end.tail, 26000);
+    CHECK_EQ_U64(r.end.used_bytes, 0);
+    CHECK_EQ_U64(r.end.messages, 2);
+    CHECK_EQ_U64(r.end.bytes, 26000);
+    CHECK_EQ_U64(r.end.watermark_irqs, 2);
+    CHECK_EQ_U64(r.end.chunks_allocated, 2);
+    CHECK_EQ_U64(r.end.chunks_freed, 1);
+    CHECK_EQ_U64(r.end.committed_bytes, 32768);
+    CHECK_EQ_U64(r.end.peak_committed_bytes, 32768);
+    CHECK_EQ_U64(r.end.peak_used_bytes, 20000);
+    CHECK_EQ_U64(r.end.initial_chunks, 1);
+    CHECK_EQ_U64(r.end.rnr_naks, 0);
+    fx_destroy(r.fx);
+}
+
+/* ---------------------------------------------------------------- API */
+
+struct api_st {
+    struct fx *fx;
+    struct fx_rc srv;
+    int tpt_enomem, tpt_again, no_rima;
+};
+
+static struct ibv_aq *mk_aq(struct fx_rc *rc, struct ibv_cq *cq, uint64_t region, uint64_t chunk,
+                            uint64_t wm, uint32_t init, uint32_t flags)
+{
+    struct ibv_aq_init_attr ia = {.cq = cq,
+                                  .attr = {.region_bytes = region,
+                                           .chunk_bytes = chunk,
+                                           .watermark_bytes = wm,
+                                           .initial_chunks = init,
+                                           .flags = flags}};
+    errno = 0;
+    return ibv_create_aq(rc->pd, &ia);
+}
+
+static void api_prog(void *arg)
+{
+    struct api_st *s = arg;
+    CHECK(fx_rc_open(s->fx, &s->srv, NULL) == 0);
+    struct ibv_cq *cq = s->srv.rcq;
+    /* bad arguments: EINVAL */
+    struct ibv_aq_init_attr ia = {.cq = NULL};
+    errno = 0;
+    CHECK(!ibv_create_aq(s->srv.pd, &ia) && errno == EINVAL);
+    ia.cq = cq;
+    errno = 0;
+    CHECK(!ibv_create_aq(NULL, &ia) && errno == EINVAL);
+    errno = 0;
+    CHECK(!ibv_create_aq(s->srv.pd, NULL) && errno == EINVAL);
+    CHECK(!mk_aq(&s->srv, cq, 65536 + 100, 0, 0, 0, 0) && errno == EINVAL);   /* not 4 KiB */
+    CHECK(!mk_aq(&s->srv, cq, 65536, 131072, 4096, 0, 0) && errno == EINVAL); /* chunk > region */
+    CHECK(!mk_aq(&s->srv, cq, 65536, 12288, 4096, 0, 0) && errno == EINVAL);  /* not a multiple */
+    CHECK(!mk_aq(&s->srv, cq, 65536, 16384, 4096 + 1, 0, 0) && errno == EINVAL);
+    CHECK(!mk_aq(&s->srv, cq, 65536, 16384, 131072, 0, 0) && errno == EINVAL); /* wm > region */
+    CHECK(!mk_aq(&s->srv, cq, 65536, 16384, 4096, 5, 0) && errno == EINVAL);   /* 5 > 4 chunks */
+    CHECK(!mk_aq(&s->srv, cq, 65536, 16384, 4096, 1, 1u << 5) && errno == EINVAL); /* flags */
+
+    /* defaults: 64 MiB region, 16 MiB chunks, watermark = 100 Gb/s x 1 ms
+     * rounded up to 4 KiB, one chunk committed */
+    struct ibv_aq *aq = mk_aq(&s->srv, cq, 0, 0, 0, 0, 0);
+    CHECK(aq != NULL);
+    if (!aq)
+        return;
+    CHECK(aq->context == s->srv.ctx && aq->pd == s->srv.pd && aq->cq == cq && aq->buf);
+    CHECK_EQ_U64(aq->region_bytes, 64u << 20);
+    struct ibv_aq_attr qa;
+    CHECK(ibv_query_aq(aq, &qa) == 0);
+    CHECK_EQ_U64(qa.region_bytes, 64u << 20);
+    CHECK_EQ_U64(qa.chunk_bytes, 16u << 20);
+    CHECK_EQ_U64(qa.watermark_bytes, 12500992); /* 12.5e6 B -> 3052 pages */
+    CHECK_EQ_U64(qa.initial_chunks, 1);
+    CHECK_EQ_U64(qa.committed_bytes, 16u << 20);
+    CHECK_EQ_U64(qa.head, 0);
+    CHECK_EQ_U64(qa.tail, 0);
+    CHECK_EQ_U64(qa.used_bytes, 0);
+    CHECK_EQ_U64(qa.watermark_irqs, 0);
+    CHECK_EQ_U64(qa.flags, 0);
+
+    /* modify */
+    struct ibv_aq_attr ma = {.head = 100};
+    CHECK_EQ_U64(ibv_modify_aq(aq, &ma, IBV_AQ_HEAD), EINVAL); /* beyond the (empty) used part */
+    ma.head = 0;
+    CHECK_EQ_U64(ibv_modify_aq(aq, &ma, 1 << 6), EINVAL);
+    CHECK_EQ_U64(ibv_modify_aq(NULL, &ma, IBV_AQ_HEAD), EINVAL);
+    CHECK_EQ_U64(ibv_modify_aq(aq, NULL, IBV_AQ_HEAD), EINVAL);
+    ma.flags = 2;
+    CHECK_EQ_U64(ibv_modify_aq(aq, &ma, IBV_AQ_FLAGS), EINVAL);
+    ma.watermark_bytes = 1000;
+    CHECK_EQ_U64(ibv_modify_aq(aq, &ma, IBV_AQ_WATERMARK), EINVAL);
+    ma = (struct ibv_aq_attr){.flags = IBV_AQ_F_RESET_ON_EMPTY, .watermark_bytes = 1 << 20};
+    CHECK(ibv_modify_aq(aq, &ma, IBV_AQ_FLAGS | IBV_AQ_WATERMARK) == 0);
+    CHECK(ibv_modify_aq(aq, &ma, IBV_AQ_HEAD) == 0); /* head 0 on an empty queue: no-op */
+    CHECK(ibv_query_aq(aq, &qa) == 0);
+    CHECK_EQ_U64(qa.flags, IBV_AQ_F_RESET_ON_EMPTY);
+    CHECK_EQ_U64(qa.watermark_bytes, 1 << 20);
+    CHECK_EQ_U64(ibv_query_aq(NULL, &qa), EINVAL);
+
+    /* the AQ holds its CQ and PD */
+    CHECK_EQ_U64(ibv_destroy_cq(cq), EBUSY);
+    CHECK_EQ_U64(ibv_destroy_aq(NULL), EINVAL);
+    CHECK(ibv_destroy_aq(aq) == 0);
+
+    /* TPT full (rima.tpt_entries = 2): ENOMEM; a slot freed is usable
+     * again, under a new number */
+    struct ibv_aq *a1 = mk_aq(&s->srv, cq, 65536, 0, 4096, 0, 0);
+    struct ibv_aq *a2 = mk_aq(&s->srv, cq, 65536, 0, 4096, 0, 0);
+    CHECK(a1 && a2);
+    struct ibv_aq *a3 = mk_aq(&s->srv, cq, 65536, 0, 4096, 0, 0);
+    s->tpt_enomem = !a3 && errno == ENOMEM;
+    uint32_t old = a1 ? a1->aq_num : 0;
+    if (a1)
+        CHECK(ibv_destroy_aq(a1) == 0);
+    a3 = mk_aq(&s->srv, cq, 65536, 0, 4096, 0, 0);
+    s->tpt_again = a3 && a3->aq_num != old;
+    if (a3)
+        CHECK(ibv_destroy_aq(a3) == 0);
+    if (a2)
+        CHECK(ibv_destroy_aq(a2) == 0);
+    fx_rc_close(&s->srv);
+}
+
+static void test_api(void)
+{
+    struct nic_params np;
+    nic_params_default(&np);
+    np.rima_tpt_entries = 2;
+    struct api_st s = {.fx = fx_create(61, &np)};
+    fx_spawn(s.fx, 0, "api", api_prog, &s);
+    CHECK(fx_run(s.fx) == SIM_RUN_DONE);
+    CHECK(s.tpt_enomem);
+    CHECK(s.tpt_again);
+    fx_destroy(s.fx);
+}
+
+static void norima_prog(void *arg)
+{
+    struct api_st *s = arg;
+    CHECK(fx_rc_open(s->fx, &s->srv, NULL) == 0);
+    s->no_rima = !mk_aq(&s->srv, s->srv.rcq, 0, 0, 0, 0, 0) && errno == EOPNOTSUPP;
+    fx_rc_close(&s->srv);
+}
+
+static void test_no_rima(void)
+{
+    struct nic_params np;
+    nic_params_default(&np);
+    np.rima_tpt_entries = 0;
+    struct api_st s = {.fx = fx_create(62, &np)};
+    fx_spawn(s.fx, 0, "api", norima_prog, &s);
+    CHECK(fx_run(s.fx) == SIM_RUN_DONE);
+    CHECK(s.no_rima);
+    fx_destroy(s.fx);
+}
+
+/* ---------------------------------------------------------------- error completions */
+
+/* Sender QPs 0..2 each make one mistake (the responder NAKs and errors
+ * its QP, so one QP each): longer than the region -> REM_INV_REQ_ERR; an
+ * unknown AQ number -> REM_ACCESS_ERR; an AQ of another PD ->
+ * REM_ACCESS_ERR.  UC and UD QPs refuse IBV_WR_APPEND at post (EINVAL). */
+struct err_st {
+    struct fx *fx;
+    struct fx_rc srv, other, sq[3], cl[3], ucs, ucc, uds, udc;
+    enum ibv_wc_status st[3];
+    int uc_rc, ud_rc;
+};
+
+static void err_client(void *arg)
+{
+    struct err_st *s = arg;
+    uint32_t aqn[2];
+    fx_get(s->fx, "e/aqn", aqn, sizeof(aqn));
+    const uint32_t target[3] = {aqn[0], aqn[0] ^ 0x80, aqn[1]};
+    const uint32_t len[3] = {70000, 64, 64};
+    for (unsigned i = 0; i < 3; i++) {
+        char me[16], peer[16];
+        snprintf(me, sizeof(me), "e/c%u", i);
+        snprintf(peer, sizeof(peer), "e/s%u", i);
+        CHECK(fx_rc_open(s->fx, &s->cl[i], NULL) == 0);
+        CHECK(fx_rc_connect(&s->cl[i], me, peer) == 0);
+        CHECK(post_append(&s->cl[i], target[i], i, 0, len[i], 0) == 0);
+        struct ibv_wc wc;
+        CHECK(fx_poll_one(s->cl[i].scq, &wc) == 1);
+        s->st[i] = wc.status;
+    }
+    struct fx_rc_opts o;
+    fx_rc_default_opts(&o);
+    o.qp_type = IBV_QPT_UC;
+    CHECK(fx_rc_open(s->fx, &s->ucc, &o) == 0);
+    CHECK(fx_rc_connect(&s->ucc, "e/ucc", "e/ucs") == 0);
+    s->uc_rc = post_append(&s->ucc, aqn[0], 9, 0, 64, 0);
+    o.qp_type = IBV_QPT_UD;
+    CHECK(fx_rc_open(s->fx, &s->udc, &o) == 0);
+    CHECK(fx_rc_connect(&s->udc, "e/udc", "e/uds") == 0);
+    s->ud_rc = post_append(&s->udc, aqn[0], 9, 0, 64, 0);
+    fx_barrier(s->fx, "e/end", "client", "server");
+    for (unsigned i = 0; i < 3; i++)
+        fx_rc_close(&s->cl[i]);
+    fx_rc_close(&s->ucc);
+    fx_rc_close(&s->udc);
+}
+
+static void err_server(void *arg)
+{
+    struct err_st *s = arg;
+    CHECK(fx_rc_open(s->fx, &s->srv, NULL) == 0);
+    CHECK(fx_rc_open(s->fx, &s->other, NULL) == 0); /* its own PD */
+    struct ibv_aq *a = mk_aq(&s->srv, s->srv.rcq, 65536, 16384, 4096, 4, 0);
+    struct ibv_aq *b = mk_aq(&s->other, s->other.rcq, 65536, 16384, 4096, 4, 0);
+    CHECK(a && b);
+    if (!a || !b)
+        return;
+    uint32_t aqn[2] = {a->aq_num, b->aq_num};
+    fx_put(s->fx, "e/aqn", aqn, sizeof(aqn));
+    for (unsigned i = 0; i < 3; i++) {
+        char me[16], peer[16];
+        snprintf(me, sizeof(me), "e/s%u", i);
+        snprintf(peer, sizeof(peer), "e/c%u", i);
+        CHECK(fx_rc_open_shared(&s->sq[i], &s->srv, NULL) == 0);
+        CHECK(fx_rc_connect(&s->sq[i], me, peer) == 0);
+    }
+    struct fx_rc_opts o;
+    fx_rc_default_opts(&o);
+    o.qp_type = IBV_QPT_UC;
+    CHECK(fx_rc_open(s->fx, &s->ucs, &o) == 0);
+    CHECK(fx_rc_connect(&s->ucs, "e/ucs", "e/ucc") == 0);
+    o.qp_type = IBV_QPT_UD;
+    CHECK(fx_rc_open(s->fx, &s->uds, &o) == 0);
+    CHECK(fx_rc_connect(&s->uds, "e/uds", "e/udc") == 0);
+    fx_barrier(s->fx, "e/end", "server", "client");
+    struct ibv_aq_attr qa;
+    CHECK(ibv_query_aq(a, &qa) == 0);
+    CHECK_EQ_U64(qa.messages, 0);
+    CHECK_EQ_U64(qa.used_bytes, 0);
+    for (unsigned i = 0; i < 3; i++)
+        fx_rc_close(&s->sq[i]);
+    CHECK(ibv_destroy_aq(a) == 0);
+    CHECK(ibv_destroy_aq(b) == 0);
+    fx_rc_close(&s->ucs);
+    fx_rc_close(&s->uds);
+    fx_rc_close(&s->other);
+    fx_rc_close(&s->srv);
+}
+
+static void test_errors(void)
+{
+    struct err_st s = {.fx = fx_create(71, NULL)};
+    fx_spawn(s.fx, 0, "server", err_server, &s);
+    fx_spawn(s.fx, 1, "client", err_client, &s);
+    CHECK(fx_run(s.fx) == SIM_RUN_DONE);
+    CHECK_EQ_U64(s.st[0], IBV_WC_REM_INV_REQ_ERR);
+    CHECK_EQ_U64(s.st[1], IBV_WC_REM_ACCESS_ERR);
+    CHECK_EQ_U64(s.st[2], IBV_WC_REM_ACCESS_ERR);
+    CHECK_EQ_U64(s.uc_rc, EINVAL);
+    CHECK_EQ_U64(s.ud_rc, EINVAL);
+    fx_destroy(s.fx);
+}
+
 int main(void)
 {
+    test_api();
+    test_no_rima();
     test_basic();
+    test_errors();
+    test_footprint();
     test_many_senders();
     test_wrap(false);
     test_wrap(true);
