@@ -1,10 +1,30 @@
 /* RIMA append queues at the verbs level (include/rnicsim/rima.h,
  * sim/nic/aq.c, docs/rima.md):
  *
- *  - basic: one sender appends a 100 B and a 5000 B message (2 packets at
- *    MTU 4096); the receiver gets one IBV_WC_RECV_APPEND per message with
- *    wr_id = offset, byte_len, qp_num, src_qp, and the bytes at the offset;
- *    the sender gets IBV_WC_APPEND. */
+ *  - API: bad create / modify arguments -> EINVAL, the documented defaults
+ *    (64 MiB region, 16 MiB chunks, watermark = 100 Gb/s x 1 ms), the AQ
+ *    holds its CQ (EBUSY), TPT full (rima.tpt_entries 2) -> ENOMEM and a
+ *    freed slot comes back under a new number, no RIMA -> EOPNOTSUPP;
+ *  - basic: a 100 B and a 5000 B append: IBV_WC_RECV_APPEND with wr_id =
+ *    offset, byte_len, qp_num, src_qp and the bytes; IBV_WC_APPEND;
+ *  - errors: longer than the region -> IBV_WC_REM_INV_REQ_ERR, unknown AQ
+ *    or an AQ of another PD -> IBV_WC_REM_ACCESS_ERR; UC/UD post -> EINVAL;
+ *  - footprint: committed / allocated / freed / peaks of a small case
+ *    against hand-computed values;
+ *  - 4 senders x 60 appends of 1 B .. 12 KiB interleave; their offsets tile
+ *    the region exactly (each message once, in tail order, in posting
+ *    order per sender), every byte checked;
+ *  - wrap-around (padding to the end of the region) and reset on empty;
+ *  - exhaustion: the head never moves, RNR NAKs, IBV_WC_RNR_RETRY_EXC_ERR
+ *    after rnr_retry 2, earlier messages untouched;
+ *  - background allocation: a line-rate burst with a reserve that covers
+ *    line rate x alloc latency loses nothing (no RNR), committed memory
+ *    grows one chunk per watermark IRQ; with 1 ms allocation the same
+ *    burst meets RNR NAKs but still delivers everything;
+ *  - TPT latency: an append's one-way latency is exactly rima.tpt_latency
+ *    above the same append with a 0 ns TPT, and 2 ns + the 16 B header
+ *    (2 x 1.28 ns at 100 Gb/s) above a SEND's;
+ *  - message rate of 64 B appends from 1, 2, 4 sender QPs (printed). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -129,7 +149,7 @@ static void test_basic(void)
 
 enum {
     R_MAX_SENDERS = 6,
-    R_MAX_MSGS = 4096,
+    R_MAX_MSGS = 8192,
     R_SLOT_BYTES = 16384,
     R_SLOTS = 128
 }; /* 128 x 16 KiB = the fixture's 2 MiB buffer */
@@ -837,6 +857,155 @@ static void test_errors(void)
     fx_destroy(s.fx);
 }
 
+/* ---------------------------------------------------------------- TPT latency */
+
+/* One-way latency, post -> receiver CQE visible (the CQ's notification
+ * records the instant nic_cq_push makes it visible), of 20 SENDs then 20
+ * appends of 64 B, one at a time on one RC connection. */
+enum { LAT_N = 20 };
+struct lat_st {
+    struct fx *fx;
+    struct fx_rc srv, cl;
+    sim_time_t t_post[2 * LAT_N], t_cqe[2 * LAT_N];
+    unsigned k;
+    bool ok;
+};
+
+static void lat_cqe_visible(struct sim *sim, void *a, void *b)
+{
+    (void)b;
+    struct lat_st *s = a;
+    s->t_cqe[s->k] = sim_now(sim);
+}
+
+static void lat_client(void *arg)
+{
+    struct lat_st *s = arg;
+    CHECK(fx_rc_open(s->fx, &s->cl, NULL) == 0);
+    CHECK(fx_rc_connect(&s->cl, "l/c", "l/s") == 0);
+    uint32_t aqn = 0;
+    fx_get(s->fx, "l/aqn", &aqn, sizeof(aqn));
+    for (unsigned k = 0; k < 2 * LAT_N; k++) {
+        char key[16];
+        snprintf(key, sizeof(key), "l/go%u", k);
+        fx_get(s->fx, key, NULL, 0);
+        s->t_post[k] = sim_now(s->fx->sim);
+        if (k < LAT_N)
+            CHECK(fx_post(&s->cl, IBV_WR_SEND, k, 0, 64, 0, IBV_SEND_SIGNALED) == 0);
+        else
+            CHECK(post_append(&s->cl, aqn, k, 0, 64, 0) == 0);
+        struct ibv_wc wc;
+        CHECK(fx_poll_one(s->cl.scq, &wc) == 1 && wc.status == IBV_WC_SUCCESS);
+    }
+    fx_barrier(s->fx, "l/end", "client", "server");
+    fx_rc_close(&s->cl);
+}
+
+static void lat_server(void *arg)
+{
+    struct lat_st *s = arg;
+    CHECK(fx_rc_open(s->fx, &s->srv, NULL) == 0);
+    struct ibv_aq *aq = mk_aq(&s->srv, s->srv.rcq, 1 << 20, 1 << 18, 4096, 4, 0);
+    CHECK(aq != NULL);
+    if (!aq)
+        return;
+    fx_put(s->fx, "l/aqn", &aq->aq_num, sizeof(aq->aq_num));
+    CHECK(fx_rc_connect(&s->srv, "l/s", "l/c") == 0);
+    struct nic_cq *ncq = fx_nic_cq(s->srv.rcq);
+    nic_cq_set_notify(ncq, lat_cqe_visible, s, NULL);
+    s->ok = true;
+    for (unsigned k = 0; k < 2 * LAT_N; k++) {
+        if (k < LAT_N)
+            CHECK(fx_post_recv(&s->srv, k, 0, 4096) == 0);
+        s->k = k;
+        nic_cq_arm(ncq, false);
+        sim_proc_sleep(2 * SIM_US); /* everything idle again */
+        char key[16];
+        snprintf(key, sizeof(key), "l/go%u", k);
+        fx_put(s->fx, key, NULL, 0);
+        struct ibv_wc wc;
+        CHECK(fx_poll_one(s->srv.rcq, &wc) == 1);
+        s->ok &= wc.status == IBV_WC_SUCCESS &&
+                 wc.opcode == (k < LAT_N ? IBV_WC_RECV : IBV_WC_RECV_APPEND) && wc.byte_len == 64;
+    }
+    fx_barrier(s->fx, "l/end", "server", "client");
+    CHECK(ibv_destroy_aq(aq) == 0);
+    fx_rc_close(&s->srv);
+}
+
+/* Mean one-way latency of SENDs (*send) and appends (*app), in ps. */
+static void lat_run(sim_time_t tpt_ps, double *send, double *app)
+{
+    struct nic_params np;
+    nic_params_default(&np);
+    np.rima_tpt_ps = tpt_ps;
+    static struct lat_st s;
+    memset(&s, 0, sizeof(s));
+    s.fx = fx_create(81, &np);
+    fx_spawn(s.fx, 0, "server", lat_server, &s);
+    fx_spawn(s.fx, 1, "client", lat_client, &s);
+    CHECK(fx_run(s.fx) == SIM_RUN_DONE);
+    CHECK(s.ok);
+    /* the first of each kind warms the NIC's caches (QP context, MPT/MTT
+     * of the receive buffer / of the AQ region): left out */
+    *send = *app = 0;
+    for (unsigned k = 0; k < 2 * LAT_N; k++)
+        if (k % LAT_N)
+            *(k < LAT_N ? send : app) += (double)(s.t_cqe[k] - s.t_post[k]) / (LAT_N - 1);
+    fx_destroy(s.fx);
+}
+
+static void test_tpt_latency(void)
+{
+    double send0, app0, send2, app2, send100, app100;
+    lat_run(0, &send0, &app0);
+    lat_run(2 * SIM_NS, &send2, &app2);
+    lat_run(100 * SIM_NS, &send100, &app100);
+    /* the TPT step adds exactly its latency to an append */
+    CHECK(app2 - app0 > 1990 && app2 - app0 < 2010);
+    CHECK(app100 - app0 > 99990 && app100 - app0 < 100010);
+    CHECK(send2 == send0 && send100 == send0);
+    /* vs SEND: the TPT latency plus the 16 B header on two 100 Gb/s hops
+     * (2 x 1.28 ns) */
+    double d = app2 - send2;
+    CHECK(d >= 2000 && d <= 2000 + 3000);
+    printf("one-way latency 64 B (post -> receiver CQE): SEND %.2f ns, append %.2f ns "
+           "(rima.tpt_latency 2 ns; +%.2f ns), append with 0 ns TPT %.2f ns, with 100 ns %.2f ns\n",
+           send2 / 1e3, app2 / 1e3, d / 1e3, app0 / 1e3, app100 / 1e3);
+}
+
+/* ---------------------------------------------------------------- message rate */
+
+static uint32_t len_64(unsigned s, unsigned m)
+{
+    (void)s;
+    (void)m;
+    return 64;
+}
+
+static void test_rate(unsigned n_senders)
+{
+    static struct run r;
+    memset(&r, 0, sizeof(r));
+    r.n_senders = n_senders;
+    r.n_msgs = 2000;
+    r.window = 64;
+    r.len_fn = len_64;
+    r.aqa = (struct ibv_aq_attr){.region_bytes = 16 << 20,
+                                 .chunk_bytes = 4 << 20,
+                                 .watermark_bytes = 4 << 20,
+                                 .initial_chunks = 4};
+    run_go(&r, 91, NULL);
+    CHECK(r.cqe_fields_ok);
+    CHECK_EQ_U64(r.n_cqe, n_senders * 2000u);
+    CHECK_EQ_U64(r.end.rnr_naks, 0);
+    double mps = (double)r.n_cqe / ((double)(r.t_last_cqe - r.t_first_post) / 1e12);
+    CHECK(mps > 1e6);
+    printf("64 B appends, %u sender QP(s) x 2000, 64 outstanding each: %.2f M msg/s into one AQ\n",
+           n_senders, mps / 1e6);
+    fx_destroy(r.fx);
+}
+
 int main(void)
 {
     test_api();
@@ -850,5 +1019,9 @@ int main(void)
     test_exhaustion();
     test_watermark(20 * SIM_US, false);
     test_watermark(1 * SIM_MS, true);
+    test_tpt_latency();
+    test_rate(1);
+    test_rate(2);
+    test_rate(4);
     return test_summary();
 }
