@@ -14,6 +14,8 @@
  *  - 4 senders x 60 appends of 1 B .. 12 KiB interleave; their offsets tile
  *    the region exactly (each message once, in tail order, in posting
  *    order per sender), every byte checked;
+ *    the same with 2 % packet loss (retransmissions, duplicate first
+ *    packets never append twice);
  *  - wrap-around (padding to the end of the region) and reset on empty;
  *  - exhaustion: the head never moves, RNR NAKs, IBV_WC_RNR_RETRY_EXC_ERR
  *    after rnr_retry 2, earlier messages untouched;
@@ -172,6 +174,7 @@ struct run {
     struct ibv_aq_attr aqa;
     bool pingpong, consume;
     uint8_t rnr_retry, min_rnr_timer;
+    double loss;            /* random packet loss at every NIC's ingress */
     sim_time_t settle_ps;   /* server waits this long after the last CQE before the query */
     sim_time_t pp_sleep_ps; /* pingpong: server waits this long before "go" (default 3 us) */
     /* results */
@@ -320,6 +323,8 @@ static void run_go(struct run *r, uint64_t seed, const struct nic_params *np)
     if (!r->n_expect)
         r->n_expect = r->n_senders * r->n_msgs;
     r->fx = fx_create_n(seed, 4, np);
+    if (r->loss > 0)
+        fx_set_loss_all(r->fx, r->loss);
     fx_spawn(r->fx, 0, "server", r_server, r);
     for (unsigned s = 0; s < r->n_senders; s++) {
         char name[16];
@@ -344,10 +349,11 @@ static uint32_t mixed_len(unsigned s, unsigned m)
     return sizes[(s * 3 + m) % 8] + (m % 5);
 }
 
-static void test_many_senders(void)
+static void test_many_senders(double loss)
 {
     static struct run r;
     memset(&r, 0, sizeof(r));
+    r.loss = loss;
     r.n_senders = 4;
     r.n_msgs = 60;
     r.window = 16;
@@ -388,6 +394,8 @@ static void test_many_senders(void)
     CHECK(per_sender);
     CHECK_EQ_U64(end, total);
     CHECK(switches > 100); /* really interleaved */
+    if (loss > 0)
+        CHECK(r.fx->dropped[0] > 10); /* append packets were lost and resent */
     CHECK_EQ_U64(r.end.tail, total);
     CHECK_EQ_U64(r.end.used_bytes, total);
     CHECK_EQ_U64(r.end.messages, 240);
@@ -397,10 +405,10 @@ static void test_many_senders(void)
         CHECK_EQ_U64(r.n_ok[s], 60);
         CHECK_EQ_U64(r.first_err[s], IBV_WC_SUCCESS);
     }
-    printf("4 senders x 60 appends (1 B .. 12 KiB) to one AQ: %" PRIu64
+    printf("4 senders x 60 appends (1 B .. 12 KiB) to one AQ, %.0f%% loss: %" PRIu64
            " bytes tiled exactly, %u sender switches in tail order, %u CQEs after a later "
            "offset's\n",
-           total, switches, out_of_tail_order);
+           loss * 100, total, switches, out_of_tail_order);
     fx_destroy(r.fx);
 }
 
@@ -1013,7 +1021,8 @@ int main(void)
     test_basic();
     test_errors();
     test_footprint();
-    test_many_senders();
+    test_many_senders(0);
+    test_many_senders(0.02); /* go back N, duplicates: still each message once */
     test_wrap(false);
     test_wrap(true);
     test_exhaustion();
