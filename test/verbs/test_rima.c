@@ -14,7 +14,7 @@
  *  - 4 senders x 60 appends of 1 B .. 12 KiB interleave; their offsets tile
  *    the region exactly (each message once, in tail order, in posting
  *    order per sender), every byte checked;
- *    the same with 2 % packet loss (retransmissions, duplicate first
+ *    the same with 5 % packet loss (retransmissions, duplicate first
  *    packets never append twice);
  *  - wrap-around (padding to the end of the region) and reset on empty;
  *  - exhaustion: the head never moves, RNR NAKs, IBV_WC_RNR_RETRY_EXC_ERR
@@ -393,9 +393,12 @@ static void test_many_senders(double loss)
     CHECK(tiled);
     CHECK(per_sender);
     CHECK_EQ_U64(end, total);
-    CHECK(switches > 100); /* really interleaved */
+    CHECK(switches > (loss > 0 ? 20u : 100u)); /* really interleaved */
+    uint64_t dropped = 0;
+    for (unsigned n = 0; n < 4; n++)
+        dropped += r.fx->dropped[n];
     if (loss > 0)
-        CHECK(r.fx->dropped[0] > 10); /* append packets were lost and resent */
+        CHECK(dropped > 10); /* packets (appends and ACKs) were lost and resent */
     CHECK_EQ_U64(r.end.tail, total);
     CHECK_EQ_U64(r.end.used_bytes, total);
     CHECK_EQ_U64(r.end.messages, 240);
@@ -405,10 +408,11 @@ static void test_many_senders(double loss)
         CHECK_EQ_U64(r.n_ok[s], 60);
         CHECK_EQ_U64(r.first_err[s], IBV_WC_SUCCESS);
     }
-    printf("4 senders x 60 appends (1 B .. 12 KiB) to one AQ, %.0f%% loss: %" PRIu64
+    printf("4 senders x 60 appends (1 B .. 12 KiB) to one AQ, %.0f%% loss (%" PRIu64
+           " packets dropped): %" PRIu64
            " bytes tiled exactly, %u sender switches in tail order, %u CQEs after a later "
            "offset's\n",
-           loss * 100, total, switches, out_of_tail_order);
+           loss * 100, dropped, total, switches, out_of_tail_order);
     fx_destroy(r.fx);
 }
 
@@ -1022,7 +1026,7 @@ int main(void)
     test_errors();
     test_footprint();
     test_many_senders(0);
-    test_many_senders(0.02); /* go back N, duplicates: still each message once */
+    test_many_senders(0.05); /* go back N, duplicates: still each message once */
     test_wrap(false);
     test_wrap(true);
     test_exhaustion();
