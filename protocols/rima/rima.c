@@ -130,19 +130,25 @@ static void heap_pop(struct rima_aq *aq)
 
 #if RIMA_HAVE_HW
 /* HW wrap padding: the NIC puts a message that does not fit before the end
- * of the region at offset 0 and the rest of the lap is padding, which no
- * completion announces.  The head stuck at a gap before a lap boundary with
- * a consumed message at the boundary may skip to the boundary only when no
- * append is still on its way: then the gap holds no message (it would have
- * been placed before the boundary one).  The NIC counts appends when it
- * advances the tail (ibv_query_aq: messages). */
-static bool hw_gap_is_padding(struct rima_aq *aq)
+ * of the region at offset 0, and the bytes from the tail to the end become
+ * padding, which no completion announces.  The head stuck at x (inside a
+ * lap) with a consumed message at the lap's end B either waits for a
+ * message still arriving at x, or faces the padding [x, B).  The NIC's
+ * counters tell which: every byte the tail has passed is a message byte
+ * (ibv_query_aq: bytes, counted when the tail advances) or padding, at most
+ * one padding per lap, and the tail is within one lap of the head, so
+ *     padding before B = (tail - bytes - padding skipped so far) mod R
+ * and [x, B) is padding exactly when that is B - x.  (Reset on empty would
+ * move the tail behind the layer's back: rima_aq_create refuses it.) */
+static bool hw_gap_is_padding(struct rima_aq *aq, uint64_t lap_end)
 {
     struct ibv_aq_attr a;
     memset(&a, 0, sizeof(a));
     if (ibv_query_aq(aq->hw, &a) != 0)
         return false;
-    return a.messages == aq->delivered;
+    uint64_t r = aq->region_bytes;
+    uint64_t pad = (a.tail % r + (r - a.bytes % r) + (r - aq->pad_bytes % r)) % r;
+    return pad == lap_end - aq->head_pos;
 }
 #endif
 
@@ -159,7 +165,8 @@ void rima_head_advance(struct rima_aq *aq)
             break;
 #if RIMA_HAVE_HW
         uint64_t r = aq->region_bytes, lap_end = (aq->head_pos / r + 1) * r;
-        if (aq->head_pos % r != 0 && aq->done[0].start == lap_end && hw_gap_is_padding(aq)) {
+        if (aq->head_pos % r != 0 && aq->done[0].start == lap_end &&
+            hw_gap_is_padding(aq, lap_end)) {
             aq->pad_bytes += lap_end - aq->head_pos;
             aq->head_pos = lap_end;
             continue;
@@ -169,16 +176,28 @@ void rima_head_advance(struct rima_aq *aq)
     }
     if (aq->head_pos == old)
         return;
-    if (aq->mode == RIMA_SW) {
-        rima_sw_publish_head(aq);
-    }
+    if (aq->mode == RIMA_SW)
+        rima_sw_publish_head(aq); /* a store into host memory: at once */
+    else if (aq->head_pos - aq->head_published >= aq->region_bytes / 4)
+        rima_hw_publish_head(aq); /* else at the next rima_poll_aq */
+}
+
+/* HW: the head goes to the NIC with ibv_modify_aq (an MMIO doorbell write,
+ * the cost of a posted PCIe write per call), so it is written once per
+ * rima_poll_aq call, or when a quarter of the region was consumed since
+ * the last write, not per consumed message. */
+void rima_hw_publish_head(struct rima_aq *aq)
+{
 #if RIMA_HAVE_HW
-    else {
-        struct ibv_aq_attr a;
-        memset(&a, 0, sizeof(a));
-        a.head = aq->head_pos % aq->region_bytes;
-        (void)ibv_modify_aq(aq->hw, &a, IBV_AQ_HEAD);
-    }
+    if (aq->mode != RIMA_HW || aq->head_pos == aq->head_published)
+        return;
+    struct ibv_aq_attr a;
+    memset(&a, 0, sizeof(a));
+    a.head = aq->head_pos % aq->region_bytes;
+    if (ibv_modify_aq(aq->hw, &a, IBV_AQ_HEAD) == 0)
+        aq->head_published = aq->head_pos;
+#else
+    (void)aq;
 #endif
 }
 
@@ -194,6 +213,8 @@ static int hw_aq_create(struct rima_aq *aq, const struct rima_aq_opts *o, bool q
 {
     if (!ibv_create_aq)
         return EOPNOTSUPP;
+    if (o->flags & IBV_AQ_F_RESET_ON_EMPTY)
+        return EINVAL; /* the layer tracks monotonic positions (hw_gap_is_padding) */
     struct ibv_aq_init_attr ia;
     memset(&ia, 0, sizeof(ia));
     ia.cq = aq->cq;
@@ -361,8 +382,10 @@ int rima_poll_aq(struct rima_aq *aq, int n, struct rima_msg *out)
         return -1;
     }
 #if RIMA_HAVE_HW
-    if (aq->mode == RIMA_HW)
+    if (aq->mode == RIMA_HW) {
+        rima_hw_publish_head(aq);
         return hw_poll_aq(aq, n, out);
+    }
 #endif
     return rima_sw_poll_aq(aq, n, out);
 }
@@ -404,6 +427,7 @@ int rima_aq_query(struct rima_aq *aq, struct rima_aq_stats *out)
         if (err)
             return err;
         out->footprint_bytes = a.committed_bytes;
+        out->rnr_naks = a.rnr_naks;
         return 0;
     }
 #endif

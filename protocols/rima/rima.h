@@ -129,6 +129,8 @@ struct rima_aq_stats {
                                     + 0, SW region + control page + receive
                                     WQEs (recv_depth x 16 B, estimate) */
     uint32_t recv_depth;         /* SW: receives kept posted */
+    uint64_t rnr_naks;           /* HW: appends the NIC refused for lack of room
+                                    (the sender retries after its RNR timer) */
 };
 
 struct rima_aq; /* opaque */

@@ -35,7 +35,7 @@ struct rima_aq {
     uint8_t *buf;
     /* head tracker (both modes): monotonic head position, min-heap of done
      * intervals by start */
-    uint64_t head_pos;
+    uint64_t head_pos, head_published;
     struct rima_ival *done;
     uint32_t done_n, done_cap;
     uint64_t delivered, delivered_bytes, consumed, pad_bytes, peak_pending;
@@ -53,6 +53,7 @@ struct rima_aq {
  * prefix (rima.c). */
 int rima_done_push(struct rima_aq *aq, uint64_t start, uint64_t end);
 void rima_head_advance(struct rima_aq *aq);
+void rima_hw_publish_head(struct rima_aq *aq);
 /* Monotonic position of a queue offset / 32-bit position, relative to the
  * head (every unconsumed message lies in [head, head + region)). */
 uint64_t rima_pos_from_low32(const struct rima_aq *aq, uint32_t low);

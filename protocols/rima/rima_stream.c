@@ -601,6 +601,7 @@ static int rs_server_run(struct rs_server *S)
         {"peak_pending_bytes", (double)st.peak_pending_bytes},
         {"footprint_bytes", (double)st.footprint_bytes},
         {"consumed", (double)st.consumed},
+        {"rnr_naks", (double)st.rnr_naks},
     };
     free(lat);
     host_report("rima_stream", kv, sizeof(kv) / sizeof(kv[0]));
