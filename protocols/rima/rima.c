@@ -7,8 +7,8 @@
  * hardware verbs do not exist (the system libibverbs has no ibv_create_aq,
  * a provider rejects IBV_WR_APPEND), so nothing here references them:
  * RIMA_AUTO means SW and RIMA_HW fails with EOPNOTSUPP.  In the simulator
- * they are referenced weakly, so this file also links into a simulator
- * without append queues (RIMA_HW then fails with EOPNOTSUPP as well). */
+ * a device without append queues (profile rima.tpt_entries = 0) answers
+ * ibv_create_aq with EOPNOTSUPP: RIMA_AUTO then means SW as well. */
 #include "protocols/rima/rima.h"
 
 #include <errno.h>
@@ -20,11 +20,6 @@
 
 #ifndef RNICSIM_REAL_VERBS
 #define RIMA_HAVE_HW 1
-/* Weak: resolved when the simulator's verbs shim provides append queues. */
-#pragma weak ibv_create_aq
-#pragma weak ibv_destroy_aq
-#pragma weak ibv_query_aq
-#pragma weak ibv_modify_aq
 #else
 #define RIMA_HAVE_HW 0
 #endif
@@ -211,8 +206,6 @@ uint64_t rima_pos_from_low32(const struct rima_aq *aq, uint32_t low)
 #if RIMA_HAVE_HW
 static int hw_aq_create(struct rima_aq *aq, const struct rima_aq_opts *o, bool quiet_fallback)
 {
-    if (!ibv_create_aq)
-        return EOPNOTSUPP;
     if (o->flags & IBV_AQ_F_RESET_ON_EMPTY)
         return EINVAL; /* the layer tracks monotonic positions (hw_gap_is_padding) */
     struct ibv_aq_init_attr ia;
@@ -538,6 +531,10 @@ int rima_post_append(struct rima_sender *s, uint64_t wr_id, const struct ibv_sge
     if (len > s->dst.region_bytes || len > UINT32_MAX)
         return EINVAL;
     if ((flags & IBV_SEND_INLINE) && len > RIMA_INLINE_MAX)
+        return EINVAL;
+    /* SW: at most half the region, so that a message whose reservation
+     * straddles the end fits at the next try (rima_sw.c) */
+    if (s->mode == RIMA_SW && len > s->dst.region_bytes / 2)
         return EINVAL;
     if (s->post_idx - s->retire_idx >= s->window)
         return ENOMEM;

@@ -183,12 +183,13 @@ struct rima_sender *rima_sender_create(struct ibv_pd *pd, struct ibv_qp *qp, str
                                        const struct rima_aq_remote *dst,
                                        const struct rima_sender_opts *opts);
 int rima_sender_destroy(struct rima_sender *s);
-/* Append the message sg_list[0..num_sge) (total <= region; 0 allowed).
+/* Append the message sg_list[0..num_sge) (total <= region in HW mode,
+ * <= region / 2 in SW mode; 0 allowed).
  * flags: IBV_SEND_SIGNALED (report a completion), IBV_SEND_INLINE (copy up
  * to RIMA_INLINE_MAX bytes now), IBV_SEND_SOLICITED.  The buffers must stay
  * valid and registered until the completion (as ibv_post_send).  Returns 0
- * or an errno value: EINVAL bad argument, ENOMEM window full (poll first),
- * EIO the sender failed earlier. */
+ * or an errno value: EINVAL bad argument (also a message too long for the region), ENOMEM window
+ * full (poll first), EIO the sender failed earlier. */
 int rima_post_append(struct rima_sender *s, uint64_t wr_id, const struct ibv_sge *sg_list,
                      int num_sge, unsigned int flags);
 /* Make progress and return up to n completions of signaled appends (or of

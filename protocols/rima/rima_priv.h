@@ -114,7 +114,9 @@ struct rima_sender {
     uint32_t dead_n, dead_cap;
     uint64_t cached_head;
     bool read_inflight;
-    int failed; /* errno once a completion failed */
+    bool recovering; /* after a straddle: one FAA at a time until the oldest
+                        unwritten append holds a reservation that fits */
+    int failed;      /* errno once a completion failed */
     /* completions to hand out (signaled or failed appends, in order) */
     struct rima_send_wc *ready;
     uint32_t ready_n;

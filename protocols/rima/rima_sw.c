@@ -21,7 +21,14 @@
  *      again.  To keep the per-sender order of the hardware (RC delivers
  *      one QP's appends in order), every later append of this sender that
  *      already holds a reservation is abandoned too and re-reserved after
- *      it (an epoch number tells stale FAA results apart).
+ *      it (an epoch number tells stale FAA results apart).  Until the
+ *      abandoned append holds a reservation that fits, the sender has one
+ *      FAA in flight ("recovering"): its next reservation then starts at
+ *      most span - 8 bytes into the next lap unless other senders moved the
+ *      tail meanwhile, and since a SW message is at most half the region
+ *      (rima_post_append: EINVAL above) it fits.  Without that, the stale
+ *      FAAs of the later appends could shift every retry by a multiple of
+ *      the region and straddle forever.
  *   3. Flow control: the message may be written only when p + span <=
  *      head + R, head being the sender's cached copy of the head word
  *      (monotonic, so a stale copy is conservative); otherwise the sender
@@ -391,6 +398,8 @@ static int issue_faas(struct rima_sender *s, bool *progress)
         }
         if (!s->faa_free_n || s->sq_used >= s->sq_depth)
             return 0;
+        if (s->recovering && s->faa_idx > s->write_idx)
+            return 0; /* the oldest one first, alone */
         uint32_t word = s->faa_free[--s->faa_free_n];
         s->faa_span[word] = sl->span;
         sl->gen = s->epoch & RIMA_WR_FIELD_MASK;
@@ -426,6 +435,7 @@ static int issue_faas(struct rima_sender *s, bool *progress)
 static int abandon_from_write_idx(struct rima_sender *s)
 {
     s->epoch++;
+    s->recovering = true;
     for (uint64_t j = s->write_idx; j < s->faa_idx; j++) {
         struct rima_slot *sl = &s->slots[j % s->window];
         if (sl->state == RIMA_SLOT_RESERVED && sl->span) {
@@ -476,6 +486,7 @@ static int issue_writes(struct rima_sender *s, bool *progress)
         sl->state = RIMA_SLOT_INFLIGHT;
         s->st.writes++;
         s->write_idx++;
+        s->recovering = false;
         *progress = true;
     }
     return 0;
