@@ -536,7 +536,8 @@ int rima_post_append(struct rima_sender *s, uint64_t wr_id, const struct ibv_sge
      * straddles the end fits at the next try (rima_sw.c) */
     if (s->mode == RIMA_SW && len > s->dst.region_bytes / 2)
         return EINVAL;
-    if (s->post_idx - s->retire_idx >= s->window)
+    if (s->post_idx - s->retire_idx >= s->window ||
+        (s->mode == RIMA_HW && s->sq_used >= s->sq_depth))
         return ENOMEM;
     uint32_t idx = (uint32_t)(s->post_idx % s->window);
     struct rima_slot *sl = &s->slots[idx];
@@ -553,8 +554,6 @@ int rima_post_append(struct rima_sender *s, uint64_t wr_id, const struct ibv_sge
     s->st.appends++;
 #if RIMA_HAVE_HW
     if (s->mode == RIMA_HW) {
-        if (s->sq_used >= s->sq_depth)
-            return ENOMEM;
         int err = hw_post(s, sl, idx);
         if (err)
             return err;

@@ -151,8 +151,10 @@ int rima_aq_export(const struct rima_aq *aq, struct rima_aq_remote *out);
 /* Up to n messages (in completion order), or -1 with errno (a failed
  * completion: EIO; a malformed one: EPROTO). */
 int rima_poll_aq(struct rima_aq *aq, int n, struct rima_msg *out);
-/* Release a message's bytes; 0 or an errno value (EINVAL: not a delivered
- * message, or consumed twice). */
+/* Release a message's bytes; 0 or an errno value (EINVAL: NULL, or not a
+ * message of the queue: outside [head, head + region), e.g. one consumed
+ * before that the head has passed; a second consume of a message the head
+ * has not passed yet is not detected). */
 int rima_aq_consume(struct rima_aq *aq, const struct rima_msg *msg);
 int rima_aq_query(struct rima_aq *aq, struct rima_aq_stats *out);
 
