@@ -8,6 +8,7 @@
 #include "protocols/litmus/litmus.h"
 #include "protocols/microbench/microbench.h"
 #include "protocols/perftest/perftest.h"
+#include "protocols/rima/rima_stream.h"
 
 const struct program_def protocol_programs[] = {
     {"perftest", perftest_main,
@@ -17,6 +18,7 @@ const struct program_def protocol_programs[] = {
     {"microbench", microbench_main,
      "hardware microbenchmarks: size, QP count, MR working set, atomics, doorbell batching "
      "(--server | --client --id=I)"},
+    {"rima_stream", rima_stream_main, "append queue stream: N senders, every message checked (--server | --client --id=I, --mode=hw|sw)"},
     {NULL, NULL, NULL},
 };
 

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # The real-hardware build: configure a separate build with
-# -DRNICSIM_REAL_VERBS=ON, build real_perftest and real_hello_write against
-# the system libibverbs with zero warnings, and check on this machine (no
-# RDMA device) that they say "no RDMA device found" and exit 1.  Also checks
+# -DRNICSIM_REAL_VERBS=ON, build real_perftest, real_rima_stream (the
+# portable append-queue layer protocols/rima linked in) and real_hello_write
+# against the system libibverbs with zero warnings, and check on this
+# machine (no RDMA device) that they say "no RDMA device found" and exit 1
+# (rima_stream: 2, its setup-error status).  The rima layer built that way
+# references no append-queue verb, and answers RIMA_HW with EOPNOTSUPP.  Also checks
 # the POSIX out-of-band board over TCP between two processes, and that the
 # user-program example builds as a simulator plug-in (shared object).
 # Args: rnicsim binary (unused), source dir, scratch dir.
@@ -13,10 +16,10 @@ build="$scratch/build-real"
 # 1. configure + build with warnings as errors, and no warning in the log
 log="$scratch/build.log"
 if cmake -S "$src" -B "$build" -DRNICSIM_REAL_VERBS=ON -DRNICSIM_WERROR=ON >"$log" 2>&1 &&
-    cmake --build "$build" --target real_perftest real_hello_write -j2 >>"$log" 2>&1; then
-    ok "configure and build real_perftest, real_hello_write"
+    cmake --build "$build" --target real_perftest real_rima_stream real_hello_write -j2 >>"$log" 2>&1; then
+    ok "configure and build real_perftest, real_rima_stream, real_hello_write"
 else
-    bad "configure and build real_perftest, real_hello_write"
+    bad "configure and build real_perftest, real_rima_stream, real_hello_write"
     tail -40 "$log"
 fi
 check "build has zero warnings" "! grep -qi 'warning:' '$log'"
@@ -48,6 +51,48 @@ if [ -x "$build/real_hello_write" ]; then
     check "real_hello_write: no device, exit 1 (got $rc)" \
         "[ $rc -eq 1 ] && grep -q 'no RDMA device found' <<<\"\$out\""
 fi
+
+if [ -x "$build/real_rima_stream" ]; then
+    out=$(RNICSIM_OOB_PORT=0 timeout 20 "$build/real_rima_stream" --server --mode=sw 2>&1)
+    rc=$?
+    check "real_rima_stream --server: no device, exit 2 (got $rc)" \
+        "[ $rc -eq 2 ] && grep -q 'no RDMA device found' <<<\"\$out\""
+    out=$(timeout 20 "$build/real_rima_stream" --help 2>&1)
+    rc=$?
+    check "real_rima_stream --help: exit 0, lists --mode" \
+        "[ $rc -eq 0 ] && grep -q -- '--mode=hw|sw|auto' <<<\"\$out\""
+    check "real_rima_stream references no append-queue verb" \
+        "! nm '$build/real_rima_stream' | grep -q 'ibv_[a-z]*_aq'"
+else
+    bad "real_rima_stream was not built"
+fi
+
+# 2b. the rima layer against the system libibverbs: RIMA_HW -> EOPNOTSUPP
+#     (nothing reaches a verb before that answer, so dummy objects will do)
+cat >"$scratch/rima_real_check.c" <<'EOF'
+#include <errno.h>
+#include <stdio.h>
+#include "protocols/rima/rima.h"
+int main(void)
+{
+    struct ibv_pd dummy_pd;
+    struct ibv_cq dummy_cq;
+    struct ibv_qp dummy_qp;
+    struct rima_aq_opts o = {.mode = RIMA_HW, .region_bytes = 1 << 20};
+    errno = 0;
+    if (rima_aq_create(&dummy_pd, &dummy_cq, &o) || errno != EOPNOTSUPP) { printf("aq: errno %d\n", errno); return 1; }
+    struct rima_aq_remote r = {.mode = RIMA_HW, .aq_num = 1, .region_bytes = 1 << 20};
+    errno = 0;
+    if (rima_sender_create(&dummy_pd, &dummy_qp, &dummy_cq, &r, NULL) || errno != EOPNOTSUPP) { printf("sender: errno %d\n", errno); return 1; }
+    o.region_bytes = 0;
+    errno = 0;
+    if (rima_aq_create(&dummy_pd, &dummy_cq, &o) || errno != EINVAL) { printf("region 0: errno %d\n", errno); return 1; }
+    printf("rima real ok\n");
+    return 0;
+}
+EOF
+check "rima layer against the system libibverbs: RIMA_HW is EOPNOTSUPP" \
+    "${CC:-cc} -std=c11 -D_GNU_SOURCE -DRNICSIM_REAL_VERBS=1 -Wall -Wextra -Wshadow -Werror -I'$src/include' -I'$src' '$scratch/rima_real_check.c' '$src/protocols/rima/rima.c' '$src/protocols/rima/rima_sw.c' '$src/tools/real/host_posix.c' -libverbs -lpthread -o '$scratch/rima_real_check' 2>'$scratch/rima_real.log' && '$scratch/rima_real_check' | grep -q 'rima real ok'"
 
 # 3. the example as a simulator plug-in: no libibverbs, warnings are errors
 cc=${CC:-cc}
