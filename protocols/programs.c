@@ -8,6 +8,7 @@
 #include "protocols/litmus/litmus.h"
 #include "protocols/microbench/microbench.h"
 #include "protocols/perftest/perftest.h"
+#include "protocols/rima/footprint.h"
 
 const struct program_def protocol_programs[] = {
     {"perftest", perftest_main,
@@ -17,6 +18,9 @@ const struct program_def protocol_programs[] = {
     {"microbench", microbench_main,
      "hardware microbenchmarks: size, QP count, MR working set, atomics, doorbell batching "
      "(--server | --client --id=I)"},
+    {"footprint", footprint_main,
+     "RIMA memory-footprint study: SRQ bins vs RIMA over a memcached stream (--server | --client "
+     "--id=I | --model)"},
     {NULL, NULL, NULL},
 };
 
