@@ -62,6 +62,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <rnicsim/host.h>
+#include <rnicsim/rima.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,7 +79,7 @@
 #define FP_SEQ_BITS 24
 #define FP_POLL_BATCH 64
 
-enum fp_bins_kind { FP_BINS_SINGLE, FP_BINS_EQUI, FP_BINS_SLAB };
+enum fp_bins_kind { FP_BINS_SINGLE, FP_BINS_EQUI, FP_BINS_SLAB, FP_BINS_RIMA };
 
 struct fp_opts {
     enum rc_conn_role role;
@@ -102,6 +103,7 @@ struct fp_opts {
     uint64_t sq_depth;
     uint64_t seed;
     uint64_t mtu;
+    uint64_t aq_region, aq_chunk, aq_initial, aq_head_batch;
 };
 
 struct fp_qpmap {
@@ -111,6 +113,11 @@ struct fp_qpmap {
 
 struct fp_item {
     uint32_t bin, slot, len, client;
+    uint64_t off; /* rima: offset in the append queue */
+};
+
+struct fp_extent {
+    uint64_t off, len;
 };
 
 struct fp {
@@ -141,7 +148,15 @@ struct fp {
     double *bin_out_sum; /* sum over processed messages of out_bin */
     uint8_t *app;        /* where messages are copied to */
     uint64_t starved;    /* drains that found an SRQ with no free buffer */
+    /* server, --bins=rima: the append queue */
+    struct ibv_aq *aq;
+    uint64_t aq_head;        /* software head (offset) */
+    uint64_t head_unwritten; /* head moves not yet written to the NIC */
+    struct fp_extent *done;  /* processed, not yet released (by offset) */
+    size_t ndone, done_cap;
+    struct wl_size_dist *replica; /* per client: the sizes it will send */
     /* client */
+    uint32_t aq_num;
     struct ibv_mr *pat_mr;
     uint8_t *pattern;
     uint32_t *inflight, *seq;
@@ -161,10 +176,12 @@ static void fp_usage(const char *prog)
     fprintf(stderr,
             "usage: %s --server|--client --id=I | --model\n"
             "  [--clients=K] [--name=N] [--dist=memcached|fixed:S|uniform:LO:HI|list:S:W,...]\n"
-            "  [--max-size=S] [--scale=F] [--bins=single|equi:M|slab:M] [--messages=N]\n"
+            "  [--max-size=S] [--scale=F] [--bins=single|equi:M|slab:M|rima] [--messages=N]\n"
             "  [--epoch=2048] [--warmup-epochs=E] [--rate=MSGS_PER_S] [--burst=K]\n"
             "  [--line-rate=56Gbps] [--alloc-latency-us=1000] [--small-rate=137e6]\n"
-            "  [--srq-depth=D] [--sq-depth=D] [--seed=S] [--mtu=B] [--queues=M (--model)]\n",
+            "  [--srq-depth=D] [--sq-depth=D] [--seed=S] [--mtu=B] [--queues=M (--model)]\n"
+            "  [--aq-region=1GiB] [--aq-chunk=8MiB] [--aq-initial-chunks=2]\n"
+            "  [--aq-head-batch=32]\n",
             prog);
 }
 
@@ -212,6 +229,10 @@ enum {
     OPT_SQ_DEPTH,
     OPT_SEED,
     OPT_MTU,
+    OPT_AQ_REGION,
+    OPT_AQ_CHUNK,
+    OPT_AQ_INITIAL,
+    OPT_AQ_HEAD_BATCH,
     OPT_HELP,
 };
 
@@ -241,6 +262,10 @@ static int fp_parse_args(int argc, char **argv, struct fp_opts *o)
         {"sq-depth", required_argument, NULL, OPT_SQ_DEPTH},
         {"seed", required_argument, NULL, OPT_SEED},
         {"mtu", required_argument, NULL, OPT_MTU},
+        {"aq-region", required_argument, NULL, OPT_AQ_REGION},
+        {"aq-chunk", required_argument, NULL, OPT_AQ_CHUNK},
+        {"aq-initial-chunks", required_argument, NULL, OPT_AQ_INITIAL},
+        {"aq-head-batch", required_argument, NULL, OPT_AQ_HEAD_BATCH},
         {"help", no_argument, NULL, OPT_HELP},
         {NULL, 0, NULL, 0},
     };
@@ -264,6 +289,18 @@ static int fp_parse_args(int argc, char **argv, struct fp_opts *o)
     o->srq_depth = 512;        /* estimate: > the outstanding messages at the default rate */
     o->sq_depth = 128;         /* perftest's tx-depth */
     o->seed = 1;
+    /* the append queue: a 1 GiB virtual region (reserved, not committed:
+     * Section 3.2 "virtual address reservations have little cost") so that
+     * a run never wraps; 8 MiB chunks = the reserve pool of 56 Gb/s x 1 ms
+     * (7 MB) rounded up, as 3.2.1 sizes an allocation ("a chunk as large as
+     * the active buffer and reserve pool together"); two committed at
+     * create so the first watermark crossing does not stall. */
+    o->aq_region = 1ull << 30;
+    o->aq_chunk = 8ull << 20;
+    o->aq_initial = 2;
+    /* estimate: a head write is an MMIO (300 ns of host.cpu.post_send); one
+     * per 32 messages costs < 10 ns each and holds < 32 x 231 B back */
+    o->aq_head_batch = 32;
 
     optind = 0; /* GNU getopt: full re-initialisation for each instance */
     opterr = 0;
@@ -313,6 +350,9 @@ static int fp_parse_args(int argc, char **argv, struct fp_opts *o)
             } else if (strncmp(a, "equi:", 5) == 0) {
                 o->bins = FP_BINS_EQUI;
                 ok = rc_conn_parse_uint(a + 5, 1, FP_MAX_QUEUES, &o->queues);
+            } else if (strcmp(a, "rima") == 0) {
+                o->bins = FP_BINS_RIMA;
+                o->queues = 1;
             } else if (strncmp(a, "slab:", 5) == 0) {
                 o->bins = FP_BINS_SLAB;
                 ok = rc_conn_parse_uint(a + 5, 1, WL_SLAB_MAX_CLASSES, &o->queues);
@@ -360,6 +400,20 @@ static int fp_parse_args(int argc, char **argv, struct fp_opts *o)
         case OPT_MTU:
             ok = rc_conn_parse_uint(a, 256, 4096, &o->mtu);
             break;
+        case OPT_AQ_REGION:
+            ok = rc_conn_parse_size(a, &o->aq_region) && o->aq_region >= 4096 &&
+                 o->aq_region % 4096 == 0;
+            break;
+        case OPT_AQ_CHUNK:
+            ok = rc_conn_parse_size(a, &o->aq_chunk) && o->aq_chunk >= 4096 &&
+                 o->aq_chunk % 4096 == 0;
+            break;
+        case OPT_AQ_INITIAL:
+            ok = rc_conn_parse_uint(a, 1, 1u << 20, &o->aq_initial);
+            break;
+        case OPT_AQ_HEAD_BATCH:
+            ok = rc_conn_parse_uint(a, 1, 1u << 20, &o->aq_head_batch);
+            break;
         case OPT_HELP:
             fp_usage(prog);
             return 1;
@@ -384,6 +438,13 @@ static int fp_parse_args(int argc, char **argv, struct fp_opts *o)
     }
     if (o->role == RC_CONN_ROLE_CLIENT && (!have_id || o->id >= o->clients)) {
         fprintf(stderr, "%s: a client needs --id=0..%" PRIu64 "\n", prog, o->clients - 1);
+        return 2;
+    }
+    if (o->aq_region % o->aq_chunk || o->aq_initial > o->aq_region / o->aq_chunk) {
+        fprintf(stderr,
+                "%s: --aq-region must be a multiple of --aq-chunk and hold the initial "
+                "chunks\n",
+                prog);
         return 2;
     }
     if (o->burst && o->rate / (double)o->clients >= o->line_rate / 8.0) {
@@ -428,6 +489,7 @@ static int fp_setup_bins(struct fp *fp, uint64_t queues)
         return 1;
     switch (fp->o.bins) {
     case FP_BINS_SINGLE:
+    case FP_BINS_RIMA: /* one queue; the bin only gives the range */
         fp->nbins = wl_bins_equispaced(&fp->dist, 1, fp->bins, 1);
         break;
     case FP_BINS_EQUI:
@@ -525,10 +587,11 @@ static struct ibv_qp *fp_create_qp(struct fp *fp, struct ibv_srq *srq, uint32_t 
     return qp;
 }
 
-/* Connection blob: hash u32, status u8, lid u16, gid[16], M x qpn u32. */
+/* Connection blob: hash u32 @0, status u8 @4, lid u16 @6, gid[16] @8,
+ * AQ number u32 @24 (server, rima), M x qpn u32 @28. */
 static size_t fp_blob_bytes(const struct fp *fp)
 {
-    return 24 + 4 * fp->nbins;
+    return 28 + 4 * fp->nbins;
 }
 
 static void fp_blob_put(const struct fp *fp, uint8_t *w, struct ibv_qp **qps, int status)
@@ -537,8 +600,9 @@ static void fp_blob_put(const struct fp *fp, uint8_t *w, struct ibv_qp **qps, in
     w[4] = (uint8_t)status;
     rc_conn_put_le(w + 6, fp->conn.port.lid, 2);
     memcpy(w + 8, fp->conn.gid.raw, 16);
+    rc_conn_put_le(w + 24, fp->aq ? fp->aq->aq_num : 0, 4);
     for (size_t b = 0; b < fp->nbins; b++)
-        rc_conn_put_le(w + 24 + 4 * b, qps && qps[b] ? qps[b]->qp_num : 0, 4);
+        rc_conn_put_le(w + 28 + 4 * b, qps && qps[b] ? qps[b]->qp_num : 0, 4);
 }
 
 /* Connect qps[0..M) to the peer's QPNs in blob w. */
@@ -552,7 +616,7 @@ static int fp_connect(struct fp *fp, struct ibv_qp **qps, const uint8_t *w,
     for (size_t b = 0; b < fp->nbins && rc == 0; b++) {
         c->qp = qps[b];
         c->local.psn = fp_psn(qps[b]->qp_num, fp->o.role);
-        c->peer.qpn = (uint32_t)rc_conn_get_le(w + 24 + 4 * b, 4);
+        c->peer.qpn = (uint32_t)rc_conn_get_le(w + 28 + 4 * b, 4);
         c->peer.psn = fp_psn(c->peer.qpn, peer_role);
         rc = rc_conn_connect(c, fp->access, 1) ? 1 : 0;
     }
@@ -621,8 +685,56 @@ static uint32_t fp_bin_depth(const struct fp *fp, size_t b)
     return (uint32_t)want;
 }
 
+/* --bins=rima: one append queue, K QPs without receives, a FIFO that
+ * grows, and a replica of every client's size stream (one QP per client
+ * keeps its order, so every length is checked exactly). */
+static int fp_server_setup_aq(struct fp *fp)
+{
+    size_t K = fp->o.clients;
+    char err[128];
+    fp->ring_cap = 4096;
+    if (fp_open(fp, 65536))
+        return 1;
+    struct ibv_aq_init_attr ia = {.cq = fp->cq,
+                                  .attr = {.region_bytes = fp->o.aq_region,
+                                           .chunk_bytes = fp->o.aq_chunk,
+                                           .initial_chunks = (uint32_t)fp->o.aq_initial}};
+    fp->aq = ibv_create_aq(fp->conn.pd, &ia);
+    if (!fp->aq) {
+        fprintf(stderr, "%s: ibv_create_aq: %s\n", fp->prog, strerror(errno));
+        return 1;
+    }
+    fp->app = malloc(wl_dist_max(&fp->dist));
+    fp->ring = calloc(fp->ring_cap, sizeof *fp->ring);
+    fp->done_cap = 4096;
+    fp->done = calloc(fp->done_cap, sizeof *fp->done);
+    fp->replica = calloc(K, sizeof *fp->replica);
+    fp->nqps = (uint32_t)K;
+    fp->qps = calloc(K, sizeof *fp->qps);
+    fp->qpmap = calloc(K, sizeof *fp->qpmap);
+    fp->expect_seq = calloc(K, sizeof *fp->expect_seq);
+    fp->out_bin = calloc(1, sizeof *fp->out_bin);
+    fp->bin_msgs = calloc(1, sizeof *fp->bin_msgs);
+    fp->bin_out_sum = calloc(1, sizeof *fp->bin_out_sum);
+    fp->srq_depth = calloc(1, sizeof *fp->srq_depth);
+    if (!fp->app || !fp->ring || !fp->done || !fp->replica || !fp->qps || !fp->qpmap ||
+        !fp->expect_seq || !fp->out_bin || !fp->bin_msgs || !fp->bin_out_sum || !fp->srq_depth)
+        return 1;
+    for (size_t i = 0; i < K; i++) {
+        if (wl_dist_parse(&fp->replica[i], fp->o.dist, fp->o.seed * 1000003u + i, err, sizeof err))
+            return 2;
+        wl_dist_set_transform(&fp->replica[i], fp->o.scale, (uint32_t)fp->o.max_size);
+        if (!(fp->qps[i] = fp_create_qp(fp, NULL, 1)))
+            return 1;
+        fp->qpmap[i] = (struct fp_qpmap){fp->qps[i]->qp_num, (uint32_t)i, 0};
+    }
+    return 0;
+}
+
 static int fp_server_setup(struct fp *fp)
 {
+    if (fp->o.bins == FP_BINS_RIMA)
+        return fp_server_setup_aq(fp);
     size_t M = fp->nbins, K = fp->o.clients;
     uint64_t total_bufs = 0;
     fp->srqs = calloc(M, sizeof *fp->srqs);
@@ -730,6 +842,93 @@ static int fp_server_exchange(struct fp *fp, int status)
     return rc;
 }
 
+/* One append completion into the FIFO (the FIFO grows: an append queue
+ * has no buffer count to bound it). */
+static int fp_drain_append(struct fp *fp, const struct ibv_wc *wc)
+{
+    if (wc->status != IBV_WC_SUCCESS || wc->opcode != IBV_WC_RECV_APPEND) {
+        fprintf(stderr, "%s: completion %s (opcode %d)\n", fp->prog, ibv_wc_status_str(wc->status),
+                (int)wc->opcode);
+        return 1;
+    }
+    const struct fp_qpmap *q = fp_find_qp(fp, wc->qp_num);
+    if (!q) {
+        fprintf(stderr, "VERIFY FAILED: %s: append on unknown QP %u\n", fp->prog, wc->qp_num);
+        return 2;
+    }
+    uint32_t want = wl_dist_sample(&fp->replica[q->client]);
+    uint64_t off = wc->wr_id;
+    if (wc->byte_len != want || off + wc->byte_len > fp->aq->region_bytes) {
+        fprintf(stderr,
+                "VERIFY FAILED: %s: client %u message %u: %u bytes at offset %" PRIu64
+                ", expected %u bytes\n",
+                fp->prog, q->client, fp->expect_seq[q->client], wc->byte_len, off, want);
+        return 2;
+    }
+    if (off < fp->aq_head) {
+        fprintf(stderr, "%s: the append queue wrapped; give a larger --aq-region\n", fp->prog);
+        return 1;
+    }
+    fp->expect_seq[q->client]++;
+    if (fp->ring_count == fp->ring_cap) {
+        struct fp_item *r = calloc(fp->ring_cap * 2, sizeof *r);
+        if (!r)
+            return 1;
+        for (size_t i = 0; i < fp->ring_count; i++)
+            r[i] = fp->ring[(fp->ring_head + i) % fp->ring_cap];
+        free(fp->ring);
+        fp->ring = r;
+        fp->ring_head = 0;
+        fp->ring_cap *= 2;
+    }
+    fp->ring[(fp->ring_head + fp->ring_count++) % fp->ring_cap] =
+        (struct fp_item){0, 0, wc->byte_len, q->client, off};
+    fp->out_bin[0]++;
+    fp->out_bytes += wc->byte_len;
+    return 0;
+}
+
+/* A processed message's space goes back in queue order: the head moves over
+ * every processed extent that starts at it (a message placed earlier whose
+ * completion has not come yet holds the head back). */
+static int fp_release(struct fp *fp, uint64_t off, uint64_t len)
+{
+    if (fp->ndone == fp->done_cap) {
+        struct fp_extent *d = realloc(fp->done, 2 * fp->done_cap * sizeof *d);
+        if (!d)
+            return 1;
+        fp->done = d;
+        fp->done_cap *= 2;
+    }
+    fp->done[fp->ndone++] = (struct fp_extent){off, len};
+    uint64_t head = fp->aq_head;
+    for (bool moved = true; moved;) {
+        moved = false;
+        for (size_t i = 0; i < fp->ndone; i++)
+            if (fp->done[i].off == head) {
+                head += fp->done[i].len;
+                fp->done[i] = fp->done[--fp->ndone];
+                moved = true;
+                break;
+            }
+    }
+    if (head == fp->aq_head)
+        return 0;
+    fp->aq_head = head;
+    /* one head write (an MMIO, host.cpu.post_send) per --aq-head-batch
+     * messages, and whenever the FIFO is empty */
+    if (++fp->head_unwritten < fp->o.aq_head_batch && fp->ring_count)
+        return 0;
+    fp->head_unwritten = 0;
+    struct ibv_aq_attr a = {.head = head};
+    if (ibv_modify_aq(fp->aq, &a, IBV_AQ_HEAD)) {
+        fprintf(stderr, "%s: ibv_modify_aq(head %" PRIu64 "): %s\n", fp->prog, head,
+                strerror(errno));
+        return 1;
+    }
+    return 0;
+}
+
 /* Move every completion into the FIFO. */
 static int fp_drain(struct fp *fp)
 {
@@ -741,6 +940,12 @@ static int fp_drain(struct fp *fp)
             return 1;
         }
         for (int k = 0; k < n; k++) {
+            if (fp->aq) {
+                int rc = fp_drain_append(fp, &wc[k]);
+                if (rc)
+                    return rc;
+                continue;
+            }
             if (wc[k].status != IBV_WC_SUCCESS || wc[k].opcode != IBV_WC_RECV) {
                 fprintf(stderr, "%s: completion %s (opcode %d)\n", fp->prog,
                         ibv_wc_status_str(wc[k].status), (int)wc[k].opcode);
@@ -773,7 +978,7 @@ static int fp_drain(struct fp *fp)
                 return 1;
             }
             fp->ring[(fp->ring_head + fp->ring_count++) % fp->ring_cap] =
-                (struct fp_item){b, slot, len, q->client};
+                (struct fp_item){b, slot, len, q->client, 0};
             fp->out_bin[b]++;
             fp->out_bytes += len;
             if (fp->free_bufs[b]-- == 1)
@@ -787,6 +992,7 @@ static int fp_drain(struct fp *fp)
 struct fp_epoch_acc {
     uint64_t epochs, steady;
     double out_sum, srq_active_sum, rima_active_sum, rate_sum, mean_out_sum;
+    double rima_sw_sum, committed_sum;
 };
 
 static double fp_srq_active_now(const struct fp *fp)
@@ -820,7 +1026,9 @@ static int fp_server_run(struct fp *fp)
         epoch_out_sum += (double)fp->ring_count;
         for (size_t b = 0; b < fp->nbins; b++)
             fp->bin_out_sum[b] += (double)fp->out_bin[b];
-        const uint8_t *src = fp->srq_buf[it.bin] + (size_t)it.slot * fp->bins[it.bin].buf_bytes;
+        const uint8_t *src =
+            fp->aq ? fp->aq->buf + it.off
+                   : fp->srq_buf[it.bin] + (size_t)it.slot * fp->bins[it.bin].buf_bytes;
         host_memcpy(fp->app, src, it.len);
         if (fp->app[0] != fp_pattern(it.client, 0) ||
             fp->app[it.len - 1] != fp_pattern(it.client, it.len - 1)) {
@@ -834,7 +1042,7 @@ static int fp_server_run(struct fp *fp)
         fp->out_bytes -= it.len;
         fp->bin_msgs[it.bin]++;
         bytes += it.len;
-        if (fp_post_srq(fp, it.bin, it.slot))
+        if (fp->aq ? fp_release(fp, it.off, it.len) : fp_post_srq(fp, it.bin, it.slot))
             return 1;
         done++;
         if (done % fp->o.epoch == 0) {
@@ -845,7 +1053,18 @@ static int fp_server_run(struct fp *fp)
             uint64_t now = host_now_ns();
             double out = (double)fp->ring_count;
             double srq_active = fp_srq_active_now(fp);
-            double rima_active = (double)fp->out_bytes;
+            /* RIMA: the append queue's own count when this run uses one,
+             * else the actual bytes of the outstanding messages */
+            double rima_sw = (double)fp->out_bytes, rima_active = rima_sw, committed = 0;
+            if (fp->aq) {
+                struct ibv_aq_attr qa;
+                if (ibv_query_aq(fp->aq, &qa)) {
+                    fprintf(stderr, "%s: ibv_query_aq: %s\n", fp->prog, strerror(errno));
+                    return 1;
+                }
+                rima_active = (double)qa.used_bytes;
+                committed = (double)qa.committed_bytes;
+            }
             double rate = now > t_epoch ? (double)fp->o.epoch * 1e3 / (double)(now - t_epoch) : 0;
             struct host_kv kv[] = {
                 {"epoch", (double)acc.epochs},
@@ -858,6 +1077,9 @@ static int fp_server_run(struct fp *fp)
                 {"rima_active_bytes", rima_active},
                 {"rima_reserve_bytes", rima_reserve},
                 {"rima_total_bytes", rima_active + rima_reserve},
+                {"rima_active_sw_bytes", rima_sw},
+                {"rima_committed_bytes", committed},
+                {"aq", fp->aq ? 1.0 : 0.0},
                 {"msg_rate_mps", rate},
             };
             host_report("footprint_epoch", kv, sizeof kv / sizeof kv[0]);
@@ -867,6 +1089,8 @@ static int fp_server_run(struct fp *fp)
                 acc.mean_out_sum += epoch_out_sum / (double)fp->o.epoch;
                 acc.srq_active_sum += srq_active;
                 acc.rima_active_sum += rima_active;
+                acc.rima_sw_sum += rima_sw;
+                acc.committed_sum += committed;
                 acc.rate_sum += rate;
             }
             acc.epochs++;
@@ -876,6 +1100,11 @@ static int fp_server_run(struct fp *fp)
     }
     double ns = acc.steady ? (double)acc.steady : 1.0;
     double out_mean = acc.mean_out_sum / ns;
+    struct ibv_aq_attr qa = {0};
+    if (fp->aq && ibv_query_aq(fp->aq, &qa)) {
+        fprintf(stderr, "%s: ibv_query_aq: %s\n", fp->prog, strerror(errno));
+        return 1;
+    }
     struct host_kv kv[] = {
         {"queues", (double)fp->nbins},
         {"clients", (double)fp->o.clients},
@@ -893,6 +1122,14 @@ static int fp_server_run(struct fp *fp)
         {"rima_active_bytes", acc.rima_active_sum / ns},
         {"rima_reserve_bytes", rima_reserve},
         {"rima_total_bytes", acc.rima_active_sum / ns + rima_reserve},
+        {"rima_active_sw_bytes", acc.rima_sw_sum / ns},
+        {"rima_committed_bytes", acc.committed_sum / ns},
+        {"aq", fp->aq ? 1.0 : 0.0},
+        {"aq_peak_used_bytes", (double)qa.peak_used_bytes},
+        {"aq_peak_committed_bytes", (double)qa.peak_committed_bytes},
+        {"aq_watermark_irqs", (double)qa.watermark_irqs},
+        {"aq_chunks_allocated", (double)qa.chunks_allocated},
+        {"aq_rnr_naks", (double)qa.rnr_naks},
         {"msg_rate_mps", acc.rate_sum / ns},
         {"line_rate_gbps", fp->o.line_rate / 1e9},
         {"srq_starved", (double)fp->starved},
@@ -989,6 +1226,7 @@ static int fp_client_main(struct fp *fp)
         fprintf(stderr, "%s: the server failed to set up (status %d)\n", fp->prog, w[4]);
         st = w[4];
     }
+    fp->aq_num = (uint32_t)rc_conn_get_le(w + 24, 4);
     if (!st)
         st = fp_connect(fp, fp->qps, w, RC_CONN_ROLE_SERVER);
     free(w);
@@ -1032,6 +1270,8 @@ static int fp_client_main(struct fp *fp)
             .imm_data = htonl(((uint32_t)fp->o.id << FP_SEQ_BITS) |
                               (fp->seq[b]++ & ((1u << FP_SEQ_BITS) - 1))),
         };
+        if (fp->o.bins == FP_BINS_RIMA)
+            ibv_wr_append(&wr, fp->aq_num);
         struct ibv_send_wr *bad;
         int rc = ibv_post_send(fp->qps[b], &wr, &bad);
         if (rc) {
@@ -1064,6 +1304,8 @@ static void fp_close(struct fp *fp)
     }
     if (fp->pat_mr)
         ibv_dereg_mr(fp->pat_mr);
+    if (fp->aq)
+        ibv_destroy_aq(fp->aq);
     if (fp->cq)
         ibv_destroy_cq(fp->cq);
     rc_conn_close(&fp->conn);
@@ -1084,6 +1326,8 @@ static void fp_close(struct fp *fp)
     free(fp->inflight);
     free(fp->seq);
     free(fp->bins);
+    free(fp->done);
+    free(fp->replica);
 }
 
 int footprint_main(int argc, char **argv)
