@@ -276,15 +276,17 @@ void wl_dist_set_transform(struct wl_size_dist *d, double scale, uint32_t max_by
     d->max_bytes = max_bytes;
 }
 
+/* Truncate first, then scale (Section 5.1.3 scales "the truncated
+ * memcached distribution"): ceil(min(raw, max) x scale), at least 1. */
 static uint32_t transform(const struct wl_size_dist *d, uint32_t raw)
 {
     double v = raw;
+    if (d->max_bytes && v > d->max_bytes)
+        v = d->max_bytes;
     if (d->scale != 1.0)
         v = ceil(v * d->scale);
     if (v < 1)
         v = 1;
-    if (d->max_bytes && v > d->max_bytes)
-        v = d->max_bytes;
     if (v > UINT32_MAX)
         v = UINT32_MAX;
     return (uint32_t)v;
@@ -343,12 +345,12 @@ static double raw_cdf(const struct wl_size_dist *d, uint64_t y)
 
 double wl_dist_cdf(const struct wl_size_dist *d, uint64_t bytes)
 {
-    if (d->max_bytes && bytes >= d->max_bytes)
-        return 1.0;
     if (bytes == 0)
         return 0.0;
-    /* ceil(X s) <= b  <=>  X s <= b  <=>  X <= floor(b / s) (X integer). */
+    /* ceil(min(X, M) s) <= b  <=>  min(X, M) <= floor(b / s) (integers) */
     double y = d->scale == 1.0 ? (double)bytes : floor((double)bytes / d->scale + 1e-9);
+    if (d->max_bytes && y >= d->max_bytes)
+        return 1.0;
     return raw_cdf(d, (uint64_t)y);
 }
 
@@ -356,39 +358,34 @@ double wl_dist_mean(const struct wl_size_dist *d)
 {
     double mean = 0, cprev = 0;
     uint32_t prev = 0;
+    uint64_t m = d->max_bytes ? d->max_bytes : UINT64_MAX;
     for (size_t i = 0; i < d->n_points; i++) {
         const struct wl_cdf_point *pt = &d->points[i];
         double mass = pt->cdf - cprev;
         uint32_t x = pt->size_bytes;
         if (mass > 0 && x > prev) {
             uint64_t len = x - prev;
-            if (len <= 65536 || d->scale == 1.0) {
-                /* exact: uniform over prev+1..x, transformed */
-                if (d->scale == 1.0) {
-                    /* closed form of E[min(X, M)] */
-                    uint64_t m = d->max_bytes ? d->max_bytes : UINT64_MAX;
-                    double sum;
-                    if (m > x)
-                        sum = ((double)prev + 1 + x) / 2.0 * (double)len;
-                    else if (m <= prev + 1)
-                        sum = (double)m * (double)len;
-                    else
-                        sum = ((double)prev + 1 + m) / 2.0 * (double)(m - prev) +
-                              (double)m * (double)(x - m);
-                    mean += mass * sum / (double)len;
-                } else {
-                    double sum = 0;
+            /* E[min(X, M)] for X uniform over prev+1..x, closed form */
+            double sum;
+            if (m > x)
+                sum = ((double)prev + 1 + x) / 2.0 * (double)len;
+            else if (m <= prev + 1)
+                sum = (double)m * (double)len;
+            else
+                sum = ((double)prev + 1 + (double)m) / 2.0 * (double)(m - prev) +
+                      (double)m * (double)(x - m);
+            double e = sum / (double)len;
+            if (d->scale != 1.0) {
+                if (len <= 65536) { /* exact */
+                    double t = 0;
                     for (uint64_t v = prev + 1; v <= x; v++)
-                        sum += transform(d, (uint32_t)v);
-                    mean += mass * sum / (double)len;
+                        t += transform(d, (uint32_t)v);
+                    e = t / (double)len;
+                } else { /* long segment: the ceil adds within 0.5 B */
+                    e = e * d->scale + 0.5;
                 }
-            } else {
-                /* long segment and a scale: within 0.5 B of exact */
-                double e = ((double)prev + 1 + x) / 2.0 * d->scale + 0.5;
-                if (d->max_bytes && e > d->max_bytes)
-                    e = d->max_bytes;
-                mean += mass * e;
             }
+            mean += mass * e;
         }
         prev = x;
         cprev = pt->cdf;

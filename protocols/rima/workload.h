@@ -56,8 +56,9 @@ struct wl_size_dist {
     /* WL_DIST_LIST / WL_DIST_MEMCACHED: the CDF the sampler inverts. */
     struct wl_cdf_point points[WL_LIST_MAX + 96];
     size_t n_points;
-    /* Post-processing of every draw: size = min(ceil(draw x scale),
-     * max_bytes) (scale 1, max_bytes 0 = no truncation); at least 1 byte. */
+    /* Post-processing of every draw: size = ceil(min(draw, max_bytes) x
+     * scale), at least 1 byte (max_bytes 0 = no truncation): truncate, then
+     * scale, as Section 5.1.3 scales the truncated distribution. */
     double scale;
     uint32_t max_bytes;
     struct wl_rng rng;
@@ -78,7 +79,7 @@ int wl_dist_list(struct wl_size_dist *d, const char *spec, uint64_t seed, char *
  * "list:S:W,S:W,...".  Returns 0 or -1 with a message in err. */
 int wl_dist_parse(struct wl_size_dist *d, const char *spec, uint64_t seed, char *err,
                   size_t errlen);
-/* Truncate at max_bytes (0 = none) and scale by `scale` (> 0). */
+/* Truncate at max_bytes (0 = none), then scale by `scale` (> 0). */
 void wl_dist_set_transform(struct wl_size_dist *d, double scale, uint32_t max_bytes);
 
 /* Draw one size (>= 1). */

@@ -79,9 +79,11 @@ static void test_transforms(void)
     CHECK(mx <= 16384);
     wl_dist_set_transform(&d, 2.0, 16384);
     double m2 = wl_dist_mean(&d);
+    CHECK_EQ_U64(wl_dist_max(&d), 32768); /* truncate, then scale */
     wl_dist_set_transform(&d, 0.5, 16384);
     double mh = wl_dist_mean(&d);
-    CHECK(m2 > 1.9 * m16 && m2 < 2.0 * m16 + 1);
+    CHECK_EQ_U64(wl_dist_max(&d), 8192);
+    CHECK(m2 > 1.99 * m16 && m2 < 2.0 * m16 + 0.01); /* exact doubling */
     CHECK(mh > 0.5 * m16 && mh < 0.5 * m16 + 1);
     /* x0.5: P(size <= 512) = P(original <= 1024) */
     NEAR(wl_dist_cdf(&d, 512), 0.956, 1e-9);
