@@ -49,7 +49,8 @@
  *
  * Out of band (prefix --name): "<name>/client/<i>" (options hash, LID,
  * GID, the M QPNs), "<name>/server/<i>" (status, LID, GID, the server's M
- * QPNs for client i), "<name>/done/<i>" (the client's sent count).
+ * QPNs for client i), "<name>/go" (the server's status once every client
+ * is connected: the clients start sending then).
  *
  * No globals: several instances run as coroutines in one simulator
  * process.  getopt's globals are used only while parsing. */
@@ -338,7 +339,7 @@ static int fp_parse_args(int argc, char **argv, struct fp_opts *o)
                 snprintf(o->dist, sizeof(o->dist), "%s", a);
             break;
         case OPT_MAX_SIZE:
-            ok = rc_conn_parse_uint(a, 1, UINT32_MAX, &o->max_size);
+            ok = rc_conn_parse_uint(a, 0, UINT32_MAX, &o->max_size); /* 0 = none */
             break;
         case OPT_SCALE:
             ok = fp_parse_double(a, 1e-6, &o->scale) && o->scale <= 1e6;
@@ -673,11 +674,11 @@ static int fp_post_srq(struct fp *fp, uint32_t b, uint32_t slot)
 }
 
 /* SRQ b gets enough buffers for its share of --srq-depth with a 4x margin
- * (at least 16, at most --srq-depth): buffers are virtual memory the
+ * plus 64 (at most --srq-depth): buffers are virtual memory the
  * footprint does not count, only the outstanding ones are. */
 static uint32_t fp_bin_depth(const struct fp *fp, size_t b)
 {
-    double want = ceil(4.0 * fp->bins[b].prob * (double)fp->o.srq_depth) + 16;
+    double want = ceil(4.0 * fp->bins[b].prob * (double)fp->o.srq_depth) + 64;
     if (want > (double)fp->o.srq_depth)
         want = (double)fp->o.srq_depth;
     if (fp->dev.max_srq_wr > 0 && want > fp->dev.max_srq_wr)
@@ -1157,6 +1158,13 @@ static int fp_server_main(struct fp *fp)
 {
     int rc = fp_server_setup(fp);
     int st = fp_server_exchange(fp, rc);
+    /* start: every client is connected (the stream does not queue up
+     * behind the server's connection setup) */
+    char key[FP_KEY_MAX];
+    uint8_t go = (uint8_t)(rc ? rc : st);
+    snprintf(key, sizeof key, "%s/go", fp->o.name);
+    if (fp_oob_put(fp, key, &go, 1))
+        return 1;
     if (rc || st)
         return rc ? rc : st;
     return fp_server_run(fp);
@@ -1230,8 +1238,15 @@ static int fp_client_main(struct fp *fp)
     if (!st)
         st = fp_connect(fp, fp->qps, w, RC_CONN_ROLE_SERVER);
     free(w);
-    if (st)
-        return st;
+    uint8_t go = 0;
+    snprintf(key, sizeof key, "%s/go", fp->o.name);
+    if (fp_oob_get(fp, key, &go, 1))
+        return 1;
+    if (st || go) {
+        if (go && !st)
+            fprintf(stderr, "%s: the server failed to set up (status %d)\n", fp->prog, go);
+        return st ? st : go;
+    }
 
     /* the stream: sizes and arrival gaps from this client's seeds */
     struct wl_arrival arr;
