@@ -191,9 +191,9 @@ static bool fp_parse_double(const char *s, double min, double *out)
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (end == s || errno || !isfinite(v) || v < min)
+    if (end == s || errno || !isfinite(v))
         return false;
-    /* rate suffixes: G, M, K (decimal), "bps" tolerated for line rates */
+    /* decimal suffixes: K, M, G, optionally followed by "bps" (rates) */
     if (strcasecmp(end, "G") == 0 || strcasecmp(end, "Gbps") == 0)
         v *= 1e9;
     else if (strcasecmp(end, "M") == 0 || strcasecmp(end, "Mbps") == 0)
@@ -201,6 +201,8 @@ static bool fp_parse_double(const char *s, double min, double *out)
     else if (strcasecmp(end, "K") == 0 || strcasecmp(end, "Kbps") == 0)
         v *= 1e3;
     else if (*end && strcasecmp(end, "bps") != 0)
+        return false;
+    if (v < min)
         return false;
     *out = v;
     return true;
