@@ -80,7 +80,7 @@
 #define FP_SEQ_BITS 24
 #define FP_POLL_BATCH 64
 
-enum fp_bins_kind { FP_BINS_SINGLE, FP_BINS_EQUI, FP_BINS_SLAB, FP_BINS_RIMA };
+enum fp_bins_kind { FP_BINS_SINGLE, FP_BINS_EQUI, FP_BINS_SLAB, FP_BINS_SLAB_BYTES, FP_BINS_RIMA };
 
 struct fp_opts {
     enum rc_conn_role role;
@@ -177,7 +177,8 @@ static void fp_usage(const char *prog)
     fprintf(stderr,
             "usage: %s --server|--client --id=I | --model\n"
             "  [--clients=K] [--name=N] [--dist=memcached|fixed:S|uniform:LO:HI|list:S:W,...]\n"
-            "  [--max-size=S] [--scale=F] [--bins=single|equi:M|slab:M|rima] [--messages=N]\n"
+            "  [--max-size=S] [--scale=F] [--bins=single|equi:M|slab:M|slab-bytes:M|rima] "
+            "[--messages=N]\n"
             "  [--epoch=2048] [--warmup-epochs=E] [--rate=MSGS_PER_S] [--burst=K]\n"
             "  [--line-rate=56Gbps] [--alloc-latency-us=1000] [--small-rate=137e6]\n"
             "  [--srq-depth=D] [--sq-depth=D] [--seed=S] [--mtu=B] [--queues=M (--model)]\n"
@@ -356,6 +357,9 @@ static int fp_parse_args(int argc, char **argv, struct fp_opts *o)
             } else if (strcmp(a, "rima") == 0) {
                 o->bins = FP_BINS_RIMA;
                 o->queues = 1;
+            } else if (strncmp(a, "slab-bytes:", 11) == 0) {
+                o->bins = FP_BINS_SLAB_BYTES;
+                ok = rc_conn_parse_uint(a + 11, 1, WL_SLAB_MAX_CLASSES, &o->queues);
             } else if (strncmp(a, "slab:", 5) == 0) {
                 o->bins = FP_BINS_SLAB;
                 ok = rc_conn_parse_uint(a + 5, 1, WL_SLAB_MAX_CLASSES, &o->queues);
@@ -500,6 +504,9 @@ static int fp_setup_bins(struct fp *fp, uint64_t queues)
         break;
     case FP_BINS_SLAB:
         fp->nbins = wl_bins_slab(&fp->dist, queues, fp->bins, queues);
+        break;
+    case FP_BINS_SLAB_BYTES:
+        fp->nbins = wl_bins_slab_balanced(&fp->dist, queues, WL_BALANCE_BYTES, fp->bins, queues);
         break;
     }
     if (fp->nbins == 0) {

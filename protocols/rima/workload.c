@@ -503,6 +503,12 @@ size_t wl_bins_equispaced(const struct wl_size_dist *d, size_t n, struct wl_bin 
 
 size_t wl_bins_slab(const struct wl_size_dist *d, size_t n, struct wl_bin *out, size_t max)
 {
+    return wl_bins_slab_balanced(d, n, WL_BALANCE_MESSAGES, out, max);
+}
+
+size_t wl_bins_slab_balanced(const struct wl_size_dist *d, size_t n, enum wl_balance balance,
+                             struct wl_bin *out, size_t max)
+{
     uint32_t classes[WL_SLAB_MAX_CLASSES];
     /* memcached defaults: -f 1.25, -I 1m (Section 2.2: 42 classes) */
     size_t nc = wl_slab_classes(1.25, 1u << 20, classes, WL_SLAB_MAX_CLASSES);
@@ -524,8 +530,10 @@ size_t wl_bins_slab(const struct wl_size_dist *d, size_t n, struct wl_bin *out, 
         n = m;
     if (n > max)
         n = max;
-    /* best[j][i]: the smallest possible largest bin mass when the first i
-     * classes form j bins; cut[j][i] the start of the last bin. */
+    /* best[j][i]: the smallest possible largest bin weight when the first
+     * i classes form j bins; cut[j][i] the start of the last bin.  Weight
+     * of classes c..i-1 as one bin: its probability, or (bytes) its
+     * probability x its buffer (the largest class). */
     double best[WL_SLAB_MAX_CLASSES + 1][WL_SLAB_MAX_CLASSES + 1];
     size_t cut[WL_SLAB_MAX_CLASSES + 1][WL_SLAB_MAX_CLASSES + 1];
     double prefix[WL_SLAB_MAX_CLASSES + 1];
@@ -539,7 +547,10 @@ size_t wl_bins_slab(const struct wl_size_dist *d, size_t n, struct wl_bin *out, 
     for (size_t j = 1; j <= n; j++)
         for (size_t i = j; i <= m; i++)
             for (size_t c = j - 1; c < i; c++) {
-                double v = fmax(best[j - 1][c], prefix[i] - prefix[c]);
+                double w = prefix[i] - prefix[c];
+                if (balance == WL_BALANCE_BYTES)
+                    w *= cls[i - 1].buf_bytes;
+                double v = fmax(best[j - 1][c], w);
                 if (v < best[j][i]) {
                     best[j][i] = v;
                     cut[j][i] = c;

@@ -157,6 +157,12 @@ size_t wl_bins_equispaced(const struct wl_size_dist *d, size_t n, struct wl_bin 
  * n larger than the number of non-empty classes gives one bin per class.
  * Returns the count. */
 size_t wl_bins_slab(const struct wl_size_dist *d, size_t n, struct wl_bin *out, size_t max);
+/* What wl_bins_slab_balanced equalises across bins: the fraction of
+ * messages (wl_bins_slab), or the bytes of buffers they hold (probability x
+ * the bin's buffer size, i.e. each queue's share of the active buffer). */
+enum wl_balance { WL_BALANCE_MESSAGES, WL_BALANCE_BYTES };
+size_t wl_bins_slab_balanced(const struct wl_size_dist *d, size_t n, enum wl_balance balance,
+                             struct wl_bin *out, size_t max);
 /* Index of the bin a size falls in (the first with hi >= size); n - 1 for
  * sizes beyond the last bin. */
 size_t wl_bin_of(const struct wl_bin *bins, size_t n, uint32_t size_bytes);

@@ -211,8 +211,20 @@ static void test_bins(void)
     CHECK_EQ_U64(bins[1].hi_bytes, 400); /* clipped to the max size */
     NEAR(bins[0].prob, 0.5, 1e-12);
     NEAR(bins[1].prob, 0.5, 1e-12);
-    /* 3 bins: best max is 0.5 either way; earliest cut wins */
+    /* more bins than non-empty classes: one per class */
     CHECK_EQ_U64(wl_bins_slab(&d, 10, bins, 64), 4);
+    /* balance messages vs bytes: 100 B x 0.5, 200 B x 0.3, 400 B x 0.2 ->
+     * classes (..120] 0.5, (..240] 0.3, (..400] 0.2.  Messages: {120} {240,
+     * 400} (max 0.5).  Bytes: {120,240} {400}: max(0.8 x 240, 0.2 x 400) =
+     * 192 beats max(0.5 x 120, 0.5 x 400) = 200. */
+    CHECK(wl_dist_parse(&d, "list:100:0.5,200:0.3,400:0.2", 1, err, sizeof err) == 0);
+    CHECK_EQ_U64(wl_bins_slab(&d, 2, bins, 64), 2);
+    CHECK_EQ_U64(bins[0].hi_bytes, 120);
+    CHECK_EQ_U64(bins[1].hi_bytes, 400);
+    CHECK_EQ_U64(wl_bins_slab_balanced(&d, 2, WL_BALANCE_BYTES, bins, 64), 2);
+    CHECK_EQ_U64(bins[0].hi_bytes, 240);
+    CHECK_EQ_U64(bins[1].lo_bytes, 241);
+    NEAR(bins[0].prob, 0.8, 1e-12);
 }
 
 int main(void)
