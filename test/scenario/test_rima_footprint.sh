@@ -8,7 +8,7 @@
 #     single SRQ's, the AQ committed physical memory (> 0, chunk multiples)
 #     and its used bytes are at least the outstanding bytes counted by the
 #     server; the same scenario run twice gives identical tables;
-#  3. fig4 equi-spaced sweep (1, 16, 200, 400 SRQs): the total footprint is
+#  3. fig4 equi-spaced sweep (1, 16, 200, 300 SRQs): the total footprint is
 #     U-shaped (the minimum is in the interior);
 #  4. fig6 model: 42 rows, one SRQ = 143.65 GB, an interior minimum;
 #  5. bad input: unknown --bins, and a non-numeric --rate, exit 2 with a
@@ -20,12 +20,12 @@ sc="$src/scenarios/rima"
 
 # ---- 1 + 2. fig3, single SRQ and RIMA, 8 epochs
 for b in single rima; do
-    "$bin" run "$sc/fig3_epochs.yaml" --set vars.bins=$b --set vars.msgs=4096 \
+    "$bin" run "$sc/fig3_epochs.yaml" --set vars.bins=$b --set vars.msgs=2048 \
         -o "$scratch/f3_$b.json" >"$scratch/f3_$b.log" 2>&1
     check "fig3 $b: exit 0" "[ $? -eq 0 ]"
 done
 for b in single rima; do
-    "$bin" run "$sc/fig3_epochs.yaml" --set vars.bins=$b --set vars.msgs=4096 \
+    "$bin" run "$sc/fig3_epochs.yaml" --set vars.bins=$b --set vars.msgs=2048 \
         -o "$scratch/f3_${b}2.json" >/dev/null 2>&1
 done
 check "fig3 deterministic (single)" "cmp -s <($py -c 'import json,sys;print(json.dumps(json.load(open(sys.argv[1]))[\"tables\"]))' $scratch/f3_single.json) <($py -c 'import json,sys;print(json.dumps(json.load(open(sys.argv[1]))[\"tables\"]))' $scratch/f3_single2.json)"
@@ -35,7 +35,7 @@ check "fig3 single: active = outstanding x 1 MiB, reserve = 137e6 x 1 ms x 1 MiB
 import json, sys
 r = json.load(open(sys.argv[1]))['tables']
 ep = r['footprint_epoch']
-assert len(ep) == 4 * 4096 // 2048, len(ep)
+assert len(ep) == 4 * 2048 // 2048, len(ep)
 nonzero = 0
 for e in ep:
     assert e['srq_active_bytes'] == e['outstanding_msgs'] * 1048576, e
@@ -45,7 +45,7 @@ for e in ep:
     nonzero += e['outstanding_msgs'] > 0
 assert nonzero > 0, 'no epoch ever had a message outstanding'
 f = r['footprint'][0]
-assert f['messages'] == 4 * 4096, f
+assert f['messages'] == 4 * 2048, f
 assert 3.0 < f['msg_rate_mps'] < 4.5, f          # 4 M msg/s offered
 assert 200 < f['mean_size_bytes'] < 260, f       # memcached, mean 231 B
 assert f['srq_starved'] == 0, f
@@ -57,7 +57,7 @@ r = json.load(open(sys.argv[1]))['tables']
 s = json.load(open(sys.argv[2]))['tables']['footprint'][0]
 f = r['footprint'][0]
 assert f['aq'] == 1, f
-assert f['messages'] == 4 * 4096, f
+assert f['messages'] == 4 * 2048, f
 assert f['rima_total_bytes'] < s['srq_total_bytes'] / 1000, (f, s)
 assert f['rima_reserve_bytes'] == 56e9 / 8 * 1e-3, f
 assert f['aq_rnr_naks'] == 0, f
@@ -71,17 +71,17 @@ PY"
 
 # ---- 3. fig4, U shape
 rm -rf "$scratch/f4"
-"$bin" sweep "$sc/fig4_equispaced.yaml" --set vars.queues=1,16,200,400 --set vars.msgs=2048 \
+"$bin" sweep "$sc/fig4_equispaced.yaml" --set vars.queues=1,16,200,300 --set vars.msgs=1024 \
     -j2 -o "$scratch/f4" >"$scratch/f4.log" 2>&1
 check "fig4 sweep: exit 0" "[ -s $scratch/f4/sweep.csv ] && ! grep -q failed, $scratch/f4/sweep.csv"
 check "fig4: U-shaped total footprint (minimum in the interior)" "$py - $scratch/f4/sweep.csv <<'PY'
 import csv, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
 t = {int(r['vars.queues']): float(r['footprint.srq_total_bytes']) for r in rows}
-assert sorted(t) == [1, 16, 200, 400], t
+assert sorted(t) == [1, 16, 200, 300], t
 q = min(t, key=t.get)
-assert q not in (1, 400), t
-assert t[1] > t[16] > t[200] < t[400], t
+assert q not in (1, 300), t
+assert t[1] > t[16] > t[200] < t[300], t
 PY"
 
 # ---- 4. fig6, analytic
