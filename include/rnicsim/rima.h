@@ -94,7 +94,8 @@ struct ibv_aq_attr {
                                  the tail below which the NIC interrupts the
                                  host to commit the next chunk (Table 4:
                                  the reserve pool, line rate x L) */
-    uint32_t initial_chunks;  /* chunks committed at create (>= 1) */
+    uint32_t initial_chunks;  /* chunks committed at create, from offset 0
+                                 (0 = 1); query: as created */
     uint32_t flags;           /* enum ibv_aq_flags */
     uint64_t head;            /* offset of the oldest unconsumed byte (modify
                                  with IBV_AQ_HEAD: the new head, reached by
@@ -108,6 +109,8 @@ struct ibv_aq_attr {
     uint64_t watermark_irqs;     /* interrupts raised */
     uint64_t chunks_allocated, chunks_freed;
     uint64_t rnr_naks;           /* appends refused: no room (region or commit) */
+    /* committed_bytes = (initial_chunks + chunks_allocated - chunks_freed)
+     * x chunk_bytes; chunks_allocated counts background allocations only */
 };
 
 enum ibv_aq_attr_mask {
@@ -123,11 +126,27 @@ struct ibv_aq_init_attr {
 };
 
 /* Errors (errno, NULL / non-zero return as the SRQ verbs): EINVAL bad
- * argument (no cq, sizes not multiples of 4 KiB or chunk > region, unknown
- * flags or mask bits, head outside the used part); ENOMEM the TPT is full
- * (the profile's rima.tpt_entries) or the region cannot be reserved;
- * EBUSY destroy while QPs are still ... (see docs/rima.md);
- * EOPNOTSUPP the device has no RIMA (rima.tpt_entries = 0). */
+ * argument (no cq, a cq of another context, sizes not multiples of 4 KiB,
+ * chunk > region or region not a multiple of chunk, watermark > region,
+ * initial_chunks > region / chunk, unknown flags or mask bits, head
+ * outside the used part [head, tail]); ENOMEM the TPT is full (the
+ * profile's rima.tpt_entries) or the region cannot be reserved;
+ * EOPNOTSUPP the device has no RIMA (rima.tpt_entries = 0).
+ * ibv_destroy_aq never fails but for a NULL aq (EINVAL): the queue goes at
+ * once, appends still arriving for it fail at the sender with
+ * IBV_WC_REM_ACCESS_ERR (docs/rima.md "API").
+ *
+ * Receiver completions (IBV_WC_RECV_APPEND) come in tail order per AQ
+ * only when one CQ serves it; the tail order is the order the NIC's TPT
+ * served the messages' first packets.  Room: a message that finds no room
+ * (the head would be overtaken, or the memory at the tail is not yet
+ * committed) is refused with an RNR NAK; the sender retries per its
+ * rnr_retry and then completes with IBV_WC_RNR_RETRY_EXC_ERR.  A message
+ * longer than the region: IBV_WC_REM_INV_REQ_ERR; an unknown queue number
+ * or a queue of another PD than the receiving QP's: IBV_WC_REM_ACCESS_ERR.
+ * A head update (IBV_AQ_HEAD) is an MMIO write the NIC applies when it
+ * arrives; head == tail means "everything consumed"; a head of
+ * region_bytes is offset 0. */
 struct ibv_aq *ibv_create_aq(struct ibv_pd *pd, struct ibv_aq_init_attr *init_attr);
 int ibv_destroy_aq(struct ibv_aq *aq);
 int ibv_query_aq(struct ibv_aq *aq, struct ibv_aq_attr *attr);

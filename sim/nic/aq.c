@@ -28,7 +28,7 @@
  * of 16 MB, median 0.97 ms, p90 1 ms); one allocation in flight at a time.
  * After every head move, a committed chunk that lies wholly in the free
  * part, past the reserve (the first chunk boundary at or after tail +
- * max(watermark, 1)), is freed (chunks_freed).  Hence
+ * watermark + one chunk of hysteresis), is freed (chunks_freed).  Hence
  *   committed_bytes = (initial_chunks + chunks_allocated - chunks_freed)
  *                     * chunk_bytes.
  * Reset on empty (IBV_AQ_F_RESET_ON_EMPTY): a head move that empties the
@@ -127,7 +127,10 @@ static void free_pass(struct nic_aq *aq)
 {
     uint64_t R = aq->region_bytes, C = aq->chunk_bytes;
     uint64_t free_bytes = R - aq->used_bytes;
-    uint64_t keep = aq->watermark_bytes ? aq->watermark_bytes : 1;
+    /* the reserve (watermark bytes from the tail, whole chunks) plus one
+     * chunk of hysteresis: a tail moving on does not at once need again a
+     * chunk just freed */
+    uint64_t keep = aq->watermark_bytes + C;
     uint64_t resv_end = (aq->tail + keep + C - 1) / C * C - aq->tail; /* distance from the tail */
     for (uint32_t c = 0; c < aq->n_chunks; c++) {
         if (!aq->committed[c])

@@ -36,6 +36,15 @@
  *                "IB adaptive routing" below).
  *  COMPLETE      last packet of a SEND / WRITE-with-immediate: receive CQE
  *                (byte_len, imm, src_qp, SE for solicited notification).
+ *
+ * RIMA appends (aq.c, docs/rima.md): at CHECK_RESOURCE an append's first
+ * packet waits rima.tpt_latency for the tail pointer table (aq_tpt_fn;
+ * the QP's later packets queue behind it in arrival order); CHECK_ACCESS
+ * then reserves room at the AQ's tail (nic_aq_reserve: no room -> RNR NAK,
+ * longer than the region -> invalid request NAK, unknown AQ or another PD
+ * -> remote access NAK); EXECUTE places each packet at the offset + its
+ * position; COMPLETE writes one IBV_WC_RECV_APPEND CQE (wr_id = offset) to
+ * the AQ's CQ.  No receive WQE is consumed.
  *  ACKNOWLEDGE   ACK when the packet asks (AckReq, set on the last packet
  *                of every message) or every ack_every_pkts packets.
  *  ERR_FATAL     class A/C errors (IBA 9.9.3): NAK (invalid request /
