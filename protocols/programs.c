@@ -9,6 +9,7 @@
 #include "protocols/microbench/microbench.h"
 #include "protocols/perftest/perftest.h"
 #include "protocols/rima/rima_stream.h"
+#include "protocols/rima/footprint.h"
 
 const struct program_def protocol_programs[] = {
     {"perftest", perftest_main,
@@ -18,7 +19,12 @@ const struct program_def protocol_programs[] = {
     {"microbench", microbench_main,
      "hardware microbenchmarks: size, QP count, MR working set, atomics, doorbell batching "
      "(--server | --client --id=I)"},
-    {"rima_stream", rima_stream_main, "append queue stream: N senders, every message checked (--server | --client --id=I, --mode=hw|sw)"},
+    {"rima_stream", rima_stream_main,
+     "append queue stream: N senders, every message checked (--server | --client --id=I, "
+     "--mode=hw|sw)"},
+    {"footprint", footprint_main,
+     "RIMA memory-footprint study: SRQ bins vs RIMA over a memcached stream (--server | --client "
+     "--id=I | --model)"},
     {NULL, NULL, NULL},
 };
 
