@@ -9,6 +9,7 @@
 #define _GNU_SOURCE
 #endif
 #include "protocols/taranov/channel.h"
+#include "protocols/taranov/ch_internal.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -248,6 +249,19 @@ int chan_qp_create(struct chan *c, struct chan_qp *q, struct ibv_cq *scq, struct
         return chan_fail(c, errno ? errno : ENOMEM, "ibv_create_qp (%u send, %u recv WRs): %s",
                          max_send_wr, max_recv_wr, strerror(errno));
     q->max_inline = a.cap.max_inline_data;
+    /* INIT now, so the channel can post receives before connecting */
+    int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                 IBV_ACCESS_REMOTE_ATOMIC;
+    struct ibv_qp_attr qa = {
+        .qp_state = IBV_QPS_INIT,
+        .pkey_index = 0,
+        .port_num = CHAN_PORT,
+        .qp_access_flags = (unsigned)access,
+    };
+    int err = ibv_modify_qp(q->qp, &qa,
+                            IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+    if (err)
+        return chan_fail(c, err, "modify_qp INIT: %s", strerror(err));
     return 0;
 }
 
@@ -314,19 +328,9 @@ int chan_qp_connect(struct chan *c, struct chan_qp *q, const char *link, const v
     if (peer[11] < rd_atomic)
         rd_atomic = peer[11];
 
-    int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                 IBV_ACCESS_REMOTE_ATOMIC;
-    struct ibv_qp_attr a = {
-        .qp_state = IBV_QPS_INIT,
-        .pkey_index = 0,
-        .port_num = CHAN_PORT,
-        .qp_access_flags = (unsigned)access,
-    };
-    int err = ibv_modify_qp(q->qp, &a,
-                            IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
-    if (err)
-        return chan_fail(c, err, "modify_qp INIT: %s", strerror(err));
+    struct ibv_qp_attr a;
     memset(&a, 0, sizeof(a));
+    int err;
     a.qp_state = IBV_QPS_RTR;
     a.path_mtu = mtu;
     a.dest_qp_num = (uint32_t)get_le(peer + 0, 4);
@@ -356,6 +360,16 @@ int chan_qp_connect(struct chan *c, struct chan_qp *q, const char *link, const v
                             IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
     if (err)
         return chan_fail(c, err, "modify_qp RTS: %s", strerror(err));
+    /* Both ends in RTS before either sends: a request that reached a QP
+     * still in INIT would be dropped and retransmitted only after the
+     * 67 ms timeout. */
+    uint8_t one = 1;
+    snprintf(key, sizeof(key), "%s/%s/%s/rts", c->cfg.name, link, me);
+    if (host_oob_put(key, &one, 1) != 0)
+        return chan_fail(c, errno ? errno : EIO, "host_oob_put %s: %s", key, strerror(errno));
+    snprintf(key, sizeof(key), "%s/%s/%s/rts", c->cfg.name, link, other);
+    if (host_oob_get(key, &one, 1) != 0)
+        return chan_fail(c, errno ? errno : EIO, "host_oob_get %s: %s", key, strerror(errno));
     return 0;
 }
 
@@ -515,4 +529,24 @@ void chan_ack_destroy(struct chan_ack *a)
     }
     a->mr = NULL;
     a->words = NULL;
+}
+
+/* ---------------------------------------------------------------- blocking receive */
+
+int chan_cq_block(struct chan *c, struct ibv_comp_channel *ch, struct ibv_cq *cq, struct ibv_wc *wc)
+{
+    /* Arm first, then look once more: a completion that arrived before the
+     * arming raises no event. */
+    if (ibv_req_notify_cq(cq, 0) != 0)
+        return chan_fail(c, EIO, "ibv_req_notify_cq failed");
+    int n = ibv_poll_cq(cq, 1, wc);
+    if (n != 0)
+        return n < 0 ? chan_fail(c, EIO, "ibv_poll_cq failed") : n;
+    struct ibv_cq *ev_cq = NULL;
+    void *ev_ctx = NULL;
+    if (ibv_get_cq_event(ch, &ev_cq, &ev_ctx) != 0)
+        return chan_fail(c, errno ? errno : EIO, "ibv_get_cq_event: %s", strerror(errno));
+    ibv_ack_cq_events(ev_cq, 1);
+    n = ibv_poll_cq(cq, 1, wc);
+    return n < 0 ? chan_fail(c, EIO, "ibv_poll_cq failed") : n;
 }

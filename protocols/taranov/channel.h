@@ -38,7 +38,14 @@ enum chan_role { CHAN_SENDER, CHAN_RECEIVER };
 /* What a channel declares about itself (Table 2's feature columns).  The
  * counting columns (half round trips, requests per message) are NOT
  * declared: the table2 tool measures them from the simulator's trace. */
-enum chan_order_need { CHAN_NEEDS_NOTHING, CHAN_NEEDS_MESSAGES, CHAN_NEEDS_BYTES };
+/* CHAN_NEEDS_BYTES_AND_MESSAGES added (tar-write): Table 2 "Messages, Bytes"
+ * (ring, inlined bell without zeroing). */
+enum chan_order_need {
+    CHAN_NEEDS_NOTHING,
+    CHAN_NEEDS_MESSAGES,
+    CHAN_NEEDS_BYTES,
+    CHAN_NEEDS_BYTES_AND_MESSAGES
+};
 struct chan_features {
     bool zero_copy_send, zero_copy_recv;
     bool variable_size;            /* messages of any size up to max_msg_bytes */
@@ -171,7 +178,8 @@ struct chan_qp {
     uint32_t max_inline;      /* granted inline size */
 };
 
-/* Create an RC QP (RESET) on c->pd with the given CQs (srq may be NULL).
+/* Create an RC QP on c->pd and move it to INIT (so receives can be posted
+ * before chan_qp_connect) with the given CQs (srq may be NULL).
  * Asks for max_inline bytes of inline data (64 if 0) and 4 SGEs per send
  * WR.  Returns 0 or -errno (c->err says why). */
 int chan_qp_create(struct chan *c, struct chan_qp *q, struct ibv_cq *scq, struct ibv_cq *rcq,
@@ -184,9 +192,11 @@ int chan_qp_create(struct chan *c, struct chan_qp *q, struct ibv_cq *scq, struct
  * sender 3 of an N:1 channel).  Along with the QP data each side publishes
  * `blob_bytes` bytes of `mine` (addresses, rkeys: whatever the channel
  * needs; both sides must agree on the length) and gets the peer's into
- * `theirs`.  Moves the QP INIT -> RTR -> RTS with remote READ, WRITE and
- * atomic access, rnr_retry 7 (infinite), 16 outstanding READs/atomics (or
- * the device maximum).  Blocks until the peer has published. */
+ * `theirs`.  Moves the QP INIT -> RTR -> RTS (INIT with remote READ, WRITE
+ * and atomic access, done by chan_qp_create), rnr_retry 7 (infinite), 16
+ * outstanding READs/atomics (or the device maximum), then waits until the
+ * peer is in RTS too (key "<cfg.name>/<link>/<side>/rts").  Blocks until
+ * the peer has published. */
 int chan_qp_connect(struct chan *c, struct chan_qp *q, const char *link, const void *mine,
                     void *theirs, size_t blob_bytes);
 void chan_qp_destroy(struct chan_qp *q);
