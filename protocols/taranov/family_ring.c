@@ -282,7 +282,7 @@ int ring_open(struct chan *c, enum ring_variant v)
 static int poll_send(struct chan *c, struct ring *g)
 {
     struct ibv_wc wc[16];
-    int n = ibv_poll_cq(g->scq, 16, wc);
+    int n = chan_poll_cq(c, g->scq, 16, wc);
     if (n < 0)
         return chan_fail(c, EIO, "%s: ibv_poll_cq failed", c->ops->name);
     for (int i = 0; i < n; i++) {
@@ -585,7 +585,7 @@ int ring_recv(struct chan *c, struct chan_region *out)
     case RING_IMM:
     case RING_SHARED_IMM: {
         struct ibv_wc wc;
-        int n = ibv_poll_cq(g->rcq, 1, &wc);
+        int n = chan_poll_cq(c, g->rcq, 1, &wc);
         if (n == 0 && g->cch)
             n = chan_cq_block(c, g->cch, g->rcq, &wc);
         if (n < 0)

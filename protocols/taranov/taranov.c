@@ -645,14 +645,14 @@ static int recv_one(struct tr *t, struct chan *c, struct chan_region *r)
             fprintf(stderr, "%s: %s receive: %s\n", t->prog, t->o.ops->name, c->err);
             return -1;
         }
-        host_relax();
+        chan_relax(c);
     }
 }
 
 static int send_one(struct tr *t, struct chan *c, struct chan_region *r, uint64_t *h)
 {
+    msg_stamp(r->addr, r->len); /* once: the latency includes waiting for room */
     for (;;) {
-        msg_stamp(r->addr, r->len);
         int rc = chan_send(c, r, h);
         if (rc == 0)
             return 0;
@@ -660,7 +660,7 @@ static int send_one(struct tr *t, struct chan *c, struct chan_region *r, uint64_
             fprintf(stderr, "%s: %s send: %s\n", t->prog, t->o.ops->name, c->err);
             return -1;
         }
-        host_relax();
+        chan_relax(c);
     }
 }
 
@@ -674,7 +674,7 @@ static int wait_send(struct tr *t, struct chan *c, uint64_t h)
             fprintf(stderr, "%s: %s send completion: %s\n", t->prog, t->o.ops->name, c->err);
             return -1;
         }
-        host_relax();
+        chan_relax(c);
     }
 }
 
