@@ -419,6 +419,14 @@ static int parse(int argc, char **argv, struct tr_opts *o)
         fprintf(stderr, "%s: pingpong runs one sender\n", prog);
         return -1;
     }
+    if (o->senders > 1 && !o->ops->features.shared) {
+        fprintf(stderr, "%s: %s: one sender only (not an N:1 channel)\n", prog, o->ops->name);
+        return -1;
+    }
+    if (o->receivers > 1 && !o->ops->features.multi_reader) {
+        fprintf(stderr, "%s: %s: one receiver only (not a 1:N channel)\n", prog, o->ops->name);
+        return -1;
+    }
     bool bufferless = strcmp(o->ops->name, "send-bufferless") == 0;
     if (bufferless) { /* the immediate is the message */
         o->n_sizes = 1;
@@ -791,9 +799,11 @@ static int pingpong_client(struct tr *t)
         return TR_ERROR;
     }
     t->pool_owner = &t->ch;
-    double *rtt = calloc(n, sizeof(double));
+    double *rtt = t->lat_ns = calloc(n, sizeof(double)); /* freed by taranov_main */
     if (!rtt)
         return TR_ERROR;
+    struct tr_opts all = t->o; /* seqs run over all sizes */
+    all.messages = n * t->o.n_sizes;
     uint32_t seq = 0;
     for (size_t si = 0; si < t->o.n_sizes; si++) {
         size_t len = t->o.sizes[si];
@@ -807,7 +817,7 @@ static int pingpong_client(struct tr *t)
                 return TR_ERROR;
             uint64_t t1 = host_now_ns();
             struct tr_msg g;
-            if (got.len != len || msg_check(&t->o, got.addr, got.len, &g) != TRC_OK ||
+            if (got.len != len || msg_check(&all, got.addr, got.len, &g) != TRC_OK ||
                 g.seq != seq) {
                 fprintf(stderr, "%s client: VIOLATION: echo of message %u is wrong\n", t->prog,
                         seq);
@@ -832,7 +842,6 @@ static int pingpong_client(struct tr *t)
         };
         host_report("taranov_pingpong", kv, sizeof(kv) / sizeof(kv[0]));
     }
-    free(rtt);
     return get_done(t);
 }
 
