@@ -516,7 +516,7 @@ static int open_chan(struct tr *t, struct chan *c, const char *suffix, enum chan
     int rc = chan_open(c, t->o.ops, &cfg);
     if (rc < 0) {
         if (rc == -ENODEV)
-            printf("No RDMA device found\n"); /* as perftest says it */
+            printf("no RDMA device found\n"); /* as perftest says it */
         fprintf(stderr, "%s: %s %s: %s\n", t->prog, t->o.ops->name,
                 role == CHAN_SENDER ? "sender" : "receiver", c->err);
         return -1;
@@ -907,17 +907,15 @@ int taranov_main(int argc, char **argv)
         if (!(t->seen[s] = calloc(msgs / 8 + 1, 1)))
             goto out;
     }
-    if (check_opts(t) < 0)
-        goto out;
     bool pp = t->o.mode == TR_PINGPONG;
     if (t->o.client) {
         if (open_chan(t, &t->ch, pp ? "/fwd" : "", CHAN_SENDER) < 0 ||
-            (pp && open_chan(t, &t->back, "/back", CHAN_RECEIVER) < 0))
+            (pp && open_chan(t, &t->back, "/back", CHAN_RECEIVER) < 0) || check_opts(t) < 0)
             goto out;
         st = pp ? pingpong_client(t) : stream_sender(t);
     } else {
         if (open_chan(t, &t->ch, pp ? "/fwd" : "", CHAN_RECEIVER) < 0 ||
-            (pp && open_chan(t, &t->back, "/back", CHAN_SENDER) < 0))
+            (pp && open_chan(t, &t->back, "/back", CHAN_SENDER) < 0) || check_opts(t) < 0)
             goto out;
         st = pp ? pingpong_server(t) : stream_receiver(t);
     }
