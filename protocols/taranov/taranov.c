@@ -230,7 +230,7 @@ static void usage(const char *prog)
            "  --max-size=B        largest message / slot size (default: the largest size)\n"
            "  --slots=N           slots / receive buffers / outstanding messages, default 16\n"
            "  --ring-bytes=B      ring size (multiple of 4 KiB), default 64 KiB\n"
-           "  --dm                shared rings: head and tail in NIC device memory\n"
+           "  --dm[=0|1]          shared rings: head and tail in NIC device memory\n"
            "  --prefetch --zero-copy --blocking   channel options (channel.h)\n"
            "  --mode=stream|pingpong              default stream\n"
            "  --window=N          messages a sender keeps in flight, default --slots\n"
@@ -280,7 +280,7 @@ static int parse(int argc, char **argv, struct tr_opts *o)
         {"max-size", required_argument, NULL, OPT_MAX_SIZE},
         {"slots", required_argument, NULL, OPT_SLOTS},
         {"ring-bytes", required_argument, NULL, OPT_RING},
-        {"dm", no_argument, NULL, OPT_DM},
+        {"dm", optional_argument, NULL, OPT_DM},
         {"prefetch", no_argument, NULL, OPT_PREFETCH},
         {"zero-copy", no_argument, NULL, OPT_ZERO_COPY},
         {"blocking", no_argument, NULL, OPT_BLOCKING},
@@ -346,8 +346,10 @@ static int parse(int argc, char **argv, struct tr_opts *o)
             ok = rc_conn_parse_uint(optarg, 4096, 1ull << 34, &o->ring_bytes) &&
                  o->ring_bytes % 4096 == 0;
             break;
-        case OPT_DM:
-            o->dm = true;
+        case OPT_DM: /* --dm, --dm=1|yes, --dm=0|no */
+            ok = !optarg || strcmp(optarg, "1") == 0 || strcmp(optarg, "yes") == 0 ||
+                 strcmp(optarg, "0") == 0 || strcmp(optarg, "no") == 0;
+            o->dm = !optarg || strcmp(optarg, "1") == 0 || strcmp(optarg, "yes") == 0;
             break;
         case OPT_PREFETCH:
             o->prefetch = true;
