@@ -198,9 +198,9 @@ void chan_release(struct chan *c, struct chan_region *r)
 
 enum {
     CHAN_PORT = 1,
-    CHAN_RD_ATOMIC = 16, /* outstanding READs/atomics: ConnectX-5's max_qp_rd_atom */
-    CHAN_INLINE_DEFAULT = 64,
-    CHAN_QP_SGE = 4, /* header, data, padding, trailer (Section 4, "Hardware tricks") */
+    CHAN_RD_ATOMIC = 16,      /* outstanding READs/atomics: ConnectX-5's max_qp_rd_atom */
+    CHAN_INLINE_DEFAULT = 64, /* estimate: a 16-byte ack or 8-byte bell inline; mlx5 gives >= 64 */
+    CHAN_QP_SGE = 4,          /* header, data, padding, trailer (Section 4, "Hardware tricks") */
     CHAN_KEY_MAX = 192,
     CHAN_BLOB_MAX = 256,
 };
@@ -469,6 +469,8 @@ void chan_ring_unmap(void *base, size_t ring_bytes)
 
 /* ---------------------------------------------------------------- ack words */
 
+/* Ack WRITEs in flight per QP (estimate: acks are rare, one per slots / 2
+ * messages or ring / 4 bytes, so 8 never throttles). */
 enum { CHAN_ACK_OUTSTANDING = 8 };
 
 int chan_ack_init_sender(struct chan *c, struct chan_ack *a, uint64_t *addr, uint32_t *rkey)

@@ -49,7 +49,7 @@
 
 enum {
     RING_BLOB = 48,
-    RING_ACK_SQ = 16,
+    RING_ACK_SQ = 16, /* receiver's send queue: ack WRITEs (at most 8 outstanding) + slack */
     RING_HDR = 8,
     RING_TRAILER = 8,
     RING_HBYTES = 32, /* sender's per-message header area */

@@ -21,6 +21,8 @@
 
 #include "protocols/taranov/ch_internal.h"
 
+/* SR_ACK_SQ: the receiver's send queue holds ack WRITEs (at most 8
+ * outstanding, chan_ack_flush) + slack. */
 enum { SR_BLOB = 16, SR_ACK_SQ = 16 };
 
 struct sr {

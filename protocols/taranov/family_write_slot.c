@@ -40,7 +40,7 @@
 enum {
     WS_BLOB = 32,
     WS_TRAILER = 8, /* inlined: len u32, bell u32 */
-    WS_ACK_SQ = 16,
+    WS_ACK_SQ = 16, /* receiver's send queue: ack WRITEs (at most 8 outstanding) + slack */
 };
 
 #define WS_REQ_IMM 0xffffffffu /* reserve: a request's immediate */
@@ -72,7 +72,6 @@ struct ws {
     struct ibv_mr *mr;
     uint64_t next;                /* positional: next message (slot next % slots) */
     uint8_t *freed;               /* per slot: freed but not yet acknowledged in sequence */
-    uint32_t *lens;               /* IMM/reserve: length of the message in each slot */
     uint32_t *free_slots, n_free; /* reserve: stack of free slots */
     uint32_t *pend, p_head, p_tail, p_cap; /* reserve: senders waiting (FIFO) */
 };
@@ -146,11 +145,10 @@ static int open_receiver(struct chan *c, struct ws *w)
     w->ack_cqs = calloc(n, sizeof(*w->ack_cqs));
     w->acks = calloc(n, sizeof(*w->acks));
     w->freed = calloc(slots, 1);
-    w->lens = calloc(slots, sizeof(*w->lens));
     w->free_slots = calloc(slots, sizeof(*w->free_slots));
     w->p_cap = n * w->window + 1;
     w->pend = calloc(w->p_cap, sizeof(*w->pend));
-    if (!w->qs || !w->ack_cqs || !w->acks || !w->freed || !w->lens || !w->free_slots || !w->pend)
+    if (!w->qs || !w->ack_cqs || !w->acks || !w->freed || !w->free_slots || !w->pend)
         return chan_fail(c, ENOMEM, "no memory");
     for (uint32_t i = 0; i < slots; i++)
         w->free_slots[i] = slots - 1 - i; /* pop gives slot 0 first */
@@ -552,7 +550,6 @@ void ws_close(struct chan *c)
     free(w->ack_cqs);
     free(w->acks);
     free(w->freed);
-    free(w->lens);
     free(w->free_slots);
     free(w->pend);
     free(w);
