@@ -383,18 +383,19 @@ void chan_qp_destroy(struct chan_qp *q)
 int chan_poll_cq(struct chan *c, struct ibv_cq *cq, int n, struct ibv_wc *wc)
 {
     int got = ibv_poll_cq(cq, n, wc);
-    c->last_poll_empty = got == 0;
+    c->polled = true;
     return got;
 }
 
 void chan_relax(struct chan *c)
 {
-    if (c->last_poll_empty) {
-        /* The attempt ended with an empty CQ poll: the next attempt's poll
-         * is a spin (simulator: it parks there until something lands and
-         * polls again, with no lost wake-up); host_relax() here could miss
-         * a completion that landed while that poll was being charged. */
-        c->last_poll_empty = false;
+    if (c->polled) {
+        /* The attempt polled a CQ: the next attempt's poll is the spin
+         * (simulator: the second empty poll in a row parks until something
+         * lands and polls again, with no lost wake-up); host_relax() here
+         * could miss a completion that landed while a poll - empty or not -
+         * was being charged. */
+        c->polled = false;
         return;
     }
     host_relax();
@@ -566,7 +567,7 @@ int chan_cq_block(struct chan *c, struct ibv_comp_channel *ch, struct ibv_cq *cq
         return n < 0 ? chan_fail(c, EIO, "ibv_poll_cq failed") : n;
     struct ibv_cq *ev_cq = NULL;
     void *ev_ctx = NULL;
-    c->last_poll_empty = false;
+    c->polled = false;
     if (ibv_get_cq_event(ch, &ev_cq, &ev_ctx) != 0)
         return chan_fail(c, errno ? errno : EIO, "ibv_get_cq_event: %s", strerror(errno));
     ibv_ack_cq_events(ev_cq, 1);

@@ -16,7 +16,8 @@
 #   6. ordering: ring-inlined-nozero passes `rnicsim check-order` on IB RC
 #      and FAILS it under relaxed DMA ordering and IB adaptive routing (it
 #      needs in-order bytes and messages); ring-imm (needs nothing) passes
-#      under relaxed DMA;
+#      under relaxed DMA, shared-ring-imm under adaptive routing;
+#      shared-ring-inlined (needs bytes) fails under relaxed DMA;
 #   7. bad input: unknown channel, a second sender on a point-to-point
 #      channel.
 # Args: rnicsim binary, source dir, scratch dir (test/scenario/lib.sh).
@@ -155,6 +156,15 @@ co imm_relaxed "$sc/ring_imm.yaml" --runs 3 --set vars.messages=300 \
     --set hardware.nic.dma_ordering=relaxed
 check "ring-imm (needs nothing) passes check-order with relaxed DMA ordering (exit $rc)" \
     "[ $rc -eq 0 ]"
+
+co sring_imm_ar "$sc/shared_ring_imm.yaml" --runs 2 --set vars.messages=150 \
+    --set hardware.nic.transport=ib-ar
+check "shared-ring-imm (needs nothing), 3 senders, passes check-order with IB adaptive routing (exit $rc)" \
+    "[ $rc -eq 0 ]"
+co sring_inl_relaxed "$sc/shared_ring_inlined.yaml" --runs 2 --set vars.messages=150 \
+    --set hardware.nic.dma_ordering=relaxed
+check "shared-ring-inlined (needs bytes) FAILS check-order with relaxed DMA ordering (exit $rc)" \
+    "[ $rc -eq 1 ] && grep -q VIOLATION sring_inl_relaxed.out"
 
 # 7: bad input
 cat >bad.yaml <<'EOF'
