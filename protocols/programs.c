@@ -10,6 +10,7 @@
 #include "protocols/perftest/perftest.h"
 #include "protocols/rima/rima_stream.h"
 #include "protocols/rima/footprint.h"
+#include "protocols/taranov/taranov.h"
 
 const struct program_def protocol_programs[] = {
     {"perftest", perftest_main,
@@ -25,6 +26,8 @@ const struct program_def protocol_programs[] = {
     {"footprint", footprint_main,
      "RIMA memory-footprint study: SRQ bins vs RIMA over a memcached stream (--server | --client "
      "--id=I | --model)"},
+    {"taranov", taranov_main,
+     "Taranov et al. channels: checked message stream or ping-pong (--channel=NAME, --list)"},
     {NULL, NULL, NULL},
 };
 

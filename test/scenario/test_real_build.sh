@@ -94,6 +94,23 @@ EOF
 check "rima layer against the system libibverbs: RIMA_HW is EOPNOTSUPP" \
     "${CC:-cc} -std=c11 -D_GNU_SOURCE -DRNICSIM_REAL_VERBS=1 -Wall -Wextra -Wshadow -Werror -I'$src/include' -I'$src' '$scratch/rima_real_check.c' '$src/protocols/rima/rima.c' '$src/protocols/rima/rima_sw.c' '$src/tools/real/host_posix.c' -libverbs -lpthread -o '$scratch/rima_real_check' 2>'$scratch/rima_real.log' && '$scratch/rima_real_check' | grep -q 'rima real ok'"
 
+# 2c. the Taranov channel driver (protocols/taranov): builds with zero
+#     warnings, lists its channels, and without a device says so (exit 2)
+tlog="$scratch/build_taranov.log"
+if cmake --build "$build" --target real_taranov -j2 >"$tlog" 2>&1 && ! grep -qi 'warning:' "$tlog"; then
+    ok "build real_taranov with zero warnings"
+    out=$(timeout 20 "$build/real_taranov" --list 2>&1)
+    check "real_taranov --list: the 13 write-side channels" \
+        "[ \$(grep -cE '^(send|write-slot|ring|shared-ring)-' <<<\"\$out\") -eq 13 ]"
+    out=$(RNICSIM_OOB_PORT=0 timeout 20 "$build/real_taranov" --server --channel=ring-imm 2>&1)
+    rc=$?
+    check "real_taranov --server: no device, exit 2 (got $rc)" \
+        "[ $rc -eq 2 ] && grep -q 'no RDMA device found' <<<\"\$out\""
+else
+    bad "build real_taranov with zero warnings"
+    tail -40 "$tlog"
+fi
+
 # 3. the example as a simulator plug-in: no libibverbs, warnings are errors
 cc=${CC:-cc}
 warn="-std=c11 -D_GNU_SOURCE -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Wcast-qual -Wformat=2 -Werror"
