@@ -565,6 +565,7 @@ static int rd_ring_report(struct chan *c, struct rd_ring *g)
     if (g->released_pos == g->reported)
         return rd_drain(c, &g->ep);
     g->reported = g->released_pos;
+    g->reported_msgs = g->rel.released;
     return rd_write_ctl(c, &g->ep, 0, &g->reported, sizeof(g->reported), g->r_tail, g->r_ctl_rkey);
 }
 
@@ -652,16 +653,12 @@ int rd_ring_stage(struct chan *c, struct rd_ring *g, uint64_t from, uint64_t to)
     return err;
 }
 
-/* Learn the next record (reporting the tail when there is none). */
+/* Learn the next record. */
 static int rd_ring_next(struct chan *c, struct rd_ring *g)
 {
     if (g->have_cur)
         return 0;
     int err = g->v->learn(c, g);
-    if (err == CHAN_AGAIN) {
-        int e2 = rd_ring_report(c, g);
-        return e2 ? e2 : CHAN_AGAIN;
-    }
     if (err)
         return err;
     if (g->cur_len > c->cfg.max_msg_bytes)
@@ -712,9 +709,13 @@ static int rd_ring_release(struct chan *c, struct rd_ring *g, uint64_t idx)
     if (k == 0)
         return 0;
     g->released_pos = g->held_end[(g->rel.released - 1) % c->cfg.slots];
-    /* write the tail back once a quarter of the ring is processed (and
-     * whenever a reader finds nothing new, rd_ring_next) */
-    if (g->released_pos - g->reported >= g->R / 4)
+    /* Write the tail back once half the ring or half the message window
+     * is processed (and at close).  Deadlock-free: a sender that finds no
+     * room has more than half the ring (a record and the gap take at most
+     * half, rd_check_cfg) or all cfg.slots messages unacknowledged, so a
+     * reader that processed everything crossed one of the halves. */
+    if (g->released_pos - g->reported >= g->R / 2 ||
+        g->rel.released - g->reported_msgs >= (c->cfg.slots + 1) / 2)
         return rd_ring_report(c, g);
     return 0;
 }
@@ -788,6 +789,8 @@ int rd_ring_test_recv(struct chan *c, uint64_t handle)
 }
 
 /* ---------------------------------------------------------------- read slot core */
+
+static int rd_slot_ack(struct chan *c, struct rd_slot *s);
 
 static int rd_slot_open_inner(struct chan *c, struct rd_slot *s, const struct rd_slot_layout *l)
 {
@@ -866,6 +869,8 @@ void rd_slot_close(struct chan *c)
                 while (rd_slot_acked(s) < s->sent && rd_drain(c, &s->ep) == 0)
                     host_relax();
         } else {
+            if (!s->sender_writes)
+                rd_slot_ack(c, s); /* the last, partial batch */
             rd_wait(c, &s->ep, RD_WR_CTL, s->ep.next_id);
         }
     }
@@ -896,7 +901,16 @@ int rd_slot_release(struct chan *c, struct rd_slot *s, uint64_t idx)
     int k = rd_rel_free(&s->rel, idx);
     if (k < 0)
         return rd_fail(c, EINVAL, "region not held (freed twice?)");
-    if (k == 0)
+    /* acknowledge once half the slots are processed (and at close): a
+     * sender without a free slot has all cfg.slots unacknowledged */
+    if (k == 0 || s->rel.released - s->ack_sent < (c->cfg.slots + 1) / 2)
+        return 0;
+    return rd_slot_ack(c, s);
+}
+
+static int rd_slot_ack(struct chan *c, struct rd_slot *s)
+{
+    if (s->ack_sent == s->rel.released)
         return 0;
     s->ack_sent = s->rel.released;
     return rd_write_ctl(c, &s->ep, 0, &s->ack_sent, sizeof(s->ack_sent), s->r_ack, s->r_rkey);

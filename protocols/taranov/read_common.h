@@ -188,7 +188,7 @@ struct rd_ring {
     uint64_t head, sent, acked, min_tail;
     uint64_t *ends; /* record end of message i at [i % slots] */
     /* reader */
-    uint64_t pos, staged_end, known_head, msgs, released_pos, reported, reads;
+    uint64_t pos, staged_end, known_head, msgs, released_pos, reported, reported_msgs, reads;
     bool have_cur;
     uint32_t cur_len;
     struct rd_release rel;
