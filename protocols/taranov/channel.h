@@ -22,7 +22,10 @@
  *
  * Return convention: 0 = done, CHAN_AGAIN (> 0) = not now (no room, nothing
  * arrived, not finished; call again, with host_relax() or a CQ poll in the
- * loop), < 0 = -errno for a real error (the channel is then broken). */
+ * loop), < 0 = -errno for a real error (the channel is then broken).
+ * -EBADMSG (added, tar-write): the receiver found its own framing corrupt
+ * (a bell or length word that cannot be right): what a transport that
+ * reorders what the channel relies on produces. */
 #ifndef RNICSIM_TARANOV_CHANNEL_H
 #define RNICSIM_TARANOV_CHANNEL_H
 

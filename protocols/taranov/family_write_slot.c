@@ -243,6 +243,18 @@ static int post(struct chan *c, struct ws *w, struct ibv_send_wr *wr)
 /* reserve: take grants from the receive CQ, ask for more slots. */
 static int reserve_progress(struct chan *c, struct ws *w)
 {
+    /* ask first: the simulator parks a thread at its second empty poll in
+     * a row, which must not come before the requests are out */
+    while (w->requested - w->used < w->window) {
+        struct ibv_send_wr wr = {.wr_id = 0,
+                                 .opcode = IBV_WR_SEND_WITH_IMM,
+                                 .send_flags = IBV_SEND_SIGNALED,
+                                 .imm_data = WS_REQ_IMM};
+        int rc = post(c, w, &wr);
+        if (rc < 0)
+            return rc;
+        w->requested++;
+    }
     struct ibv_wc wc[8];
     int n = ibv_poll_cq(w->srcq, 8, wc);
     if (n < 0)
@@ -260,16 +272,6 @@ static int reserve_progress(struct chan *c, struct ws *w)
         int rc = post_recv0(c, w->q.qp, 1);
         if (rc < 0)
             return rc;
-    }
-    while (w->requested - w->used < w->window) {
-        struct ibv_send_wr wr = {.wr_id = 0,
-                                 .opcode = IBV_WR_SEND_WITH_IMM,
-                                 .send_flags = IBV_SEND_SIGNALED,
-                                 .imm_data = WS_REQ_IMM};
-        int rc = post(c, w, &wr);
-        if (rc < 0)
-            return rc;
-        w->requested++;
     }
     return 0;
 }
@@ -472,12 +474,12 @@ int ws_recv(struct chan *c, struct chan_region *out)
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
         len = t[0];
         if (len > c->cfg.max_msg_bytes)
-            return chan_fail(c, EIO, "%s: slot %u says %zu bytes (max %zu)", c->ops->name, slot,
+            return chan_fail(c, EBADMSG, "%s: slot %u says %zu bytes (max %zu)", c->ops->name, slot,
                              len, c->cfg.max_msg_bytes);
         out->addr = s + w->slot_bytes - WS_TRAILER - len;
     }
     if (len > c->cfg.max_msg_bytes)
-        return chan_fail(c, EIO, "%s: bell of slot %u says %zu bytes", c->ops->name, slot, len);
+        return chan_fail(c, EBADMSG, "%s: bell of slot %u says %zu bytes", c->ops->name, slot, len);
     out->len = len;
     out->lkey = w->mr->lkey;
     out->priv = slot;

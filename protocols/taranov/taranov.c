@@ -136,6 +136,7 @@ enum tr_check {
     TRC_DUPLICATE = 5,
     TRC_ORDER = 6,
     TRC_BODY = 7,
+    TRC_FRAMING = 8, /* the channel found its bell / length words corrupt */
 };
 static const char *const tr_check_name[] = {"ok",     "sequence number", "length", "checksum",
                                             "sender", "duplicate",       "order",  "body"};
@@ -638,6 +639,8 @@ static int recv_one(struct tr *t, struct chan *c, struct chan_region *r)
         int rc = chan_recv(c, r);
         if (rc == 0)
             return 0;
+        if (rc == -EBADMSG)
+            return rc;
         if (rc < 0) {
             fprintf(stderr, "%s: %s receive: %s\n", t->prog, t->o.ops->name, c->err);
             return -1;
@@ -717,7 +720,14 @@ static int stream_receiver(struct tr *t)
         return TR_ERROR;
     while (t->checked < total) {
         struct chan_region r;
-        if (recv_one(t, &t->ch, &r) < 0) {
+        int rc = recv_one(t, &t->ch, &r);
+        if (rc == -EBADMSG) {
+            struct tr_msg g = {0};
+            fprintf(stderr, "%s server: %s\n", t->prog, t->ch.err);
+            put_done(t, TR_VIOLATION);
+            return violation(t, TRC_FRAMING, &g, 0, "stream");
+        }
+        if (rc < 0) {
             put_done(t, TR_ERROR);
             return TR_ERROR;
         }
