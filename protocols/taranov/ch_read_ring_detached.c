@@ -13,6 +13,7 @@
  * into its destination.  Readers write their processed tail back; the
  * sender keeps the smallest.  No ordering is needed: the two READs are
  * issued one after the other. */
+#include <errno.h>
 #include <stdatomic.h>
 
 #include "protocols/taranov/channel.h"
@@ -37,21 +38,27 @@ static int rdt_header(struct chan *c, struct rd_ring *g)
     return 0;
 }
 
+static int rdt_post(struct chan *c, struct rd_ring *g)
+{
+    return rd_apoll_start(c, &g->ep, &g->poll, 1, &g->reads, g->ctl, 8, g->ctl_mr->lkey, g->r_head,
+                          g->r_ctl_rkey);
+}
+
 static int rdt_learn(struct chan *c, struct rd_ring *g)
 {
     if (g->staged_end >= g->pos + RD_HDR_BYTES)
         return rdt_header(c, g);
     if (g->known_head <= g->pos) {
-        struct ibv_sge sge = {.addr = (uintptr_t)g->ctl, .length = 8, .lkey = g->ctl_mr->lkey};
-        int err = rd_post(c, &g->ep, 0, IBV_WR_RDMA_READ, RD_WR_ID(RD_WR_READ, ++g->reads), &sge, 1,
-                          g->r_head, g->r_ctl_rkey, 0, 0);
+        int err = g->poll.n ? 0 : rdt_post(c, g);
         if (!err)
-            err = rd_wait(c, &g->ep, RD_WR_READ, g->reads);
+            err = rd_apoll_check(c, &g->ep, &g->poll, 1);
         if (err)
             return err;
         g->known_head = *(volatile uint64_t *)(void *)g->ctl;
-        if (g->known_head <= g->pos)
-            return CHAN_AGAIN;
+        if (g->known_head <= g->pos) {
+            err = rdt_post(c, g); /* keep a poll in flight: its completion wakes the caller */
+            return err ? err : CHAN_AGAIN;
+        }
         if (g->known_head - g->released_pos > g->R)
             return rd_fail(c, EPROTO, "head beyond the ring");
     }
@@ -86,6 +93,7 @@ const struct chan_ops chan_read_ring_detached = {
             .shared = false,
             .multi_reader = true,
             .in_order = CHAN_NEEDS_NOTHING,
+            .ordered = true,
             .opcodes = (1u << IBV_WR_RDMA_READ) | (1u << IBV_WR_RDMA_WRITE),
         },
     .open = rdt_open,

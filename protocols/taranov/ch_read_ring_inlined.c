@@ -41,24 +41,36 @@ static bool ri_bell_ok(struct rd_ring *g)
     return true;
 }
 
-static int ri_learn(struct chan *c, struct rd_ring *g)
+/* Post the poll of the bell at the reader's position: the bell, plus the
+ * next chunk when prefetching, never over messages the application still
+ * holds in the mirror. */
+static int ri_post(struct chan *c, struct rd_ring *g)
 {
-    if (g->staged_end >= g->pos + RD_HDR_BYTES && ri_bell_ok(g))
-        return 0; /* prefetched by an earlier READ */
-    /* the bell, plus the next chunk when prefetching; never over messages
-     * the application still holds in the mirror */
     size_t room = g->R - RD_HDR_BYTES - (size_t)(g->pos - g->released_pos);
     size_t ahead = c->cfg.prefetch ? rd_align8(c->cfg.max_msg_bytes) : 0;
     if (ahead > room)
         ahead = room;
-    g->staged_end = g->pos;
-    int err = rd_ring_stage(c, g, g->pos, g->pos + RD_HDR_BYTES + ahead);
+    g->poll.to = g->pos + RD_HDR_BYTES + ahead;
+    return rd_apoll_start(c, &g->ep, &g->poll, 1, &g->reads, g->mem.base + g->pos % g->R,
+                          (uint32_t)(RD_HDR_BYTES + ahead), g->mem_mr->lkey,
+                          g->r_ring + g->pos % g->R, g->r_ring_rkey);
+}
+
+static int ri_learn(struct chan *c, struct rd_ring *g)
+{
+    if (g->staged_end >= g->pos + RD_HDR_BYTES && ri_bell_ok(g))
+        return 0; /* prefetched by an earlier READ */
+    int err = g->poll.n ? 0 : ri_post(c, g);
+    if (!err)
+        err = rd_apoll_check(c, &g->ep, &g->poll, 1);
     if (err)
         return err;
+    g->staged_end = g->poll.to;
     if (ri_bell_ok(g))
         return 0;
     g->staged_end = g->pos; /* nothing there yet: what was read is stale */
-    return CHAN_AGAIN;
+    err = ri_post(c, g);    /* keep a poll in flight: its completion wakes the caller */
+    return err ? err : CHAN_AGAIN;
 }
 
 static const struct rd_ring_variant ri_variant = {
@@ -86,6 +98,7 @@ const struct chan_ops chan_read_ring_inlined = {
             .shared = false,
             .multi_reader = true,
             .in_order = CHAN_NEEDS_NOTHING,
+            .ordered = true,
             .opcodes = (1u << IBV_WR_RDMA_READ) | (1u << IBV_WR_RDMA_WRITE), /* + tail write-back */
         },
     .open = ri_open,

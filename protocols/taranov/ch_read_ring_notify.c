@@ -73,6 +73,7 @@ const struct chan_ops chan_read_ring_notify = {
             .shared = false,
             .multi_reader = true,
             .in_order = CHAN_NEEDS_NOTHING,
+            .ordered = true,
             .opcodes =
                 (1u << IBV_WR_RDMA_READ) | (1u << IBV_WR_RDMA_WRITE) | (1u << IBV_WR_SEND_WITH_IMM),
         },

@@ -71,21 +71,33 @@ static int rsd_send(struct chan *c, const struct chan_region *r, uint64_t *handl
     return rd_drain(c, &s->ep);
 }
 
-/* READ the next bell; CHAN_AGAIN while it does not show the next message. */
+static int rsd_post(struct chan *c, struct rd_slot *s)
+{
+    return rd_apoll_start(c, &s->ep, &s->poll, 1, &s->reads, s->hdr, RSD_BELL_BYTES,
+                          s->hdr_mr->lkey, s->r_addr + (s->recvd % c->cfg.slots) * RSD_BELL_BYTES,
+                          s->r_rkey);
+}
+
+/* The next bell (asynchronous poll); CHAN_AGAIN while it does not show the
+ * next message. */
 static int rsd_learn(struct chan *c, struct rd_slot *s)
 {
     if (s->have_cur)
         return 0;
-    uint64_t n;
-    int err = rd_slot_read(c, s, RD_WR_READ, s->hdr, RSD_BELL_BYTES, s->hdr_mr->lkey,
-                           s->r_addr + (s->recvd % c->cfg.slots) * RSD_BELL_BYTES, s->r_rkey, &n);
+    int err = s->poll.n ? 0 : rsd_post(c, s);
     if (!err)
-        err = rd_wait(c, &s->ep, RD_WR_READ, n);
+        err = rd_apoll_check(c, &s->ep, &s->poll, 1);
     if (err)
         return err;
     const volatile struct rsd_bell *b = (const volatile struct rsd_bell *)(void *)s->hdr;
-    if (b->seq != s->recvd + 1)
-        return CHAN_AGAIN;
+    if (b->seq != s->recvd + 1) {
+        /* nothing new: acknowledge what is processed (the sender may be
+         * waiting for its buffers) and keep a poll in flight */
+        err = rd_slot_ack(c, s);
+        if (!err)
+            err = rsd_post(c, s);
+        return err ? err : CHAN_AGAIN;
+    }
     if (b->len > c->cfg.max_msg_bytes)
         return rd_fail(c, EPROTO, "bell names a message above max_msg_bytes");
     s->cur_addr = b->addr;
@@ -175,6 +187,7 @@ const struct chan_ops chan_read_slot_detached = {
             .shared = false,
             .multi_reader = false,
             .in_order = CHAN_NEEDS_NOTHING,
+            .ordered = true,
             .opcodes = (1u << IBV_WR_RDMA_READ) | (1u << IBV_WR_RDMA_WRITE), /* + ack write-back */
         },
     .open = rsd_open,

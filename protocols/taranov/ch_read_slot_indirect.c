@@ -227,6 +227,7 @@ const struct chan_ops chan_read_slot_indirect = {
             .shared = false,
             .multi_reader = false,
             .in_order = CHAN_NEEDS_BYTES, /* the request's inlined bell */
+            .ordered = true,
             .opcodes = (1u << IBV_WR_RDMA_WRITE) | (1u << IBV_WR_RDMA_WRITE_WITH_IMM),
         },
     .open = rsx_open,

@@ -86,6 +86,30 @@ static bool rsi_bell(struct chan *c, struct rd_slot *s, const uint8_t *hdr)
     return true;
 }
 
+/* Poll the next slot: all of it into its mirror (copying receiver) or
+ * its bell alone (zero-copy receiver). */
+enum { RSI_POLL_SLOT = 1, RSI_POLL_BELL = 2 };
+static int rsi_post(struct chan *c, struct rd_slot *s, unsigned tag)
+{
+    uint64_t k = s->recvd % c->cfg.slots;
+    bool slot = tag == RSI_POLL_SLOT;
+    return rd_apoll_start(
+        c, &s->ep, &s->poll, tag, &s->reads, slot ? s->mem + k * s->stride : s->hdr,
+        slot ? (uint32_t)(RSI_HDR_BYTES + c->cfg.max_msg_bytes) : 8,
+        slot ? s->mem_mr->lkey : s->hdr_mr->lkey, s->r_addr + k * s->stride, s->r_rkey);
+}
+
+static int rsi_test_send(struct chan *c, uint64_t handle)
+{
+    /* the message is in its slot (copied there, or composed in place):
+     * the caller's buffer is free at once; the slot comes back with the
+     * receiver's acknowledgement (chan_send says CHAN_AGAIN until then) */
+    struct rd_slot *s = c->impl;
+    if (handle == 0 || handle > s->sent)
+        return rd_fail(c, EINVAL, "unknown send handle");
+    return rd_drain(c, &s->ep);
+}
+
 static int rsi_recv(struct chan *c, struct chan_region *out)
 {
     struct rd_slot *s = c->impl;
@@ -93,16 +117,17 @@ static int rsi_recv(struct chan *c, struct chan_region *out)
         return rd_fail(c, EINVAL, "recv on a sender");
     if (rd_rel_full(&s->rel))
         return CHAN_AGAIN;
-    uint64_t k = s->recvd % c->cfg.slots, n;
+    uint64_t k = s->recvd % c->cfg.slots;
     uint8_t *buf = s->mem + k * s->stride;
-    int err = rd_slot_read(c, s, RD_WR_READ, buf, (uint32_t)(RSI_HDR_BYTES + c->cfg.max_msg_bytes),
-                           s->mem_mr->lkey, s->r_addr + k * s->stride, s->r_rkey, &n);
+    int err = s->poll.n ? 0 : rsi_post(c, s, RSI_POLL_SLOT);
     if (!err)
-        err = rd_wait(c, &s->ep, RD_WR_READ, n);
+        err = rd_apoll_check(c, &s->ep, &s->poll, RSI_POLL_SLOT);
     if (err)
         return err;
-    if (!rsi_bell(c, s, buf))
-        return CHAN_AGAIN;
+    if (!rsi_bell(c, s, buf)) {
+        err = rsi_post(c, s, RSI_POLL_SLOT); /* keep a poll in flight */
+        return err ? err : CHAN_AGAIN;
+    }
     out->addr = buf + RSI_HDR_BYTES;
     out->len = s->cur_len;
     out->lkey = s->mem_mr->lkey;
@@ -119,15 +144,15 @@ static int rsi_can_recv(struct chan *c, struct chan_region_option *opt)
     if (rd_rel_full(&s->rel))
         return CHAN_AGAIN;
     if (!s->have_cur) {
-        uint64_t n;
-        int err = rd_slot_read(c, s, RD_WR_READ, s->hdr, 8, s->hdr_mr->lkey,
-                               s->r_addr + (s->recvd % c->cfg.slots) * s->stride, s->r_rkey, &n);
+        int err = s->poll.n ? 0 : rsi_post(c, s, RSI_POLL_BELL);
         if (!err)
-            err = rd_wait(c, &s->ep, RD_WR_READ, n);
+            err = rd_apoll_check(c, &s->ep, &s->poll, RSI_POLL_BELL);
         if (err)
             return err;
-        if (!rsi_bell(c, s, s->hdr))
-            return CHAN_AGAIN;
+        if (!rsi_bell(c, s, s->hdr)) {
+            err = rsi_post(c, s, RSI_POLL_BELL); /* keep a poll in flight */
+            return err ? err : CHAN_AGAIN;
+        }
         s->have_cur = true;
     }
     opt->len = s->cur_len;
@@ -172,11 +197,12 @@ const struct chan_ops chan_read_slot_inlined = {
             .shared = false,
             .multi_reader = false,
             .in_order = CHAN_NEEDS_NOTHING,
+            .ordered = true,
             .opcodes = (1u << IBV_WR_RDMA_READ) | (1u << IBV_WR_RDMA_WRITE), /* + ack write-back */
         },
     .open = rsi_open,
     .send = rsi_send,
-    .test_send = rd_slot_test_send_acked,
+    .test_send = rsi_test_send,
     .recv = rsi_recv,
     .free_region = rd_slot_free,
     .can_recv = rsi_can_recv,

@@ -86,7 +86,14 @@ static int rsn_learn(struct chan *c, struct rd_slot *s)
     if (s->have_cur)
         return 0;
     struct ibv_wc wc;
-    int err = rd_poll_recv(c, &s->ep, c->cfg.blocking, &wc);
+    int err = rd_poll_recv(c, &s->ep, false, &wc);
+    if (err == CHAN_AGAIN) {
+        /* nothing new: acknowledge what is processed before waiting (the
+         * sender may be waiting for its buffers) */
+        err = rd_slot_ack(c, s);
+        if (!err)
+            err = c->cfg.blocking ? rd_poll_recv(c, &s->ep, true, &wc) : CHAN_AGAIN;
+    }
     if (err)
         return err;
     uint64_t k = RD_WR_N(wc.wr_id);
@@ -184,6 +191,7 @@ const struct chan_ops chan_read_slot_notify = {
             .shared = false,
             .multi_reader = false,
             .in_order = CHAN_NEEDS_NOTHING,
+            .ordered = true,
             .opcodes = (1u << IBV_WR_SEND) | (1u << IBV_WR_RDMA_READ) | (1u << IBV_WR_RDMA_WRITE),
         },
     .open = rsn_open,

@@ -229,6 +229,13 @@ static int rd_reap(struct chan *c, struct rd_ep *ep, bool wait, enum rd_wr_kind 
     for (;;) {
         if (wait && ep->done[kind] >= n)
             return 0;
+        /* no empty polls when nothing is in flight: two in a row park the
+         * thread in the simulator until a CQE or DMA write lands here */
+        uint64_t inflight = 0;
+        for (uint32_t i = 0; i < ep->npeers; i++)
+            inflight += ep->outstanding[i];
+        if (!inflight)
+            return wait ? rd_fail(c, EPROTO, "waiting for a work request never posted") : 0;
         int got = ibv_poll_cq(ep->scq, 16, wc);
         if (got < 0)
             return rd_fail(c, EIO, "ibv_poll_cq");
@@ -342,6 +349,48 @@ int rd_poll_recv(struct chan *c, struct rd_ep *ep, bool block, struct ibv_wc *wc
         ibv_ack_cq_events(cq, 1);
         ep->armed = false;
     }
+}
+
+/* ---------------------------------------------------------------- asynchronous polls */
+
+int rd_apoll_start(struct chan *c, struct rd_ep *ep, struct rd_apoll *p, unsigned tag,
+                   uint64_t *reads, void *local, uint32_t len, uint32_t lkey, uint64_t raddr,
+                   uint32_t rkey)
+{
+    if (p->n)
+        rd_apoll_finish(c, ep, p);
+    struct ibv_sge sge = {.addr = (uintptr_t)local, .length = len, .lkey = lkey};
+    uint64_t n = ++*reads;
+    int err =
+        rd_post(c, ep, 0, IBV_WR_RDMA_READ, RD_WR_ID(RD_WR_READ, n), &sge, 1, raddr, rkey, 0, 0);
+    if (err)
+        return err;
+    p->n = n;
+    p->tag = tag;
+    return 0;
+}
+
+int rd_apoll_check(struct chan *c, struct rd_ep *ep, struct rd_apoll *p, unsigned tag)
+{
+    if (p->n && p->tag != tag)
+        rd_apoll_finish(c, ep, p);
+    if (!p->n)
+        return CHAN_AGAIN;
+    /* Wait for it (one round trip at most): returning CHAN_AGAIN after an
+     * empty ibv_poll_cq could lose the completion to a caller's
+     * host_relax(), as the poll's cost is charged after it looked. */
+    int err = rd_wait(c, ep, RD_WR_READ, p->n);
+    if (err)
+        return err;
+    p->n = 0;
+    return 0;
+}
+
+void rd_apoll_finish(struct chan *c, struct rd_ep *ep, struct rd_apoll *p)
+{
+    if (p->n)
+        rd_wait(c, ep, RD_WR_READ, p->n);
+    p->n = 0;
 }
 
 /* ---------------------------------------------------------------- registration cache */
@@ -583,6 +632,7 @@ void rd_ring_close(struct chan *c)
             host_relax();
         }
     } else if (g->ep.npeers && g->ep.qp[0]) {
+        rd_apoll_finish(c, &g->ep, &g->poll);
         if (rd_ring_report(c, g) == 0)
             rd_wait(c, &g->ep, RD_WR_CTL, g->ep.next_id);
     }
@@ -790,8 +840,6 @@ int rd_ring_test_recv(struct chan *c, uint64_t handle)
 
 /* ---------------------------------------------------------------- read slot core */
 
-static int rd_slot_ack(struct chan *c, struct rd_slot *s);
-
 static int rd_slot_open_inner(struct chan *c, struct rd_slot *s, const struct rd_slot_layout *l)
 {
     bool sender = c->cfg.role == CHAN_SENDER;
@@ -869,6 +917,7 @@ void rd_slot_close(struct chan *c)
                 while (rd_slot_acked(s) < s->sent && rd_drain(c, &s->ep) == 0)
                     host_relax();
         } else {
+            rd_apoll_finish(c, &s->ep, &s->poll);
             if (!s->sender_writes)
                 rd_slot_ack(c, s); /* the last, partial batch */
             rd_wait(c, &s->ep, RD_WR_CTL, s->ep.next_id);
@@ -908,7 +957,7 @@ int rd_slot_release(struct chan *c, struct rd_slot *s, uint64_t idx)
     return rd_slot_ack(c, s);
 }
 
-static int rd_slot_ack(struct chan *c, struct rd_slot *s)
+int rd_slot_ack(struct chan *c, struct rd_slot *s)
 {
     if (s->ack_sent == s->rel.released)
         return 0;

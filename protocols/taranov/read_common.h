@@ -103,6 +103,26 @@ int rd_post_recv(struct chan *c, struct rd_ep *ep, uint32_t i, uint64_t wr_id, v
  * or < 0.  With block, sleeps on the completion channel. */
 int rd_poll_recv(struct chan *c, struct rd_ep *ep, bool block, struct ibv_wc *wc);
 
+/* An asynchronous polling READ.  A polling receiver that finds nothing
+ * posts the next poll before it returns CHAN_AGAIN, so that READ's landing
+ * (DMA writes and a CQE on this host) wakes a caller that host_relax()es
+ * before calling again; the next call waits for that READ (one round trip
+ * at most) and looks at what it brought.  `tag` says what the READ was
+ * for; a poll of another tag in flight is waited for and dropped. */
+struct rd_apoll {
+    uint64_t n;   /* READ counter in flight, 0: none */
+    uint64_t to;  /* channel's note (e.g. the end of the range read) */
+    unsigned tag; /* what it reads */
+};
+int rd_apoll_start(struct chan *c, struct rd_ep *ep, struct rd_apoll *p, unsigned tag,
+                   uint64_t *reads, void *local, uint32_t len, uint32_t lkey, uint64_t raddr,
+                   uint32_t rkey);
+/* 0: the poll of `tag` in flight has completed (waits for it; p->n is 0
+ * again); CHAN_AGAIN: none of this tag posted; < 0 error. */
+int rd_apoll_check(struct chan *c, struct rd_ep *ep, struct rd_apoll *p, unsigned tag);
+/* Wait for a poll in flight (close). */
+void rd_apoll_finish(struct chan *c, struct rd_ep *ep, struct rd_apoll *p);
+
 /* The MR covering [addr, addr+len) with `access`, registered on first use
  * (the zero-copy regions the API passes carry only an lkey). */
 struct ibv_mr *rd_cache_reg(struct chan *c, struct rd_ep *ep, void *addr, size_t len, int access);
@@ -189,6 +209,7 @@ struct rd_ring {
     uint64_t *ends; /* record end of message i at [i % slots] */
     /* reader */
     uint64_t pos, staged_end, known_head, msgs, released_pos, reported, reported_msgs, reads;
+    struct rd_apoll poll; /* the bell / head READ in flight */
     bool have_cur;
     uint32_t cur_len;
     struct rd_release rel;
@@ -234,6 +255,7 @@ struct rd_slot {
     uint64_t r_buf; /* sender (indirect read): the receiver's buffers */
     uint32_t r_buf_rkey;
     uint64_t sent, recvd, reads, ack_sent;
+    struct rd_apoll poll; /* the bell / slot READ in flight */
     struct rd_release rel;
     uint64_t *zc_wait; /* zero-copy: DATA counter message i waits for */
     bool have_cur;     /* a bell / descriptor / notification learnt */
@@ -263,6 +285,9 @@ uint64_t rd_slot_acked(struct rd_slot *s);
  * counter to wait for (kind RD_WR_READ or RD_WR_DATA), 0 on error. */
 int rd_slot_read(struct chan *c, struct rd_slot *s, enum rd_wr_kind kind, void *local, uint32_t len,
                  uint32_t lkey, uint64_t raddr, uint32_t rkey, uint64_t *n);
+/* Receiver: write the processed count back now if it moved (a polling
+ * receiver that found nothing: the sender may wait for its buffers). */
+int rd_slot_ack(struct chan *c, struct rd_slot *s);
 /* Receiver: message `idx` is processed; acknowledges in order. */
 int rd_slot_release(struct chan *c, struct rd_slot *s, uint64_t idx);
 int rd_slot_test_recv(struct chan *c, uint64_t handle);
