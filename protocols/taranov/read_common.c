@@ -885,6 +885,7 @@ int rd_slot_open(struct chan *c, const struct rd_slot_layout *l)
         return rd_fail(c, ENOMEM, "calloc");
     c->impl = s;
     s->sender_writes = l->sender_writes;
+    s->ack_every = l->ack_every;
     int err = rd_slot_open_inner(c, s, l);
     if (err) {
         char why[sizeof(c->err)];
@@ -950,9 +951,12 @@ int rd_slot_release(struct chan *c, struct rd_slot *s, uint64_t idx)
     int k = rd_rel_free(&s->rel, idx);
     if (k < 0)
         return rd_fail(c, EINVAL, "region not held (freed twice?)");
-    /* acknowledge once half the slots are processed (and at close): a
-     * sender without a free slot has all cfg.slots unacknowledged */
-    if (k == 0 || s->rel.released - s->ack_sent < (c->cfg.slots + 1) / 2)
+    /* Acknowledge once half the slots are processed (and at close): a
+     * sender without a free slot has all cfg.slots unacknowledged.  A
+     * zero-copy sender (ack_every) waits for each message's acknowledgement
+     * to reuse its buffer (chan_test_send), so those go one by one. */
+    uint64_t batch = s->ack_every ? 1 : (c->cfg.slots + 1) / 2;
+    if (k == 0 || s->rel.released - s->ack_sent < batch)
         return 0;
     return rd_slot_ack(c, s);
 }

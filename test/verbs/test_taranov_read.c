@@ -507,6 +507,124 @@ static void test_latency(void)
     }
 }
 
+/* Ping-pong (Section 6: a channel per direction): each side frees what it
+ * received and then waits for its own send to complete, with nobody
+ * polling in between - the acknowledgements must not wait for more. */
+struct pp_st {
+    const struct chan_ops *ops;
+    uint32_t iters;
+    int err[2];
+    uint32_t echoed;
+    uint64_t rtt_ns;
+};
+
+static int pp_open(struct chan *c, const struct chan_ops *o, const char *name, enum chan_role role)
+{
+    struct chan_config cfg = {
+        .name = name, .role = role, .max_msg_bytes = 256, .slots = 4, .ring_bytes = 4096};
+    return chan_open(c, o, &cfg);
+}
+
+static int pp_recv(struct chan *c, struct chan_region *m)
+{
+    int err;
+    while ((err = chan_recv(c, m)) == CHAN_AGAIN)
+        host_relax();
+    return err;
+}
+
+static int pp_wait(struct chan *c, uint64_t h)
+{
+    int err;
+    while ((err = chan_test_send(c, h)) == CHAN_AGAIN)
+        host_relax();
+    return err;
+}
+
+static int pp_send(struct chan *c, struct chan_region *m, uint64_t *h)
+{
+    int err;
+    while ((err = chan_send(c, m, h)) == CHAN_AGAIN)
+        host_relax();
+    return err;
+}
+
+static void pp_client(void *arg)
+{
+    struct pp_st *p = arg;
+    struct chan fwd, back;
+    struct chan_region buf, got;
+    int err = pp_open(&fwd, p->ops, "pf", CHAN_SENDER);
+    if (!err)
+        err = pp_open(&back, p->ops, "pb", CHAN_RECEIVER);
+    if (!err)
+        err = chan_alloc(&fwd, 256, &buf);
+    for (uint32_t i = 0; i < p->iters && !err; i++) {
+        uint64_t h, t0 = host_now_ns();
+        buf.len = 1 + (i * 37u) % 256;
+        memset(buf.addr, (int)(i + 1), buf.len);
+        if ((err = pp_send(&fwd, &buf, &h)) || (err = pp_recv(&back, &got)))
+            break;
+        p->rtt_ns += host_now_ns() - t0;
+        bool ok = got.len == buf.len;
+        for (size_t j = 0; ok && j < got.len; j++)
+            ok = ((uint8_t *)got.addr)[j] == (uint8_t)(i + 1);
+        p->echoed += ok;
+        if ((err = chan_free(&back, &got)) || (err = pp_wait(&fwd, h)))
+            break;
+    }
+    p->err[0] = err;
+    chan_release(&fwd, &buf);
+    chan_close(&back);
+    chan_close(&fwd);
+}
+
+static void pp_server(void *arg)
+{
+    struct pp_st *p = arg;
+    struct chan fwd, back;
+    struct chan_region buf, got;
+    int err = pp_open(&fwd, p->ops, "pf", CHAN_RECEIVER);
+    if (!err)
+        err = pp_open(&back, p->ops, "pb", CHAN_SENDER);
+    if (!err)
+        err = chan_alloc(&back, 256, &buf);
+    for (uint32_t i = 0; i < p->iters && !err; i++) {
+        uint64_t h;
+        if ((err = pp_recv(&fwd, &got)))
+            break;
+        memcpy(buf.addr, got.addr, got.len);
+        buf.len = got.len;
+        if ((err = chan_free(&fwd, &got)) || (err = pp_send(&back, &buf, &h)) ||
+            (err = pp_wait(&back, h)))
+            break;
+    }
+    p->err[1] = err;
+    chan_release(&back, &buf);
+    chan_close(&fwd);
+    chan_close(&back);
+}
+
+static void test_pingpong(void)
+{
+    for (size_t k = 0; k < N_OPS; k++) {
+        struct pp_st p = {.ops = all_ops[k], .iters = 30};
+        struct fx *fx = fx_create(3, NULL);
+        g_fx = fx;
+        fx_spawn(fx, 0, "client", pp_client, &p);
+        fx_spawn(fx, 1, "server", pp_server, &p);
+        enum sim_run_result res = fx_run(fx);
+        fx_destroy(fx);
+        g_fx = NULL;
+        if (res != SIM_RUN_DONE || p.echoed != p.iters)
+            fprintf(stderr, "%s ping-pong: run %d, %u of %u echoed, errors %d %d\n",
+                    all_ops[k]->name, (int)res, p.echoed, p.iters, p.err[0], p.err[1]);
+        CHECK(res == SIM_RUN_DONE);
+        CHECK_EQ_U64(p.echoed, p.iters);
+        CHECK(p.err[0] == 0 && p.err[1] == 0);
+    }
+}
+
 struct bad_st {
     struct fx *fx;
     int open_err[4], send_err;
@@ -548,6 +666,7 @@ int main(void)
 {
     test_bad_input();
     test_stream();
+    test_pingpong();
     test_zero_copy();
     test_blocking();
     test_one_to_n();
