@@ -112,12 +112,14 @@ static int rsx_send(struct chan *c, const struct chan_region *r, uint64_t *handl
     const volatile struct rsx_req *q =
         (const volatile struct rsx_req *)(const void *)(s->mem +
                                                         (s->sent % c->cfg.slots) * RSX_REQ_BYTES);
+    if (r->len > c->cfg.max_msg_bytes)
+        return rd_fail(c, EMSGSIZE, "message above max_msg_bytes");
     /* look before any CQ poll: a caller that host_relax()es on CHAN_AGAIN
      * must not miss the request landing while a poll is charged */
     if (q->seq != s->sent + 1)
         return CHAN_AGAIN; /* the receiver has not asked for a message yet */
     atomic_thread_fence(memory_order_acquire);
-    if (r->len > q->cap || r->len > c->cfg.max_msg_bytes)
+    if (r->len > q->cap)
         return rd_fail(c, EMSGSIZE, "message larger than the receiver's buffer");
     struct ibv_sge sge = {.addr = (uintptr_t)r->addr, .length = (uint32_t)r->len, .lkey = r->lkey};
     int err = rd_post(c, &s->ep, 0, IBV_WR_RDMA_WRITE_WITH_IMM, RD_WR_ID(RD_WR_DATA, s->sent + 1),

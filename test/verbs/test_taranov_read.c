@@ -125,6 +125,8 @@ struct run {
     uint64_t got[MAX_READERS], bad[MAX_READERS], hash[MAX_READERS], reads[MAX_READERS];
     uint64_t lat_ns[MAX_READERS], lat_n[MAX_READERS];
     uint64_t sender_again, ring_violations;
+    bool try_oversize;
+    int oversize_err;
 };
 
 struct prog_arg {
@@ -237,6 +239,13 @@ static void sender_prog(void *arg)
     if (err) {
         r->err_send = err;
         snprintf(r->why[MAX_READERS], sizeof(r->why[0]), "send: %s", c.err);
+    } else if (r->try_oversize) {
+        /* a message above max_msg_bytes is refused (and says why) */
+        struct chan_region big = pool;
+        big.len = cfg.max_msg_bytes + 1;
+        uint64_t h;
+        r->oversize_err = chan_send(&c, &big, &h);
+        CHECK(strstr(c.err, "max_msg_bytes") != NULL);
     }
     free(handles);
     chan_release(&c, &pool);
@@ -372,7 +381,9 @@ static void test_stream(void)
         struct run r;
         base_cfg(&r, all_ops[k]);
         r.recv_relax = true; /* as the taranov driver does */
+        r.try_oversize = true;
         CHECK(run_one(&r, 1, "stream"));
+        CHECK_EQ_U64(r.oversize_err, -EMSGSIZE);
         CHECK_EQ_U64(r.got[0], r.msgs);
         CHECK_EQ_U64(r.bad[0], 0);
         /* READs per message (Table 2): >= 1 on the slot channels, >= 2 on
