@@ -8,8 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include <rnicsim/host.h>
 
@@ -435,42 +433,16 @@ void *rd_zalloc(size_t bytes)
 
 int rd_circ_map(struct chan *c, struct rd_circ *m, size_t bytes)
 {
-    m->base = NULL;
+    /* channel.c's mapping (a memfd mapped twice back to back) */
     m->bytes = bytes;
-    int fd = memfd_create("rnicsim-read-ring", MFD_CLOEXEC);
-    if (fd < 0)
-        return rd_fail(c, errno, "memfd_create");
-    if (ftruncate(fd, (off_t)bytes)) {
-        int e = errno;
-        close(fd);
-        return rd_fail(c, e, "ftruncate");
-    }
-    /* reserve 2 x bytes, then map the file over each half */
-    uint8_t *res = mmap(NULL, 2 * bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (res == MAP_FAILED) {
-        int e = errno;
-        close(fd);
-        return rd_fail(c, e, "mmap reserve");
-    }
-    for (int k = 0; k < 2; k++) {
-        void *p = mmap(res + (size_t)k * bytes, bytes, PROT_READ | PROT_WRITE,
-                       MAP_SHARED | MAP_FIXED, fd, 0);
-        if (p == MAP_FAILED) {
-            int e = errno;
-            munmap(res, 2 * bytes);
-            close(fd);
-            return rd_fail(c, e, "mmap ring");
-        }
-    }
-    close(fd); /* the mappings keep the pages */
-    m->base = res;
-    return 0;
+    m->base = chan_ring_map(bytes);
+    return m->base ? 0 : rd_fail(c, errno, "mapping the circular ring");
 }
 
 void rd_circ_unmap(struct rd_circ *m)
 {
     if (m->base)
-        munmap(m->base, 2 * m->bytes);
+        chan_ring_unmap(m->base, m->bytes);
     m->base = NULL;
 }
 
