@@ -207,9 +207,6 @@ void rd_ep_close(struct rd_ep *ep)
             ibv_destroy_qp(ep->qp[i]);
     for (unsigned k = 0; k < ep->cache.n; k++)
         ibv_dereg_mr(ep->cache.mr[k]);
-    if (ep->armed && ep->rcq) {
-        /* an armed CQ with an event not taken is fine to destroy */
-    }
     if (ep->scq)
         ibv_destroy_cq(ep->scq);
     if (ep->rcq)

@@ -3,9 +3,10 @@
  * one RC QP per peer (a read-ring sender has cfg.receivers of them), the
  * out-of-band exchange of connection data, posting and completion
  * bookkeeping, a small registration cache for zero-copy regions, the
- * in-order release of received messages, and the virtually circular
- * mapping of a ring (the same pages mapped twice back to back, Section 4
- * "Software tricks").
+ * in-order release of received messages, the virtually circular mapping
+ * of a ring (the same pages mapped twice back to back, Section 4 "Software
+ * tricks"; channel.c's chan_ring_map), and the read slot and read ring
+ * cores the channel files build on.
  *
  * Only verbs and host_* calls (protocols/README.md), all state in structs. */
 #ifndef RNICSIM_TARANOV_READ_COMMON_H
