@@ -198,9 +198,9 @@ void chan_release(struct chan *c, struct chan_region *r)
 
 enum {
     CHAN_PORT = 1,
-    CHAN_RD_ATOMIC = 16, /* outstanding READs/atomics: ConnectX-5's max_qp_rd_atom */
-    CHAN_INLINE_DEFAULT = 64,
-    CHAN_QP_SGE = 4, /* header, data, padding, trailer (Section 4, "Hardware tricks") */
+    CHAN_RD_ATOMIC = 16,      /* outstanding READs/atomics: ConnectX-5's max_qp_rd_atom */
+    CHAN_INLINE_DEFAULT = 64, /* estimate: a 16-byte ack or 8-byte bell inline; mlx5 gives >= 64 */
+    CHAN_QP_SGE = 4,          /* header, data, padding, trailer (Section 4, "Hardware tricks") */
     CHAN_KEY_MAX = 192,
     CHAN_BLOB_MAX = 256,
 };
@@ -380,10 +380,31 @@ void chan_qp_destroy(struct chan_qp *q)
     q->qp = NULL;
 }
 
+int chan_poll_cq(struct chan *c, struct ibv_cq *cq, int n, struct ibv_wc *wc)
+{
+    int got = ibv_poll_cq(cq, n, wc);
+    c->polled = true;
+    return got;
+}
+
+void chan_relax(struct chan *c)
+{
+    if (c->polled) {
+        /* The attempt polled a CQ: the next attempt's poll is the spin
+         * (simulator: the second empty poll in a row parks until something
+         * lands and polls again, with no lost wake-up); host_relax() here
+         * could miss a completion that landed while a poll - empty or not -
+         * was being charged. */
+        c->polled = false;
+        return;
+    }
+    host_relax();
+}
+
 int chan_poll_send_cq(struct chan *c, struct ibv_cq *cq, uint64_t *done)
 {
     struct ibv_wc wc[16];
-    int n = ibv_poll_cq(cq, 16, wc);
+    int n = chan_poll_cq(c, cq, 16, wc);
     if (n < 0)
         return chan_fail(c, EIO, "ibv_poll_cq failed");
     for (int i = 0; i < n; i++) {
@@ -449,6 +470,8 @@ void chan_ring_unmap(void *base, size_t ring_bytes)
 
 /* ---------------------------------------------------------------- ack words */
 
+/* Ack WRITEs in flight per QP (estimate: acks are rare, one per slots / 2
+ * messages or ring / 4 bytes, so 8 never throttles). */
 enum { CHAN_ACK_OUTSTANDING = 8 };
 
 int chan_ack_init_sender(struct chan *c, struct chan_ack *a, uint64_t *addr, uint32_t *rkey)
@@ -492,8 +515,8 @@ int chan_ack_flush(struct chan *c, struct chan_ack *a, struct chan_qp *q,
         int n = chan_poll_send_cq(c, q->scq, &a->done);
         if (n < 0)
             return n;
-        if (n == 0)
-            host_relax();
+        /* an empty poll after an empty poll parks in the simulator until
+         * something lands, and re-polls: no host_relax here */
     }
     if (q->max_inline < sizeof(a->value))
         return chan_fail(c, EOPNOTSUPP, "ack WRITE needs %zu bytes of inline data, QP has %u",
@@ -544,6 +567,7 @@ int chan_cq_block(struct chan *c, struct ibv_comp_channel *ch, struct ibv_cq *cq
         return n < 0 ? chan_fail(c, EIO, "ibv_poll_cq failed") : n;
     struct ibv_cq *ev_cq = NULL;
     void *ev_ctx = NULL;
+    c->polled = false;
     if (ibv_get_cq_event(ch, &ev_cq, &ev_ctx) != 0)
         return chan_fail(c, errno ? errno : EIO, "ibv_get_cq_event: %s", strerror(errno));
     ibv_ack_cq_events(ev_cq, 1);

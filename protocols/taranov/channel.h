@@ -131,6 +131,9 @@ struct chan {
     bool own_ctx;
     void *impl;
     char err[160]; /* why the last call failed */
+    /* Added (tar-write): the last attempt polled a CQ (set by
+     * chan_poll_cq, cleared by chan_relax, which looks at it). */
+    bool polled;
 };
 
 extern const struct chan_ops *const chan_registry[]; /* NULL-terminated */
@@ -162,6 +165,17 @@ static inline int chan_free(struct chan *c, struct chan_region *r)
 {
     return c->ops->free_region(c, r);
 }
+
+/* Added (tar-write): what a caller does between attempts that returned
+ * CHAN_AGAIN: host_relax(), unless the attempt polled a CQ (chan_poll_cq),
+ * in which case nothing: the next attempt's poll is the spin (the
+ * simulator parks at the second empty poll in a row and re-polls after
+ * the wake-up).  host_relax() after a CQ poll can lose a completion that
+ * landed while the poll's CPU time was charged (tools/rnicsim/host_api.c
+ * parks unconditionally), which deadlocks the run.  A channel whose
+ * attempt polls must poll again on the next attempt in the same state.  Loop: while ((rc =
+ * chan_recv(c, &r)) == CHAN_AGAIN) chan_relax(c); */
+void chan_relax(struct chan *c);
 
 /* ------------------------------------------------------------------------
  * Helpers for channel implementations (added by tar-write; channel.c).
@@ -206,6 +220,10 @@ void chan_qp_destroy(struct chan_qp *q);
 
 /* The link name of sender `id` of a channel ("s<id>"), into buf. */
 const char *chan_link_name(char *buf, size_t len, uint32_t id);
+
+/* ibv_poll_cq that records in c->polled that a CQ was polled: channels
+ * poll through it so chan_relax can wait correctly. */
+int chan_poll_cq(struct chan *c, struct ibv_cq *cq, int n, struct ibv_wc *wc);
 
 /* Poll up to 16 completions of `cq`; every successful one whose wr_id is
  * not 0 raises *done to at least that wr_id (wr_ids of signalled WRs are

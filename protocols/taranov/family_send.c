@@ -21,6 +21,8 @@
 
 #include "protocols/taranov/ch_internal.h"
 
+/* SR_ACK_SQ: the receiver's send queue holds ack WRITEs (at most 8
+ * outstanding, chan_ack_flush) + slack. */
 enum { SR_BLOB = 16, SR_ACK_SQ = 16 };
 
 struct sr {
@@ -263,7 +265,7 @@ int sr_recv(struct chan *c, struct chan_region *out)
 {
     struct sr *s = c->impl;
     struct ibv_wc wc;
-    int n = ibv_poll_cq(s->rcq, 1, &wc);
+    int n = chan_poll_cq(c, s->rcq, 1, &wc);
     if (n == 0 && s->cch)
         n = chan_cq_block(c, s->cch, s->rcq, &wc);
     if (n < 0)

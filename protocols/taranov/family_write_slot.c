@@ -24,7 +24,8 @@
  *                N): a sender asks for a slot with a bufferless
  *                SEND_WITH_IMM, the receiver grants one with a bufferless
  *                SEND_WITH_IMM (imm = slot) when it has a free one
- *                (otherwise the request waits, first come first served),
+ *                (otherwise the request waits, first come first served;
+ *                one request per message, asked when the message is sent),
  *                the sender WRITE_WITH_IMMs the message into it; freeing
  *                the region unlocks the slot.  3 HRT, >= 2 requests on the
  *                sender, 1 on the receiver (Table 2). */
@@ -39,7 +40,7 @@
 enum {
     WS_BLOB = 32,
     WS_TRAILER = 8, /* inlined: len u32, bell u32 */
-    WS_ACK_SQ = 16,
+    WS_ACK_SQ = 16, /* receiver's send queue: ack WRITEs (at most 8 outstanding) + slack */
 };
 
 #define WS_REQ_IMM 0xffffffffu /* reserve: a request's immediate */
@@ -47,7 +48,7 @@ enum {
 struct ws {
     enum ws_variant v;
     size_t slot_bytes;
-    uint32_t window; /* reserve: reservations a sender may have open */
+    uint32_t window; /* reserve: messages a sender may have in flight */
     struct ibv_comp_channel *cch;
     /* sender */
     struct ibv_cq *scq, *srcq;
@@ -71,7 +72,6 @@ struct ws {
     struct ibv_mr *mr;
     uint64_t next;                /* positional: next message (slot next % slots) */
     uint8_t *freed;               /* per slot: freed but not yet acknowledged in sequence */
-    uint32_t *lens;               /* IMM/reserve: length of the message in each slot */
     uint32_t *free_slots, n_free; /* reserve: stack of free slots */
     uint32_t *pend, p_head, p_tail, p_cap; /* reserve: senders waiting (FIFO) */
 };
@@ -145,11 +145,10 @@ static int open_receiver(struct chan *c, struct ws *w)
     w->ack_cqs = calloc(n, sizeof(*w->ack_cqs));
     w->acks = calloc(n, sizeof(*w->acks));
     w->freed = calloc(slots, 1);
-    w->lens = calloc(slots, sizeof(*w->lens));
     w->free_slots = calloc(slots, sizeof(*w->free_slots));
     w->p_cap = n * w->window + 1;
     w->pend = calloc(w->p_cap, sizeof(*w->pend));
-    if (!w->qs || !w->ack_cqs || !w->acks || !w->freed || !w->lens || !w->free_slots || !w->pend)
+    if (!w->qs || !w->ack_cqs || !w->acks || !w->freed || !w->free_slots || !w->pend)
         return chan_fail(c, ENOMEM, "no memory");
     for (uint32_t i = 0; i < slots; i++)
         w->free_slots[i] = slots - 1 - i; /* pop gives slot 0 first */
@@ -220,8 +219,10 @@ int ws_open(struct chan *c, enum ws_variant v)
     w->slot_bytes = (w->slot_bytes + 63) / 64 * 64;
     w->window = 1;
     if (v == WS_RESERVE) {
-        /* each sender may hold slots / senders reservations (at least one):
-         * the paper notes one sender could otherwise take every slot */
+        /* each sender may have slots / senders messages in flight (at least
+         * one), which bounds the receive queues; slots are granted first
+         * come first served (the paper notes one sender could take them
+         * all) */
         w->window = c->cfg.slots / c->cfg.senders;
         if (w->window == 0)
             w->window = 1;
@@ -240,12 +241,14 @@ static int post(struct chan *c, struct ws *w, struct ibv_send_wr *wr)
     return 0;
 }
 
-/* reserve: take grants from the receive CQ, ask for more slots. */
-static int reserve_progress(struct chan *c, struct ws *w)
+/* reserve: ask for a slot when a message needs one and none is granted or
+ * asked for (one reservation per message: the paper's 3 HRT), then take
+ * grants from the receive CQ. */
+static int reserve_progress(struct chan *c, struct ws *w, bool need)
 {
     /* ask first: the simulator parks a thread at its second empty poll in
-     * a row, which must not come before the requests are out */
-    while (w->requested - w->used < w->window) {
+     * a row, which must not come before the request is out */
+    if (need && w->g_head == w->g_tail && w->requested == w->used) {
         struct ibv_send_wr wr = {.wr_id = 0,
                                  .opcode = IBV_WR_SEND_WITH_IMM,
                                  .send_flags = IBV_SEND_SIGNALED,
@@ -256,7 +259,7 @@ static int reserve_progress(struct chan *c, struct ws *w)
         w->requested++;
     }
     struct ibv_wc wc[8];
-    int n = ibv_poll_cq(w->srcq, 8, wc);
+    int n = chan_poll_cq(c, w->srcq, 8, wc);
     if (n < 0)
         return chan_fail(c, EIO, "%s: ibv_poll_cq failed", c->ops->name);
     for (int i = 0; i < n; i++) {
@@ -287,7 +290,9 @@ int ws_send(struct chan *c, const struct chan_region *r, uint64_t *handle)
         return n;
     uint32_t slot;
     if (w->v == WS_RESERVE) {
-        int rc = reserve_progress(c, w);
+        if (w->sent - w->done >= w->window) /* bounds the receiver's receive queue */
+            return CHAN_AGAIN;
+        int rc = reserve_progress(c, w, true);
         if (rc < 0)
             return rc;
         if (w->g_head == w->g_tail)
@@ -370,11 +375,6 @@ int ws_test_send(struct chan *c, uint64_t handle)
         if (n < 0)
             return n;
     }
-    if (w->v == WS_RESERVE) { /* keep asking for slots meanwhile */
-        int rc = reserve_progress(c, w);
-        if (rc < 0)
-            return rc;
-    }
     return w->done >= handle ? 0 : CHAN_AGAIN;
 }
 
@@ -412,7 +412,7 @@ static int recv_cq(struct chan *c, struct ws *w, struct chan_region *out)
 {
     for (;;) {
         struct ibv_wc wc;
-        int n = ibv_poll_cq(w->rcq, 1, &wc);
+        int n = chan_poll_cq(c, w->rcq, 1, &wc);
         if (n == 0 && w->cch)
             n = chan_cq_block(c, w->cch, w->rcq, &wc);
         if (n < 0)
@@ -550,7 +550,6 @@ void ws_close(struct chan *c)
     free(w->ack_cqs);
     free(w->acks);
     free(w->freed);
-    free(w->lens);
     free(w->free_slots);
     free(w->pend);
     free(w);

@@ -230,7 +230,7 @@ static void usage(const char *prog)
            "  --max-size=B        largest message / slot size (default: the largest size)\n"
            "  --slots=N           slots / receive buffers / outstanding messages, default 16\n"
            "  --ring-bytes=B      ring size (multiple of 4 KiB), default 64 KiB\n"
-           "  --dm                shared rings: head and tail in NIC device memory\n"
+           "  --dm[=0|1]          shared rings: head and tail in NIC device memory\n"
            "  --prefetch --zero-copy --blocking   channel options (channel.h)\n"
            "  --mode=stream|pingpong              default stream\n"
            "  --window=N          messages a sender keeps in flight, default --slots\n"
@@ -280,7 +280,7 @@ static int parse(int argc, char **argv, struct tr_opts *o)
         {"max-size", required_argument, NULL, OPT_MAX_SIZE},
         {"slots", required_argument, NULL, OPT_SLOTS},
         {"ring-bytes", required_argument, NULL, OPT_RING},
-        {"dm", no_argument, NULL, OPT_DM},
+        {"dm", optional_argument, NULL, OPT_DM},
         {"prefetch", no_argument, NULL, OPT_PREFETCH},
         {"zero-copy", no_argument, NULL, OPT_ZERO_COPY},
         {"blocking", no_argument, NULL, OPT_BLOCKING},
@@ -346,8 +346,10 @@ static int parse(int argc, char **argv, struct tr_opts *o)
             ok = rc_conn_parse_uint(optarg, 4096, 1ull << 34, &o->ring_bytes) &&
                  o->ring_bytes % 4096 == 0;
             break;
-        case OPT_DM:
-            o->dm = true;
+        case OPT_DM: /* --dm, --dm=1|yes, --dm=0|no */
+            ok = !optarg || strcmp(optarg, "1") == 0 || strcmp(optarg, "yes") == 0 ||
+                 strcmp(optarg, "0") == 0 || strcmp(optarg, "no") == 0;
+            o->dm = !optarg || strcmp(optarg, "1") == 0 || strcmp(optarg, "yes") == 0;
             break;
         case OPT_PREFETCH:
             o->prefetch = true;
@@ -417,6 +419,14 @@ static int parse(int argc, char **argv, struct tr_opts *o)
     }
     if (o->mode == TR_PINGPONG && o->senders > 1) {
         fprintf(stderr, "%s: pingpong runs one sender\n", prog);
+        return -1;
+    }
+    if (o->senders > 1 && !o->ops->features.shared) {
+        fprintf(stderr, "%s: %s: one sender only (not an N:1 channel)\n", prog, o->ops->name);
+        return -1;
+    }
+    if (o->receivers > 1 && !o->ops->features.multi_reader) {
+        fprintf(stderr, "%s: %s: one receiver only (not a 1:N channel)\n", prog, o->ops->name);
         return -1;
     }
     bool bufferless = strcmp(o->ops->name, "send-bufferless") == 0;
@@ -508,7 +518,7 @@ static int open_chan(struct tr *t, struct chan *c, const char *suffix, enum chan
     int rc = chan_open(c, t->o.ops, &cfg);
     if (rc < 0) {
         if (rc == -ENODEV)
-            printf("No RDMA device found\n"); /* as perftest says it */
+            printf("no RDMA device found\n"); /* as perftest says it */
         fprintf(stderr, "%s: %s %s: %s\n", t->prog, t->o.ops->name,
                 role == CHAN_SENDER ? "sender" : "receiver", c->err);
         return -1;
@@ -645,14 +655,14 @@ static int recv_one(struct tr *t, struct chan *c, struct chan_region *r)
             fprintf(stderr, "%s: %s receive: %s\n", t->prog, t->o.ops->name, c->err);
             return -1;
         }
-        host_relax();
+        chan_relax(c);
     }
 }
 
 static int send_one(struct tr *t, struct chan *c, struct chan_region *r, uint64_t *h)
 {
+    msg_stamp(r->addr, r->len); /* once: the latency includes waiting for room */
     for (;;) {
-        msg_stamp(r->addr, r->len);
         int rc = chan_send(c, r, h);
         if (rc == 0)
             return 0;
@@ -660,7 +670,7 @@ static int send_one(struct tr *t, struct chan *c, struct chan_region *r, uint64_
             fprintf(stderr, "%s: %s send: %s\n", t->prog, t->o.ops->name, c->err);
             return -1;
         }
-        host_relax();
+        chan_relax(c);
     }
 }
 
@@ -674,7 +684,7 @@ static int wait_send(struct tr *t, struct chan *c, uint64_t h)
             fprintf(stderr, "%s: %s send completion: %s\n", t->prog, t->o.ops->name, c->err);
             return -1;
         }
-        host_relax();
+        chan_relax(c);
     }
 }
 
@@ -791,9 +801,11 @@ static int pingpong_client(struct tr *t)
         return TR_ERROR;
     }
     t->pool_owner = &t->ch;
-    double *rtt = calloc(n, sizeof(double));
+    double *rtt = t->lat_ns = calloc(n, sizeof(double)); /* freed by taranov_main */
     if (!rtt)
         return TR_ERROR;
+    struct tr_opts all = t->o; /* seqs run over all sizes */
+    all.messages = n * t->o.n_sizes;
     uint32_t seq = 0;
     for (size_t si = 0; si < t->o.n_sizes; si++) {
         size_t len = t->o.sizes[si];
@@ -807,7 +819,7 @@ static int pingpong_client(struct tr *t)
                 return TR_ERROR;
             uint64_t t1 = host_now_ns();
             struct tr_msg g;
-            if (got.len != len || msg_check(&t->o, got.addr, got.len, &g) != TRC_OK ||
+            if (got.len != len || msg_check(&all, got.addr, got.len, &g) != TRC_OK ||
                 g.seq != seq) {
                 fprintf(stderr, "%s client: VIOLATION: echo of message %u is wrong\n", t->prog,
                         seq);
@@ -832,7 +844,6 @@ static int pingpong_client(struct tr *t)
         };
         host_report("taranov_pingpong", kv, sizeof(kv) / sizeof(kv[0]));
     }
-    free(rtt);
     return get_done(t);
 }
 
@@ -898,17 +909,15 @@ int taranov_main(int argc, char **argv)
         if (!(t->seen[s] = calloc(msgs / 8 + 1, 1)))
             goto out;
     }
-    if (check_opts(t) < 0)
-        goto out;
     bool pp = t->o.mode == TR_PINGPONG;
     if (t->o.client) {
         if (open_chan(t, &t->ch, pp ? "/fwd" : "", CHAN_SENDER) < 0 ||
-            (pp && open_chan(t, &t->back, "/back", CHAN_RECEIVER) < 0))
+            (pp && open_chan(t, &t->back, "/back", CHAN_RECEIVER) < 0) || check_opts(t) < 0)
             goto out;
         st = pp ? pingpong_client(t) : stream_sender(t);
     } else {
         if (open_chan(t, &t->ch, pp ? "/fwd" : "", CHAN_RECEIVER) < 0 ||
-            (pp && open_chan(t, &t->back, "/back", CHAN_SENDER) < 0))
+            (pp && open_chan(t, &t->back, "/back", CHAN_SENDER) < 0) || check_opts(t) < 0)
             goto out;
         st = pp ? pingpong_server(t) : stream_receiver(t);
     }
