@@ -231,7 +231,7 @@ static int rd_reap(struct chan *c, struct rd_ep *ep, bool wait, enum rd_wr_kind 
             inflight += ep->outstanding[i];
         if (!inflight)
             return wait ? rd_fail(c, EPROTO, "waiting for a work request never posted") : 0;
-        int got = ibv_poll_cq(ep->scq, 16, wc);
+        int got = chan_poll_cq(c, ep->scq, 16, wc);
         if (got < 0)
             return rd_fail(c, EIO, "ibv_poll_cq");
         for (int k = 0; k < got; k++) {
@@ -318,7 +318,7 @@ int rd_poll_recv(struct chan *c, struct rd_ep *ep, bool block, struct ibv_wc *wc
      * simulator the second empty poll in a row also parks until something
      * lands on this host). */
     for (int looks = 0;; looks++) {
-        int got = ibv_poll_cq(ep->rcq, 1, wc);
+        int got = chan_poll_cq(c, ep->rcq, 1, wc);
         if (got < 0)
             return rd_fail(c, EIO, "ibv_poll_cq");
         if (got == 1) {
