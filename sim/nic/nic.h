@@ -287,6 +287,9 @@ struct nic_counters {
     uint64_t dm_accesses;     /* NIC accesses to device memory (no PCIe) */
     uint64_t atomic_waits;    /* atomics held behind one on the same address */
     uint64_t cqes_compressed; /* CQEs written as 8 B mini-CQEs */
+    /* memory registration (mr.c): bytes of the MRs registered now, and the
+     * most ever registered at once (rnicsim table2's memory columns) */
+    uint64_t mr_bytes, mr_bytes_peak;
 };
 
 /* `node_id` is the NIC's fabric address (LID = node_id + 1, GID index 0 is
