@@ -8,6 +8,7 @@
 #include "protocols/litmus/litmus.h"
 #include "protocols/microbench/microbench.h"
 #include "protocols/perftest/perftest.h"
+#include "protocols/taranov/taranov.h"
 
 const struct program_def protocol_programs[] = {
     {"perftest", perftest_main,
@@ -17,6 +18,8 @@ const struct program_def protocol_programs[] = {
     {"microbench", microbench_main,
      "hardware microbenchmarks: size, QP count, MR working set, atomics, doorbell batching "
      "(--server | --client --id=I)"},
+    {"taranov", taranov_main,
+     "Taranov et al. channels: checked message stream or ping-pong (--channel=NAME, --list)"},
     {NULL, NULL, NULL},
 };
 

@@ -38,21 +38,34 @@ enum chan_role { CHAN_SENDER, CHAN_RECEIVER };
 /* What a channel declares about itself (Table 2's feature columns).  The
  * counting columns (half round trips, requests per message) are NOT
  * declared: the table2 tool measures them from the simulator's trace. */
-enum chan_order_need { CHAN_NEEDS_NOTHING, CHAN_NEEDS_MESSAGES, CHAN_NEEDS_BYTES };
+/* CHAN_NEEDS_BYTES_AND_MESSAGES added (tar-write): Table 2 "Messages, Bytes"
+ * (ring, inlined bell without zeroing). */
+enum chan_order_need {
+    CHAN_NEEDS_NOTHING,
+    CHAN_NEEDS_MESSAGES,
+    CHAN_NEEDS_BYTES,
+    CHAN_NEEDS_BYTES_AND_MESSAGES
+};
 struct chan_features {
     bool zero_copy_send, zero_copy_recv;
-    bool variable_size;     /* messages of any size up to max_msg_bytes */
-    bool blocking_recv;     /* the receiver can sleep on a completion channel */
-    bool shared;            /* N:1 (many senders, one receiver) supported */
-    bool multi_reader;      /* 1:N (read ring: many readers) supported */
+    bool variable_size;            /* messages of any size up to max_msg_bytes */
+    bool blocking_recv;            /* the receiver can sleep on a completion channel */
+    bool shared;                   /* N:1 (many senders, one receiver) supported */
+    bool multi_reader;             /* 1:N (read ring: many readers) supported */
     enum chan_order_need in_order; /* Table 2 "In-order" */
     /* Opcodes the channel posts (bit (1 << IBV_WR_*)), so a transport that
      * lacks one is reported "not runnable" instead of run. */
     uint32_t opcodes;
+    /* Added (tar-write): the receiver hands one sender's messages out in
+     * the order that sender sent them (positional receivers: slot/ring
+     * polling, or completions taken in sequence).  False: any order (a
+     * completion names its message); the driver then checks exactly-once
+     * only. */
+    bool ordered;
 };
 
 struct chan_config {
-    const char *name;        /* out-of-band key prefix, unique per channel */
+    const char *name; /* out-of-band key prefix, unique per channel */
     enum chan_role role;
     uint32_t id;             /* this sender's (or reader's) index, 0.. */
     uint32_t senders;        /* N for N:1; 1 otherwise */
@@ -66,6 +79,10 @@ struct chan_config {
     bool blocking;           /* receiver blocks on a completion channel */
     uint32_t mtu_bytes;      /* path MTU, 0 = the port's active MTU */
     struct ibv_context *ctx; /* device to use (NULL: open the first one) */
+    /* Added (tar-write): test hook for shared channels: a sender waits this
+     * long between reserving space (FETCH_AND_ADD / slot grant) and writing
+     * its message (a "slow writer"); 0 = no delay. */
+    uint64_t reserve_delay_ns;
 };
 
 /* A message as the API passes it: addr/len inside memory registered with
@@ -85,9 +102,9 @@ struct chan_region_option {
 
 struct chan;
 struct chan_ops {
-    const char *name;   /* e.g. "ring-imm"; what --channel= takes */
-    const char *family; /* "send-recv", "write-slot", "ring", "shared-ring",
-                           "read-slot", "read-ring" */
+    const char *name;          /* e.g. "ring-imm"; what --channel= takes */
+    const char *family;        /* "send-recv", "write-slot", "ring", "shared-ring",
+                                  "read-slot", "read-ring" */
     const char *paper_section; /* e.g. "4.3" */
     struct chan_features features;
     int (*open)(struct chan *c);
@@ -95,7 +112,7 @@ struct chan_ops {
     int (*test_send)(struct chan *c, uint64_t handle);
     int (*recv)(struct chan *c, struct chan_region *out);
     int (*free_region)(struct chan *c, struct chan_region *r);
-    int (*can_recv)(struct chan *c, struct chan_region_option *opt);   /* NULL if no zero-copy recv */
+    int (*can_recv)(struct chan *c, struct chan_region_option *opt); /* NULL if no zero-copy recv */
     int (*recv_into)(struct chan *c, const struct chan_region_option *opt,
                      const struct chan_region *dst, uint64_t *handle);
     int (*test_recv)(struct chan *c, uint64_t handle);
@@ -130,8 +147,117 @@ static inline int chan_send(struct chan *c, const struct chan_region *r, uint64_
 {
     return c->ops->send(c, r, h);
 }
-static inline int chan_test_send(struct chan *c, uint64_t h) { return c->ops->test_send(c, h); }
-static inline int chan_recv(struct chan *c, struct chan_region *out) { return c->ops->recv(c, out); }
-static inline int chan_free(struct chan *c, struct chan_region *r) { return c->ops->free_region(c, r); }
+static inline int chan_test_send(struct chan *c, uint64_t h)
+{
+    return c->ops->test_send(c, h);
+}
+static inline int chan_recv(struct chan *c, struct chan_region *out)
+{
+    return c->ops->recv(c, out);
+}
+static inline int chan_free(struct chan *c, struct chan_region *r)
+{
+    return c->ops->free_region(c, r);
+}
+
+/* ------------------------------------------------------------------------
+ * Helpers for channel implementations (added by tar-write; channel.c).
+ * ------------------------------------------------------------------------ */
+
+/* Set c->err (printf-style) and return -err (err > 0, an errno value). */
+int chan_fail(struct chan *c, int err, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* One RC QP of an endpoint, connected to one peer endpoint. */
+struct chan_qp {
+    struct ibv_qp *qp;
+    struct ibv_cq *scq, *rcq; /* not owned: the channel creates its CQs */
+    uint32_t max_inline;      /* granted inline size */
+};
+
+/* Create an RC QP on c->pd and move it to INIT (so receives can be posted
+ * before chan_qp_connect) with the given CQs (srq may be NULL).
+ * Asks for max_inline bytes of inline data (64 if 0) and 4 SGEs per send
+ * WR.  Returns 0 or -errno (c->err says why). */
+int chan_qp_create(struct chan *c, struct chan_qp *q, struct ibv_cq *scq, struct ibv_cq *rcq,
+                   struct ibv_srq *srq, uint32_t max_send_wr, uint32_t max_recv_wr,
+                   uint32_t max_inline);
+/* Connect q with the peer endpoint through host_oob: the keys are
+ * "<cfg.name>/<link>/<side>" where side is "snd" for a sender and "rcv"
+ * for a receiver (a reader of the read channels counts as "rcv"), so the
+ * two ends of one link must use the same `link` string (e.g. "s3" for
+ * sender 3 of an N:1 channel).  Along with the QP data each side publishes
+ * `blob_bytes` bytes of `mine` (addresses, rkeys: whatever the channel
+ * needs; both sides must agree on the length) and gets the peer's into
+ * `theirs`.  Moves the QP INIT -> RTR -> RTS (INIT with remote READ, WRITE
+ * and atomic access, done by chan_qp_create), rnr_retry 7 (infinite), 16
+ * outstanding READs/atomics (or the device maximum), then waits until the
+ * peer is in RTS too (key "<cfg.name>/<link>/<side>/rts").  Blocks until
+ * the peer has published. */
+int chan_qp_connect(struct chan *c, struct chan_qp *q, const char *link, const void *mine,
+                    void *theirs, size_t blob_bytes);
+void chan_qp_destroy(struct chan_qp *q);
+
+/* The link name of sender `id` of a channel ("s<id>"), into buf. */
+const char *chan_link_name(char *buf, size_t len, uint32_t id);
+
+/* Poll up to 16 completions of `cq`; every successful one whose wr_id is
+ * not 0 raises *done to at least that wr_id (wr_ids of signalled WRs are
+ * increasing sequence numbers, so *done = the last completed one).
+ * Returns the number polled (>= 0) or -EIO on an error completion. */
+int chan_poll_send_cq(struct chan *c, struct ibv_cq *cq, uint64_t *done);
+
+/* Virtually circular memory (Section 4, "Software tricks"): ring_bytes of
+ * physical memory (a memfd, zero-filled) mapped twice back to back, so
+ * base[i] and base[i + ring_bytes] are the same byte and any access of up
+ * to ring_bytes starting inside the ring is contiguous.  ring_bytes must be
+ * a positive multiple of the page size.  Register [base, base + 2 *
+ * ring_bytes) as one MR.  Returns NULL with errno set on failure. */
+void *chan_ring_map(size_t ring_bytes);
+void chan_ring_unmap(void *base, size_t ring_bytes);
+
+/* Round up to a multiple of 8 (record alignment of the ring channels). */
+static inline uint64_t chan_align8(uint64_t v)
+{
+    return (v + 7u) & ~(uint64_t)7u;
+}
+
+/* Acknowledgement channel of the ring / slot channels (Section 6: the
+ * receiver writes its processed tail back to the sender with a WRITE, as
+ * "write slot, inlined bell"): CHAN_ACK_WORDS monotonic 64-bit counters
+ * (e.g. [0] = bytes freed, [1] = messages freed) that the receiver WRITEs
+ * (inline) into registered memory of the sender.  The sender reads them
+ * with chan_ack_get (volatile loads, no work request). */
+#define CHAN_ACK_WORDS 2
+struct chan_ack {
+    /* sender side */
+    volatile uint64_t *words; /* CHAN_ACK_WORDS, registered with mr */
+    struct ibv_mr *mr;
+    /* receiver side */
+    uint64_t remote_addr;
+    uint32_t rkey;
+    uint64_t value[CHAN_ACK_WORDS]; /* what the receiver has freed */
+    uint64_t sent[CHAN_ACK_WORDS];  /* what it has written back */
+    uint64_t posted, done;          /* ack WRITEs posted / completed */
+};
+/* Sender: allocate and register the words; (addr, rkey) to publish. */
+int chan_ack_init_sender(struct chan *c, struct chan_ack *a, uint64_t *addr, uint32_t *rkey);
+/* Receiver: where to write (the sender's published addr/rkey). */
+void chan_ack_init_receiver(struct chan_ack *a, uint64_t addr, uint32_t rkey);
+/* Receiver: write value[] back if some word i advanced by at least
+ * every[i] since the last write (every[i] == 0: by anything).  Keeps at
+ * most 8 ack WRITEs outstanding on q (polls q->scq, so q->scq must hold
+ * only ack completions or completions chan_poll_send_cq may count).
+ * 0 or -errno. */
+int chan_ack_flush(struct chan *c, struct chan_ack *a, struct chan_qp *q,
+                   const uint64_t every[CHAN_ACK_WORDS]);
+static inline uint64_t chan_ack_get(const struct chan_ack *a, int i)
+{
+    return a->words[i];
+}
+void chan_ack_destroy(struct chan_ack *a);
 
 #endif /* RNICSIM_TARANOV_CHANNEL_H */
