@@ -9,6 +9,7 @@
 #include "protocols/microbench/microbench.h"
 #include "protocols/perftest/perftest.h"
 #include "protocols/taranov/taranov.h"
+#include "protocols/taranov/table2_driver.h"
 
 const struct program_def protocol_programs[] = {
     {"perftest", perftest_main,
@@ -20,6 +21,9 @@ const struct program_def protocol_programs[] = {
      "(--server | --client --id=I)"},
     {"taranov", taranov_main,
      "Taranov et al. channels: checked message stream or ping-pong (--channel=NAME, --list)"},
+    {"taranov_t2", taranov_t2_main,
+     "Taranov channels, one at a time with trace marks, for rnicsim table2 (--channel=NAME "
+     "--role=sender|receiver --mode=measure|check|memory)"},
     {NULL, NULL, NULL},
 };
 
