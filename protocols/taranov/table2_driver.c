@@ -39,7 +39,8 @@
  * Message format (every mode): [0,8) sequence number (1, 2, ...), [8,12)
  * length, [12,16) FNV-1a-32 checksum of the other bytes, then bytes from a
  * generator seeded by the sequence number.  Sizes below 16 are raised to
- * 16; sizes above the channel's limit are an error.
+ * 16, except 4: a 4-byte integer (sender id << 24 | sequence number), for
+ * the bufferless channel; sizes above the channel's limit are an error.
  *
  * Exit status: 0 ok, 1 an invalid message (check mode: a violation), 2
  * usage or channel error. */
@@ -62,6 +63,10 @@
 #define T2_MAX_SIZES 16
 #define T2_MAX_PEERS 64
 #define T2_HDR_BYTES 16
+/* A 4-byte message is an integer (send-bufferless carries exactly that):
+ * the sender id in its top byte, the sequence number in the other 24 bits,
+ * no checksum. */
+#define T2_TINY_BYTES 4
 /* Gap between two measured messages: several round trips of the 2-host
  * star (~2-3 us each with the cx5-100g profile), an estimate that lets an
  * acknowledgement posted while freeing a message complete first. */
@@ -103,6 +108,11 @@ static uint32_t t2_checksum(const uint8_t *m, uint32_t len)
 
 static void t2_fill(uint8_t *m, uint64_t seq, uint32_t len)
 {
+    if (len == T2_TINY_BYTES) { /* sender id in the top byte, then the number */
+        uint32_t v = (uint32_t)(seq >> 32) << 24 | (uint32_t)(seq & 0xffffffu);
+        memcpy(m, &v, 4);
+        return;
+    }
     memcpy(m, &seq, 8);
     memcpy(m + 8, &len, 4);
     uint64_t x = seq * 0x9e3779b97f4a7c15ull + 1;
@@ -121,6 +131,12 @@ static void t2_fill(uint8_t *m, uint64_t seq, uint32_t len)
 static int t2_verify(const uint8_t *m, size_t len, uint64_t *seq)
 {
     *seq = 0;
+    if (len == T2_TINY_BYTES) {
+        uint32_t v;
+        memcpy(&v, m, 4);
+        *seq = (uint64_t)(v >> 24) << 32 | (v & 0xffffffu);
+        return 0;
+    }
     if (len < T2_HDR_BYTES)
         return 1;
     uint32_t l, c;
@@ -137,7 +153,7 @@ static int t2_verify(const uint8_t *m, size_t len, uint64_t *seq)
 static uint32_t t2_size(const struct t2_opts *o, uint64_t seq)
 {
     uint32_t s = o->sizes[(seq - 1) % o->nsizes];
-    return s < T2_HDR_BYTES ? T2_HDR_BYTES : s;
+    return s < T2_HDR_BYTES && s != T2_TINY_BYTES ? T2_HDR_BYTES : s;
 }
 
 /* ---------------------------------------------------------------- options */
@@ -233,7 +249,8 @@ static int t2_parse(int argc, char **argv, struct t2_opts *o)
     if (!o->ops || !role)
         return t2_usage("--channel and --role are required");
     for (uint32_t i = 0; i < o->nsizes; i++) {
-        uint32_t s = o->sizes[i] < T2_HDR_BYTES ? T2_HDR_BYTES : o->sizes[i];
+        uint32_t s =
+            o->sizes[i] < T2_HDR_BYTES && o->sizes[i] != T2_TINY_BYTES ? T2_HDR_BYTES : o->sizes[i];
         if (s > o->max_size)
             o->max_size = s;
     }

@@ -64,6 +64,7 @@
 #define T2_MAX_PEERS_STEPS 4
 #define T2_MEASURE_SIZES "64,1024,4096,16384"
 #define T2_CHECK_SIZES "64,4096,16384"
+#define T2_MEMORY_SIZES "64,4096"
 #define T2_SMALL_SIZES "64,2048" /* EFA, 1RMA: single-packet operations only */
 
 /* ---------------------------------------------------------------- the paper's Table 2 */
@@ -283,6 +284,13 @@ static bool t2_run_ok(const struct run *r, char *why, size_t why_len)
     return false;
 }
 
+/* Message sizes for a channel: the bufferless channel sends one integer
+ * (Table 2: variable size "N/A"), the others `dflt`. */
+static const char *t2_sizes(const struct t2_row *row, const char *dflt)
+{
+    return row->paper && strcmp(row->paper->variable, "N/A") == 0 ? "4" : dflt;
+}
+
 /* ---------------------------------------------------------------- 1. measure */
 
 static void t2_measure(const struct t2_opts *o, struct t2_row *row)
@@ -290,10 +298,10 @@ static void t2_measure(const struct t2_opts *o, struct t2_row *row)
     const char *ch = row->ops->name;
     char *a_rx = xasprintf("--channel=%s, --role=receiver, --mode=measure, --messages=%u, "
                            "\"--sizes=%s\", --name=t2m",
-                           ch, o->messages, T2_MEASURE_SIZES);
+                           ch, o->messages, t2_sizes(row, T2_MEASURE_SIZES));
     char *a_tx = xasprintf("--channel=%s, --role=sender, --mode=measure, --messages=%u, "
                            "\"--sizes=%s\", --name=t2m",
-                           ch, o->messages, T2_MEASURE_SIZES);
+                           ch, o->messages, t2_sizes(row, T2_MEASURE_SIZES));
     char *progs = t2_prog(NULL, 1, a_rx);
     progs = t2_prog(progs, 0, a_tx);
     char *yaml = t2_scenario("table2-measure", 2, progs);
@@ -352,18 +360,20 @@ static void t2_measure(const struct t2_opts *o, struct t2_row *row)
 /* ---------------------------------------------------------------- 2. memory */
 
 /* Peak registered bytes of the hub (host 0) with `peers` peers. */
-static int t2_memory_one(const struct chan_ops *ops, bool fan_out, uint32_t peers, uint64_t *bytes,
+static int t2_memory_one(const struct t2_row *row, bool fan_out, uint32_t peers, uint64_t *bytes,
                          char *why, size_t why_len)
 {
+    const struct chan_ops *ops = row->ops;
     char *progs = NULL;
     for (uint32_t i = 0; i <= peers; i++) {
         bool hub = i == 0;
         bool sender = fan_out ? hub : !hub;
-        char *args = xasprintf("--channel=%s, --role=%s, --mode=memory, --fanout=%s, "
-                               "--peers=%u, --id=%u, --messages=%u, \"--sizes=64,4096\", "
-                               "--name=t2mem",
-                               ops->name, sender ? "sender" : "receiver", fan_out ? "out" : "in",
-                               peers, hub ? 0 : i - 1, T2_MEMORY_MSGS);
+        char *args =
+            xasprintf("--channel=%s, --role=%s, --mode=memory, --fanout=%s, "
+                      "--peers=%u, --id=%u, --messages=%u, \"--sizes=%s\", "
+                      "--name=t2mem",
+                      ops->name, sender ? "sender" : "receiver", fan_out ? "out" : "in", peers,
+                      hub ? 0 : i - 1, T2_MEMORY_MSGS, t2_sizes(row, T2_MEMORY_SIZES));
         progs = t2_prog(progs, i, args);
         free(args);
     }
@@ -393,13 +403,12 @@ static void t2_memory(const struct t2_opts *o, struct t2_row *row)
     row->mem_in_ok = row->mem_out_ok = true;
     for (size_t k = 0; k < row->npeers; k++) {
         char why[160];
-        if (row->mem_in_ok &&
-            t2_memory_one(row->ops, false, ns[k], &row->mem_in[k], why, sizeof(why))) {
+        if (row->mem_in_ok && t2_memory_one(row, false, ns[k], &row->mem_in[k], why, sizeof(why))) {
             row->mem_in_ok = false;
             snprintf(row->mem_why, sizeof(row->mem_why), "N:1, N=%u: %.120s", ns[k], why);
         }
         if (row->mem_out_ok &&
-            t2_memory_one(row->ops, true, ns[k], &row->mem_out[k], why, sizeof(why))) {
+            t2_memory_one(row, true, ns[k], &row->mem_out[k], why, sizeof(why))) {
             row->mem_out_ok = false;
             snprintf(row->mem_why, sizeof(row->mem_why), "1:N, N=%u: %.120s", ns[k], why);
         }
@@ -449,7 +458,7 @@ static char *t2_read_file(const char *path, size_t *len)
 static void t2_order_one(const struct t2_opts *o, const char *dir, struct t2_row *row, size_t t)
 {
     const struct t2_transport *tr = &t2_transports[t];
-    const char *sizes = tr->small ? T2_SMALL_SIZES : T2_CHECK_SIZES;
+    const char *sizes = t2_sizes(row, tr->small ? T2_SMALL_SIZES : T2_CHECK_SIZES);
     char *a_rx = xasprintf("--channel=%s, --role=receiver, --mode=check, --messages=%u, "
                            "\"--sizes=%s\", --name=t2c",
                            row->ops->name, o->check_msgs, sizes);
