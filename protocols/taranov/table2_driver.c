@@ -294,6 +294,26 @@ static int t2_open(const struct t2_opts *o, struct chan *c, const char *name, ui
 
 /* ---------------------------------------------------------------- sender / receiver */
 
+/* Waiting between two polls that found nothing.  Not host_relax(): a
+ * channel's ibv_poll_cq charges its CPU time after looking at the CQ, and
+ * a CQE that lands during that charge wakes nobody, so a host_relax() right
+ * after it can park forever (seen with send-normal under relaxed DMA
+ * ordering).  Instead the driver sleeps (host_compute) 100 ns, doubling up
+ * to 5 us while nothing arrives: an estimate that keeps the added latency
+ * small next to a 2-3 us round trip and the number of polls low in long
+ * waits.  A channel that never delivers then ends at the scenario's
+ * stop_time ("time limit") instead of as a deadlock. */
+#define T2_POLL_MIN_NS 100
+#define T2_POLL_MAX_NS 5000
+static void t2_wait(uint64_t *backoff_ns)
+{
+    if (*backoff_ns < T2_POLL_MIN_NS)
+        *backoff_ns = T2_POLL_MIN_NS;
+    host_compute(*backoff_ns);
+    if (*backoff_ns < T2_POLL_MAX_NS)
+        *backoff_ns *= 2;
+}
+
 struct t2_rx {
     struct chan_region zc; /* zero-copy destination (recv_into channels without recv) */
     bool zc_ready;
@@ -303,6 +323,7 @@ struct t2_rx {
 static int t2_recv_one(struct chan *c, struct t2_rx *rx, struct chan_region *r, bool *copied)
 {
     *copied = false;
+    uint64_t backoff = 0;
     for (;;) {
         int rc;
         if (c->ops->recv) {
@@ -320,7 +341,7 @@ static int t2_recv_one(struct chan *c, struct t2_rx *rx, struct chan_region *r, 
                 uint64_t h;
                 rc = c->ops->recv_into(c, &opt, &rx->zc, &h);
                 while (rc == 0 && (rc = c->ops->test_recv(c, h)) == CHAN_AGAIN)
-                    host_relax();
+                    t2_wait(&backoff);
                 if (rc == 0) {
                     *r = rx->zc;
                     r->len = opt.len;
@@ -332,7 +353,7 @@ static int t2_recv_one(struct chan *c, struct t2_rx *rx, struct chan_region *r, 
             return 0;
         if (rc < 0)
             return rc;
-        host_relax();
+        t2_wait(&backoff);
     }
 }
 
@@ -340,8 +361,9 @@ static int t2_recv_one(struct chan *c, struct t2_rx *rx, struct chan_region *r, 
 static int t2_send_stream(struct chan *c, const struct chan_region *r, uint64_t *h)
 {
     int rc;
+    uint64_t backoff = 0;
     while ((rc = chan_send(c, r, h)) == CHAN_AGAIN)
-        host_relax();
+        t2_wait(&backoff);
     return rc;
 }
 
@@ -395,8 +417,9 @@ static int t2_sender(const struct t2_opts *o, struct chan *c)
     for (uint64_t i = 1; i <= o->messages && rc >= 0; i++) {
         uint32_t b = (uint32_t)((i - 1) % nbuf);
         if (pending[b]) { /* reuse a buffer once its send completed */
+            uint64_t backoff = 0;
             while ((rc = chan_test_send(c, handles[b])) == CHAN_AGAIN)
-                host_relax();
+                t2_wait(&backoff);
             pending[b] = false;
             if (rc < 0)
                 break;

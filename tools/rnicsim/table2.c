@@ -215,7 +215,7 @@ static char *t2_scenario(const char *name, uint32_t hosts, const char *progs)
     return xasprintf("name: %s\n"
                      "description: \"rnicsim table2 (generated)\"\n"
                      "seed: 1\n"
-                     "stop_time: 1s\n"
+                     "stop_time: 100ms\n"
                      "profile: cx5-100g\n"
                      "topology:\n"
                      "  kind: star\n"
