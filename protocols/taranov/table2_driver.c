@@ -26,7 +26,9 @@
  *   receiver checks every one (sequence number if the channel declares
  *   `ordered`, else exactly once; length; checksum) and reports a row of
  *   "order_check" (messages_checked), or on the first bad message one row
- *   of "order_violation", a stderr line with "VIOLATION", and exits 1.
+ *   of "order_violation", a stderr line with "VIOLATION", and exits 1; a
+ *   message that does not arrive within 10 ms counts as lost (a
+ *   violation, check 6).
  * --mode=memory: the hub of a 1:N / N:1 run with --peers=N: for N:1 the
  *   receiver (role receiver, on its own host) receives from N senders (one
  *   endpoint with senders=N for a shared channel, else N point-to-point
@@ -294,6 +296,14 @@ static int t2_open(const struct t2_opts *o, struct chan *c, const char *name, ui
 
 /* ---------------------------------------------------------------- sender / receiver */
 
+/* Check mode: a receiver that gets nothing for this long reports the next
+ * message as lost ("never arrived", check 6), as litmus --timeout-us does:
+ * a ring whose bell an out-of-order write cleared waits forever otherwise.
+ * 10 ms is far above a message's delivery time in these scenarios (~us)
+ * and below the scenarios' 100 ms stop_time; an estimate (RC's 67 ms
+ * retransmission timeout never fires here: the fabrics are lossless). */
+#define T2_CHECK_TIMEOUT_NS 10000000ull
+
 /* Waiting between two polls that found nothing.  Not host_relax(): a
  * channel's ibv_poll_cq charges its CPU time after looking at the CQ, and
  * a CQE that lands during that charge wakes nobody, so a host_relax() right
@@ -320,10 +330,11 @@ struct t2_rx {
 };
 
 /* Receive one message into *out (bytes) and *len; 0, or -errno. */
-static int t2_recv_one(struct chan *c, struct t2_rx *rx, struct chan_region *r, bool *copied)
+static int t2_recv_one(struct chan *c, struct t2_rx *rx, struct chan_region *r, bool *copied,
+                       uint64_t timeout_ns)
 {
     *copied = false;
-    uint64_t backoff = 0;
+    uint64_t backoff = 0, t0 = host_now_ns();
     for (;;) {
         int rc;
         if (c->ops->recv) {
@@ -353,6 +364,8 @@ static int t2_recv_one(struct chan *c, struct t2_rx *rx, struct chan_region *r, 
             return 0;
         if (rc < 0)
             return rc;
+        if (timeout_ns && host_now_ns() - t0 > timeout_ns)
+            return -ETIMEDOUT;
         t2_wait(&backoff);
     }
 }
@@ -380,7 +393,8 @@ static int t2_violation(const struct t2_opts *o, uint64_t msg, int check, uint64
                                       "bad length field",
                                       "bad checksum",
                                       "wrong sequence number",
-                                      "duplicate"};
+                                      "duplicate",
+                                      "never arrived (nothing for 10 ms)"};
     fprintf(stderr,
             "taranov_t2 receiver: VIOLATION: %s message %" PRIu64 ": %s (seq %" PRIu64
             ", %zu bytes) (t=%" PRIu64 " ns)\n",
@@ -491,7 +505,11 @@ static int t2_receiver(const struct t2_opts *o, struct chan *cs, uint32_t n, uin
         }
         struct chan_region r;
         bool zc;
-        int rc = t2_recv_one(c, &rx[e], &r, &zc);
+        int rc = t2_recv_one(c, &rx[e], &r, &zc, o->mode == T2_CHECK ? T2_CHECK_TIMEOUT_NS : 0);
+        if (rc == -ETIMEDOUT) { /* a message lost for good: an ordering failure too */
+            ret = t2_violation(o, k, 6, 0, 0);
+            break;
+        }
         if (rc < 0) {
             fprintf(stderr, "taranov_t2 receiver: %s: %s (%s)\n", o->ops->name, c->err,
                     strerror(-rc));
