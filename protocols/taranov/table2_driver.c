@@ -4,7 +4,8 @@
  * with host_trace_mark, so that the tool can count, per message, the half
  * round trips on the wire and the work requests each side posted.
  *
- *   taranov_t2 --channel=NAME --role=sender|receiver [--mode=measure|check|memory]
+ *   taranov_t2 --channel=NAME --role=sender|receiver
+ *              [--mode=measure|check|memory|capacity] [--max-msg=B]
  *              [--messages=M] [--sizes=64,4096,16384] [--id=I] [--peers=N]
  *              [--name=PREFIX] [--slots=S]
  *
@@ -37,6 +38,9 @@
  *   endpoints).  The leaf side runs with --mode=memory --peers=N --id=i.
  *   Each link carries --messages messages (checked); `rnicsim table2`
  *   reads the hub NIC's peak registered bytes afterwards.
+ * --mode=capacity (two hosts, --slots=S --max-msg=B --ring-slots=K, small
+ *   --sizes): see t2_capacity below.  --ring-slots=K sizes a ring for K
+ *   messages of the largest size (default: --slots).
  *
  * Message format (every mode): [0,8) sequence number (1, 2, ...), [8,12)
  * length, [12,16) FNV-1a-32 checksum of the other bytes, then bytes from a
@@ -78,13 +82,13 @@
  * append (8 + 8 bytes, 8-aligned). */
 #define T2_RING_SLACK_BYTES 64
 
-enum t2_mode { T2_MEASURE, T2_CHECK, T2_MEMORY };
+enum t2_mode { T2_MEASURE, T2_CHECK, T2_MEMORY, T2_CAPACITY };
 
 struct t2_opts {
     const struct chan_ops *ops;
     bool sender;
     enum t2_mode mode;
-    uint32_t messages, id, peers, slots;
+    uint32_t messages, id, peers, slots, ring_slots;
     uint32_t sizes[T2_MAX_SIZES];
     uint32_t nsizes, max_size;
     bool fanout_out; /* memory mode: 1:N (one sender, N receivers) instead of N:1 */
@@ -167,7 +171,7 @@ static int t2_usage(const char *why)
             "usage: taranov_t2 --channel=NAME --role=sender|receiver "
             "[--mode=measure|check|memory]\n"
             "                  [--messages=M] [--sizes=LIST] [--id=I] [--peers=N] "
-            "[--name=PREFIX] [--slots=S] [--fanout=in|out]\n",
+            "[--name=PREFIX] [--slots=S] [--fanout=in|out] [--max-msg=B] [--ring-slots=K]\n",
             why);
     return T2_EXIT_USAGE;
 }
@@ -210,6 +214,14 @@ static int t2_parse(int argc, char **argv, struct t2_opts *o)
             o->mode = T2_MEASURE;
         } else if (!strcmp(a, "--mode=check")) {
             o->mode = T2_CHECK;
+        } else if (!strcmp(a, "--mode=capacity")) {
+            o->mode = T2_CAPACITY;
+        } else if (!strncmp(a, "--ring-slots=", 13)) {
+            if (!t2_u32(v, 1, 1u << 16, &o->ring_slots))
+                return t2_usage("bad --ring-slots");
+        } else if (!strncmp(a, "--max-msg=", 10)) {
+            if (!t2_u32(v, 1, 1u << 24, &o->max_size))
+                return t2_usage("bad --max-msg");
         } else if (!strcmp(a, "--mode=memory")) {
             o->mode = T2_MEMORY;
         } else if (!strcmp(a, "--fanout=in")) {
@@ -285,7 +297,7 @@ static int t2_open(const struct t2_opts *o, struct chan *c, const char *name, ui
         .receivers = receivers,
         .max_msg_bytes = o->max_size,
         .slots = slots,
-        .ring_bytes = (size_t)t2_ring_bytes(slots, o->max_size),
+        .ring_bytes = (size_t)t2_ring_bytes(o->ring_slots ? o->ring_slots : slots, o->max_size),
     };
     int rc = chan_open(c, o->ops, &cfg);
     if (rc < 0)
@@ -417,7 +429,8 @@ static int t2_violation(const struct t2_opts *o, uint64_t msg, int check, uint64
  * still be reading it). */
 static int t2_sender(const struct t2_opts *o, struct chan *c)
 {
-    uint32_t nbuf = o->mode == T2_MEASURE ? o->messages : 2 * c->cfg.slots;
+    uint32_t nbuf =
+        o->mode == T2_MEASURE || o->mode == T2_CAPACITY ? o->messages : 2 * c->cfg.slots;
     if (nbuf > o->messages)
         nbuf = o->messages;
     struct chan_region *bufs = calloc(nbuf, sizeof(*bufs));
@@ -574,6 +587,66 @@ static int t2_receiver(const struct t2_opts *o, struct chan *cs, uint32_t n, uin
     return ret;
 }
 
+/* Capacity (--mode=capacity, the "variable size" column): the receiver
+ * takes messages without freeing them until nothing more arrives for
+ * 200 us (an estimate: ~100 round trips of the star), reports how many it
+ * holds at once in a row of "capacity" (held, slots, max_msg_bytes), then
+ * frees them and takes the rest.  `rnicsim table2` divides the receiver's
+ * registered bytes by the number held: a channel that spends a slot or a
+ * receive buffer of --max-msg bytes per message needs about that much per
+ * small message; a ring (sized by --ring-slots) much less. */
+#define T2_HOLD_TIMEOUT_NS 200000ull
+static int t2_capacity(const struct t2_opts *o, struct chan *c)
+{
+    struct chan_region *held = calloc(o->messages, sizeof(*held));
+    struct t2_rx rx = {0};
+    if (!held)
+        return T2_EXIT_USAGE;
+    int ret = T2_EXIT_OK;
+    uint32_t nheld = 0, taken = 0;
+    while (nheld < o->messages && c->ops->recv) {
+        bool zc;
+        int rc = t2_recv_one(c, &rx, &held[nheld], &zc, T2_HOLD_TIMEOUT_NS);
+        if (rc == -ETIMEDOUT)
+            break;
+        uint64_t seq;
+        if (rc < 0 || t2_verify(held[nheld].addr, held[nheld].len, &seq)) {
+            fprintf(stderr, "taranov_t2 receiver: %s: capacity: %s\n", o->ops->name,
+                    rc < 0 ? c->err : "a bad message");
+            ret = T2_EXIT_BAD;
+            break;
+        }
+        nheld++;
+    }
+    struct host_kv kv[] = {
+        {"held", nheld}, {"slots", c->cfg.slots}, {"max_msg_bytes", (double)c->cfg.max_msg_bytes}};
+    host_report("capacity", kv, sizeof(kv) / sizeof(kv[0]));
+    for (uint32_t i = 0; i < nheld && ret == T2_EXIT_OK; i++)
+        if (chan_free(c, &held[i]) < 0) {
+            fprintf(stderr, "taranov_t2 receiver: chan_free: %s\n", c->err);
+            ret = T2_EXIT_USAGE;
+        }
+    for (taken = nheld; taken < o->messages && ret == T2_EXIT_OK; taken++) {
+        struct chan_region r;
+        bool zc;
+        int rc = t2_recv_one(c, &rx, &r, &zc, T2_CHECK_TIMEOUT_NS);
+        if (rc < 0 || (!zc && chan_free(c, &r) < 0)) {
+            fprintf(stderr, "taranov_t2 receiver: %s: %s\n", o->ops->name, c->err);
+            ret = T2_EXIT_USAGE;
+        }
+    }
+    if (ret == T2_EXIT_OK) {
+        uint64_t total = o->messages;
+        char key[160];
+        t2_key(key, sizeof(key), c, "all", c->cfg.id);
+        host_oob_put(key, &total, sizeof(total));
+    }
+    if (rx.zc_ready)
+        chan_release(c, &rx.zc);
+    free(held);
+    return ret;
+}
+
 int taranov_t2_main(int argc, char **argv)
 {
     struct t2_opts o;
@@ -623,7 +696,8 @@ int taranov_t2_main(int argc, char **argv)
             for (uint32_t e = 0; e < n && ret == T2_EXIT_OK; e++)
                 ret = t2_sender(&o, &cs[e]);
         else
-            ret = t2_receiver(&o, cs, n, n > 1 ? n : senders);
+            ret = o.mode == T2_CAPACITY ? t2_capacity(&o, &cs[0])
+                                        : t2_receiver(&o, cs, n, n > 1 ? n : senders);
     }
     for (uint32_t e = 0; e < opened; e++)
         chan_close(&cs[e]);

@@ -6,7 +6,8 @@
 # send/recv pair (normal: O(N) at the receiver of N:1; shared receive:
 # O(1)); the ring with the inlined bell without zeroing, which needs in-order
 # bytes, passes the ordering checker on IB RC and FAILs (with a seed) on IB
-# with relaxed DMA ordering; the JSON, CSV and --update outputs agree; an
+# with relaxed DMA ordering; small messages cost a whole receive buffer on
+# send/recv and write-slot channels but not on rings; the JSON, CSV and --update outputs agree; an
 # unknown channel is a usage error listing the known ones.
 # Args: rnicsim binary, source dir, scratch dir (test/scenario/lib.sh).
 set -u
@@ -52,6 +53,17 @@ assert not bad, bad
 for name, c in d.items():
     m = c['measured']
     assert m['messages_checked'] == 4 and m['lengths_exact'] == 4, (name, m)
+PY"
+
+check "variable size measured: receive memory per small message (paper: send/slot no, ring yes)" "$py - t2.json <<'PY'
+import json, sys
+d = {c['name']: c['measured'] for c in json.load(open(sys.argv[1]))['channels']}
+paper = {'send-normal': 'no', 'send-shared': 'no', 'write-slot-inlined': 'no',
+         'shared-ring-imm': 'yes', 'ring-inlined-nozero': 'yes'}
+got = {n: d[n]['variable_size'] for n in paper}
+assert got == paper, got
+m = d['send-normal']
+assert m['capacity_held'] == 64 and m['capacity_receiver_bytes'] >= 64 * 4096, m
 PY"
 
 check "send-normal re-posts one receive per message, when freeing it" "$py - t2.json <<'PY'

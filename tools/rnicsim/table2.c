@@ -17,6 +17,10 @@
  *      re-posted receives).  Messages cycle through sizes 64 B .. 16 KiB,
  *      and the driver reports how many arrived with exactly their length
  *      (the "variable size" check).
+ *   1b. capacity: 64 messages of 64 B to a receiver set up for 64
+ *      messages of 4 KiB (slots) or a ring of 8 x 4 KiB; the receiver
+ *      holds them without freeing; variable size = its registered bytes per
+ *      held message below half a 4 KiB message.
  *   2. memory: N = 1, 2, 4, 8 (--quick: 1, 4) peers, --mode=memory: the
  *      peak registered MR bytes (nic counters mr_bytes_peak) of the hub
  *      host, the receiver of N:1 and the sender of 1:N; O(N) if each
@@ -187,6 +191,9 @@ struct t2_row {
     char why[160];
     struct t2_stat hrt, snd_net, snd_recv, rcv_net, rcv_recv, free_net, free_recv;
     uint64_t checked, lengths_exact;
+    /* variable size: capacity run */
+    bool cap_ok;
+    uint64_t cap_held, cap_bytes;
     /* memory */
     uint32_t peers[T2_MAX_PEERS_STEPS];
     size_t npeers;
@@ -355,6 +362,60 @@ static void t2_measure(const struct t2_opts *o, struct t2_row *row)
     }
     run_free(r);
     scenario_free(s);
+}
+
+/* ---------------------------------------------------------------- 1b. variable size */
+
+/* The capacity run (taranov_t2 --mode=capacity): 64 messages of 64 B into
+ * a receiver with 64 slots / receive buffers of 4 KiB, or a ring of 8 x 4
+ * KiB; the receiver holds as many as arrive without freeing.  Receive
+ * memory per held message = the receiver's peak registered bytes / held. */
+#define T2_CAP_MSGS 64
+#define T2_CAP_MAX_BYTES 4096
+static void t2_capacity(struct t2_row *row)
+{
+    char *a_rx =
+        xasprintf("--channel=%s, --role=receiver, --mode=capacity, --messages=%u, "
+                  "\"--sizes=%s\", --max-msg=%u, --slots=%u, --ring-slots=8, --name=t2cap",
+                  row->ops->name, T2_CAP_MSGS, t2_sizes(row, "64"), T2_CAP_MAX_BYTES, T2_CAP_MSGS);
+    char *a_tx =
+        xasprintf("--channel=%s, --role=sender, --mode=capacity, --messages=%u, "
+                  "\"--sizes=%s\", --max-msg=%u, --slots=%u, --ring-slots=8, --name=t2cap",
+                  row->ops->name, T2_CAP_MSGS, t2_sizes(row, "64"), T2_CAP_MAX_BYTES, T2_CAP_MSGS);
+    char *progs = t2_prog(NULL, 1, a_rx);
+    progs = t2_prog(progs, 0, a_tx);
+    char *yaml = t2_scenario("table2-capacity", 2, progs);
+    free(a_rx);
+    free(a_tx);
+    free(progs);
+    struct scenario *s = NULL;
+    char why[160];
+    struct run *r = t2_run(yaml, &s, 0, why, sizeof(why));
+    free(yaml);
+    if (!r) {
+        fprintf(stderr, "table2: %s: capacity: %s\n", row->ops->name, why);
+        return;
+    }
+    const struct report_table *cap = t2_table(r, "capacity");
+    if (t2_run_ok(r, why, sizeof(why)) && cap && cap->nrows) {
+        row->cap_held = (uint64_t)t2_row_value(&cap->rows[0], "held");
+        row->cap_bytes = nic_get_counters(r->world->nics[1])->mr_bytes_peak;
+        row->cap_ok = row->cap_held > 0;
+    } else {
+        fprintf(stderr, "table2: %s: capacity run: %s\n", row->ops->name,
+                cap ? why : "no capacity reported");
+    }
+    run_free(r);
+    scenario_free(s);
+}
+
+/* Variable size, measured: a small message costs less than half a
+ * maximal one of receive memory. */
+static const char *t2_cap_class(const struct t2_row *r)
+{
+    if (!r->cap_ok)
+        return "?";
+    return r->cap_bytes / r->cap_held < T2_CAP_MAX_BYTES / 2 ? "yes" : "no";
 }
 
 /* ---------------------------------------------------------------- 2. memory */
@@ -634,7 +695,8 @@ static void t2_markdown(FILE *out, const struct t2_opts *o, const struct t2_row 
             o->quick ? " --quick" : "", o->messages, o->runs, o->check_msgs);
     fprintf(out, "| Channel | HRT | Req. Send | Req. Recv | Recv WRs (posted receives, "
                  "free-time requests) | Blocking recv | Zero-copy Send | Zero-copy Recv | "
-                 "Variable size (paper / declared / lengths kept) | Memory 1:N (KiB at N=");
+                 "Variable size (paper / declared / measured: receive memory per small message) | "
+                 "Memory 1:N (KiB at N=");
     const struct t2_row *any = n ? &rows[0] : NULL;
     for (size_t k = 0; any && k < any->npeers; k++)
         fprintf(out, "%s%u", k ? "/" : "", any->peers[k]);
@@ -669,10 +731,14 @@ static void t2_markdown(FILE *out, const struct t2_opts *o, const struct t2_row 
         t2_fmt_mem(r, false, m1, sizeof(m1));
         t2_fmt_mem(r, true, m2, sizeof(m2));
         t2_opcodes(f->opcodes, ops, sizeof(ops));
-        char var[32];
-        if (r->measured && r->checked)
-            snprintf(var, sizeof(var), "%s",
-                     r->lengths_exact == r->checked ? "yes" : (r->lengths_exact ? "some" : "no"));
+        char var[96];
+        if (r->cap_ok)
+            snprintf(var, sizeof(var), "%s (%.1f KiB per 64 B message; lengths %s)",
+                     t2_cap_class(r), (double)r->cap_bytes / (double)r->cap_held / 1024.0,
+                     r->checked && r->lengths_exact == r->checked ? "kept" : "not kept");
+        else if (r->measured && r->checked)
+            snprintf(var, sizeof(var), "- (lengths %s)",
+                     r->lengths_exact == r->checked ? "kept" : "not kept");
         else
             snprintf(var, sizeof(var), "-");
         fprintf(out,
@@ -761,6 +827,9 @@ static int t2_write_json(const char *path, const struct t2_opts *o, const struct
         t2_json_stat(w, "receives_posted_recv_free", &r->free_recv);
         json_kv_u64(w, "messages_checked", r->checked);
         json_kv_u64(w, "lengths_exact", r->lengths_exact);
+        json_kv_str(w, "variable_size", t2_cap_class(r));
+        json_kv_u64(w, "capacity_held", r->cap_held);
+        json_kv_u64(w, "capacity_receiver_bytes", r->cap_bytes);
         json_kv_array_begin(w, "peers");
         for (size_t k = 0; k < r->npeers; k++)
             json_u64(w, r->peers[k]);
@@ -808,7 +877,7 @@ static int t2_write_csv(const char *path, const struct t2_row *rows, size_t n)
     }
     fprintf(f, "channel,paper_hrt,hrt_min,hrt_mean,paper_req_send,req_send_min,req_send_mean,"
                "paper_req_recv,req_recv_min,req_recv_mean,recv_posted_mean,free_send_mean,"
-               "free_recv_mean,lengths_exact,messages,mem_1n,mem_n1");
+               "free_recv_mean,lengths_exact,messages,variable_size,mem_1n,mem_n1");
     for (size_t t = 0; t < T2_NTRANSPORTS; t++)
         fprintf(f, ",%s", t2_transports[t].key);
     fprintf(f, "\n");
@@ -816,12 +885,12 @@ static int t2_write_csv(const char *path, const struct t2_row *rows, size_t n)
         const struct t2_row *r = &rows[i];
         fprintf(f,
                 "%s,\"%s\",%u,%.3f,\"%s\",%u,%.3f,\"%s\",%u,%.3f,%.3f,%.3f,%.3f,%" PRIu64
-                ",%" PRIu64 ",%s,%s",
+                ",%" PRIu64 ",%s,%s,%s",
                 r->ops->name, r->paper ? r->paper->hrt : "", r->hrt.min, t2_stat_mean(&r->hrt),
                 r->paper ? r->paper->req_send : "", r->snd_net.min, t2_stat_mean(&r->snd_net),
                 r->paper ? r->paper->req_recv : "", r->rcv_net.min, t2_stat_mean(&r->rcv_net),
                 t2_stat_mean(&r->rcv_recv), t2_stat_mean(&r->free_net), t2_stat_mean(&r->free_recv),
-                r->lengths_exact, r->checked,
+                r->lengths_exact, r->checked, t2_cap_class(r),
                 t2_mem_class(r->peers, r->mem_out, r->npeers, r->mem_out_ok),
                 t2_mem_class(r->peers, r->mem_in, r->npeers, r->mem_in_ok));
         for (size_t t = 0; t < T2_NTRANSPORTS; t++) {
@@ -1020,6 +1089,8 @@ int table2_main(int argc, char **argv)
         if (o.verbose)
             fprintf(stderr, "table2: %s: measure\n", ops->name);
         t2_measure(&o, r);
+        if (r->paper && strcmp(r->paper->variable, "N/A") != 0)
+            t2_capacity(r);
         if (!o.no_memory) {
             if (o.verbose)
                 fprintf(stderr, "table2: %s: memory\n", ops->name);
