@@ -2,7 +2,8 @@
  * Table 2): N senders share the receiver's slots (O(1) memory in N).  A
  * sender reserves a slot through a two-way bufferless exchange (a
  * SEND_WITH_IMM request, the receiver's SEND_WITH_IMM grant naming a free
- * slot, first come first served, at most slots / N open per sender), then
+ * slot, first come first served; one reservation per message, at most
+ * slots / N messages in flight per sender), then
  * WRITE_WITH_IMMs the message into it; the receiver unlocks the slot when
  * the region is freed.  3 HRT, >= 2 requests on the sender, 1 (the grant)
  * on the receiver.  Mechanics: family_write_slot.c. */

@@ -380,10 +380,30 @@ void chan_qp_destroy(struct chan_qp *q)
     q->qp = NULL;
 }
 
+int chan_poll_cq(struct chan *c, struct ibv_cq *cq, int n, struct ibv_wc *wc)
+{
+    int got = ibv_poll_cq(cq, n, wc);
+    c->last_poll_empty = got == 0;
+    return got;
+}
+
+void chan_relax(struct chan *c)
+{
+    if (c->last_poll_empty) {
+        /* The attempt ended with an empty CQ poll: the next attempt's poll
+         * is a spin (simulator: it parks there until something lands and
+         * polls again, with no lost wake-up); host_relax() here could miss
+         * a completion that landed while that poll was being charged. */
+        c->last_poll_empty = false;
+        return;
+    }
+    host_relax();
+}
+
 int chan_poll_send_cq(struct chan *c, struct ibv_cq *cq, uint64_t *done)
 {
     struct ibv_wc wc[16];
-    int n = ibv_poll_cq(cq, 16, wc);
+    int n = chan_poll_cq(c, cq, 16, wc);
     if (n < 0)
         return chan_fail(c, EIO, "ibv_poll_cq failed");
     for (int i = 0; i < n; i++) {
@@ -492,8 +512,8 @@ int chan_ack_flush(struct chan *c, struct chan_ack *a, struct chan_qp *q,
         int n = chan_poll_send_cq(c, q->scq, &a->done);
         if (n < 0)
             return n;
-        if (n == 0)
-            host_relax();
+        /* an empty poll after an empty poll parks in the simulator until
+         * something lands, and re-polls: no host_relax here */
     }
     if (q->max_inline < sizeof(a->value))
         return chan_fail(c, EOPNOTSUPP, "ack WRITE needs %zu bytes of inline data, QP has %u",
@@ -544,6 +564,7 @@ int chan_cq_block(struct chan *c, struct ibv_comp_channel *ch, struct ibv_cq *cq
         return n < 0 ? chan_fail(c, EIO, "ibv_poll_cq failed") : n;
     struct ibv_cq *ev_cq = NULL;
     void *ev_ctx = NULL;
+    c->last_poll_empty = false;
     if (ibv_get_cq_event(ch, &ev_cq, &ev_ctx) != 0)
         return chan_fail(c, errno ? errno : EIO, "ibv_get_cq_event: %s", strerror(errno));
     ibv_ack_cq_events(ev_cq, 1);

@@ -22,7 +22,10 @@
  *
  * Return convention: 0 = done, CHAN_AGAIN (> 0) = not now (no room, nothing
  * arrived, not finished; call again, with host_relax() or a CQ poll in the
- * loop), < 0 = -errno for a real error (the channel is then broken). */
+ * loop), < 0 = -errno for a real error (the channel is then broken).
+ * -EBADMSG (added, tar-write): the receiver found its own framing corrupt
+ * (a bell or length word that cannot be right): what a transport that
+ * reorders what the channel relies on produces. */
 #ifndef RNICSIM_TARANOV_CHANNEL_H
 #define RNICSIM_TARANOV_CHANNEL_H
 
@@ -128,6 +131,9 @@ struct chan {
     bool own_ctx;
     void *impl;
     char err[160]; /* why the last call failed */
+    /* Added (tar-write): the last verbs call of the last attempt was an
+     * empty CQ poll (set by chan_poll_cq; chan_relax looks at it). */
+    bool last_poll_empty;
 };
 
 extern const struct chan_ops *const chan_registry[]; /* NULL-terminated */
@@ -159,6 +165,16 @@ static inline int chan_free(struct chan *c, struct chan_region *r)
 {
     return c->ops->free_region(c, r);
 }
+
+/* Added (tar-write): what a caller does between attempts that returned
+ * CHAN_AGAIN: host_relax(), unless the attempt ended with an empty CQ poll
+ * (chan_poll_cq), in which case the next attempt's poll is the spin (the
+ * simulator parks in ibv_poll_cq and re-polls).  host_relax() after a CQ
+ * poll can lose a completion that landed while the poll's CPU time was
+ * charged (tools/rnicsim/host_api.c parks unconditionally), which
+ * deadlocks the run.  Loop: while ((rc = chan_recv(c, &r)) == CHAN_AGAIN)
+ * chan_relax(c); */
+void chan_relax(struct chan *c);
 
 /* ------------------------------------------------------------------------
  * Helpers for channel implementations (added by tar-write; channel.c).
@@ -203,6 +219,10 @@ void chan_qp_destroy(struct chan_qp *q);
 
 /* The link name of sender `id` of a channel ("s<id>"), into buf. */
 const char *chan_link_name(char *buf, size_t len, uint32_t id);
+
+/* ibv_poll_cq that records in c->last_poll_empty whether it found
+ * nothing: channels poll through it so chan_relax can wait correctly. */
+int chan_poll_cq(struct chan *c, struct ibv_cq *cq, int n, struct ibv_wc *wc);
 
 /* Poll up to 16 completions of `cq`; every successful one whose wr_id is
  * not 0 raises *done to at least that wr_id (wr_ids of signalled WRs are

@@ -282,7 +282,7 @@ int ring_open(struct chan *c, enum ring_variant v)
 static int poll_send(struct chan *c, struct ring *g)
 {
     struct ibv_wc wc[16];
-    int n = ibv_poll_cq(g->scq, 16, wc);
+    int n = chan_poll_cq(c, g->scq, 16, wc);
     if (n < 0)
         return chan_fail(c, EIO, "%s: ibv_poll_cq failed", c->ops->name);
     for (int i = 0; i < n; i++) {
@@ -516,7 +516,7 @@ static int deliver(struct chan *c, struct ring *g, uint64_t pos, uint8_t *addr, 
                    uint64_t rec, uint32_t sender, struct chan_region *out)
 {
     if (len > c->cfg.max_msg_bytes || rec > g->R / 2)
-        return chan_fail(c, EIO, "%s: record at %llu says %zu bytes (max %zu)", c->ops->name,
+        return chan_fail(c, EBADMSG, "%s: record at %llu says %zu bytes (max %zu)", c->ops->name,
                          (unsigned long long)pos, len, c->cfg.max_msg_bytes);
     g->rec_sz[(pos % g->R) / 8] = (uint32_t)rec;
     out->addr = addr;
@@ -557,8 +557,8 @@ int ring_recv(struct chan *c, struct chan_region *out)
             return CHAN_AGAIN;
         size_t len = v - 1;
         if (len > c->cfg.max_msg_bytes)
-            return chan_fail(c, EIO, "%s: header at %llu says %zu bytes (max %zu)", c->ops->name,
-                             (unsigned long long)p, len, c->cfg.max_msg_bytes);
+            return chan_fail(c, EBADMSG, "%s: header at %llu says %zu bytes (max %zu)",
+                             c->ops->name, (unsigned long long)p, len, c->cfg.max_msg_bytes);
         uint64_t a = chan_align8(len);
         volatile uint64_t *done = (volatile uint64_t *)(at(g, p) + RING_HDR + a);
         if (*done == 0)
@@ -576,7 +576,7 @@ int ring_recv(struct chan *c, struct chan_region *out)
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
         size_t len = (size_t)(v - 1);
         if (len > c->cfg.max_msg_bytes)
-            return chan_fail(c, EIO, "%s: bell at %llu says %zu bytes (max %zu)", c->ops->name,
+            return chan_fail(c, EBADMSG, "%s: bell at %llu says %zu bytes (max %zu)", c->ops->name,
                              (unsigned long long)p, len, c->cfg.max_msg_bytes);
         uint64_t a = chan_align8(len);
         g->recv_pos += 8 + a;
@@ -585,7 +585,7 @@ int ring_recv(struct chan *c, struct chan_region *out)
     case RING_IMM:
     case RING_SHARED_IMM: {
         struct ibv_wc wc;
-        int n = ibv_poll_cq(g->rcq, 1, &wc);
+        int n = chan_poll_cq(c, g->rcq, 1, &wc);
         if (n == 0 && g->cch)
             n = chan_cq_block(c, g->cch, g->rcq, &wc);
         if (n < 0)

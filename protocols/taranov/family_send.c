@@ -263,7 +263,7 @@ int sr_recv(struct chan *c, struct chan_region *out)
 {
     struct sr *s = c->impl;
     struct ibv_wc wc;
-    int n = ibv_poll_cq(s->rcq, 1, &wc);
+    int n = chan_poll_cq(c, s->rcq, 1, &wc);
     if (n == 0 && s->cch)
         n = chan_cq_block(c, s->cch, s->rcq, &wc);
     if (n < 0)

@@ -24,7 +24,8 @@
  *                N): a sender asks for a slot with a bufferless
  *                SEND_WITH_IMM, the receiver grants one with a bufferless
  *                SEND_WITH_IMM (imm = slot) when it has a free one
- *                (otherwise the request waits, first come first served),
+ *                (otherwise the request waits, first come first served;
+ *                one request per message, asked when the message is sent),
  *                the sender WRITE_WITH_IMMs the message into it; freeing
  *                the region unlocks the slot.  3 HRT, >= 2 requests on the
  *                sender, 1 on the receiver (Table 2). */
@@ -47,7 +48,7 @@ enum {
 struct ws {
     enum ws_variant v;
     size_t slot_bytes;
-    uint32_t window; /* reserve: reservations a sender may have open */
+    uint32_t window; /* reserve: messages a sender may have in flight */
     struct ibv_comp_channel *cch;
     /* sender */
     struct ibv_cq *scq, *srcq;
@@ -220,8 +221,10 @@ int ws_open(struct chan *c, enum ws_variant v)
     w->slot_bytes = (w->slot_bytes + 63) / 64 * 64;
     w->window = 1;
     if (v == WS_RESERVE) {
-        /* each sender may hold slots / senders reservations (at least one):
-         * the paper notes one sender could otherwise take every slot */
+        /* each sender may have slots / senders messages in flight (at least
+         * one), which bounds the receive queues; slots are granted first
+         * come first served (the paper notes one sender could take them
+         * all) */
         w->window = c->cfg.slots / c->cfg.senders;
         if (w->window == 0)
             w->window = 1;
@@ -240,11 +243,25 @@ static int post(struct chan *c, struct ws *w, struct ibv_send_wr *wr)
     return 0;
 }
 
-/* reserve: take grants from the receive CQ, ask for more slots. */
-static int reserve_progress(struct chan *c, struct ws *w)
+/* reserve: ask for a slot when a message needs one and none is granted or
+ * asked for (one reservation per message: the paper's 3 HRT), then take
+ * grants from the receive CQ. */
+static int reserve_progress(struct chan *c, struct ws *w, bool need)
 {
+    /* ask first: the simulator parks a thread at its second empty poll in
+     * a row, which must not come before the request is out */
+    if (need && w->g_head == w->g_tail && w->requested == w->used) {
+        struct ibv_send_wr wr = {.wr_id = 0,
+                                 .opcode = IBV_WR_SEND_WITH_IMM,
+                                 .send_flags = IBV_SEND_SIGNALED,
+                                 .imm_data = WS_REQ_IMM};
+        int rc = post(c, w, &wr);
+        if (rc < 0)
+            return rc;
+        w->requested++;
+    }
     struct ibv_wc wc[8];
-    int n = ibv_poll_cq(w->srcq, 8, wc);
+    int n = chan_poll_cq(c, w->srcq, 8, wc);
     if (n < 0)
         return chan_fail(c, EIO, "%s: ibv_poll_cq failed", c->ops->name);
     for (int i = 0; i < n; i++) {
@@ -261,16 +278,6 @@ static int reserve_progress(struct chan *c, struct ws *w)
         if (rc < 0)
             return rc;
     }
-    while (w->requested - w->used < w->window) {
-        struct ibv_send_wr wr = {.wr_id = 0,
-                                 .opcode = IBV_WR_SEND_WITH_IMM,
-                                 .send_flags = IBV_SEND_SIGNALED,
-                                 .imm_data = WS_REQ_IMM};
-        int rc = post(c, w, &wr);
-        if (rc < 0)
-            return rc;
-        w->requested++;
-    }
     return 0;
 }
 
@@ -285,7 +292,9 @@ int ws_send(struct chan *c, const struct chan_region *r, uint64_t *handle)
         return n;
     uint32_t slot;
     if (w->v == WS_RESERVE) {
-        int rc = reserve_progress(c, w);
+        if (w->sent - w->done >= w->window) /* bounds the receiver's receive queue */
+            return CHAN_AGAIN;
+        int rc = reserve_progress(c, w, true);
         if (rc < 0)
             return rc;
         if (w->g_head == w->g_tail)
@@ -368,11 +377,6 @@ int ws_test_send(struct chan *c, uint64_t handle)
         if (n < 0)
             return n;
     }
-    if (w->v == WS_RESERVE) { /* keep asking for slots meanwhile */
-        int rc = reserve_progress(c, w);
-        if (rc < 0)
-            return rc;
-    }
     return w->done >= handle ? 0 : CHAN_AGAIN;
 }
 
@@ -410,7 +414,7 @@ static int recv_cq(struct chan *c, struct ws *w, struct chan_region *out)
 {
     for (;;) {
         struct ibv_wc wc;
-        int n = ibv_poll_cq(w->rcq, 1, &wc);
+        int n = chan_poll_cq(c, w->rcq, 1, &wc);
         if (n == 0 && w->cch)
             n = chan_cq_block(c, w->cch, w->rcq, &wc);
         if (n < 0)
@@ -472,12 +476,12 @@ int ws_recv(struct chan *c, struct chan_region *out)
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
         len = t[0];
         if (len > c->cfg.max_msg_bytes)
-            return chan_fail(c, EIO, "%s: slot %u says %zu bytes (max %zu)", c->ops->name, slot,
+            return chan_fail(c, EBADMSG, "%s: slot %u says %zu bytes (max %zu)", c->ops->name, slot,
                              len, c->cfg.max_msg_bytes);
         out->addr = s + w->slot_bytes - WS_TRAILER - len;
     }
     if (len > c->cfg.max_msg_bytes)
-        return chan_fail(c, EIO, "%s: bell of slot %u says %zu bytes", c->ops->name, slot, len);
+        return chan_fail(c, EBADMSG, "%s: bell of slot %u says %zu bytes", c->ops->name, slot, len);
     out->len = len;
     out->lkey = w->mr->lkey;
     out->priv = slot;

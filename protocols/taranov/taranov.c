@@ -136,6 +136,7 @@ enum tr_check {
     TRC_DUPLICATE = 5,
     TRC_ORDER = 6,
     TRC_BODY = 7,
+    TRC_FRAMING = 8, /* the channel found its bell / length words corrupt */
 };
 static const char *const tr_check_name[] = {"ok",     "sequence number", "length", "checksum",
                                             "sender", "duplicate",       "order",  "body"};
@@ -418,6 +419,14 @@ static int parse(int argc, char **argv, struct tr_opts *o)
         fprintf(stderr, "%s: pingpong runs one sender\n", prog);
         return -1;
     }
+    if (o->senders > 1 && !o->ops->features.shared) {
+        fprintf(stderr, "%s: %s: one sender only (not an N:1 channel)\n", prog, o->ops->name);
+        return -1;
+    }
+    if (o->receivers > 1 && !o->ops->features.multi_reader) {
+        fprintf(stderr, "%s: %s: one receiver only (not a 1:N channel)\n", prog, o->ops->name);
+        return -1;
+    }
     bool bufferless = strcmp(o->ops->name, "send-bufferless") == 0;
     if (bufferless) { /* the immediate is the message */
         o->n_sizes = 1;
@@ -638,18 +647,20 @@ static int recv_one(struct tr *t, struct chan *c, struct chan_region *r)
         int rc = chan_recv(c, r);
         if (rc == 0)
             return 0;
+        if (rc == -EBADMSG)
+            return rc;
         if (rc < 0) {
             fprintf(stderr, "%s: %s receive: %s\n", t->prog, t->o.ops->name, c->err);
             return -1;
         }
-        host_relax();
+        chan_relax(c);
     }
 }
 
 static int send_one(struct tr *t, struct chan *c, struct chan_region *r, uint64_t *h)
 {
+    msg_stamp(r->addr, r->len); /* once: the latency includes waiting for room */
     for (;;) {
-        msg_stamp(r->addr, r->len);
         int rc = chan_send(c, r, h);
         if (rc == 0)
             return 0;
@@ -657,7 +668,7 @@ static int send_one(struct tr *t, struct chan *c, struct chan_region *r, uint64_
             fprintf(stderr, "%s: %s send: %s\n", t->prog, t->o.ops->name, c->err);
             return -1;
         }
-        host_relax();
+        chan_relax(c);
     }
 }
 
@@ -671,7 +682,7 @@ static int wait_send(struct tr *t, struct chan *c, uint64_t h)
             fprintf(stderr, "%s: %s send completion: %s\n", t->prog, t->o.ops->name, c->err);
             return -1;
         }
-        host_relax();
+        chan_relax(c);
     }
 }
 
@@ -717,7 +728,14 @@ static int stream_receiver(struct tr *t)
         return TR_ERROR;
     while (t->checked < total) {
         struct chan_region r;
-        if (recv_one(t, &t->ch, &r) < 0) {
+        int rc = recv_one(t, &t->ch, &r);
+        if (rc == -EBADMSG) {
+            struct tr_msg g = {0};
+            fprintf(stderr, "%s server: %s\n", t->prog, t->ch.err);
+            put_done(t, TR_VIOLATION);
+            return violation(t, TRC_FRAMING, &g, 0, "stream");
+        }
+        if (rc < 0) {
             put_done(t, TR_ERROR);
             return TR_ERROR;
         }
@@ -781,9 +799,11 @@ static int pingpong_client(struct tr *t)
         return TR_ERROR;
     }
     t->pool_owner = &t->ch;
-    double *rtt = calloc(n, sizeof(double));
+    double *rtt = t->lat_ns = calloc(n, sizeof(double)); /* freed by taranov_main */
     if (!rtt)
         return TR_ERROR;
+    struct tr_opts all = t->o; /* seqs run over all sizes */
+    all.messages = n * t->o.n_sizes;
     uint32_t seq = 0;
     for (size_t si = 0; si < t->o.n_sizes; si++) {
         size_t len = t->o.sizes[si];
@@ -797,7 +817,7 @@ static int pingpong_client(struct tr *t)
                 return TR_ERROR;
             uint64_t t1 = host_now_ns();
             struct tr_msg g;
-            if (got.len != len || msg_check(&t->o, got.addr, got.len, &g) != TRC_OK ||
+            if (got.len != len || msg_check(&all, got.addr, got.len, &g) != TRC_OK ||
                 g.seq != seq) {
                 fprintf(stderr, "%s client: VIOLATION: echo of message %u is wrong\n", t->prog,
                         seq);
@@ -822,7 +842,6 @@ static int pingpong_client(struct tr *t)
         };
         host_report("taranov_pingpong", kv, sizeof(kv) / sizeof(kv[0]));
     }
-    free(rtt);
     return get_done(t);
 }
 
