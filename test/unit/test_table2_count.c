@@ -49,41 +49,55 @@ int main(void)
     /* One WRITE (3 packets) and its ACK: 1 HRT. */
     struct trace_rec w[] = {tx(10, 0, WRITE_FIRST), tx(11, 0, 0x07), tx(12, 0, WRITE_LAST),
                             tx(20, 1, ACK)};
-    CHECK_EQ_U64(t2_count_hrt(w, 4, 0, 1, 0, 100), 1);
+    CHECK_EQ_U64(t2_count_hrt(w, 4, 0, 1, UINT32_MAX, 0, 100), 1);
     /* The window cuts: nothing in [0, 5]. */
-    CHECK_EQ_U64(t2_count_hrt(w, 4, 0, 1, 0, 5), 0);
+    CHECK_EQ_U64(t2_count_hrt(w, 4, 0, 1, UINT32_MAX, 0, 5), 0);
 
     /* Detached bell: data WRITE, bell WRITE, ACKs in between: still 1. */
     struct trace_rec d[] = {tx(10, 0, WRITE_ONLY), tx(15, 1, ACK), tx(16, 0, WRITE_ONLY),
                             tx(25, 1, ACK)};
-    CHECK_EQ_U64(t2_count_hrt(d, 4, 0, 1, 0, 100), 1);
+    CHECK_EQ_U64(t2_count_hrt(d, 4, 0, 1, UINT32_MAX, 0, 100), 1);
 
     /* Shared ring: FETCH_AND_ADD, atomic ACK, WRITE_WITH_IMM: 3. */
     struct trace_rec s[] = {tx(10, 0, FETCH_ADD), tx(20, 1, ATOMIC_ACK), tx(30, 0, WRITE_ONLY_IMM),
                             tx(40, 1, ACK)};
-    CHECK_EQ_U64(t2_count_hrt(s, 4, 0, 1, 0, 100), 3);
+    CHECK_EQ_U64(t2_count_hrt(s, 4, 0, 1, UINT32_MAX, 0, 100), 3);
 
     /* Read slot, notify receiver: SEND, READ request, READ response (2
      * packets): 3. */
     struct trace_rec n[] = {tx(10, 0, SEND_ONLY), tx(15, 1, ACK), tx(20, 1, READ_REQ),
                             tx(30, 0, READ_RESP_FIRST), tx(31, 0, READ_RESP_LAST)};
-    CHECK_EQ_U64(t2_count_hrt(n, 5, 0, 1, 0, 100), 3);
+    CHECK_EQ_U64(t2_count_hrt(n, 5, 0, 1, UINT32_MAX, 0, 100), 3);
 
     /* A polling reader: the READ left before the window, its response is
      * the first packet in it: 2 (the request counts). */
     struct trace_rec p[] = {tx(5, 1, READ_REQ), tx(30, 0, READ_RESP_ONLY)};
-    CHECK_EQ_U64(t2_count_hrt(p, 2, 0, 1, 10, 100), 2);
-    CHECK_EQ_U64(t2_count_hrt(p, 2, 0, 1, 0, 100), 2); /* both in: the same */
+    CHECK_EQ_U64(t2_count_hrt(p, 2, 0, 1, UINT32_MAX, 10, 100), 2);
+    CHECK_EQ_U64(t2_count_hrt(p, 2, 0, 1, UINT32_MAX, 0, 100), 2); /* both in: the same */
     /* ... polling twice (an empty READ, then the one that finds it): 4. */
     struct trace_rec p2[] = {tx(20, 1, READ_REQ), tx(30, 0, READ_RESP_ONLY), tx(40, 1, READ_REQ),
                              tx(50, 0, READ_RESP_ONLY)};
-    CHECK_EQ_U64(t2_count_hrt(p2, 4, 0, 1, 0, 100), 4);
+    CHECK_EQ_U64(t2_count_hrt(p2, 4, 0, 1, UINT32_MAX, 0, 100), 4);
+
+    /* A late acknowledgement: the receiver's plain WRITE (its tail) leaves
+     * at the start of the next message's window, then the SEND and the
+     * READ: 4 runs with it, 3 without (ack_node = the receiver).  A WRITE
+     * with immediate from the receiver is no acknowledgement. */
+    struct trace_rec l[] = {tx(5, 1, WRITE_ONLY), tx(8, 0, ACK),       tx(10, 0, SEND_ONLY),
+                            tx(15, 1, ACK),       tx(20, 1, READ_REQ), tx(30, 0, READ_RESP_ONLY)};
+    CHECK_EQ_U64(t2_count_hrt(l, 6, 0, 1, UINT32_MAX, 0, 100), 4);
+    CHECK_EQ_U64(t2_count_hrt(l, 6, 0, 1, 1, 0, 100), 3);
+    CHECK_EQ_U64(t2_count_hrt(l, 6, 0, 1, 0, 0, 100), 4); /* the sender's WRITEs count */
+    struct trace_rec li[] = {tx(5, 1, WRITE_ONLY_IMM), tx(10, 0, SEND_ONLY)};
+    CHECK_EQ_U64(t2_count_hrt(li, 2, 0, 1, 1, 0, 100), 2);
+    CHECK(t2_is_plain_write(WRITE_FIRST) && t2_is_plain_write(WRITE_ONLY));
+    CHECK(!t2_is_plain_write(WRITE_ONLY_IMM) && !t2_is_plain_write(UC_WRITE_ONLY));
 
     /* Other nodes' packets are not counted; UC has no ACK opcode to drop
      * (0x31 = UC SEND_ONLY_IMM... is a request). */
     struct trace_rec o[] = {tx(10, 0, WRITE_ONLY), tx(12, 2, WRITE_ONLY), tx(20, 1, ACK),
                             tx(30, 0, UC_WRITE_ONLY)};
-    CHECK_EQ_U64(t2_count_hrt(o, 4, 0, 1, 0, 100), 1);
+    CHECK_EQ_U64(t2_count_hrt(o, 4, 0, 1, UINT32_MAX, 0, 100), 1);
     CHECK(t2_is_ack_only(ACK));
     CHECK(!t2_is_ack_only(ATOMIC_ACK));
     CHECK(!t2_is_ack_only(0x31)); /* UC opcode 0x11 is not an ACK */
@@ -107,6 +121,7 @@ int main(void)
     CHECK_EQ_U64(t2_find_mark(q, 8, 0, "t2-sen", 1), SIZE_MAX);  /* prefix only */
     struct t2_posts ps = t2_count_posts(q, 8, 0, qs, qd);
     CHECK_EQ_U64(ps.net, 1);
+    CHECK_EQ_U64(ps.write, 0); /* a WRITE_WITH_IMM */
     CHECK_EQ_U64(ps.recv, 1);
     struct t2_posts pr = t2_count_posts(q, 8, 1, qs, qr);
     CHECK_EQ_U64(pr.net, 1);
@@ -131,6 +146,7 @@ int main(void)
     CHECK_EQ_U64(got[1].len, 64);
     struct t2_posts h = t2_count_posts(got, 3, 3, 0, 3);
     CHECK_EQ_U64(h.net, 1);
+    CHECK_EQ_U64(h.write, 1); /* the IBV_WR_RDMA_WRITE */
     CHECK_EQ_U64(h.recv, 1);
     char buf[1024] = {0};
     FILE *f = fmemopen(buf, sizeof(buf) - 1, "w");

@@ -189,7 +189,7 @@ struct t2_row {
     /* measure */
     bool measured;
     char why[160];
-    struct t2_stat hrt, snd_net, snd_recv, rcv_net, rcv_recv, free_net, free_recv;
+    struct t2_stat hrt, snd_net, snd_recv, rcv_net, rcv_ack, rcv_recv, free_net, free_recv;
     uint64_t checked, lengths_exact;
     /* variable size: capacity run */
     bool cap_ok;
@@ -341,13 +341,28 @@ static void t2_measure(const struct t2_opts *o, struct t2_row *row)
                     row->measured = false;
                     break;
                 }
-                t2_stat_add(&row->hrt, t2_count_hrt(recs, n, 0, 1, recs[is].t_ps, recs[ir].t_ps));
+                uint32_t hrt = t2_count_hrt(recs, n, 0, 1, 1, recs[is].t_ps, recs[ir].t_ps);
+                t2_stat_add(&row->hrt, hrt);
+                if (o->verbose) { /* the window's packets: what the HRT count saw */
+                    fprintf(stderr, "table2: %s message %" PRIu64 ": %u HRT:", row->ops->name, i,
+                            hrt);
+                    for (size_t k = is; k <= ir; k++)
+                        if (recs[k].kind == TRACE_PKT_TX && recs[k].node <= 1)
+                            fprintf(stderr, " h%u:0x%02x/%u", recs[k].node, recs[k].opcode,
+                                    recs[k].len);
+                        else if (recs[k].kind == TRACE_POST)
+                            fprintf(stderr, " h%u:post(%u)", recs[k].node, recs[k].opcode);
+                    fputc('\n', stderr);
+                }
                 struct t2_posts ps = t2_count_posts(recs, n, 0, is, ie);
                 struct t2_posts pr = t2_count_posts(recs, n, 1, is, ir);
                 struct t2_posts pf = t2_count_posts(recs, n, 1, ir, id);
                 t2_stat_add(&row->snd_net, ps.net);
                 t2_stat_add(&row->snd_recv, ps.recv);
-                t2_stat_add(&row->rcv_net, pr.net);
+                /* the receiver's plain WRITEs are acknowledgements
+                 * (table2_count.h), shown with those of freeing */
+                t2_stat_add(&row->rcv_net, pr.net - pr.write);
+                t2_stat_add(&row->rcv_ack, pr.write);
                 t2_stat_add(&row->rcv_recv, pr.recv);
                 t2_stat_add(&row->free_net, pf.net);
                 t2_stat_add(&row->free_recv, pf.recv);
@@ -717,10 +732,11 @@ static void t2_markdown(FILE *out, const struct t2_opts *o, const struct t2_row 
             t2_fmt_stat(&r->snd_net, sn, sizeof(sn));
             t2_fmt_stat(&r->rcv_net, rn, sizeof(rn));
             t2_fmt_stat(&r->rcv_recv, rr, sizeof(rr));
-            char a[32], b[32];
+            char a[32], b[32], c[32];
             t2_fmt_stat(&r->free_recv, a, sizeof(a));
             t2_fmt_stat(&r->free_net, b, sizeof(b));
-            snprintf(fr, sizeof(fr), "%s recv + %s send", a, b);
+            t2_fmt_stat(&r->rcv_ack, c, sizeof(c));
+            snprintf(fr, sizeof(fr), "%s recv + %s send; late acks %s", a, b, c);
         } else {
             snprintf(hrt, sizeof(hrt), "error: %.40s", r->why);
             snprintf(sn, sizeof(sn), "-");
@@ -823,6 +839,7 @@ static int t2_write_json(const char *path, const struct t2_opts *o, const struct
         t2_json_stat(w, "receives_posted_send", &r->snd_recv);
         t2_json_stat(w, "requests_recv", &r->rcv_net);
         t2_json_stat(w, "receives_posted_recv", &r->rcv_recv);
+        t2_json_stat(w, "acks_recv_late", &r->rcv_ack);
         t2_json_stat(w, "requests_recv_free", &r->free_net);
         t2_json_stat(w, "receives_posted_recv_free", &r->free_recv);
         json_kv_u64(w, "messages_checked", r->checked);

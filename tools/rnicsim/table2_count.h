@@ -12,6 +12,11 @@
  * is a response (READ response or atomic ACK), its request left before the
  * window (a receiver that was already polling) and is counted as one more
  * HRT, so a message found by a READ costs 2 however early the READ left.
+ * Acknowledgement traffic can be left out: plain RDMA WRITE packets (no
+ * immediate) sent by `ack_node`, the receiver, which in these channels are
+ * its credit / tail returns (Section 6's acknowledgement channel, which
+ * the paper does not count), possibly sent late, on the receiver's next
+ * receive call.
  *
  * Requests: TRACE_POST records of one host in a window, split into network
  * requests (ibv_post_send WRs: what the paper's "# Requests" counts) and
@@ -31,8 +36,10 @@
 #define T2_IBA_TRANSPORT(opcode) ((opcode) >> 5)
 #define T2_IBA_OP_READ_RESP_FIRST 0x0du /* .. 0x10 READ responses */
 #define T2_IBA_OP_READ_RESP_ONLY 0x10u
-#define T2_IBA_OP_ACK 0x11u        /* ACKNOWLEDGE: ACK-only (or NAK) */
-#define T2_IBA_OP_ATOMIC_ACK 0x12u /* carries the atomic's original value */
+#define T2_IBA_OP_ACK 0x11u         /* ACKNOWLEDGE: ACK-only (or NAK) */
+#define T2_IBA_OP_ATOMIC_ACK 0x12u  /* carries the atomic's original value */
+#define T2_IBA_OP_WRITE_FIRST 0x06u /* .. 0x0a: RDMA WRITE without immediate */
+#define T2_IBA_OP_WRITE_ONLY 0x0au
 
 /* An ACK-only packet of RC / RD (UC and UD have no ACKNOWLEDGE). */
 static inline bool t2_is_ack_only(uint8_t opcode)
@@ -50,9 +57,18 @@ static inline bool t2_is_response(uint8_t opcode)
             op == T2_IBA_OP_ATOMIC_ACK);
 }
 
-/* HRT between nodes a and b in [from_ps, to_ps] (file comment). */
+/* A plain RDMA WRITE packet (RC, no immediate). */
+static inline bool t2_is_plain_write(uint8_t opcode)
+{
+    uint8_t op = T2_IBA_OP(opcode);
+    return opcode < 0x80 && T2_IBA_TRANSPORT(opcode) == 0 && op >= T2_IBA_OP_WRITE_FIRST &&
+           op <= T2_IBA_OP_WRITE_ONLY;
+}
+
+/* HRT between nodes a and b in [from_ps, to_ps] (file comment); plain
+ * WRITEs of `ack_node` are not counted (UINT32_MAX: count everything). */
 static inline uint32_t t2_count_hrt(const struct trace_rec *recs, size_t n, uint32_t a, uint32_t b,
-                                    sim_time_t from_ps, sim_time_t to_ps)
+                                    uint32_t ack_node, sim_time_t from_ps, sim_time_t to_ps)
 {
     uint32_t runs = 0;
     int64_t last_dir = -1;
@@ -62,6 +78,8 @@ static inline uint32_t t2_count_hrt(const struct trace_rec *recs, size_t n, uint
         if (r->kind != TRACE_PKT_TX || r->t_ps < from_ps || r->t_ps > to_ps)
             continue;
         if ((r->node != a && r->node != b) || t2_is_ack_only(r->opcode))
+            continue;
+        if (r->node == ack_node && t2_is_plain_write(r->opcode))
             continue;
         if (first && t2_is_response(r->opcode))
             runs++; /* its request left before the window */
@@ -75,9 +93,11 @@ static inline uint32_t t2_count_hrt(const struct trace_rec *recs, size_t n, uint
 }
 
 struct t2_posts {
-    uint32_t net;  /* ibv_post_send WRs */
-    uint32_t recv; /* ibv_post_recv / ibv_post_srq_recv WRs */
+    uint32_t net;   /* ibv_post_send WRs */
+    uint32_t write; /* ... of which plain RDMA WRITEs (IBV_WR_RDMA_WRITE) */
+    uint32_t recv;  /* ibv_post_recv / ibv_post_srq_recv WRs */
 };
+#define T2_WR_RDMA_WRITE 0u /* IBV_WR_RDMA_WRITE */
 
 /* Work requests `node` posted between records `from` and `to` (indexes,
  * exclusive both: the marks themselves).  Marks and posts of one host are
@@ -86,7 +106,7 @@ struct t2_posts {
 static inline struct t2_posts t2_count_posts(const struct trace_rec *recs, size_t n, uint32_t node,
                                              size_t from, size_t to)
 {
-    struct t2_posts p = {0, 0};
+    struct t2_posts p = {0, 0, 0};
     for (size_t i = from + 1; i < to && i < n; i++) {
         const struct trace_rec *r = &recs[i];
         if (r->kind != TRACE_POST || r->node != node)
@@ -95,6 +115,8 @@ static inline struct t2_posts t2_count_posts(const struct trace_rec *recs, size_
             p.recv++;
         else
             p.net++;
+        if (r->opcode == T2_WR_RDMA_WRITE)
+            p.write++;
     }
     return p;
 }
