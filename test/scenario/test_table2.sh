@@ -103,6 +103,8 @@ check "--update replaced the text between the markers only" \
     "head -2 doc.md | grep -q table2:begin && ! grep -q '^old' doc.md && tail -1 doc.md | grep -q '^tail' && grep -q 'write-slot-inlined' doc.md"
 check "CSV: a header and one line per channel" \
     "[ \$(wc -l <t2.csv) -eq \$((\$(echo $chans | tr , '\n' | wc -l) + 1)) ] && grep -q '^ring-inlined-nozero,.*,pass,fail:seed=' t2.csv"
+check "deterministic: the same command writes the same JSON" \
+    "'$bin' table2 --quick --no-memory --channels=write-slot-detached,ring-imm --json a.json 2>/dev/null && '$bin' table2 --quick --no-memory --channels=write-slot-detached,ring-imm --json b.json 2>/dev/null && cmp -s a.json b.json"
 check "unknown channel: exit 2, the known names listed" \
     "'$bin' table2 --channels=no-such >/dev/null 2>err.txt; [ \$? -eq 2 ] && grep -q 'send-normal' err.txt"
 check "bad option: exit 2" "'$bin' table2 --messages=0 >/dev/null 2>&1; [ \$? -eq 2 ]"
