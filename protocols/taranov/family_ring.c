@@ -27,12 +27,19 @@
  * back (Section 6, "write slot inlined bell" style); shared-ring senders
  * READ the tail word when they run out of room (Section 6, "read slot
  * inlined bell"), so the receiver never posts a work request for them.
+ * Shared-ring senders post FETCH_AND_ADD and READ on a second QP of their
+ * own (link "s<id>-ctl"), the WRITEs on the first: the reservation and
+ * tail channel is a channel of its own, as in Section 6.  (It also keeps
+ * atomics on device memory off the WRITE QP: in the simulator a device-
+ * memory FETCH_AND_ADD posted right behind a WRITE on the same QP never
+ * got its response - a run with --dm and 2 senders deadlocked.)
  * With cfg.device_memory the head and tail counters of a shared ring are in
  * NIC device memory (ibv_alloc_dm, zero-based MR; Section 6.3).
  *
  * The receiver may free regions in any order; the tail advances over the
  * freed prefix (a map from ring offset / 8 to record size). */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -63,6 +70,7 @@ struct ring {
     /* sender */
     struct ibv_cq *scq;
     struct chan_qp q;
+    struct chan_qp qc; /* shared: the reservation / tail QP (FETCH_AND_ADD, READ) */
     struct chan_ack ack;
     uint64_t head; /* p2p: next position */
     uint64_t sent, done;
@@ -77,7 +85,7 @@ struct ring {
     size_t pending_len;
     /* receiver */
     uint32_t nq;
-    struct chan_qp *qs;
+    struct chan_qp *qs, *qcs; /* qcs: shared: each sender's reservation QP */
     struct ibv_cq **ack_cqs;
     struct chan_ack *acks;
     struct ibv_cq *rcq;
@@ -90,6 +98,7 @@ struct ring {
     struct ibv_mr *dmr;
     uint64_t recv_pos, tail;
     uint32_t *rec_sz; /* R / 8 entries */
+    uint8_t *zeros;   /* zeroing variants: R / 2 zero bytes to clear records from */
     uint64_t msgs_freed;
 };
 
@@ -153,6 +162,14 @@ static int open_sender(struct chan *c, struct ring *g)
                          RING_BLOB);
     if (rc < 0)
         return rc;
+    if (g->shared) { /* FETCH_AND_ADD and READ on a QP of their own */
+        uint8_t none[8] = {0}, peer[8];
+        char cl[24];
+        snprintf(cl, sizeof(cl), "%s-ctl", link);
+        if ((rc = chan_qp_create(c, &g->qc, g->scq, g->scq, NULL, 8, 1, 0)) < 0 ||
+            (rc = chan_qp_connect(c, &g->qc, cl, none, peer, sizeof(none))) < 0)
+            return rc;
+    }
     memcpy(&g->ring_addr, theirs, 8);
     memcpy(&g->bell_addr, theirs + 8, 8); /* detached: bell; shared: head counter */
     memcpy(&g->tail_addr, theirs + 16, 8);
@@ -169,8 +186,11 @@ static int open_receiver(struct chan *c, struct ring *g)
     g->qs = calloc(n, sizeof(*g->qs));
     g->ack_cqs = calloc(n, sizeof(*g->ack_cqs));
     g->acks = calloc(n, sizeof(*g->acks));
+    g->qcs = calloc(n, sizeof(*g->qcs));
     g->rec_sz = calloc(g->R / 8, sizeof(*g->rec_sz));
-    if (!g->qs || !g->ack_cqs || !g->acks || !g->rec_sz)
+    if (!g->qs || !g->qcs || !g->ack_cqs || !g->acks || !g->rec_sz)
+        return chan_fail(c, ENOMEM, "no memory");
+    if (g->zeroing && !(g->zeros = calloc(1, g->R / 2)))
         return chan_fail(c, ENOMEM, "no memory");
     g->base = chan_ring_map(g->R);
     if (!g->base)
@@ -249,6 +269,15 @@ static int open_receiver(struct chan *c, struct ring *g)
         memcpy(&addr, theirs, 8);
         memcpy(&rkey, theirs + 8, 4);
         chan_ack_init_receiver(&g->acks[i], addr, rkey);
+        if (g->shared) {
+            uint8_t none[8] = {0}, peer[8];
+            char cl[24];
+            snprintf(cl, sizeof(cl), "%s-ctl", link);
+            if ((rc = chan_qp_create(c, &g->qcs[i], g->ack_cqs[i], g->ack_cqs[i], NULL, 1, 1, 0)) <
+                    0 ||
+                (rc = chan_qp_connect(c, &g->qcs[i], cl, none, peer, sizeof(none))) < 0)
+                return rc;
+        }
     }
     return 0;
 }
@@ -297,6 +326,15 @@ static int poll_send(struct chan *c, struct ring *g)
     return n;
 }
 
+static int post_on(struct chan *c, struct ibv_qp *qp, struct ibv_send_wr *wr)
+{
+    struct ibv_send_wr *bad = NULL;
+    int err = ibv_post_send(qp, wr, &bad);
+    if (err)
+        return chan_fail(c, err, "%s: ibv_post_send: %s", c->ops->name, strerror(err));
+    return 0;
+}
+
 static int post(struct chan *c, struct ring *g, struct ibv_send_wr *wr)
 {
     struct ibv_send_wr *bad = NULL;
@@ -329,7 +367,7 @@ static int reserve(struct chan *c, struct ring *g, size_t len)
             wr.wr.atomic.remote_addr = g->head_addr;
             wr.wr.atomic.rkey = g->ctr_rkey;
             wr.wr.atomic.compare_add = g->rec;
-            int rc = post(c, g, &wr);
+            int rc = post_on(c, g->qc.qp, &wr);
             if (rc < 0)
                 return rc;
             g->st = RS_FAA;
@@ -358,7 +396,7 @@ static int reserve(struct chan *c, struct ring *g, size_t len)
                                      .send_flags = IBV_SEND_SIGNALED};
             wr.wr.rdma.remote_addr = g->tail_addr;
             wr.wr.rdma.rkey = g->ctr_rkey;
-            int rc = post(c, g, &wr);
+            int rc = post_on(c, g->qc.qp, &wr);
             if (rc < 0)
                 return rc;
             g->st = RS_READ;
@@ -622,8 +660,9 @@ int ring_free(struct chan *c, struct chan_region *r)
     uint32_t *e = &g->rec_sz[(pos % g->R) / 8];
     if (sender >= g->nq || *e == 0 || (*e & RING_FREED))
         return chan_fail(c, EINVAL, "%s: not a received region", c->ops->name);
-    if (g->zeroing) /* Figure 1: unset every bell and completion of the record */
-        memset(at(g, pos), 0, *e);
+    if (g->zeroing) /* Figure 1: unset every bell and completion of the record; the
+                       CPU cost is charged like a copy (host_memcpy) */
+        host_memcpy(at(g, pos), g->zeros, *e);
     *e |= RING_FREED;
     uint64_t old_tail = g->tail;
     for (;;) {
@@ -660,9 +699,12 @@ void ring_close(struct chan *c)
     if (!g)
         return;
     chan_qp_destroy(&g->q);
+    chan_qp_destroy(&g->qc);
     chan_ack_destroy(&g->ack);
     for (uint32_t i = 0; g->qs && i < g->nq; i++)
         chan_qp_destroy(&g->qs[i]);
+    for (uint32_t i = 0; g->qcs && i < g->nq; i++)
+        chan_qp_destroy(&g->qcs[i]);
     for (uint32_t i = 0; g->ack_cqs && i < g->nq; i++)
         if (g->ack_cqs[i])
             ibv_destroy_cq(g->ack_cqs[i]);
@@ -686,9 +728,11 @@ void ring_close(struct chan *c)
     free(g->ctr_mem);
     free(g->hdrs);
     free(g->qs);
+    free(g->qcs);
     free(g->ack_cqs);
     free(g->acks);
     free(g->rec_sz);
+    free(g->zeros);
     free(g);
     c->impl = NULL;
 }

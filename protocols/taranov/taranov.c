@@ -230,7 +230,7 @@ static void usage(const char *prog)
            "  --max-size=B        largest message / slot size (default: the largest size)\n"
            "  --slots=N           slots / receive buffers / outstanding messages, default 16\n"
            "  --ring-bytes=B      ring size (multiple of 4 KiB), default 64 KiB\n"
-           "  --dm                shared rings: head and tail in NIC device memory\n"
+           "  --dm[=0|1]          shared rings: head and tail in NIC device memory\n"
            "  --prefetch --zero-copy --blocking   channel options (channel.h)\n"
            "  --mode=stream|pingpong              default stream\n"
            "  --window=N          messages a sender keeps in flight, default --slots\n"
@@ -280,7 +280,7 @@ static int parse(int argc, char **argv, struct tr_opts *o)
         {"max-size", required_argument, NULL, OPT_MAX_SIZE},
         {"slots", required_argument, NULL, OPT_SLOTS},
         {"ring-bytes", required_argument, NULL, OPT_RING},
-        {"dm", no_argument, NULL, OPT_DM},
+        {"dm", optional_argument, NULL, OPT_DM},
         {"prefetch", no_argument, NULL, OPT_PREFETCH},
         {"zero-copy", no_argument, NULL, OPT_ZERO_COPY},
         {"blocking", no_argument, NULL, OPT_BLOCKING},
@@ -346,8 +346,10 @@ static int parse(int argc, char **argv, struct tr_opts *o)
             ok = rc_conn_parse_uint(optarg, 4096, 1ull << 34, &o->ring_bytes) &&
                  o->ring_bytes % 4096 == 0;
             break;
-        case OPT_DM:
-            o->dm = true;
+        case OPT_DM: /* --dm, --dm=1|yes, --dm=0|no */
+            ok = !optarg || strcmp(optarg, "1") == 0 || strcmp(optarg, "yes") == 0 ||
+                 strcmp(optarg, "0") == 0 || strcmp(optarg, "no") == 0;
+            o->dm = !optarg || strcmp(optarg, "1") == 0 || strcmp(optarg, "yes") == 0;
             break;
         case OPT_PREFETCH:
             o->prefetch = true;
@@ -516,7 +518,7 @@ static int open_chan(struct tr *t, struct chan *c, const char *suffix, enum chan
     int rc = chan_open(c, t->o.ops, &cfg);
     if (rc < 0) {
         if (rc == -ENODEV)
-            printf("No RDMA device found\n"); /* as perftest says it */
+            printf("no RDMA device found\n"); /* as perftest says it */
         fprintf(stderr, "%s: %s %s: %s\n", t->prog, t->o.ops->name,
                 role == CHAN_SENDER ? "sender" : "receiver", c->err);
         return -1;
@@ -907,17 +909,15 @@ int taranov_main(int argc, char **argv)
         if (!(t->seen[s] = calloc(msgs / 8 + 1, 1)))
             goto out;
     }
-    if (check_opts(t) < 0)
-        goto out;
     bool pp = t->o.mode == TR_PINGPONG;
     if (t->o.client) {
         if (open_chan(t, &t->ch, pp ? "/fwd" : "", CHAN_SENDER) < 0 ||
-            (pp && open_chan(t, &t->back, "/back", CHAN_RECEIVER) < 0))
+            (pp && open_chan(t, &t->back, "/back", CHAN_RECEIVER) < 0) || check_opts(t) < 0)
             goto out;
         st = pp ? pingpong_client(t) : stream_sender(t);
     } else {
         if (open_chan(t, &t->ch, pp ? "/fwd" : "", CHAN_RECEIVER) < 0 ||
-            (pp && open_chan(t, &t->back, "/back", CHAN_SENDER) < 0))
+            (pp && open_chan(t, &t->back, "/back", CHAN_SENDER) < 0) || check_opts(t) < 0)
             goto out;
         st = pp ? pingpong_server(t) : stream_receiver(t);
     }

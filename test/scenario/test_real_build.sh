@@ -49,6 +49,23 @@ if [ -x "$build/real_hello_write" ]; then
         "[ $rc -eq 1 ] && grep -q 'no RDMA device found' <<<\"\$out\""
 fi
 
+# 2b. the Taranov channel driver (protocols/taranov): builds with zero
+#     warnings, lists its channels, and without a device says so (exit 2)
+tlog="$scratch/build_taranov.log"
+if cmake --build "$build" --target real_taranov -j2 >"$tlog" 2>&1 && ! grep -qi 'warning:' "$tlog"; then
+    ok "build real_taranov with zero warnings"
+    out=$(timeout 20 "$build/real_taranov" --list 2>&1)
+    check "real_taranov --list: the 13 write-side channels" \
+        "[ \$(grep -cE '^(send|write-slot|ring|shared-ring)-' <<<\"\$out\") -eq 13 ]"
+    out=$(RNICSIM_OOB_PORT=0 timeout 20 "$build/real_taranov" --server --channel=ring-imm 2>&1)
+    rc=$?
+    check "real_taranov --server: no device, exit 2 (got $rc)" \
+        "[ $rc -eq 2 ] && grep -q 'no RDMA device found' <<<\"\$out\""
+else
+    bad "build real_taranov with zero warnings"
+    tail -40 "$tlog"
+fi
+
 # 3. the example as a simulator plug-in: no libibverbs, warnings are errors
 cc=${CC:-cc}
 warn="-std=c11 -D_GNU_SOURCE -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Wcast-qual -Wformat=2 -Werror"

@@ -119,6 +119,14 @@ for ch in shared-ring-inlined shared-ring-imm; do
          \"\$(col dm_$ch taranov_pingpong rtt_p50_us)\" \"\$(col host_$ch taranov_pingpong rtt_p50_us)\""
 done
 
+# 4b: blocking receive (completion channel) on the completion-based receivers
+sed -e 's/--mode=pingpong, --sizes=64, --messages=50, "\${dm}"/--messages=200, --blocking/' dm.yaml >blocking.yaml
+for ch in send-normal write-slot-imm ring-imm; do
+    run "blk_$ch" blocking.yaml --set "vars.ch=$ch"
+    check "$ch --blocking: 200 messages received through ibv_get_cq_event (exit $rc)" \
+        "[ $rc -eq 0 ] && verdict blk_$ch 200"
+done
+
 # 5: ping-pong reports a round trip
 for f in send_normal ring_inlined_nozero write_slot_imm; do
     run "pp_$f" "$sc/$f.yaml" --set vars.mode=pingpong --set vars.sizes=64,4096 --set vars.messages=20
