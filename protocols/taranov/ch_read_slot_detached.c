@@ -41,6 +41,7 @@ static int rsd_open(struct chan *c)
         .recv_bytes = c->cfg.slots * c->cfg.max_msg_bytes,
         .recv_access = 0,
         .stride = c->cfg.max_msg_bytes,
+        .ack_every = true, /* chan_test_send waits for it (zero-copy send) */
     };
     return rd_slot_open(c, &l);
 }

@@ -14,9 +14,10 @@
  * WRITE_WITH_IMM (imm = k) into the announced buffer (a "write slot with
  * IMM": no order needed, and the receiver can block on its completion
  * channel, cfg.blocking).  A copying receiver announces its cfg.slots
- * buffers at open and again each time one is freed; a zero-copy receiver
- * announces the destination of each chan_recv_into (registered on first
- * use); there the message length is not reported (fixed-size channel). */
+ * buffers at open (or, with cfg.zero_copy set, at its first chan_recv)
+ * and again each time one is freed; a zero-copy receiver announces the
+ * destination of each chan_recv_into (registered on first use); there the
+ * message length is not reported (fixed-size channel). */
 #include <endian.h>
 #include <errno.h>
 #include <stdatomic.h>
@@ -33,7 +34,9 @@ struct rsx_req {
 };
 #define RSX_REQ_BYTES sizeof(struct rsx_req)
 
+enum rsx_mode { RSX_UNDECIDED, RSX_COPYING, RSX_ZERO_COPY };
 struct rsx_state {
+    enum rsx_mode mode; /* fixed by the receiver's first call */
     uint64_t reqs;      /* requests announced */
     uint32_t req_buf[]; /* copying receiver: buffer of request k at [k % slots] */
 };
@@ -50,14 +53,18 @@ static int rsx_announce(struct chan *c, struct rd_slot *s, void *addr, uint32_t 
     return rd_write_ctl(c, &s->ep, 0, &q, RSX_REQ_BYTES, raddr, s->r_rkey);
 }
 
-static int rsx_post_initial(struct chan *c, struct rd_slot *s)
+/* The first receive call decides: chan_recv announces the channel's own
+ * buffers (copying), chan_can_recv announces destinations one by one
+ * (zero-copy); mixing them is refused. */
+static int rsx_mode(struct chan *c, struct rd_slot *s, enum rsx_mode want)
 {
-    for (uint32_t k = 0; k < c->cfg.slots; k++) {
-        int err = rd_post_recv(c, &s->ep, 0, RD_WR_ID(RD_WR_RECV, k), NULL, 0, 0);
-        if (err)
-            return err;
-    }
-    if (c->cfg.zero_copy)
+    struct rsx_state *x = s->priv;
+    if (x->mode == want)
+        return 0;
+    if (x->mode != RSX_UNDECIDED)
+        return rd_fail(c, EINVAL, "chan_recv and chan_can_recv mixed on one receiver");
+    x->mode = want;
+    if (want == RSX_ZERO_COPY)
         return 0;
     for (uint32_t k = 0; k < c->cfg.slots; k++) {
         int err = rsx_announce(c, s, s->mem + k * s->stride, s->mem_mr->rkey, s->stride, k);
@@ -65,6 +72,17 @@ static int rsx_post_initial(struct chan *c, struct rd_slot *s)
             return err;
     }
     return 0;
+}
+
+static int rsx_post_initial(struct chan *c, struct rd_slot *s)
+{
+    for (uint32_t k = 0; k < c->cfg.slots; k++) {
+        int err = rd_post_recv(c, &s->ep, 0, RD_WR_ID(RD_WR_RECV, k), NULL, 0, 0);
+        if (err)
+            return err;
+    }
+    /* a copying receiver announces its buffers right away */
+    return c->cfg.zero_copy ? 0 : rsx_mode(c, s, RSX_COPYING);
 }
 
 static int rsx_open(struct chan *c)
@@ -91,20 +109,19 @@ static int rsx_send(struct chan *c, const struct chan_region *r, uint64_t *handl
     struct rd_slot *s = c->impl;
     if (c->cfg.role != CHAN_SENDER)
         return rd_fail(c, EINVAL, "send on a receiver");
-    int err = rd_drain(c, &s->ep);
-    if (err)
-        return err;
     const volatile struct rsx_req *q =
         (const volatile struct rsx_req *)(const void *)(s->mem +
                                                         (s->sent % c->cfg.slots) * RSX_REQ_BYTES);
+    /* look before any CQ poll: a caller that host_relax()es on CHAN_AGAIN
+     * must not miss the request landing while a poll is charged */
     if (q->seq != s->sent + 1)
         return CHAN_AGAIN; /* the receiver has not asked for a message yet */
     atomic_thread_fence(memory_order_acquire);
     if (r->len > q->cap || r->len > c->cfg.max_msg_bytes)
         return rd_fail(c, EMSGSIZE, "message larger than the receiver's buffer");
     struct ibv_sge sge = {.addr = (uintptr_t)r->addr, .length = (uint32_t)r->len, .lkey = r->lkey};
-    err = rd_post(c, &s->ep, 0, IBV_WR_RDMA_WRITE_WITH_IMM, RD_WR_ID(RD_WR_DATA, s->sent + 1), &sge,
-                  r->len ? 1 : 0, q->addr, q->rkey, (uint32_t)s->sent, 0);
+    int err = rd_post(c, &s->ep, 0, IBV_WR_RDMA_WRITE_WITH_IMM, RD_WR_ID(RD_WR_DATA, s->sent + 1),
+                      &sge, r->len ? 1 : 0, q->addr, q->rkey, (uint32_t)s->sent, 0);
     if (err)
         return err;
     s->sent++;
@@ -118,10 +135,9 @@ static int rsx_test_send(struct chan *c, uint64_t handle)
     struct rd_slot *s = c->impl;
     if (handle == 0 || handle > s->sent)
         return rd_fail(c, EINVAL, "unknown send handle");
-    int err = rd_drain(c, &s->ep);
-    if (err)
-        return err;
-    return s->ep.done[RD_WR_DATA] >= handle ? 0 : CHAN_AGAIN;
+    /* the WRITE is on the wire: wait for its completion (bounded) rather
+     * than say CHAN_AGAIN after an empty CQ poll */
+    return rd_wait(c, &s->ep, RD_WR_DATA, handle);
 }
 
 /* The next message's completion (in request order). */
@@ -141,11 +157,14 @@ static int rsx_recv(struct chan *c, struct chan_region *out)
 {
     struct rd_slot *s = c->impl;
     struct rsx_state *x = s->priv;
-    if (c->cfg.role != CHAN_RECEIVER || c->cfg.zero_copy)
-        return rd_fail(c, EINVAL, "recv needs a copying receiver (cfg.zero_copy unset)");
+    if (c->cfg.role != CHAN_RECEIVER)
+        return rd_fail(c, EINVAL, "recv on a sender");
+    int err = rsx_mode(c, s, RSX_COPYING);
+    if (err)
+        return err;
     uint64_t k = s->recvd;
     struct ibv_wc wc;
-    int err = rsx_arrival(c, s, &wc);
+    err = rsx_arrival(c, s, &wc);
     if (err)
         return err;
     uint32_t b = x->req_buf[k % c->cfg.slots];
@@ -170,8 +189,11 @@ static int rsx_can_recv(struct chan *c, struct chan_region_option *opt)
 {
     struct rd_slot *s = c->impl;
     struct rsx_state *x = s->priv;
-    if (c->cfg.role != CHAN_RECEIVER || !c->cfg.zero_copy)
-        return rd_fail(c, EINVAL, "can_recv needs a zero-copy receiver (cfg.zero_copy)");
+    if (c->cfg.role != CHAN_RECEIVER)
+        return rd_fail(c, EINVAL, "can_recv on a sender");
+    int err = rsx_mode(c, s, RSX_ZERO_COPY);
+    if (err)
+        return err;
     if (x->reqs - s->recvd >= c->cfg.slots)
         return CHAN_AGAIN;
     opt->len = c->cfg.max_msg_bytes; /* fixed size: any message fits a buffer this big */

@@ -107,7 +107,7 @@ static int rsi_test_send(struct chan *c, uint64_t handle)
     struct rd_slot *s = c->impl;
     if (handle == 0 || handle > s->sent)
         return rd_fail(c, EINVAL, "unknown send handle");
-    return rd_drain(c, &s->ep);
+    return 0;
 }
 
 static int rsi_recv(struct chan *c, struct chan_region *out)

@@ -51,6 +51,7 @@ static int rsn_open(struct chan *c)
         .recv_access = 0,
         .recv_wr = c->cfg.slots,
         .stride = c->cfg.max_msg_bytes,
+        .ack_every = true, /* chan_test_send waits for it (zero-copy send) */
         .post_initial = rsn_post_initial,
     };
     return rd_slot_open(c, &l);

@@ -262,6 +262,7 @@ struct rd_slot {
     uint64_t cur_addr;
     uint32_t cur_rkey, cur_len;
     bool sender_writes; /* indirect read: the sender WRITEs the data */
+    bool ack_every;     /* acknowledge every processed message */
     void *priv;         /* channel state */
 };
 struct rd_slot_layout {
@@ -272,6 +273,7 @@ struct rd_slot_layout {
     uint32_t recv_wr; /* receives per QP on the receiver (0: none) */
     size_t stride;
     bool sender_writes; /* indirect read */
+    bool ack_every;     /* zero-copy sender: acknowledge each message (else half-window batches) */
     size_t priv_bytes;  /* zeroed channel state in rd_slot.priv */
     int (*post_initial)(struct chan *c, struct rd_slot *s); /* receiver, before "ready" */
 };
