@@ -58,10 +58,10 @@
 #define T2_EXIT_INTERNAL 5
 
 /* Defaults (estimates chosen for a run of a few minutes at most): 8
- * measured messages cycle twice through the 4 sizes; 3 checker runs of 200
+ * measured messages cycle twice through the 4 sizes; 3 checker runs of 500
  * messages each per transport; --quick halves them. */
 #define T2_MEASURE_MSGS 8
-#define T2_CHECK_MSGS 200
+#define T2_CHECK_MSGS 500
 #define T2_CHECK_RUNS 3
 #define T2_MEMORY_MSGS 4
 #define T2_TRACE_CAPACITY (1u << 20) /* records; ~56 MiB, a measure run uses < 100 k */
