@@ -11,6 +11,7 @@
 #include "protocols/rima/rima_stream.h"
 #include "protocols/rima/footprint.h"
 #include "protocols/taranov/taranov.h"
+#include "protocols/taranov/table2_driver.h"
 
 const struct program_def protocol_programs[] = {
     {"perftest", perftest_main,
@@ -28,6 +29,9 @@ const struct program_def protocol_programs[] = {
      "--id=I | --model)"},
     {"taranov", taranov_main,
      "Taranov et al. channels: checked message stream or ping-pong (--channel=NAME, --list)"},
+    {"taranov_t2", taranov_t2_main,
+     "Taranov channels, one at a time with trace marks, for rnicsim table2 (--channel=NAME "
+     "--role=sender|receiver --mode=measure|check|memory)"},
     {NULL, NULL, NULL},
 };
 

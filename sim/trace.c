@@ -41,6 +41,25 @@ void sim_trace_note(struct sim *sim, uint32_t node, const char *static_text)
     sim_trace(sim, &r);
 }
 
+void sim_trace_mark(struct sim *sim, uint32_t node, const char *static_text, uint64_t value)
+{
+    struct trace_rec r = {.kind = TRACE_NOTE, .node = node, .addr = value, .where = static_text};
+    sim_trace(sim, &r);
+}
+
+void sim_trace_post(struct sim *sim, uint32_t node, uint32_t qpn, uint8_t opcode, uint32_t len)
+{
+    struct trace_rec r = {.kind = TRACE_POST,
+                          .opcode = opcode,
+                          .node = node,
+                          .qpn = qpn,
+                          .len = len,
+                          .where = opcode == TRACE_POST_RECV       ? "ibv_post_recv"
+                                   : opcode == TRACE_POST_SRQ_RECV ? "ibv_post_srq_recv"
+                                                                   : "ibv_post_send"};
+    sim_trace(sim, &r);
+}
+
 size_t sim_trace_count(const struct sim *sim)
 {
     return sim->trace_total < sim->trace_cap ? (size_t)sim->trace_total : sim->trace_cap;
@@ -67,6 +86,7 @@ const char *sim_trace_kind_name(enum trace_kind k)
         [TRACE_PKT_DROP] = "pkt-drop", [TRACE_DMA_WRITE] = "dma-write",
         [TRACE_DMA_READ] = "dma-read", [TRACE_CQE] = "cqe",
         [TRACE_POLL] = "poll",         [TRACE_NOTE] = "note",
+        [TRACE_POST] = "post",
     };
     return (unsigned)k < TRACE_KIND_COUNT ? names[k] : "?";
 }
@@ -94,7 +114,13 @@ void sim_trace_dump(const struct sim *sim, FILE *out, size_t max)
             fprintf(out, "  qpn %u opcode %u status %u len %u", r->qpn, r->opcode, r->status,
                     r->len);
             break;
+        case TRACE_POST:
+            fprintf(out, "  qpn %u opcode %u len %u", r->qpn, r->opcode, r->len);
+            break;
         case TRACE_NOTE:
+            if (r->addr)
+                fprintf(out, "  value %llu", (unsigned long long)r->addr);
+            break;
         case TRACE_KIND_COUNT:
             break;
         }

@@ -22,7 +22,11 @@ enum trace_kind {
     TRACE_DMA_READ,  /* the NIC read host memory */
     TRACE_CQE,       /* a CQE became visible */
     TRACE_POLL,      /* a program polled a CQ and got CQEs */
-    TRACE_NOTE,      /* free text from a program or test driver */
+    TRACE_NOTE,      /* free text from a program or test driver; addr = a value
+                        (host_trace_mark: a message number) */
+    TRACE_POST,      /* a program posted a work request: node = host, qpn, opcode =
+                        the ibv_wr_opcode (TRACE_POST_RECV / _SRQ_RECV for receives),
+                        len = bytes of its scatter/gather list */
     TRACE_KIND_COUNT
 };
 
@@ -45,6 +49,15 @@ bool sim_trace_enabled(const struct sim *sim);
 /* Append a record stamped with sim_now (t_ps is overwritten). */
 void sim_trace(struct sim *sim, const struct trace_rec *r);
 void sim_trace_note(struct sim *sim, uint32_t node, const char *static_text);
+/* A TRACE_NOTE carrying `value` in addr (host_trace_mark). */
+void sim_trace_mark(struct sim *sim, uint32_t node, const char *static_text, uint64_t value);
+/* TRACE_POST opcodes of receive work requests (ibv_wr_opcode values are
+ * below 0x20). */
+#define TRACE_POST_RECV 0xffu     /* ibv_post_recv; qpn = the QP */
+#define TRACE_POST_SRQ_RECV 0xfeu /* ibv_post_srq_recv; qpn = 0 (no QP) */
+/* One TRACE_POST record (callers test sim_trace_enabled first, so a
+ * disabled trace costs one branch per post call). */
+void sim_trace_post(struct sim *sim, uint32_t node, uint32_t qpn, uint8_t opcode, uint32_t len);
 /* Records held (<= capacity) and total ever appended. */
 size_t sim_trace_count(const struct sim *sim);
 uint64_t sim_trace_total(const struct sim *sim);

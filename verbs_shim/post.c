@@ -19,6 +19,7 @@
 #include <rnicsim/rima.h>
 
 #include "shim.h"
+#include "sim/trace.h"
 
 /* Opcodes each send queue accepts (IBA 9.4 / Table 38: RC has every
  * operation, UC SEND and RDMA WRITE, UD SEND only).  A table, not
@@ -219,6 +220,15 @@ static int build_send_wqe(const struct shim_qp *sqp, enum nic_transport pers,
     return 0;
 }
 
+/* Bytes of a scatter/gather list (TRACE_POST len). */
+static uint32_t sge_bytes(const struct ibv_sge *sg, int n)
+{
+    uint64_t total = 0;
+    for (int i = 0; sg && i < n; i++)
+        total += sg[i].length;
+    return total > UINT32_MAX ? UINT32_MAX : (uint32_t)total;
+}
+
 /* ops.post_send.  Returns 0 or an errno with *bad_wr at the first WR not
  * posted: EINVAL (QP in RESET/INIT/RTR, opcode not valid on the QP type
  * (UC: no READ/atomics; UD: SEND only), UD without an AH, too many
@@ -233,6 +243,7 @@ int shim_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr
     int rc = 0;
     unsigned attempted = 0, posted = 0;
     struct nic_send_wqe wqe;
+    struct ibv_send_wr *head = wr;
 
     if (!wr) {
         rc = EINVAL;
@@ -259,6 +270,10 @@ int shim_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr
         host_charge(h->cpu.post_send_ps + (sim_time_t)attempted * h->cpu.post_send_wqe_ps);
     if (posted)
         nic_sq_doorbell(sqp->nqp);
+    if (h && posted && sim_trace_enabled(h->sim)) /* TRACE_POST (sim/trace.h) */
+        for (const struct ibv_send_wr *w = head; w && w != wr; w = w->next)
+            sim_trace_post(h->sim, h->id, qp->qp_num, (uint8_t)w->opcode,
+                           sge_bytes(w->sg_list, w->num_sge));
     return rc;
 }
 
@@ -293,6 +308,7 @@ int shim_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr
     int rc = 0;
     unsigned attempted = 0;
     struct nic_recv_wqe wqe;
+    struct ibv_recv_wr *head = wr;
 
     if (!wr)
         rc = EINVAL;
@@ -314,5 +330,9 @@ int shim_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr
     struct host *h = host_of_current();
     if (h && attempted)
         host_charge((sim_time_t)attempted * h->cpu.post_recv_ps);
+    if (h && sim_trace_enabled(h->sim)) /* TRACE_POST (sim/trace.h) */
+        for (const struct ibv_recv_wr *w = head; w && w != wr; w = w->next)
+            sim_trace_post(h->sim, h->id, qp->qp_num, TRACE_POST_RECV,
+                           sge_bytes(w->sg_list, w->num_sge));
     return rc;
 }

@@ -30,6 +30,7 @@
 #include <stdlib.h>
 
 #include "shim.h"
+#include "sim/trace.h"
 
 static void srq_limit_event(struct sim *sim, void *a, void *b)
 {
@@ -145,6 +146,7 @@ int shim_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_r
     int rc = (!srq || !wr) ? EINVAL : 0;
     unsigned attempted = 0;
     struct nic_recv_wqe wqe;
+    struct ibv_recv_wr *head = wr;
     for (; !rc && wr; wr = wr->next) {
         attempted++;
         struct shim_srq *ssrq = shim_srq(srq);
@@ -159,5 +161,13 @@ int shim_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_r
     struct host *h = host_of_current();
     if (h && attempted)
         host_charge((sim_time_t)attempted * h->cpu.post_recv_ps);
+    if (h && srq && sim_trace_enabled(h->sim)) /* TRACE_POST (sim/trace.h) */
+        for (const struct ibv_recv_wr *w = head; w && w != wr; w = w->next) {
+            uint64_t n = 0;
+            for (int i = 0; w->sg_list && i < w->num_sge; i++)
+                n += w->sg_list[i].length;
+            sim_trace_post(h->sim, h->id, 0, TRACE_POST_SRQ_RECV,
+                           n > UINT32_MAX ? UINT32_MAX : (uint32_t)n);
+        }
     return rc;
 }

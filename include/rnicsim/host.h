@@ -44,6 +44,13 @@ int host_oob_get(const char *key, void *buf, size_t len);
 /* Name of the host the program runs on ("h0" ...; gethostname on real hw). */
 const char *host_name(void);
 
+/* Mark a point of the program in the simulator's event trace (a "note"
+ * record with `static_text`, which must outlive the run, e.g. a string
+ * literal, and `value`, e.g. a message number); `rnicsim table2` cuts its
+ * per-message windows at such marks.  Costs no simulated time, and nothing
+ * when the trace is off; a no-op on real hardware. */
+void host_trace_mark(const char *static_text, uint64_t value);
+
 /* Results: one row of a named table, as key/value pairs.  In the simulator
  * rows go into the run's JSON results ("tables"); on real hardware they are
  * printed as "table: key=value ..." lines. */

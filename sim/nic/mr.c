@@ -126,6 +126,9 @@ struct nic_mr *nic_mr_reg(struct nic_pd *pd, void *addr, uint64_t length, uint64
     nic->mr_tbl[idx] = mr;
     nic->mr_next_free_hint = idx + 1;
     nic->n_mrs++;
+    nic->cnt.mr_bytes += length;
+    if (nic->cnt.mr_bytes > nic->cnt.mr_bytes_peak)
+        nic->cnt.mr_bytes_peak = nic->cnt.mr_bytes;
     if (access & IBV_ACCESS_RELAXED_ORDERING)
         nic->dma.ro_mrs++; /* dma.c: placements into it may be relaxed */
     pd->n_users++;
@@ -144,6 +147,7 @@ int nic_mr_dereg(struct nic_mr *mr)
             nic->mr_next_free_hint = idx;
     }
     nic->n_mrs--;
+    nic->cnt.mr_bytes -= mr->length;
     if (mr->dm)
         mr->dm->n_mrs--;
     if (mr->access & IBV_ACCESS_RELAXED_ORDERING)

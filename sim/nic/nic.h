@@ -328,6 +328,9 @@ struct nic_counters {
     /* RIMA (aq.c) */
     uint64_t rima_appends;  /* append messages accepted (tail advanced) */
     uint64_t rima_rnr_naks; /* append messages refused for want of room */
+    /* memory registration (mr.c): bytes of the MRs registered now, and the
+     * most ever registered at once (rnicsim table2's memory columns) */
+    uint64_t mr_bytes, mr_bytes_peak;
 };
 
 /* `node_id` is the NIC's fabric address (LID = node_id + 1, GID index 0 is

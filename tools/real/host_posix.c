@@ -100,6 +100,13 @@ void host_report(const char *table, const struct host_kv *kv, size_t n)
     fflush(stdout);
 }
 
+/* The simulator's event trace has no real-hardware counterpart. */
+void host_trace_mark(const char *static_text, uint64_t value)
+{
+    (void)static_text;
+    (void)value;
+}
+
 /* ------------------------------------------------------------ threads */
 
 struct thread_slot {

@@ -249,6 +249,7 @@ static void co_feed(struct co_observer *o, const struct trace_rec *r)
     case TRACE_PKT_TX:
     case TRACE_CQE:
     case TRACE_POLL:
+    case TRACE_POST:
     case TRACE_NOTE:
     case TRACE_KIND_COUNT:
         break;
@@ -687,6 +688,7 @@ static void co_print_trace_line(FILE *out, const struct co_observer *ob, const s
         break;
     case TRACE_CQE:
     case TRACE_POLL:
+    case TRACE_POST:
         fprintf(out, "  qpn %u opcode %u status %u len %u", r->qpn, r->opcode, r->status, r->len);
         break;
     case TRACE_NOTE:

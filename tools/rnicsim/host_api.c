@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sim/trace.h"
 #include "tools/rnicsim/rnicsim.h"
 
 struct oob_entry {
@@ -218,6 +219,15 @@ const char *host_name(void)
     host_note_call();
     struct host *h = host_of_current();
     return h ? h->name : "";
+}
+
+/* ---------------------------------------------------------------- trace marks */
+
+void host_trace_mark(const char *static_text, uint64_t value)
+{
+    struct host *h = host_of_current();
+    if (h && sim_trace_enabled(h->sim))
+        sim_trace_mark(h->sim, h->id, static_text, value);
 }
 
 /* ---------------------------------------------------------------- results */

@@ -7,6 +7,8 @@
  *   rnicsim bench [--reps N] [--json FILE]
  *   rnicsim check-order FILE.yaml [--runs N] [--seed S] [--set K=V]... [--vary K=V1,V2]...
  *                                 [-o FILE]   (check_order.c)
+ *   rnicsim table2 [--channels=a,b] [--quick] [--markdown] [--json F] [--csv F]
+ *                  [--update FILE.md]   (table2.c)
  *   rnicsim sweep FILE.yaml --set KEY=V1,V2,...  [-j N] [-o DIR] [--seed N]
  *                 [--profiles DIR] [--plot x=KEY,y=COL[,series=KEY]]   (sweep.c)
  *
@@ -35,6 +37,8 @@ static void usage(FILE *out)
                  "  rnicsim bench [--reps N] [--json FILE]\n"
                  "  rnicsim check-order FILE.yaml [--runs N] [--seed S] [--set KEY=VALUE]...\n"
                  "                        [--vary KEY=V1,V2,...]... [-o RESULT.json]\n"
+                 "  rnicsim table2 [--channels=a,b,...] [--quick] [--markdown] [--json FILE]\n"
+                 "                        [--csv FILE] [--update FILE.md]\n"
                  "  rnicsim sweep FILE.yaml --set KEY=V1,V2,... [--set KEY2=A,B]... [-j N]\n"
                  "                        [-o DIR] [--seed N] [--profiles DIR]\n"
                  "                        [--plot x=KEY,y=COLUMN[,series=KEY]]\n"
@@ -48,6 +52,8 @@ static void usage(FILE *out)
                  "bench: measure simulator speed (events/s, simulated packets/s).\n"
                  "check-order: run an ordering workload under many seeds/configurations;\n"
                  "  exit status: 0 clean, 1 violation found, 2 bad input, 3 run error.\n"
+                 "table2: measure Taranov et al.'s Table 2 for every channel\n"
+                 "  (docs/taranov-table2.md).\n"
                  "sweep: run every combination of the --set value lists (-j at a time),\n"
                  "  one CSV row per run in DIR/sweep.csv (default DIR sweep-out);\n"
                  "  exit status: 0 all ran, 1 a run failed, 2 bad input, 5 output error.\n");
@@ -238,6 +244,8 @@ int main(int argc, char **argv)
         return bench_main(argc - 2, argv + 2);
     if (!strcmp(cmd, "check-order"))
         return check_order_main(argv[0], argc - 2, argv + 2);
+    if (!strcmp(cmd, "table2"))
+        return table2_main(argc - 2, argv + 2);
     if (!strcmp(cmd, "sweep"))
         return sweep_main(argc - 2, argv + 2);
     if (!strcmp(cmd, "programs")) {

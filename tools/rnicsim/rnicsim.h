@@ -315,6 +315,11 @@ int bench_main(int argc, char **argv);
 /* `rnicsim check-order`; `prog` is argv[0] (for the reproduce command). */
 int check_order_main(const char *prog, int argc, char **argv);
 
+/* ---------------------------------------------------------------- table2.c */
+
+/* `rnicsim table2`: Taranov et al.'s Table 2 measured for every channel. */
+int table2_main(int argc, char **argv);
+
 /* ---------------------------------------------------------------- sweep.c */
 
 /* `rnicsim sweep` (runs `/proc/self/exe run` once per combination). */
