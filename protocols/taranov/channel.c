@@ -29,12 +29,8 @@ extern const struct chan_ops chan_write_slot_detached, chan_write_slot_inlined, 
 extern const struct chan_ops chan_ring_detached, chan_ring_imm, chan_ring_inlined_zero,
     chan_ring_inlined_nozero;
 extern const struct chan_ops chan_shared_ring_imm, chan_shared_ring_inlined;
-/* The read-based channels live on branch tar-read; until it is merged they
- * are not linked (the lead removes this guard at the merge). */
-#ifdef RNICSIM_TARANOV_READ
 extern const struct chan_ops chan_read_slot_detached, chan_read_slot_inlined, chan_read_slot_notify,
     chan_read_slot_indirect, chan_read_ring_detached, chan_read_ring_inlined, chan_read_ring_notify;
-#endif
 
 /* Table 2 order: send/recv, write slot, ring, shared ring, read slot, read
  * ring. */
@@ -52,7 +48,6 @@ const struct chan_ops *const chan_registry[] = {
     &chan_ring_inlined_nozero,
     &chan_shared_ring_imm,
     &chan_shared_ring_inlined,
-#ifdef RNICSIM_TARANOV_READ
     &chan_read_slot_detached,
     &chan_read_slot_inlined,
     &chan_read_slot_notify,
@@ -60,7 +55,6 @@ const struct chan_ops *const chan_registry[] = {
     &chan_read_ring_detached,
     &chan_read_ring_inlined,
     &chan_read_ring_notify,
-#endif
     NULL,
 };
 
