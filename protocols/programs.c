@@ -8,6 +8,7 @@
 #include "protocols/litmus/litmus.h"
 #include "protocols/microbench/microbench.h"
 #include "protocols/perftest/perftest.h"
+#include "protocols/rima/fastkv.h"
 
 const struct program_def protocol_programs[] = {
     {"perftest", perftest_main,
@@ -17,6 +18,12 @@ const struct program_def protocol_programs[] = {
     {"microbench", microbench_main,
      "hardware microbenchmarks: size, QP count, MR working set, atomics, doorbell batching "
      "(--server | --client --id=I)"},
+    {"fastkv", fastkv_main,
+     "FastKV key-value cache: srq (footprint-priority) | rima | rima-sw | split-* requests, "
+     "verified GET/SET (--server | --client --id=I)"},
+    {"largemsg", largemsg_main,
+     "Table 6 large-message alternatives: fastkv with every request a memcached-size SET "
+     "(--transport=split-alloc|split-faa|split-presend|rima)"},
     {NULL, NULL, NULL},
 };
 
