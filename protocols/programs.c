@@ -9,6 +9,7 @@
 #include "protocols/microbench/microbench.h"
 #include "protocols/perftest/perftest.h"
 #include "protocols/rima/fastkv.h"
+#include "protocols/rima/rima_stream.h"
 
 const struct program_def protocol_programs[] = {
     {"perftest", perftest_main,
@@ -24,6 +25,7 @@ const struct program_def protocol_programs[] = {
     {"largemsg", largemsg_main,
      "Table 6 large-message alternatives: fastkv with every request a memcached-size SET "
      "(--transport=split-alloc|split-faa|split-presend|rima)"},
+    {"rima_stream", rima_stream_main, "append queue stream: N senders, every message checked (--server | --client --id=I, --mode=hw|sw)"},
     {NULL, NULL, NULL},
 };
 

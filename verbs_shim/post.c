@@ -16,6 +16,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <rnicsim/rima.h>
+
 #include "shim.h"
 
 /* Opcodes each send queue accepts (IBA 9.4 / Table 38: RC has every
@@ -36,6 +38,9 @@ static const uint8_t send_opcode_qpts[SHIM_N_WR_OPCODES] = {
 
 static bool send_opcode_ok(enum ibv_qp_type t, enum ibv_wr_opcode op)
 {
+    /* RIMA append (rnicsim/rima.h): RC only, like READ and atomics */
+    if ((unsigned)op == (unsigned)IBV_WR_APPEND)
+        return t == IBV_QPT_RC;
     uint8_t bit = t == IBV_QPT_RC   ? QPT_RC_BIT
                   : t == IBV_QPT_UC ? QPT_UC_BIT
                   : t == IBV_QPT_UD ? QPT_UD_BIT

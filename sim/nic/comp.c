@@ -43,10 +43,14 @@
  * re-arms itself when it fires early. */
 #include <string.h>
 
+#include <rnicsim/rima.h>
+
 #include "nic_priv.h"
 
 enum ibv_wc_opcode nic_wc_opcode(enum ibv_wr_opcode op)
 {
+    if ((unsigned)op == (unsigned)IBV_WR_APPEND)
+        return IBV_WC_APPEND;
     switch (op) {
     case IBV_WR_RDMA_WRITE:
     case IBV_WR_RDMA_WRITE_WITH_IMM:

@@ -93,6 +93,10 @@ struct nic_params {
     uint64_t dm_bytes;       /* on-NIC memory for ibv_alloc_dm (0 = none) */
     sim_time_t dm_access_ps; /* one access to device memory by the NIC */
     bool cqe_compression;    /* mlx5 CQE compression: 8 B mini-CQEs after a full one */
+    /* RIMA append queues (aq.c; docs/rima.md "NIC model") */
+    uint32_t rima_tpt_entries; /* tail pointer table entries = AQs at most (0 = no RIMA) */
+    sim_time_t rima_tpt_ps;    /* one TPT lookup + tail add (per appended message) */
+    sim_time_t rima_alloc_ps;  /* host: background allocation of one chunk after a watermark IRQ */
 };
 
 /* ConnectX-5-like defaults; each field's source is in nic.c. */
@@ -249,6 +253,40 @@ struct nic_qp {
     struct nic_qp_engine *eng;
 };
 
+/* RIMA append queue (aq.c; include/rnicsim/rima.h, docs/rima.md): a
+ * virtual region of region_bytes managed as a ring.  head/tail are offsets
+ * in [0, region_bytes); used_bytes = bytes from head to tail (messages and
+ * wrap padding), so (head + used) % region == tail.  Physical memory is
+ * committed per chunk (committed[i] for chunk i of chunk_bytes).  The TPT
+ * entry (index `slot` of the NIC's table) is this structure's tail. */
+struct nic_aq {
+    struct nic *nic;
+    struct nic_pd *pd;
+    struct nic_cq *cq;
+    struct nic_mr *mr; /* the region, registered internally (LOCAL_WRITE) */
+    uint32_t aqn;      /* slot << 8 | generation: what senders name */
+    uint32_t slot;
+    uint8_t *buf;
+    uint64_t region_bytes, chunk_bytes, watermark_bytes;
+    uint32_t flags; /* enum ibv_aq_flags */
+    uint64_t head, tail, used_bytes;
+    uint32_t n_chunks, n_committed;
+    uint8_t *committed;
+    bool alloc_pending; /* a chunk allocation in flight (one at a time) */
+    uint32_t alloc_chunk;
+    struct sim_event alloc_ev;
+    uint64_t peak_used_bytes, peak_committed_bytes;
+    uint64_t messages, bytes, watermark_irqs, chunks_allocated, chunks_freed, rnr_naks;
+    uint64_t head_updates_ignored; /* MMIO head updates no longer valid on arrival */
+};
+
+/* Create-time configuration (already validated by the shim). */
+struct nic_aq_cfg {
+    uint8_t *buf;
+    uint64_t region_bytes, chunk_bytes, watermark_bytes;
+    uint32_t initial_chunks, flags;
+};
+
 /* ---------------------------------------------------------------- device */
 
 struct nic_counters {
@@ -287,6 +325,9 @@ struct nic_counters {
     uint64_t dm_accesses;     /* NIC accesses to device memory (no PCIe) */
     uint64_t atomic_waits;    /* atomics held behind one on the same address */
     uint64_t cqes_compressed; /* CQEs written as 8 B mini-CQEs */
+    /* RIMA (aq.c) */
+    uint64_t rima_appends;  /* append messages accepted (tail advanced) */
+    uint64_t rima_rnr_naks; /* append messages refused for want of room */
 };
 
 /* `node_id` is the NIC's fabric address (LID = node_id + 1, GID index 0 is
@@ -365,6 +406,23 @@ void nic_srq_caps(const struct nic *nic, uint32_t *max_srq, uint32_t *max_wr, ui
 /* ibv_devinfo -v on ConnectX-5 (MT4119): max_srq 8388608, max_srq_wr
  * 32767, max_srq_sge 31 (the model holds at most NIC_MAX_SGE). */
 enum { NIC_DEFAULT_MAX_SRQ = 8388608, NIC_DEFAULT_MAX_SRQ_WR = 32767 };
+
+/* RIMA append queues (aq.c).  create: NULL with errno EOPNOTSUPP (no
+ * TPT), ENOMEM (TPT full, or the MR); `cfg` was validated by the shim.
+ * The AQ counts as a user of its CQ (nic_cq_destroy -> EBUSY) and of its
+ * PD (through its MR).  destroy: the TPT entry and the MR go at once. */
+struct nic_aq *nic_aq_create(struct nic_pd *pd, struct nic_cq *cq, const struct nic_aq_cfg *cfg);
+int nic_aq_destroy(struct nic_aq *aq);
+/* Bytes the head would advance by if moved to `head` (an offset in
+ * [0, region]; head == tail means "everything"), or -1 if `head` is not in
+ * the used part [head, tail]. */
+int64_t nic_aq_head_advance(const struct nic_aq *aq, uint64_t head);
+/* Host software moved the head: an 8-byte MMIO write; the NIC applies it
+ * (re-checked, reset-on-empty, chunks freed, watermark) when it arrives. */
+void nic_aq_write_head(struct nic_aq *aq, uint64_t head);
+/* Change the watermark / flags (control path, applied at once). */
+void nic_aq_set_watermark(struct nic_aq *aq, uint64_t watermark_bytes);
+void nic_aq_set_flags(struct nic_aq *aq, uint32_t flags);
 
 /* Ring the send doorbell for everything appended so far: an MMIO write
  * crosses PCIe (carrying the WQE itself when BlueFlame applies) and the

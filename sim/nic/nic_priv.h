@@ -194,6 +194,12 @@ struct nic {
     uint32_t n_dms, cap_dms;
     uint64_t dm_used_bytes;
 
+    /* RIMA tail pointer table (aq.c): rima_tpt_entries slots */
+    struct nic_aq **tpt;
+    uint8_t *tpt_gen;             /* per slot, bumped when its AQ goes (stale numbers fail) */
+    uint32_t n_aqs;               /* live AQs */
+    sim_time_t tpt_busy_until_ps; /* the TPT's read-add-write port is busy until then */
+
     /* operation context pool */
     struct nic_op *op_free;
     struct nic_op **op_slabs;
@@ -321,6 +327,13 @@ struct nic_qp_engine {
     struct nic_txsrc resp_src;
     struct nic_ar ar;                    /* ib-ar reorder window (resp.c) */
     uint64_t place_issued, place_landed; /* placements of the QP (dma.c): ACKs wait */
+    /* RIMA append in progress (resp.c, aq.c): the queue and the offset the
+     * TPT gave its first packet; while a first packet waits for the TPT
+     * (aq_wait) the QP's later packets queue behind it (aq_held_*) */
+    uint32_t resp_aqn;
+    uint64_t resp_aq_off;
+    struct pkt *aq_wait, *aq_held_head, *aq_held_tail;
+    struct sim_event aq_ev;
 
     /* transport personality state (pers.c), allocated on first use */
     struct nic_pers *pers;
@@ -595,6 +608,26 @@ void nic_mem_write(struct nic *nic, struct nic_op *op, unsigned kind, uint64_t b
                    sim_cb_fn done, void *b);
 /* The MR is going away: forget its key and page translations. */
 void nic_xlate_forget_mr(struct nic *nic, const struct nic_mr *mr);
+
+/* ---------------------------------------------------------------- aq.c */
+
+enum nic_aq_status {
+    NIC_AQ_OK,
+    NIC_AQ_NO_QUEUE, /* unknown number, or an AQ of another PD: remote access NAK */
+    NIC_AQ_TOO_BIG,  /* longer than the region: invalid request NAK */
+    NIC_AQ_NO_ROOM,  /* region or committed memory full: RNR NAK */
+};
+/* The live AQ named `aqn`, or NULL. */
+struct nic_aq *nic_aq_lookup(struct nic *nic, uint32_t aqn);
+/* The TPT step of an append's first packet: look up `aqn` (must be of
+ * `pd`), check room for `len` bytes and advance the tail atomically;
+ * *off = where the message goes.  Counts messages / RNR refusals. */
+enum nic_aq_status nic_aq_reserve(struct nic *nic, uint32_t aqn, const struct nic_pd *pd,
+                                  uint64_t len, uint64_t *off);
+/* When a TPT lookup + add issued now is done (the TPT serves one at a
+ * time, rima_tpt_ps each). */
+sim_time_t nic_aq_tpt_done_ps(struct nic *nic);
+void nic_aq_teardown(struct nic *nic);
 
 /* ---------------------------------------------------------------- dm.c */
 

@@ -3,6 +3,8 @@
  * header sizes: IBA Annex 17 / CALIBRATION.md "Transports" (RoCEv2). */
 #include "opcode.h"
 
+#include <rnicsim/rima.h>
+
 _Static_assert((unsigned)NIC_OPF_RETH == (unsigned)PKT_EXT_RETH &&
                    (unsigned)NIC_OPF_AETH == (unsigned)PKT_EXT_AETH &&
                    (unsigned)NIC_OPF_ATMETH == (unsigned)PKT_EXT_ATMETH &&
@@ -140,6 +142,18 @@ const struct nic_opcode_info nic_opcodes[256] = {
         OP("1RMA_FETCH_RESPONSE", RQ | NIC_OPF_WRITE | NIC_OPF_ONLY | PL | NIC_OPF_RETH),
     [NIC_OPCODE_ONERMA_WRITE_ACKNOWLEDGE] =
         OP("1RMA_WRITE_ACKNOWLEDGE", RS | NIC_OPF_ACK | NIC_OPF_ONLY | NIC_OPF_AETH),
+
+    /* RIMA append (docs/rima.md): segmented like SEND; the first packet
+     * names the AQ and the message length in a RETH-format header (Xue et
+     * al. 3.2: "messages arrive with message size and queue-id in the
+     * packet header"); no receive WQE is consumed */
+    [NIC_OPCODE_RIMA_APPEND_FIRST] =
+        OP("RIMA_APPEND_FIRST", RQ | NIC_OPF_APPEND | NIC_OPF_FIRST | PL | NIC_OPF_RETH),
+    [NIC_OPCODE_RIMA_APPEND_MIDDLE] =
+        OP("RIMA_APPEND_MIDDLE", RQ | NIC_OPF_APPEND | NIC_OPF_MIDDLE | PL),
+    [NIC_OPCODE_RIMA_APPEND_LAST] = OP("RIMA_APPEND_LAST", RQ | NIC_OPF_APPEND | NIC_OPF_LAST | PL),
+    [NIC_OPCODE_RIMA_APPEND_ONLY] =
+        OP("RIMA_APPEND_ONLY", RQ | NIC_OPF_APPEND | NIC_OPF_ONLY | PL | NIC_OPF_RETH),
 };
 
 uint32_t nic_ext_hdr_bytes(uint32_t mask)
@@ -192,9 +206,16 @@ static int pos_index(uint32_t pos)
     }
 }
 
+/* RIMA append (IBV_WR_APPEND = 0x40 is outside the table's verb range). */
+static const int16_t append_opcodes[POS_N] = {
+    NIC_OPCODE_RIMA_APPEND_FIRST, NIC_OPCODE_RIMA_APPEND_MIDDLE, NIC_OPCODE_RIMA_APPEND_LAST,
+    NIC_OPCODE_RIMA_APPEND_ONLY};
+
 int nic_req_opcode(enum ibv_wr_opcode wr, uint32_t pos)
 {
     int i = pos_index(pos);
+    if ((unsigned)wr == (unsigned)IBV_WR_APPEND)
+        return i < 0 ? -1 : append_opcodes[i];
     if (i < 0 || (unsigned)wr >= sizeof(req_opcodes) / sizeof(req_opcodes[0]))
         return -1;
     int op = req_opcodes[wr][i];
@@ -210,6 +231,8 @@ int nic_req_opcode_qpt(enum ibv_qp_type qpt, enum ibv_wr_opcode wr, uint32_t pos
     int op = nic_req_opcode(wr, pos);
     if (op < 0 || qpt == IBV_QPT_RC)
         return qpt == IBV_QPT_RC ? op : -1;
+    if (nic_opcode_rima((uint8_t)op))
+        return -1; /* appends are RC only */
     unsigned prefix;
     switch (qpt) {
     case IBV_QPT_UC:

@@ -71,6 +71,15 @@ enum ib_opcode {
     NIC_OPCODE_ONERMA_FETCH_REQUEST = 0xe3,  /* target -> initiator: send the op's data */
     NIC_OPCODE_ONERMA_FETCH_RESPONSE = 0xe4, /* initiator -> target: the data + RETH */
     NIC_OPCODE_ONERMA_WRITE_ACKNOWLEDGE = 0xe5,
+    /* RIMA append (aq.c, docs/rima.md): an RC operation in the
+     * manufacturer-specific range, carried by RC QPs whatever the NIC's
+     * transport personality.  The first (or only) packet carries a
+     * RETH-format header: R_Key = the AQ number, DMA Length = the
+     * message's total length, VA = 0 (reserved). */
+    NIC_OPCODE_RIMA_APPEND_FIRST = 0xd0,
+    NIC_OPCODE_RIMA_APPEND_MIDDLE = 0xd1,
+    NIC_OPCODE_RIMA_APPEND_LAST = 0xd2,
+    NIC_OPCODE_RIMA_APPEND_ONLY = 0xd3,
 };
 
 /* Transport prefixes (opcode bits 7..5, IBA Table 38). */
@@ -111,6 +120,7 @@ enum nic_opf {
     NIC_OPF_ONLY = NIC_OPF_FIRST | NIC_OPF_LAST,
     /* responder semantics */
     NIC_OPF_RWR = 1u << 18, /* consumes a receive WQE (SEND*, WRITE with immediate) */
+    NIC_OPF_APPEND = 1u << 19, /* RIMA append: placed at the AQ's tail (aq.c) */
 };
 
 struct nic_opcode_info {
@@ -130,9 +140,17 @@ static inline bool nic_opcode_valid(uint8_t op)
     return nic_opcodes[op].name != NULL;
 }
 
+/* A RIMA append opcode (0xd0..0xd3): RC, not a personality's. */
+static inline bool nic_opcode_rima(uint8_t op)
+{
+    return op >= NIC_OPCODE_RIMA_APPEND_FIRST && op <= NIC_OPCODE_RIMA_APPEND_ONLY;
+}
+
 /* The QP type whose packets carry opcode `op` (RC, UC or UD; -1: none). */
 static inline int nic_opcode_qp_type(uint8_t op)
 {
+    if (nic_opcode_rima(op))
+        return IBV_QPT_RC;
     switch (op & IB_OPCODE_TRANSPORT_MASK) {
     case IB_OPCODE_RC:
         return IBV_QPT_RC;
@@ -145,11 +163,11 @@ static inline int nic_opcode_qp_type(uint8_t op)
     }
 }
 
-/* A manufacturer-specific opcode (IBA Table 38, 0xc0..0xff): the packets
- * of the EFA SRD and 1RMA personalities. */
+/* A manufacturer-specific opcode (IBA Table 38, 0xc0..0xff) of the EFA
+ * SRD and 1RMA personalities (the RIMA appends are RC's). */
 static inline bool nic_opcode_personality(uint8_t op)
 {
-    return op >= NIC_OPCODE_SRD_SEND_ONLY;
+    return op >= NIC_OPCODE_SRD_SEND_ONLY && !nic_opcode_rima(op);
 }
 
 /* Bytes of the extension headers named by `mask`. */

@@ -52,6 +52,8 @@
 #include <stddef.h>
 #include <string.h>
 
+#include <rnicsim/rima.h>
+
 #include "nic_priv.h"
 
 enum resp_state {
@@ -81,6 +83,7 @@ struct resp_ctx {
     bool owned;                  /* the packet went to a DMA write */
     bool placed;                 /* ib-ar: its payload was placed when it arrived */
     uint8_t *host;               /* READ/atomic target */
+    bool tpt_done;               /* append first packet: the TPT step is behind it */
     const char *why;             /* DROP: reason, for the trace */
 };
 
@@ -392,6 +395,15 @@ static bool needs_recv_wqe(uint32_t m)
 static enum resp_state check_resource(struct nic_qp *qp, struct resp_ctx *c)
 {
     struct nic_qp_engine *e = qp->eng;
+    if ((c->mask & NIC_OPF_APPEND) && (c->mask & NIC_OPF_FIRST) && !c->tpt_done &&
+        qp->nic->p.rima_tpt_ps) {
+        /* RIMA: the TPT lookup + add takes rima_tpt_ps; the packet (and
+         * the QP's later ones, nic_resp_rx) wait for it (aq_tpt_fn) */
+        e->aq_wait = c->p;
+        c->owned = true;
+        sim_schedule_at(qp->nic->sim, &e->aq_ev, nic_aq_tpt_done_ps(qp->nic));
+        return RESP_DONE;
+    }
     if (needs_recv_wqe(c->mask) && nic_rq_empty(qp)) {
         if (nic_qp_reliable(qp))
             return RESP_ERR_RNR;
@@ -433,12 +445,44 @@ static enum resp_state recv_error(struct nic_qp *qp, struct resp_ctx *c, uint8_t
     return RESP_ERR_RECV;
 }
 
+/* RIMA append: the first packet takes room at the AQ's tail (aq.c); every
+ * packet must stay inside the message the first one announced. */
+static enum resp_state check_append(struct nic_qp *qp, struct resp_ctx *c)
+{
+    struct nic_qp_engine *e = qp->eng;
+    struct pkt *p = c->p;
+    if (c->mask & NIC_OPF_FIRST) {
+        e->resp_off = 0;
+        e->resp_len = p->reth_dma_len;
+        e->resp_aqn = p->reth_rkey;
+        switch (nic_aq_reserve(qp->nic, p->reth_rkey, qp->init.pd, p->reth_dma_len,
+                               &e->resp_aq_off)) {
+        case NIC_AQ_OK:
+            break;
+        case NIC_AQ_NO_QUEUE:
+            return fatal(c, NIC_AETH_NAK_REM_ACC, IBV_WC_SUCCESS);
+        case NIC_AQ_TOO_BIG:
+            return fatal(c, NIC_AETH_NAK_INV_REQ, IBV_WC_SUCCESS);
+        case NIC_AQ_NO_ROOM:
+            return RESP_ERR_RNR;
+        }
+    } else if (!nic_aq_lookup(qp->nic, e->resp_aqn)) {
+        return fatal(c, NIC_AETH_NAK_REM_ACC, IBV_WC_SUCCESS); /* destroyed meanwhile */
+    }
+    uint64_t end = (uint64_t)e->resp_off + p->payload_len;
+    if (end > e->resp_len || ((c->mask & NIC_OPF_LAST) && end != e->resp_len))
+        return fatal(c, NIC_AETH_NAK_INV_REQ, IBV_WC_SUCCESS);
+    return RESP_EXECUTE;
+}
+
 static enum resp_state check_access(struct nic_qp *qp, struct resp_ctx *c)
 {
     struct nic_qp_engine *e = qp->eng;
     struct pkt *p = c->p;
     uint32_t m = c->mask;
     bool rc = nic_qp_reliable(qp);
+    if (m & NIC_OPF_APPEND)
+        return check_append(qp, c);
     if (m & NIC_OPF_SEND) {
         const struct nic_recv_wqe *r = nic_rq_cur(qp);
         if (m & NIC_OPF_FIRST) {
@@ -612,6 +656,11 @@ static enum resp_state execute(struct nic_qp *qp, struct resp_ctx *c)
         if (m & NIC_OPF_SEND) {
             const struct nic_recv_wqe *r = nic_rq_cur(qp);
             nic_sges_to_segs(nic, r->sge, r->num_sge, prefix + e->resp_off, p->payload_len, op);
+        } else if (m & NIC_OPF_APPEND) { /* at the offset the TPT gave the message */
+            const struct nic_aq *aq = nic_aq_lookup(nic, e->resp_aqn);
+            op->n_seg = 1;
+            op->seg[0] = (struct nic_seg){aq->buf + e->resp_aq_off + e->resp_off, aq->mr->lkey,
+                                          p->payload_len};
         } else {
             op->n_seg = 1;
             op->seg[0] = (struct nic_seg){e->resp_host + e->resp_off, e->resp_key, p->payload_len};
@@ -628,7 +677,9 @@ static enum resp_state execute(struct nic_qp *qp, struct resp_ctx *c)
         e->resp_msg = 0;
         return RESP_COMPLETE;
     }
-    e->resp_msg = (m & NIC_OPF_SEND) ? NIC_OPF_SEND : NIC_OPF_WRITE;
+    e->resp_msg = (m & NIC_OPF_SEND)     ? NIC_OPF_SEND
+                  : (m & NIC_OPF_APPEND) ? NIC_OPF_APPEND
+                                         : NIC_OPF_WRITE;
     return RESP_ACKNOWLEDGE;
 }
 
@@ -638,7 +689,18 @@ static enum resp_state complete(struct nic_qp *qp, struct resp_ctx *c)
     struct pkt *p = c->p;
     uint32_t m = c->mask;
     e->msn++;
-    if (m & NIC_OPF_RWR) {
+    if (m & NIC_OPF_APPEND) { /* RIMA: one CQE per message on the AQ's CQ */
+        const struct nic_aq *aq = nic_aq_lookup(qp->nic, e->resp_aqn);
+        struct ibv_wc wc = {
+            .wr_id = e->resp_aq_off,
+            .status = IBV_WC_SUCCESS,
+            .opcode = IBV_WC_RECV_APPEND,
+            .byte_len = e->resp_len,
+            .qp_num = qp->qpn,
+            .src_qp = qp->attr.dest_qp_num,
+        };
+        nic_cqe_write(qp->nic, aq->cq, &wc, p->se);
+    } else if (m & NIC_OPF_RWR) {
         const struct nic_recv_wqe *r = nic_rq_cur(qp);
         bool send = (m & NIC_OPF_SEND) != 0;
         bool ud = qp->init.qp_type == IBV_QPT_UD;
@@ -774,11 +836,12 @@ static enum resp_state do_drop(struct nic_qp *qp, struct resp_ctx *c)
     return RESP_DONE;
 }
 
-/* One request packet through the responder's checks, in PSN order. */
-static void resp_process(struct nic_qp *qp, struct pkt *p, bool placed)
+/* One request packet through the responder's checks, in PSN order, from
+ * state `st` on. */
+static void resp_run(struct nic_qp *qp, struct resp_ctx *cp, enum resp_state st)
 {
-    struct resp_ctx c = {.p = p, .mask = nic_opcode(p->opcode)->mask, .placed = placed};
-    enum resp_state st = RESP_CHECK_PSN;
+    struct resp_ctx c = *cp;
+    struct pkt *p = c.p;
     while (st != RESP_DONE) {
         switch (st) {
         case RESP_CHECK_PSN:
@@ -829,6 +892,12 @@ static void resp_process(struct nic_qp *qp, struct pkt *p, bool placed)
     }
     if (!c.owned)
         pkt_free(qp->nic->pool, p);
+}
+
+static void resp_process(struct nic_qp *qp, struct pkt *p, bool placed)
+{
+    struct resp_ctx c = {.p = p, .mask = nic_opcode(p->opcode)->mask, .placed = placed};
+    resp_run(qp, &c, RESP_CHECK_PSN);
 }
 
 /* ---------------------------------------------------------------- IB adaptive routing */
@@ -984,7 +1053,7 @@ static void ar_drain(struct nic_qp *qp)
 {
     struct nic_qp_engine *e = qp->eng;
     struct nic_ar *a = &e->ar;
-    while (a->held && nic_qp_can_receive(qp)) {
+    while (a->held && nic_qp_can_receive(qp) && !e->aq_wait) {
         uint32_t i = e->epsn % NIC_AR_WINDOW;
         struct pkt *h = a->slot[i];
         if (!h || h->psn != e->epsn)
@@ -1043,12 +1112,73 @@ sim_time_t nic_ar_skew_ps(struct nic *nic, const struct pkt *p)
     return (sim_time_t)sim_rng_below(nic_dma_ar_rng(nic), (uint64_t)nic->p.ar_max_delay_ps + 1);
 }
 
-void nic_resp_rx(struct nic_qp *qp, struct pkt *p)
+static void resp_rx_now(struct nic_qp *qp, struct pkt *p)
 {
     if (ar_qp(qp))
         ar_rx(qp, p);
     else
         resp_process(qp, p, false);
+}
+
+void nic_resp_rx(struct nic_qp *qp, struct pkt *p)
+{
+    struct nic_qp_engine *e = qp->eng;
+    if (e->aq_wait) { /* an append's first packet is at the TPT: keep arrival order */
+        p->next = NULL;
+        if (e->aq_held_tail)
+            e->aq_held_tail->next = p;
+        else
+            e->aq_held_head = p;
+        e->aq_held_tail = p;
+        return;
+    }
+    resp_rx_now(qp, p);
+}
+
+/* ---------------------------------------------------------------- RIMA TPT step */
+
+/* The TPT answered for the waiting append's first packet: it goes on from
+ * the access check (where the tail is advanced), then the packets that
+ * queued behind it, in arrival order. */
+static void aq_tpt_fn(struct sim *sim, struct sim_event *ev)
+{
+    (void)sim;
+    struct nic_qp *qp = ev->ctx;
+    struct nic_qp_engine *e = qp->eng;
+    struct pkt *p = e->aq_wait;
+    e->aq_wait = NULL;
+    if (!p)
+        return;
+    struct resp_ctx c = {.p = p, .mask = nic_opcode(p->opcode)->mask, .tpt_done = true};
+    resp_run(qp, &c, RESP_CHECK_ACCESS);
+    if (ar_qp(qp))
+        ar_drain(qp);
+    while (!e->aq_wait && e->aq_held_head) {
+        struct pkt *h = e->aq_held_head;
+        e->aq_held_head = h->next;
+        if (!e->aq_held_head)
+            e->aq_held_tail = NULL;
+        h->next = NULL;
+        if (nic_qp_can_receive(qp))
+            resp_rx_now(qp, h);
+        else
+            pkt_free(qp->nic->pool, h);
+    }
+}
+
+static void aq_clear(struct nic_qp *qp)
+{
+    struct nic_qp_engine *e = qp->eng;
+    sim_cancel(qp->nic->sim, &e->aq_ev);
+    if (e->aq_wait)
+        pkt_free(qp->nic->pool, e->aq_wait);
+    e->aq_wait = NULL;
+    while (e->aq_held_head) {
+        struct pkt *h = e->aq_held_head;
+        e->aq_held_head = h->next;
+        pkt_free(qp->nic->pool, h);
+    }
+    e->aq_held_tail = NULL;
 }
 
 /* ---------------------------------------------------------------- life cycle */
@@ -1075,6 +1205,10 @@ void nic_resp_init(struct nic_qp *qp)
     e->atomic_hist_next = 0;
     if (!e->ar.gap_ev.fn)
         sim_event_init(&e->ar.gap_ev, ar_gap_fn, qp, "nic.ar_gap");
+    if (!e->aq_ev.fn)
+        sim_event_init(&e->aq_ev, aq_tpt_fn, qp, "nic.aq_tpt");
+    e->resp_aqn = 0;
+    e->resp_aq_off = 0;
     e->ar.msg_psn = 0;
 }
 
@@ -1087,4 +1221,5 @@ void nic_resp_stop(struct nic_qp *qp)
     e->resp_off = 0;
     e->rd_resp_outstanding = 0;
     ar_clear(qp);
+    aq_clear(qp);
 }

@@ -35,8 +35,11 @@ static void test_numbers(void)
     for (unsigned op = 0; op < 256; op++)
         valid += nic_opcode_valid((uint8_t)op);
     /* RC 0x00..0x14, UC 0x20..0x2b, UD 0x64..0x65; personalities (manufacturer-
-     * specific range): EFA SRD 0xc0..0xc4, 1RMA 0xe0..0xe5 */
-    CHECK_EQ_U64(valid, 21 + 12 + 2 + 5 + 6);
+     * specific range): EFA SRD 0xc0..0xc4, 1RMA 0xe0..0xe5; RIMA append 0xd0..0xd3
+     * (RC, not a personality) */
+    CHECK_EQ_U64(valid, 21 + 12 + 2 + 5 + 6 + 4);
+    CHECK(nic_opcode_qp_type(NIC_OPCODE_RIMA_APPEND_ONLY) == IBV_QPT_RC &&
+          !nic_opcode_personality(NIC_OPCODE_RIMA_APPEND_FIRST));
     CHECK(nic_opcode_valid(NIC_OPCODE_SRD_ACKNOWLEDGE) && !nic_opcode_valid(0xc5));
     CHECK(nic_opcode_valid(NIC_OPCODE_ONERMA_WRITE_ACKNOWLEDGE) && !nic_opcode_valid(0xe6));
     CHECK(nic_opcode_personality(0xc0) && nic_opcode_personality(0xe5));
