@@ -244,7 +244,7 @@ struct fk_server {
     uint32_t *alloc_queue; /* grants waiting for an allocator thread */
     uint64_t aq_head, aq_tail;
     struct rima_aq *aq;
-    uint64_t aq_peak_footprint;
+    uint64_t aq_peak_footprint, aq_samples;
     uint64_t outstanding, peak_outstanding;
     uint64_t large_bytes, large_bytes_peak;
     struct fk_server_result res;
@@ -1363,6 +1363,15 @@ static int fk_server_recv(struct fk *f, const struct ibv_wc *wc)
     return fk_post_recv(f, s->srq, s->rbuf, s->buf_bytes, s->rbuf_mr->lkey, b);
 }
 
+/* Peak of the append queue's footprint (HW: committed chunks; SW: the
+ * region, control page and receive WQEs). */
+static void fk_aq_sample(struct fk_server *s)
+{
+    struct rima_aq_stats st;
+    if (s->aq && rima_aq_query(s->aq, &st) == 0 && st.footprint_bytes > s->aq_peak_footprint)
+        s->aq_peak_footprint = st.footprint_bytes;
+}
+
 static int fk_server_loop(struct fk *f)
 {
     struct fk_server *s = &f->s;
@@ -1391,9 +1400,11 @@ static int fk_server_loop(struct fk *f)
                 }
             }
             if (n > 0) {
-                struct rima_aq_stats st;
-                if (rima_aq_query(s->aq, &st) == 0 && st.footprint_bytes > s->aq_peak_footprint)
-                    s->aq_peak_footprint = st.footprint_bytes;
+                /* ibv_query_aq is a control-path verb (costs host time):
+                 * sample the committed bytes every 64th busy poll and at
+                 * the end (fk_aq_sample). */
+                if (s->aq_samples++ % 64 == 0)
+                    fk_aq_sample(s);
                 progressed = true;
             }
         } else {
@@ -1429,6 +1440,7 @@ static int fk_server_loop(struct fk *f)
         }
         fk_idle(f, progressed);
     }
+    fk_aq_sample(s);
     for (uint64_t c = 0; c < f->o.clients; c++) {
         uint64_t st = done[c * FK_WORDS_PER_CLIENT] - 1;
         if (st > (uint64_t)f->status)
@@ -2137,6 +2149,7 @@ static void fk_close(struct fk *f)
         for (uint64_t i = 0; i < f->o.alloc_threads; i++)
             if (s->alloc[i].handle >= 0 && s->alloc[i].srv) {
                 atomic_store(&s->alloc[i].state, FK_ALLOC_EXIT);
+                host_compute(1); /* lets the parked allocator see it (wakes host_relax) */
                 host_thread_join(s->alloc[i].handle);
             }
         free(s->alloc);
