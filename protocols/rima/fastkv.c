@@ -16,17 +16,16 @@
  *
  * Request transports (--transport):
  *   srq          SEND into one SRQ of --max-msg buffers per server, in the
- *                paper's footprint-priority mode: the receive buffers of
- *                all servers together stay within --footprint, so at most
- *                footprint / max-msg requests are outstanding in the whole
- *                system (Section 5.2.1: 256 MB / 1 MB = 256); server s
- *                posts its share of the buffers and hands them to clients
- *                as static credits (buffer j of server s belongs to client
- *                (s + j) mod C), a client sends only where it holds a free
- *                credit, and the credit comes back with the response.  A
- *                client without any credit cannot run: the configuration is
+ *                paper's footprint-priority mode (Section 5.2.1, Table 5):
+ *                a server's receive buffers stay within --footprint, so it
+ *                has cap = footprint / max-msg buffers (256 MB / 1 MB = 256),
+ *                and since any client may send to any server, the requests
+ *                outstanding in the whole system must stay within cap (all
+ *                of them could go to one server): client c may have
+ *                cap / C outstanding (the first cap mod C clients one more).
+ *                A client left with none cannot run: the configuration is
  *                "infeasible" (reported, exit 0), as Table 5 beyond 256
- *                servers.  --footprint=0: no cap (C x W buffers each).
+ *                servers.  --footprint=0: no cap (C x W buffers per server).
  *   rima         appends into one append queue per server through the
  *                portable RIMA layer (protocols/rima/rima.h) in hardware
  *                mode; footprint = the queue's peak committed bytes.
@@ -277,7 +276,7 @@ struct fk_client {
     struct ibv_mr *sbuf_mr, *rbuf_mr;
     struct fk_slot *slots;
     struct fk_key *keys;
-    int64_t *credits;   /* srq: free credits per server (-1: unlimited) */
+    uint64_t win;       /* outstanding requests allowed (srq: the footprint-priority share) */
     bool *presend_busy; /* split-presend: my slot at each server */
     uint64_t *srv_ctrl_addr, *srv_big_addr;
     uint32_t *srv_ctrl_rkey, *srv_big_rkey;
@@ -730,37 +729,35 @@ static uint32_t fk_opts_hash(const struct fk_opts *o)
     return rc_conn_hash_words(words, sizeof(words) / sizeof(words[0]));
 }
 
-/* ------------------------------------------------------------ footprint-priority credits */
+/* ------------------------------------------------------------ footprint-priority mode */
 
-/* Receive buffers of server s (srq): the cap footprint / max_msg split over
- * the servers (the first ones take the remainder); no cap: C x W. */
-static uint64_t fk_srq_buffers(const struct fk_opts *o, uint64_t s)
+/* Receive buffers of every server (srq): footprint / max_msg; no cap: C x W. */
+static uint64_t fk_srq_buffers(const struct fk_opts *o)
 {
     if (o->footprint == 0)
         return o->clients * o->window;
-    uint64_t cap = o->footprint / o->max_msg;
-    return cap / o->servers + (s < cap % o->servers ? 1 : 0);
+    return o->footprint / o->max_msg;
 }
 
-/* Credits of client c at server s: buffer j of server s belongs to client
- * (s + j) mod C. */
-static uint64_t fk_srq_credits(const struct fk_opts *o, uint64_t c, uint64_t s)
+/* Outstanding requests client c may have: its share of the system-wide cap
+ * (= one server's buffers), at most --window. */
+static uint64_t fk_client_window(const struct fk_opts *o, uint64_t c)
 {
-    if (o->footprint == 0)
+    if (o->transport != FK_SRQ || o->footprint == 0)
         return o->window;
-    uint64_t b = fk_srq_buffers(o, s);
-    uint64_t first = (c + o->clients - s % o->clients) % o->clients; /* j with (s+j)%C == c */
-    return b > first ? (b - first - 1) / o->clients + 1 : 0;
+    uint64_t cap = fk_srq_buffers(o);
+    uint64_t w = cap / o->clients + (c < cap % o->clients ? 1 : 0);
+    return w < o->window ? w : o->window;
 }
 
-/* Infeasible (Table 5 beyond 256 servers): a server without a receive
- * buffer, or a client without a credit, cannot serve every key. */
+/* Infeasible (Table 5 beyond 256 servers): a client whose share of the
+ * cap is zero cannot issue anything. */
 static bool fk_infeasible(const struct fk_opts *o)
 {
     if (o->transport != FK_SRQ || o->footprint == 0)
         return false;
     uint64_t cap = o->footprint / o->max_msg;
-    return cap < o->servers || cap < o->clients;
+    return cap < o->clients;
 }
 
 /* ------------------------------------------------------------ resources */
@@ -807,7 +804,11 @@ static int fk_alloc_mr(struct fk *f, uint64_t bytes, int access, uint8_t **buf, 
         fprintf(stderr, "%s: cannot allocate %" PRIu64 " bytes\n", f->prog, bytes);
         return 1;
     }
-    memset(mem, 0, (size_t)bytes);
+    /* Zero only small buffers: the large ones (message slots, arena,
+     * receive buffers) are written before they are read, and not touching
+     * them keeps the simulator from faulting in memory nobody uses. */
+    if (bytes <= (1u << 20))
+        memset(mem, 0, (size_t)bytes);
     *buf = mem;
     *mr = ibv_reg_mr(f->conn.pd, mem, (size_t)bytes, access);
     if (!*mr) {
@@ -1186,7 +1187,7 @@ static int fk_server_setup(struct fk *f)
     f->npeers = (uint32_t)C;
     int ra = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
     if (!fk_transports[t].rima) {
-        s->nbufs = t == FK_SRQ ? fk_srq_buffers(o, o->id) : C * W;
+        s->nbufs = t == FK_SRQ ? fk_srq_buffers(o) : C * W;
         s->buf_bytes = t == FK_SRQ ? o->max_msg : o->small_max;
     }
     f->cq = fk_cq(f, s->nbufs + C * (W + 4) + 64);
@@ -1476,21 +1477,17 @@ static int fk_client_setup(struct fk *f)
     c->qps = calloc(S, sizeof(*c->qps));
     c->scqs = calloc(S, sizeof(*c->scqs));
     c->snd = calloc(S, sizeof(*c->snd));
-    c->credits = calloc(S, sizeof(*c->credits));
     c->presend_busy = calloc(S, sizeof(*c->presend_busy));
     c->slots = calloc(W, sizeof(*c->slots));
     c->keys = calloc(o->keys, sizeof(*c->keys));
     c->total = o->warmup + o->requests;
     c->lat_all = calloc(o->requests, sizeof(uint64_t));
     c->lat_large = calloc(o->requests, sizeof(uint64_t));
-    if (!c->qps || !c->scqs || !c->snd || !c->credits || !c->presend_busy || !c->slots ||
-        !c->keys || !c->lat_all || !c->lat_large)
+    if (!c->qps || !c->scqs || !c->snd || !c->presend_busy || !c->slots || !c->keys ||
+        !c->lat_all || !c->lat_large)
         return 1;
-    for (uint64_t s = 0; s < S; s++) {
-        c->credits[s] = o->transport == FK_SRQ ? (int64_t)fk_srq_credits(o, o->id, s) : -1;
-        if (c->credits[s] > 0)
-            c->res.credits += (uint64_t)c->credits[s];
-    }
+    c->win = fk_client_window(o, o->id);
+    c->res.credits = c->win;
     if (!rima && !(f->scq = fk_cq(f, S * (2 * W + 4) + 16)))
         return 1;
     int la = IBV_ACCESS_LOCAL_WRITE;
@@ -1552,18 +1549,15 @@ static int fk_client_setup(struct fk *f)
     return 0;
 }
 
-/* Draw the next request: a key of this client not in flight whose server
- * can ever take it (srq: holds a credit there), GET or SET, value size. */
+/* Draw the next request: a key of this client not in flight, GET or SET,
+ * value size. */
 static void fk_draw(struct fk *f)
 {
     struct fk_client *c = &f->c;
     const struct fk_opts *o = &f->o;
     uint32_t k = (uint32_t)(wl_rng_next(&c->rng) % o->keys);
-    for (uint64_t n = 0; n < o->keys; n++, k = (uint32_t)((k + 1) % o->keys)) {
-        uint32_t s = fk_key_server(fk_client_key(o->id, k), o->servers);
-        if (!c->keys[k].inflight && c->credits[s] != 0)
-            break;
-    }
+    while (c->keys[k].inflight) /* at most window keys are: terminates */
+        k = (uint32_t)((k + 1) % o->keys);
     c->next_key = k;
     c->next_get = wl_rng_unit(&c->rng) <= o->get_ratio && o->get_ratio > 0;
     c->next_len = c->next_get ? 0 : wl_dist_sample(&c->dist);
@@ -1626,7 +1620,7 @@ static int fk_faa(struct fk *f, uint32_t j, uint32_t s)
 }
 
 /* Try to issue the drawn request; false (nothing done) when its server has
- * no free credit / presend slot (head-of-line: the client waits). */
+ * no free presend slot or the client no free window slot. */
 static int fk_issue(struct fk *f, bool *issued)
 {
     struct fk_client *c = &f->c;
@@ -1637,7 +1631,7 @@ static int fk_issue(struct fk *f, bool *issued)
     uint32_t msg = FK_REQ_BYTES + c->next_len;
     bool large = !c->next_get && msg > o->small_max;
     *issued = false;
-    if (c->credits[s] == 0 || (t == FK_SPLIT_PRESEND && large && c->presend_busy[s]))
+    if (c->inflight >= c->win || (t == FK_SPLIT_PRESEND && large && c->presend_busy[s]))
         return 0;
     uint32_t j = 0;
     while (j < o->window && c->slots[j].phase != FK_FREE)
@@ -1667,8 +1661,6 @@ static int fk_issue(struct fk *f, bool *issued)
         q.op = FK_OP_RTS;
     memcpy(p, &q, sizeof(q)); /* RTS: the header alone asks for a buffer (GRANT: SET) */
     k->inflight = true;
-    if (c->credits[s] > 0)
-        c->credits[s]--;
     c->issued++;
     c->inflight++;
     if (c->inflight > c->res.peak_inflight)
@@ -1799,8 +1791,6 @@ static int fk_client_resp(struct fk *f, const struct ibv_wc *wc)
         c->res.sets += sl->op == FK_OP_SET;
         c->res.gets += sl->op == FK_OP_GET;
     }
-    if (c->credits[sl->server] >= 0)
-        c->credits[sl->server]++;
     if (sl->large && o->transport == FK_SPLIT_PRESEND)
         c->presend_busy[sl->server] = false;
     k->inflight = false;
@@ -1980,11 +1970,14 @@ static void fk_report_row(struct fk *f, const struct fk_client_result *cr, uint6
         credits += cr[i].credits;
         retries += cr[i].faa_retries;
     }
-    uint64_t fp = 0, fpl = 0, fps = 0, peak_out = 0, allocs = 0;
+    /* Footprints per server (the paper's unit: one receiving process), the
+     * largest over the servers; and the sum. */
+    uint64_t fp = 0, fpl = 0, fps = 0, fpt = 0, peak_out = 0, allocs = 0;
     for (uint64_t i = 0; i < nservers; i++) {
-        fp += sr[i].footprint_bytes;
-        fpl += sr[i].large_bytes_peak;
-        fps += sr[i].small_bytes;
+        fp = sr[i].footprint_bytes > fp ? sr[i].footprint_bytes : fp;
+        fpl = sr[i].large_bytes_peak > fpl ? sr[i].large_bytes_peak : fpl;
+        fps = sr[i].small_bytes > fps ? sr[i].small_bytes : fps;
+        fpt += sr[i].footprint_bytes;
         peak_out += sr[i].peak_outstanding;
         allocs += sr[i].allocs;
     }
@@ -2020,10 +2013,11 @@ static void fk_report_row(struct fk *f, const struct fk_client_result *cr, uint6
         {"footprint_bytes", (double)fp},
         {"footprint_small_bytes", (double)fps},
         {"footprint_large_bytes", (double)fpl},
+        {"footprint_total_bytes", (double)fpt},
         {"footprint_cap_bytes", (double)o->footprint},
         {"max_msg_bytes", (double)o->max_msg},
         {"cap_outstanding", (double)cap},
-        {"credits_total", (double)credits},
+        {"window_sum", (double)credits},
         {"peak_inflight_sum", (double)peak_inflight},
         {"server_peak_outstanding_sum", (double)peak_out},
         {"allocs", (double)allocs},
@@ -2033,7 +2027,7 @@ static void fk_report_row(struct fk *f, const struct fk_client_result *cr, uint6
     if (feasible)
         printf("%s: %s, %" PRIu64 " servers, %" PRIu64 " clients: %" PRIu64
                " requests verified, %.3f Mreq/s, p50 %.2f us, p96 %.2f us, p99 %.2f us, "
-               "footprint %.1f MiB\n",
+               "footprint %.1f MiB per server\n",
                f->prog, fk_transports[o->transport].name, o->servers, o->clients, req,
                span_us > 0 ? (double)req / span_us : 0, fk_pct(lat, nlat, 50) / 1e3,
                fk_pct(lat, nlat, 96) / 1e3, fk_pct(lat, nlat, 99) / 1e3, (double)fp / (1 << 20));
@@ -2080,7 +2074,7 @@ static int fk_results(struct fk *f)
             {"id", (double)o->id},
             {"requests", (double)r->requests},
             {"mrps", span > 0 ? (double)r->requests / span : 0},
-            {"credits", (double)r->credits},
+            {"window", (double)r->credits},
             {"peak_inflight", (double)r->peak_inflight},
             {"large", (double)r->large},
             {"failed", (double)r->failed},
@@ -2196,7 +2190,6 @@ static void fk_close(struct fk *f)
     free(c->qps);
     free(c->scqs);
     free(c->snd);
-    free(c->credits);
     free(c->presend_busy);
     free(c->slots);
     free(c->keys);
