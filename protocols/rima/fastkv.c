@@ -310,7 +310,6 @@ struct fk {
     uint8_t rd_atomic;
     uint32_t npeers;
     struct fk_conn_hdr *peer; /* per peer */
-    uint32_t **peer_qpn;
     struct fk_server s;
     struct fk_client c;
     uint64_t idle_ns; /* current idle step (fk_idle) */
@@ -899,8 +898,7 @@ static int fk_exchange_connect(struct fk *f, struct ibv_qp **qps, struct fk_conn
     size_t len = sizeof(struct fk_conn_hdr) + f->npeers * sizeof(uint32_t);
     uint8_t *wire = calloc(1, len);
     f->peer = calloc(f->npeers, sizeof(*f->peer));
-    f->peer_qpn = calloc(f->npeers, sizeof(*f->peer_qpn));
-    if (!wire || !f->peer || !f->peer_qpn) {
+    if (!wire || !f->peer) {
         free(wire);
         return 1;
     }
@@ -2225,9 +2223,6 @@ static void fk_close(struct fk *f)
     free(c->keys);
     free(c->lat_all);
     free(c->lat_large);
-    for (uint32_t i = 0; f->peer_qpn && i < f->npeers; i++)
-        free(f->peer_qpn[i]);
-    free(f->peer_qpn);
     free(f->peer);
     f->conn.qp = NULL;
     rc_conn_close(&f->conn);
