@@ -10,7 +10,8 @@
 #     exceed footprint / max-msg, throughput falls as servers grow (1 -> 8)
 #     while RIMA's grows; n = 32 is reported infeasible;
 #  3. Table 6: row-3 (split-alloc) large-request p99 >= the 1-ms allocation
-#     while RIMA's is microseconds; row-5 footprint = clients x slot exactly;
+#     while RIMA's is microseconds; row 4 pays an extra round trip; row-5
+#     footprint = clients x slot exactly; an open loop runs at its rate;
 #  4. TPT: at rima.tpt_latency = 200 ns the mean append latency is above
 #     that at 0 ns by about 200 ns; SEND latency does not move.
 # Args: rnicsim binary, source dir, scratch dir (test/scenario/lib.sh).
@@ -53,6 +54,10 @@ rc=$?
 check "a corrupted stored value: the GET is caught (run fails, got $rc)" \
     "[ $rc -ne 0 ] && grep -q 'VERIFY FAILED: GET key' '$scratch/inj.out' && ! grep -q 'requests verified' '$scratch/inj.out'"
 check "a corrupted stored value: client and server exit 2" "[ \$(grep -c 'exited with status 2' '$scratch/inj.out') -eq 2 ]"
+sed 's/--requests=[0-9]*/--requests=300, --rate=200000/' "$scratch/mismatch.yaml" >"$scratch/open.yaml"
+timeout 60 "$bin" run "$scratch/open.yaml" -q -o "$scratch/open.json" >"$scratch/open.out" 2>&1
+check "open loop at 200 k req/s: verified, throughput within 15 % of the rate" \
+    "grep -q '300 requests verified' '$scratch/open.out' && $py -c \"import json; r = json.load(open('$scratch/open.json'))['tables']['fastkv'][0]; assert 0.17 < r['mrps'] < 0.23 and r['rate_per_client'] == 200000, r\""
 timeout 60 "$bin" run "$t5" -q -o "$scratch/bad.json" --set vars.transport=srqq >"$scratch/bad.out" 2>&1
 check "unknown transport: the run fails with a hint" "grep -q \"bad value for --transport: 'srqq'\" '$scratch/bad.out'"
 
@@ -92,7 +97,7 @@ check "table5: 8 clients sharing 4 buffers is reported infeasible (exit 0)" \
     "[ \$? -eq 0 ] && [ \"\$(field '$scratch/t5-inf.json' feasible)\" = 0 ] && grep -q infeasible '$scratch/inf.out'"
 
 # ---- 3. Table 6 rows 3 and 5 vs RIMA
-for t in split-alloc split-presend rima; do
+for t in split-alloc split-faa split-presend rima; do
     timeout 120 "$bin" run "$t6" -q -o "$scratch/t6-$t.json" --set vars.transport=$t \
         --set vars.clients=4 --set vars.requests=500 >"$scratch/t6-$t.out" 2>&1
     check "table6 $t: exit 0" "[ $? -eq 0 ]"
@@ -106,6 +111,13 @@ assert a['large_p99_us'] >= 1000 and a['large_p50_us'] >= 1000, a
 assert a['allocs'] >= a['large'], a  # one allocation per large message (warmup ones too)
 assert r['large_p99_us'] < 100, r
 assert a['lat_p50_us'] < 100, a  # small messages do not pay it
+PY"
+check "table6: row-4 (remote FAA first) large p50 above RIMA's by >= 1 us, ring = footprint" "$py - '$scratch' <<'PY'
+import json, sys
+f = json.load(open(f'{sys.argv[1]}/t6-split-faa.json'))['tables']['fastkv'][0]
+r = json.load(open(f'{sys.argv[1]}/t6-rima.json'))['tables']['fastkv'][0]
+assert f['large_p50_us'] >= r['large_p50_us'] + 1, (f['large_p50_us'], r['large_p50_us'])
+assert f['footprint_large_bytes'] == 16 << 20, f
 PY"
 check "table6: row-5 footprint = clients x 1-MiB slot exactly" "$py - '$scratch' <<'PY'
 import json, sys
