@@ -67,7 +67,7 @@
  * Results (server 0 aggregates what the others publish out of band): table
  * "fastkv", one row per run: requests, throughput (Mreq/s, Gbps of
  * payload), latency p50/p96/p99/p99.9 of all requests and of large SETs
- * (value > --small-max), footprint (peak receive memory of all servers),
+ * (value > --small-max), footprint (peak receive memory of the largest server, and the sum),
  * peak outstanding requests, feasible.  "fastkv_server" and
  * "fastkv_client" rows per program.
  *
@@ -169,7 +169,7 @@ struct fk_conn_hdr {
 /* What a program publishes at the end (server 0 aggregates). */
 struct fk_client_result {
     uint64_t requests, start_ns, end_ns, bytes, large, sets, gets, hits, failed, peak_inflight,
-        credits, faa_retries;
+        window, faa_retries;
 };
 struct fk_server_result {
     uint64_t requests, footprint_bytes, peak_outstanding, posted_bytes, large_bytes_peak,
@@ -1500,7 +1500,7 @@ static int fk_client_setup(struct fk *f)
         !c->lat_all || !c->lat_large)
         return 1;
     c->win = fk_client_window(o, o->id);
-    c->res.credits = c->win;
+    c->res.window = c->win;
     if (!rima && !(f->scq = fk_cq(f, S * (2 * W + 4) + 16)))
         return 1;
     int la = IBV_ACCESS_LOCAL_WRITE;
@@ -1979,7 +1979,7 @@ static void fk_report_row(struct fk *f, const struct fk_client_result *cr, uint6
 {
     const struct fk_opts *o = &f->o;
     uint64_t start = UINT64_MAX, end = 0, req = 0, bytes = 0, large = 0, sets = 0, gets = 0,
-             hits = 0, peak_inflight = 0, credits = 0, retries = 0;
+             hits = 0, peak_inflight = 0, window = 0, retries = 0;
     for (uint64_t i = 0; i < nclients; i++) {
         if (cr[i].requests && cr[i].start_ns < start)
             start = cr[i].start_ns;
@@ -1991,7 +1991,7 @@ static void fk_report_row(struct fk *f, const struct fk_client_result *cr, uint6
         gets += cr[i].gets;
         hits += cr[i].hits;
         peak_inflight += cr[i].peak_inflight;
-        credits += cr[i].credits;
+        window += cr[i].window;
         retries += cr[i].faa_retries;
     }
     /* Footprints per server (the paper's unit: one receiving process), the
@@ -2045,7 +2045,7 @@ static void fk_report_row(struct fk *f, const struct fk_client_result *cr, uint6
         {"footprint_cap_bytes", (double)o->footprint},
         {"max_msg_bytes", (double)o->max_msg},
         {"cap_outstanding", (double)cap},
-        {"window_sum", (double)credits},
+        {"window_sum", (double)window},
         {"peak_inflight_sum", (double)peak_inflight},
         {"server_peak_outstanding_sum", (double)peak_out},
         {"allocs", (double)allocs},
@@ -2102,7 +2102,7 @@ static int fk_results(struct fk *f)
             {"id", (double)o->id},
             {"requests", (double)r->requests},
             {"mrps", span > 0 ? (double)r->requests / span : 0},
-            {"window", (double)r->credits},
+            {"window", (double)r->window},
             {"peak_inflight", (double)r->peak_inflight},
             {"large", (double)r->large},
             {"failed", (double)r->failed},
