@@ -8,6 +8,7 @@
 #include "protocols/litmus/litmus.h"
 #include "protocols/microbench/microbench.h"
 #include "protocols/perftest/perftest.h"
+#include "protocols/rima/fastkv.h"
 #include "protocols/rima/rima_stream.h"
 #include "protocols/rima/footprint.h"
 #include "protocols/taranov/taranov.h"
@@ -32,6 +33,12 @@ const struct program_def protocol_programs[] = {
     {"taranov_t2", taranov_t2_main,
      "Taranov channels, one at a time with trace marks, for rnicsim table2 (--channel=NAME "
      "--role=sender|receiver --mode=measure|check|memory)"},
+    {"fastkv", fastkv_main,
+     "FastKV key-value cache: srq (footprint-priority) | rima | rima-sw | split-* requests, "
+     "verified GET/SET (--server | --client --id=I)"},
+    {"largemsg", largemsg_main,
+     "Table 6 large-message alternatives: fastkv with every request a memcached-size SET "
+     "(--transport=split-alloc|split-faa|split-presend|rima)"},
     {NULL, NULL, NULL},
 };
 
