@@ -100,8 +100,8 @@ tlog="$scratch/build_taranov.log"
 if cmake --build "$build" --target real_taranov -j2 >"$tlog" 2>&1 && ! grep -qi 'warning:' "$tlog"; then
     ok "build real_taranov with zero warnings"
     out=$(timeout 20 "$build/real_taranov" --list 2>&1)
-    check "real_taranov --list: the 13 write-side channels" \
-        "[ \$(grep -cE '^(send|write-slot|ring|shared-ring)-' <<<\"\$out\") -eq 13 ]"
+    check "real_taranov --list: all 20 channels" \
+        "[ \$(grep -cE '^(send|write-slot|ring|shared-ring|read-slot|read-ring)-' <<<\"\$out\") -eq 20 ]"
     out=$(RNICSIM_OOB_PORT=0 timeout 20 "$build/real_taranov" --server --channel=ring-imm 2>&1)
     rc=$?
     check "real_taranov --server: no device, exit 2 (got $rc)" \
