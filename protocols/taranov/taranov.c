@@ -4,11 +4,21 @@
  *   taranov --channel=NAME --server|--client [--id=I --senders=N]
  *           [--messages=N] [--sizes=LIST] [--max-size=B] [--slots=N]
  *           [--ring-bytes=B] [--dm] [--prefetch] [--zero-copy] [--blocking]
- *           [--mode=stream|pingpong] [--window=N] [--slow-writer-ns=N]
+ *           [--mode=stream|pingpong|rpc] [--window=N] [--slow-writer-ns=N]
+ *           [--back-channel=NAME] [--resp-size=B] [--copy-store=B] [--cdf]
  *           [--mtu=B] [--name=P] [--list] [--verbose]
  *
  * --server is the channel's receiver, --client a sender (sender --id of
- * --senders for the N:1 channels).  Every side takes the same options.
+ * --senders for the N:1 channels).  1:N read rings: every reader is a
+ * --server --id=I --receivers=N, the sender a --client --receivers=N; every
+ * reader checks every message and puts its verdict under
+ * "<name>/done/<I>", the sender exits with the worst.  Every side takes
+ * the same options.
+ *
+ * rpc (Figures 4 and 7): request / response with --window requests
+ * outstanding, optional copy of each request into a log-structured store
+ * on the server (--copy-store), responses through --back-channel; see
+ * rpc_client below.
  *
  * stream: each sender sends --messages messages; message i (seq = i + 1)
  * of sender s has size sizes[(i + s) mod n] and carries
@@ -48,13 +58,16 @@
 
 enum { TR_MAX_SIZES = 16, TR_HDR = 24, TR_NAME_MAX = 96 };
 enum tr_exit { TR_OK = 0, TR_VIOLATION = 1, TR_ERROR = 2 };
-enum tr_mode { TR_STREAM, TR_PINGPONG };
+enum tr_mode { TR_STREAM, TR_PINGPONG, TR_RPC };
 
 struct tr_opts {
-    const struct chan_ops *ops;
-    bool server, client, list, verbose, dm, prefetch, zero_copy, blocking;
+    const struct chan_ops *ops, *back_ops; /* back_ops: pingpong / rpc reverse channel */
+    bool server, client, list, verbose, dm, prefetch, zero_copy, blocking, cdf;
     enum tr_mode mode;
     uint64_t id, senders, receivers, messages, max_size, slots, ring_bytes, window, slow_ns, mtu;
+    uint64_t resp_size;  /* rpc: response bytes, 0 = the request's size */
+    uint64_t copy_store; /* rpc server: log-structured store bytes, 0 = zero-copy */
+    uint64_t back_max;   /* largest message of the reverse channel */
     uint64_t sizes[TR_MAX_SIZES];
     size_t n_sizes;
     char name[TR_NAME_MAX];
@@ -139,7 +152,8 @@ enum tr_check {
     TRC_FRAMING = 8, /* the channel found its bell / length words corrupt */
 };
 static const char *const tr_check_name[] = {"ok",     "sequence number", "length", "checksum",
-                                            "sender", "duplicate",       "order",  "body"};
+                                            "sender", "duplicate",       "order",  "body",
+                                            "framing"};
 
 struct tr_msg {
     uint32_t seq, sender, len_field, sum_stored, sum_computed;
@@ -232,8 +246,14 @@ static void usage(const char *prog)
            "  --ring-bytes=B      ring size (multiple of 4 KiB), default 64 KiB\n"
            "  --dm[=0|1]          shared rings: head and tail in NIC device memory\n"
            "  --prefetch --zero-copy --blocking   channel options (channel.h)\n"
-           "  --mode=stream|pingpong              default stream\n"
-           "  --window=N          messages a sender keeps in flight, default --slots\n"
+           "  --mode=stream|pingpong|rpc          default stream\n"
+           "  --window=N          stream: messages a sender keeps in flight; rpc: requests\n"
+           "                      outstanding (sent, response not yet received); default --slots\n"
+           "  --back-channel=NAME pingpong/rpc: channel of the responses (default --channel)\n"
+           "  --resp-size=B       rpc: response size (default: the request's size)\n"
+           "  --copy-store=B      rpc server: copy every request into a log-structured store\n"
+           "                      of B bytes (wrapping) before responding (Fig 4 \"with copy\")\n"
+           "  --cdf               rpc: also report 100 round-trip percentiles per size\n"
            "  --slow-writer-ns=N  shared channels: delay each WRITE after reserving\n"
            "  --mtu=B --name=P --verbose --list\n",
            prog);
@@ -263,6 +283,10 @@ enum {
     OPT_LIST,
     OPT_VERBOSE,
     OPT_HELP,
+    OPT_BACK,
+    OPT_RESP,
+    OPT_COPY,
+    OPT_CDF,
 };
 
 /* 0 ok, 1 usage printed (exit 0), -1 error (exit 2). */
@@ -292,6 +316,10 @@ static int parse(int argc, char **argv, struct tr_opts *o)
         {"list", no_argument, NULL, OPT_LIST},
         {"verbose", no_argument, NULL, OPT_VERBOSE},
         {"help", no_argument, NULL, OPT_HELP},
+        {"back-channel", required_argument, NULL, OPT_BACK},
+        {"resp-size", required_argument, NULL, OPT_RESP},
+        {"copy-store", required_argument, NULL, OPT_COPY},
+        {"cdf", no_argument, NULL, OPT_CDF},
         {NULL, 0, NULL, 0},
     };
     const char *prog = argc > 0 && argv[0] ? argv[0] : "taranov";
@@ -305,7 +333,7 @@ static int parse(int argc, char **argv, struct tr_opts *o)
     o->ring_bytes = 64 * 1024;
     optind = 0;
     opterr = 1;
-    const char *chname = NULL;
+    const char *chname = NULL, *backname = NULL;
     for (;;) {
         int c = getopt_long(argc, argv, "", lo, NULL);
         if (c == -1)
@@ -361,8 +389,11 @@ static int parse(int argc, char **argv, struct tr_opts *o)
             o->blocking = true;
             break;
         case OPT_MODE:
-            ok = strcmp(optarg, "stream") == 0 || strcmp(optarg, "pingpong") == 0;
-            o->mode = strcmp(optarg, "pingpong") == 0 ? TR_PINGPONG : TR_STREAM;
+            ok = strcmp(optarg, "stream") == 0 || strcmp(optarg, "pingpong") == 0 ||
+                 strcmp(optarg, "rpc") == 0;
+            o->mode = strcmp(optarg, "pingpong") == 0 ? TR_PINGPONG
+                      : strcmp(optarg, "rpc") == 0    ? TR_RPC
+                                                      : TR_STREAM;
             break;
         case OPT_WINDOW:
             ok = rc_conn_parse_uint(optarg, 1, 4096, &o->window);
@@ -387,6 +418,18 @@ static int parse(int argc, char **argv, struct tr_opts *o)
         case OPT_HELP:
             usage(prog);
             return 1;
+        case OPT_BACK:
+            backname = optarg;
+            break;
+        case OPT_RESP:
+            ok = rc_conn_parse_uint(optarg, 4, 1u << 30, &o->resp_size);
+            break;
+        case OPT_COPY:
+            ok = rc_conn_parse_uint(optarg, 4096, 1ull << 34, &o->copy_store);
+            break;
+        case OPT_CDF:
+            o->cdf = true;
+            break;
         default:
             fprintf(stderr, "%s: unknown option (see --help)\n", prog);
             return -1;
@@ -412,13 +455,26 @@ static int parse(int argc, char **argv, struct tr_opts *o)
                 chname ? "=" : "", chname ? chname : "");
         return -1;
     }
-    if (o->id >= o->senders) {
-        fprintf(stderr, "%s: --id=%" PRIu64 " must be < --senders=%" PRIu64 "\n", prog, o->id,
-                o->senders);
+    /* --id names a sender (N:1) or, on a --server of a 1:N channel, a reader */
+    bool reader_id = o->server && o->receivers > 1;
+    uint64_t ids = reader_id ? o->receivers : o->senders;
+    if (o->id >= ids) {
+        fprintf(stderr, "%s: --id=%" PRIu64 " must be < --%s=%" PRIu64 "\n", prog, o->id,
+                reader_id ? "receivers" : "senders", ids);
         return -1;
     }
-    if (o->mode == TR_PINGPONG && o->senders > 1) {
-        fprintf(stderr, "%s: pingpong runs one sender\n", prog);
+    if (o->mode != TR_STREAM && (o->senders > 1 || o->receivers > 1)) {
+        fprintf(stderr, "%s: %s runs one sender and one receiver\n", prog,
+                o->mode == TR_RPC ? "rpc" : "pingpong");
+        return -1;
+    }
+    o->back_ops = o->ops;
+    if (backname && !(o->back_ops = chan_find(backname))) {
+        fprintf(stderr, "%s: unknown --back-channel=%s (see --list)\n", prog, backname);
+        return -1;
+    }
+    if ((o->copy_store || o->resp_size || o->cdf) && o->mode != TR_RPC) {
+        fprintf(stderr, "%s: --copy-store, --resp-size and --cdf need --mode=rpc\n", prog);
         return -1;
     }
     if (o->senders > 1 && !o->ops->features.shared) {
@@ -454,6 +510,25 @@ static int parse(int argc, char **argv, struct tr_opts *o)
     }
     if (o->window == 0)
         o->window = o->slots;
+    bool back_tiny = strcmp(o->back_ops->name, "send-bufferless") == 0;
+    if (back_tiny != bufferless) {
+        fprintf(stderr,
+                "%s: send-bufferless carries 4-byte messages only: use it for both "
+                "directions or neither\n",
+                prog);
+        return -1;
+    }
+    if (bufferless)
+        o->resp_size = 0;
+    else if (o->resp_size && o->resp_size < TR_HDR) {
+        fprintf(stderr, "%s: --resp-size must be >= %d (the message header)\n", prog, TR_HDR);
+        return -1;
+    }
+    o->back_max = o->resp_size ? o->resp_size : o->max_size;
+    if (o->copy_store && o->copy_store < o->max_size) {
+        fprintf(stderr, "%s: --copy-store must hold the largest message\n", prog);
+        return -1;
+    }
     return 0;
 }
 
@@ -490,7 +565,7 @@ struct tr {
 };
 
 static void cfg_of(const struct tr *t, struct chan_config *cfg, const char *name,
-                   enum chan_role role)
+                   enum chan_role role, const struct chan_ops *ops, uint64_t max)
 {
     memset(cfg, 0, sizeof(*cfg));
     cfg->name = name;
@@ -498,28 +573,32 @@ static void cfg_of(const struct tr *t, struct chan_config *cfg, const char *name
     cfg->id = (uint32_t)t->o.id;
     cfg->senders = (uint32_t)t->o.senders;
     cfg->receivers = (uint32_t)t->o.receivers;
-    cfg->max_msg_bytes = t->o.max_size;
+    cfg->max_msg_bytes = max;
     cfg->slots = (uint32_t)t->o.slots;
     cfg->ring_bytes = t->o.ring_bytes;
     cfg->device_memory = t->o.dm;
     cfg->prefetch = t->o.prefetch;
     cfg->zero_copy = t->o.zero_copy;
-    cfg->blocking = t->o.blocking && t->o.ops->features.blocking_recv;
+    cfg->blocking = t->o.blocking && ops->features.blocking_recv;
     cfg->mtu_bytes = (uint32_t)t->o.mtu;
     cfg->reserve_delay_ns = t->o.slow_ns;
 }
 
+/* Open `c`; the reverse channel of pingpong / rpc (suffix "/back") is
+ * --back-channel with messages up to back_max. */
 static int open_chan(struct tr *t, struct chan *c, const char *suffix, enum chan_role role)
 {
     char name[TR_NAME_MAX + 16];
     snprintf(name, sizeof(name), "%s%s", t->o.name, suffix);
+    bool back = strcmp(suffix, "/back") == 0;
+    const struct chan_ops *ops = back ? t->o.back_ops : t->o.ops;
     struct chan_config cfg;
-    cfg_of(t, &cfg, name, role);
-    int rc = chan_open(c, t->o.ops, &cfg);
+    cfg_of(t, &cfg, name, role, ops, back ? t->o.back_max : t->o.max_size);
+    int rc = chan_open(c, ops, &cfg);
     if (rc < 0) {
         if (rc == -ENODEV)
             printf("no RDMA device found\n"); /* as perftest says it */
-        fprintf(stderr, "%s: %s %s: %s\n", t->prog, t->o.ops->name,
+        fprintf(stderr, "%s: %s %s: %s\n", t->prog, ops->name,
                 role == CHAN_SENDER ? "sender" : "receiver", c->err);
         return -1;
     }
@@ -530,10 +609,13 @@ static int open_chan(struct tr *t, struct chan *c, const char *suffix, enum chan
  * of them, the receiver compares. */
 static int check_opts(struct tr *t)
 {
-    uint64_t w[] = {t->o.max_size, t->o.slots, t->o.ring_bytes, t->o.senders,
-                    t->o.messages, t->o.dm,    t->o.mode,       (uint64_t)(uintptr_t)0};
+    uint64_t w[] = {t->o.max_size,  t->o.slots,   t->o.ring_bytes, t->o.senders,
+                    t->o.messages,  t->o.dm,      t->o.mode,       t->o.receivers,
+                    t->o.resp_size, t->o.n_sizes, t->o.window,     (uint64_t)(uintptr_t)0};
     uint32_t h = rc_conn_hash_words(w, sizeof(w) / sizeof(w[0]) - 1);
     h ^= fnv(2166136261u, (const uint8_t *)t->o.ops->name, strlen(t->o.ops->name));
+    h = fnv(h, (const uint8_t *)t->o.back_ops->name, strlen(t->o.back_ops->name));
+    h = fnv(h, (const uint8_t *)t->o.sizes, t->o.n_sizes * sizeof(t->o.sizes[0]));
     char key[TR_NAME_MAX + 32];
     if (t->o.client) {
         snprintf(key, sizeof(key), "%s/opts/s%" PRIu64, t->o.name, t->o.id);
@@ -553,21 +635,29 @@ static int check_opts(struct tr *t)
     return 0;
 }
 
-/* The receiver's verdict for the senders: "<name>/done" = exit status. */
+/* The receivers' verdicts for the senders: "<name>/done/<reader>" = exit
+ * status (one key per reader of a 1:N channel; reader 0 otherwise). */
 static void put_done(struct tr *t, uint32_t status)
 {
-    char key[TR_NAME_MAX + 16];
-    snprintf(key, sizeof(key), "%s/done", t->o.name);
+    char key[TR_NAME_MAX + 32];
+    uint64_t reader = t->o.receivers > 1 ? t->o.id : 0;
+    snprintf(key, sizeof(key), "%s/done/%" PRIu64, t->o.name, reader);
     host_oob_put(key, &status, sizeof(status));
 }
+/* The worst verdict of all readers (TR_OK < TR_VIOLATION < TR_ERROR). */
 static int get_done(struct tr *t)
 {
-    char key[TR_NAME_MAX + 16];
-    uint32_t status = TR_ERROR;
-    snprintf(key, sizeof(key), "%s/done", t->o.name);
-    if (host_oob_get(key, &status, sizeof(status)) != 0)
-        return TR_ERROR;
-    return (int)status;
+    int worst = TR_OK;
+    for (uint64_t r = 0; r < t->o.receivers; r++) {
+        char key[TR_NAME_MAX + 32];
+        uint32_t status = TR_ERROR;
+        snprintf(key, sizeof(key), "%s/done/%" PRIu64, t->o.name, r);
+        if (host_oob_get(key, &status, sizeof(status)) != 0)
+            status = TR_ERROR;
+        if ((int)status > worst)
+            worst = (int)status;
+    }
+    return worst;
 }
 
 static int violation(struct tr *t, enum tr_check k, const struct tr_msg *g, size_t len,
@@ -765,6 +855,7 @@ static int stream_receiver(struct tr *t)
         {"violations", 0},
         {"messages_out_of_order", (double)t->out_of_order},
         {"senders", (double)t->o.senders},
+        {"reader", (double)(t->o.receivers > 1 ? t->o.id : 0)}, /* 1:N: which reader */
     };
     host_report("order_check", kv, sizeof(kv) / sizeof(kv[0]));
     qsort(t->lat_ns, t->n_lat, sizeof(double), cmp_double);
@@ -883,6 +974,236 @@ static int pingpong_server(struct tr *t)
     return TR_OK;
 }
 
+/* ---------------------------------------------------------------- rpc */
+
+/* rpc (Figures 4 and 7): the client keeps up to --window requests
+ * outstanding (sent through "<name>/fwd", response not yet received
+ * through "<name>/back"); the server checks each request, copies it into a
+ * log-structured store when --copy-store is given (Fig 4 "with copy": a
+ * host_memcpy into a wrapping log, charged at the host's memcpy rate),
+ * frees it and answers with a response of --resp-size bytes (default the
+ * request's size) carrying the request's seq.  The response is generated,
+ * not copied from the request, so the zero-copy server touches the request
+ * only to check it.  The client reports per size "taranov_rpc": requests
+ * per second, request Gbit/s and round-trip percentiles (send time stamp
+ * of the request to the arrival of its response), and with --cdf 100
+ * percentiles per size in "taranov_rtt_cdf". */
+
+static uint32_t msg_seq(const struct tr_opts *o, const uint8_t *m)
+{
+    return tiny(o) ? get32(m) & 0xfffffu : get32(m);
+}
+
+static int rpc_report(struct tr *t, uint64_t len, uint64_t n, double *rtt, uint64_t t0, uint64_t t1)
+{
+    qsort(rtt, n, sizeof(double), cmp_double);
+    double avg = 0;
+    for (uint64_t i = 0; i < n; i++)
+        avg += rtt[i];
+    avg /= (double)n;
+    double el = (double)(t1 - t0);
+    struct host_kv kv[] = {
+        {"size_bytes", (double)len},
+        {"resp_bytes", (double)(t->o.resp_size ? t->o.resp_size : len)},
+        {"window", (double)t->o.window},
+        {"iters", (double)n},
+        {"copy", t->o.copy_store ? 1.0 : 0.0},
+        {"elapsed_us", el / 1000.0},
+        {"mreq_s", el > 0 ? (double)n / el * 1000.0 : 0},
+        {"gbps", el > 0 ? (double)(n * len) * 8.0 / el : 0},
+        {"rtt_avg_us", avg / 1000.0},
+        {"rtt_p5_us", pct(rtt, n, 0.05) / 1000.0},
+        {"rtt_p50_us", pct(rtt, n, 0.5) / 1000.0},
+        {"rtt_p95_us", pct(rtt, n, 0.95) / 1000.0},
+        {"rtt_p99_us", pct(rtt, n, 0.99) / 1000.0},
+    };
+    host_report("taranov_rpc", kv, sizeof(kv) / sizeof(kv[0]));
+    if (t->o.cdf)
+        for (int q = 1; q <= 100; q++) {
+            struct host_kv c[] = {
+                {"size_bytes", (double)len},
+                {"pct", (double)q},
+                {"rtt_us", pct(rtt, n, q / 100.0) / 1000.0},
+            };
+            host_report("taranov_rtt_cdf", c, sizeof(c) / sizeof(c[0]));
+        }
+    return 0;
+}
+
+static int rpc_client(struct tr *t)
+{
+    uint64_t w = t->o.window, max = t->o.max_size, n = t->o.messages;
+    if (chan_alloc(&t->ch, w * max, &t->pool) < 0) {
+        fprintf(stderr, "%s: %s\n", t->prog, t->ch.err);
+        return TR_ERROR;
+    }
+    t->pool_owner = &t->ch;
+    t->handles = calloc(w, sizeof(*t->handles));
+    double *rtt = t->lat_ns = calloc(n, sizeof(double)); /* freed by taranov_main */
+    uint64_t *t_send = calloc(n, sizeof(uint64_t));
+    if (!t->handles || !rtt || !t_send) {
+        free(t_send);
+        return TR_ERROR;
+    }
+    struct tr_opts all = t->o; /* seqs run over all sizes */
+    all.messages = n * t->o.n_sizes;
+    uint8_t *seen = t->seen[0];
+    int st = TR_OK;
+    uint32_t base = 0; /* seq of the first request of this size, minus 1 */
+    for (size_t si = 0; si < t->o.n_sizes && st == TR_OK; si++, base += (uint32_t)n) {
+        size_t len = t->o.sizes[si];
+        size_t resp = t->o.resp_size ? t->o.resp_size : len;
+        uint64_t sent = 0, got = 0, t0 = host_now_ns(), t1 = t0;
+        bool filled = false; /* request `sent` is in its buffer, not yet accepted */
+        while (got < n && st == TR_OK) {
+            bool progress = false;
+            if (sent < n && sent - got < w) {
+                uint64_t b = sent % w;
+                struct chan_region r = t->pool;
+                r.addr = (uint8_t *)t->pool.addr + b * max;
+                r.len = len;
+                int rc = 0;
+                if (!filled && sent >= w) /* the buffer's previous request went out */
+                    rc = chan_test_send(&t->ch, t->handles[b]);
+                if (rc == 0 && !filled) {
+                    msg_fill(r.addr, len, 0, base + (uint32_t)sent + 1);
+                    msg_stamp(r.addr, len);
+                    t_send[sent] = host_now_ns(); /* waiting for room counts */
+                    filled = true;
+                }
+                if (rc == 0)
+                    rc = chan_send(&t->ch, &r, &t->handles[b]);
+                if (rc < 0) {
+                    fprintf(stderr, "%s: %s send: %s\n", t->prog, t->o.ops->name, t->ch.err);
+                    st = TR_ERROR;
+                    break;
+                }
+                if (rc == 0) {
+                    filled = false;
+                    sent++;
+                    progress = true;
+                }
+            }
+            struct chan_region g;
+            int rc = chan_recv(&t->back, &g);
+            if (rc < 0) {
+                fprintf(stderr, "%s: %s receive: %s\n", t->prog, t->o.back_ops->name, t->back.err);
+                st = TR_ERROR;
+                break;
+            }
+            if (rc == 0) {
+                struct tr_msg m;
+                uint32_t seq = 0;
+                bool ok = g.len == resp && msg_check(&all, g.addr, g.len, &m) == TRC_OK;
+                if (ok) {
+                    seq = m.seq;
+                    ok = seq > base && seq <= base + sent && !(seen[seq / 8] & (1u << (seq % 8)));
+                }
+                if (!ok) {
+                    fprintf(stderr,
+                            "%s client: VIOLATION: response %" PRIu64 " of size %zu is wrong "
+                            "(length %zu, seq %u)\n",
+                            t->prog, got + 1, len, g.len, seq);
+                    st = TR_VIOLATION;
+                    break;
+                }
+                seen[seq / 8] |= (uint8_t)(1u << (seq % 8));
+                t1 = host_now_ns();
+                rtt[got++] = (double)(t1 - t_send[seq - base - 1]);
+                if (chan_free(&t->back, &g) < 0) {
+                    fprintf(stderr, "%s: %s free: %s\n", t->prog, t->o.back_ops->name, t->back.err);
+                    st = TR_ERROR;
+                    break;
+                }
+                progress = true;
+            }
+            if (!progress)
+                host_relax();
+        }
+        if (st == TR_OK)
+            rpc_report(t, len, n, rtt, t0, t1);
+    }
+    for (uint64_t i = 0; st == TR_OK && i < w && i < n; i++)
+        if (wait_send(t, &t->ch, t->handles[i]) < 0)
+            st = TR_ERROR;
+    free(t_send);
+    int done = get_done(t);
+    return st != TR_OK ? st : done;
+}
+
+static int rpc_server(struct tr *t)
+{
+    uint64_t total = t->o.messages * t->o.n_sizes, p = t->o.window, bmax = t->o.back_max;
+    if (chan_alloc(&t->back, p * bmax, &t->pool) < 0) {
+        fprintf(stderr, "%s: %s\n", t->prog, t->back.err);
+        return TR_ERROR;
+    }
+    t->pool_owner = &t->back;
+    t->handles = calloc(p, sizeof(*t->handles));
+    uint8_t *store = t->o.copy_store ? malloc(t->o.copy_store) : NULL;
+    if (!t->handles || (t->o.copy_store && !store)) {
+        free(store);
+        return TR_ERROR;
+    }
+    uint64_t store_off = 0, copied = 0;
+    t->o.messages = total; /* seqs run over all sizes */
+    int st = TR_OK;
+    for (uint64_t i = 0; i < total && st == TR_OK; i++) {
+        struct chan_region r;
+        int rc = recv_one(t, &t->ch, &r);
+        if (rc < 0) {
+            st = rc == -EBADMSG ? TR_VIOLATION : TR_ERROR;
+            break;
+        }
+        if (check_one(t, r.addr, r.len, "rpc") != 0) {
+            st = TR_VIOLATION;
+            break;
+        }
+        uint32_t seq = msg_seq(&t->o, r.addr);
+        size_t resp = t->o.resp_size ? t->o.resp_size : r.len;
+        if (store) { /* append to the log; wrap to its start when it is full */
+            if (store_off + r.len > t->o.copy_store)
+                store_off = 0;
+            host_memcpy(store + store_off, r.addr, r.len);
+            store_off += r.len;
+            copied += r.len;
+        }
+        if (chan_free(&t->ch, &r) < 0) {
+            fprintf(stderr, "%s: %s free: %s\n", t->prog, t->o.ops->name, t->ch.err);
+            st = TR_ERROR;
+            break;
+        }
+        uint64_t b = i % p;
+        if (i >= p && wait_send(t, &t->back, t->handles[b]) < 0) {
+            st = TR_ERROR;
+            break;
+        }
+        struct chan_region s = t->pool;
+        s.addr = (uint8_t *)t->pool.addr + b * bmax;
+        s.len = resp;
+        msg_fill(s.addr, resp, 0, seq);
+        if (send_one(t, &t->back, &s, &t->handles[b]) < 0)
+            st = TR_ERROR;
+    }
+    for (uint64_t i = 0; st == TR_OK && i < p && i < total; i++)
+        if (wait_send(t, &t->back, t->handles[i]) < 0)
+            st = TR_ERROR;
+    free(store);
+    if (st == TR_OK) {
+        struct host_kv kv[] = {
+            {"messages_checked", (double)t->checked},
+            {"bytes_checked", (double)t->bytes},
+            {"violations", 0},
+            {"messages_out_of_order", (double)t->out_of_order},
+            {"senders", 1},
+            {"bytes_copied", (double)copied},
+        };
+        host_report("order_check", kv, sizeof(kv) / sizeof(kv[0]));
+    }
+    put_done(t, (uint32_t)st);
+    return st;
+}
+
 /* ---------------------------------------------------------------- main */
 
 int taranov_main(int argc, char **argv)
@@ -899,7 +1220,7 @@ int taranov_main(int argc, char **argv)
         return p < 0 ? TR_ERROR : TR_OK;
     }
     int st = TR_ERROR;
-    uint64_t msgs = t->o.messages * (t->o.mode == TR_PINGPONG ? t->o.n_sizes : 1);
+    uint64_t msgs = t->o.messages * (t->o.mode != TR_STREAM ? t->o.n_sizes : 1);
     t->seen = calloc(t->o.senders, sizeof(*t->seen));
     t->expected = calloc(t->o.senders, sizeof(*t->expected));
     if (!t->seen || !t->expected)
@@ -909,17 +1230,17 @@ int taranov_main(int argc, char **argv)
         if (!(t->seen[s] = calloc(msgs / 8 + 1, 1)))
             goto out;
     }
-    bool pp = t->o.mode == TR_PINGPONG;
+    bool pp = t->o.mode != TR_STREAM; /* two channels, one per direction */
     if (t->o.client) {
         if (open_chan(t, &t->ch, pp ? "/fwd" : "", CHAN_SENDER) < 0 ||
             (pp && open_chan(t, &t->back, "/back", CHAN_RECEIVER) < 0) || check_opts(t) < 0)
             goto out;
-        st = pp ? pingpong_client(t) : stream_sender(t);
+        st = t->o.mode == TR_RPC ? rpc_client(t) : pp ? pingpong_client(t) : stream_sender(t);
     } else {
         if (open_chan(t, &t->ch, pp ? "/fwd" : "", CHAN_RECEIVER) < 0 ||
             (pp && open_chan(t, &t->back, "/back", CHAN_SENDER) < 0) || check_opts(t) < 0)
             goto out;
-        st = pp ? pingpong_server(t) : stream_receiver(t);
+        st = t->o.mode == TR_RPC ? rpc_server(t) : pp ? pingpong_server(t) : stream_receiver(t);
     }
 out:
     if (t->pool_owner)
