@@ -270,9 +270,9 @@ struct chan_ack {
      * receives the sender keeps posted; SENDs may arrive out of order
      * (SRD), so the sender keeps the largest value of each word seen. */
     bool by_send;
-    struct ibv_qp *rqp;  /* sender: QP the credit receives are posted to */
-    struct ibv_cq *rcq;  /* sender: their completions (nothing else) */
-    uint64_t *rbuf;      /* sender: CHAN_ACK_RECVS x CHAN_ACK_WORDS words */
+    struct ibv_qp *rqp; /* sender: QP the credit receives are posted to */
+    struct ibv_cq *rcq; /* sender: their completions (nothing else) */
+    uint64_t *rbuf;     /* sender: CHAN_ACK_RECVS x CHAN_ACK_WORDS words */
     struct ibv_mr *rmr;
 };
 /* Credit receives a SEND-mode sender keeps posted (estimate: the receiver
@@ -301,8 +301,7 @@ void chan_ack_destroy(struct chan_ack *a);
  * before connecting qp (INIT is enough): post CHAN_ACK_RECVS credit
  * receives on qp, whose receive completions go to rcq (only there: rcq
  * must hold nothing else).  0 or -errno. */
-int chan_ack_post_recvs(struct chan *c, struct chan_ack *a, struct ibv_qp *qp,
-                        struct ibv_cq *rcq);
+int chan_ack_post_recvs(struct chan *c, struct chan_ack *a, struct ibv_qp *qp, struct ibv_cq *rcq);
 /* Sender: take the credits that arrived (largest per word into words[],
  * so chan_ack_get sees them), re-post their receives.  Polls rcq (through
  * chan_poll_cq).  Returns how many arrived (>= 0) or -errno; 0 if a is

@@ -94,8 +94,7 @@ static int open_sender(struct chan *c, struct sr *s)
     s->ccq = ibv_create_cq(c->ctx, CHAN_ACK_RECVS + 4, NULL, NULL, 0);
     if (!s->ccq)
         return chan_fail(c, ENOMEM, "ibv_create_cq: %s", strerror(errno));
-    int rc =
-        chan_qp_create(c, &s->q, s->scq, s->ccq, NULL, 2 * s->quota + 8, CHAN_ACK_RECVS, 0);
+    int rc = chan_qp_create(c, &s->q, s->scq, s->ccq, NULL, 2 * s->quota + 8, CHAN_ACK_RECVS, 0);
     if (rc < 0)
         return rc;
     uint64_t addr;

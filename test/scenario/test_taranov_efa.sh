@@ -8,8 +8,7 @@
 #      checked stream (sizes 24 B .. 4 KiB, single packets) on efa-srd on a
 #      2x4 leaf-spine, where SRD sprays packets over the spines: every
 #      message arrives exactly once with its bytes, and many arrive out of
-#      order (so credits do too); send-bufferless likewise (its order is
-#      not observable);
+#      order (so credits do too); send-bufferless likewise;
 #   2. a channel that WRITEs (ring-imm: WRITE_WITH_IMM) is still refused
 #      on efa-srd (the run fails; the check above can fail);
 #   3. `rnicsim table2` reports send-normal, send-shared and
@@ -34,8 +33,8 @@ run() {
 }
 # verdict NAME MESSAGES [OOO]: done on efa-srd, one clean order_check of
 # MESSAGES messages, none corrupt, and (OOO = 1, the default) at least 10%
-# of them out of order (the bufferless receiver, whose 4-byte messages
-# carry no sequence number, reports 0: OOO = 0)
+# of them out of order (OOO = 0 for the bufferless channel: its 0-byte
+# SENDs are so short that no spine queues them and they arrive in order)
 verdict() {
     $py - "$1.json" "$2" "${3:-1}" <<'PY'
 import json, sys
