@@ -7,7 +7,8 @@
  * Zero-copy and variable size do not apply (N/A in Table 2: declared
  * false); N senders are supported with receive queues but no buffers
  * (memory O(1) in N).  One HRT, one request, blocking receive, needs
- * nothing in order. */
+ * nothing in order.  Credits return as SENDs (family_send.c), so the
+ * channel posts SEND_WITH_IMM (messages) and SEND (credits). */
 #include "protocols/taranov/ch_internal.h"
 
 static int open_bufferless(struct chan *c)
@@ -28,7 +29,7 @@ const struct chan_ops chan_send_bufferless = {
             .shared = true,
             .multi_reader = false,
             .in_order = CHAN_NEEDS_NOTHING,
-            .opcodes = 1u << IBV_WR_SEND_WITH_IMM,
+            .opcodes = (1u << IBV_WR_SEND_WITH_IMM) | (1u << IBV_WR_SEND), /* + credit SENDs */
             .ordered = false,
         },
     .open = open_bufferless,

@@ -5,8 +5,9 @@
  * chan_free reposts it), but it cannot choose where a message lands (not
  * zero-copy on receive, Section 3).  One HRT, one request per message,
  * blocking receive on the completion channel, needs nothing in order.
- * Flow control: the receiver WRITEs its count of reposted receives into the
- * sender's ack word (family_send.c). */
+ * Flow control: the receiver SENDs its count of reposted receives into a
+ * credit receive of the sender (family_send.c), so SEND is the only opcode
+ * and the channel runs on EFA SRD (no WRITE). */
 #include "protocols/taranov/ch_internal.h"
 
 static int open_normal(struct chan *c)

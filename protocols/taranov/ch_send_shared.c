@@ -2,7 +2,7 @@
  * receive"; Table 2 row 2).  As the normal channel, but N senders' QPs
  * share one SRQ of `slots` receive buffers, so the receiver's memory does
  * not grow with N (O(1) for N:1).  Each sender may have slots / N messages
- * unfreed (its credit, returned by the receiver's ack WRITE), so the SRQ
+ * unfreed (its credit, returned by the receiver's ack SEND), so the SRQ
  * never runs dry - on InfiniBand a missing RECEIVE would stall the sender
  * (RNR).  One HRT, one request, blocking receive, needs nothing in order. */
 #include "protocols/taranov/ch_internal.h"

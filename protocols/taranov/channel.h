@@ -262,8 +262,24 @@ struct chan_ack {
     uint32_t rkey;
     uint64_t value[CHAN_ACK_WORDS]; /* what the receiver has freed */
     uint64_t sent[CHAN_ACK_WORDS];  /* what it has written back */
-    uint64_t posted, done;          /* ack WRITEs posted / completed */
+    uint64_t posted, done;          /* ack WRITEs (or SENDs) posted / completed */
+    /* Added (efa-acks): credits returned with SEND instead of WRITE, for
+     * transports without WRITE (EFA SRD, docs/ordering.md) and for the
+     * Send/Recv channels, which then need nothing but SEND (Table 2).  The
+     * receiver SENDs value[] (16 bytes, inline) into one of CHAN_ACK_RECVS
+     * receives the sender keeps posted; SENDs may arrive out of order
+     * (SRD), so the sender keeps the largest value of each word seen. */
+    bool by_send;
+    struct ibv_qp *rqp; /* sender: QP the credit receives are posted to */
+    struct ibv_cq *rcq; /* sender: their completions (nothing else) */
+    uint64_t *rbuf;     /* sender: CHAN_ACK_RECVS x CHAN_ACK_WORDS words */
+    struct ibv_mr *rmr;
 };
+/* Credit receives a SEND-mode sender keeps posted (estimate: the receiver
+ * sends a credit only after a word advanced by its threshold, slots / 2
+ * messages in the Send/Recv channels, so at most ~3 are in flight between
+ * two polls of the sender; RNR retry covers a burst beyond 16). */
+#define CHAN_ACK_RECVS 16
 /* Sender: allocate and register the words; (addr, rkey) to publish. */
 int chan_ack_init_sender(struct chan *c, struct chan_ack *a, uint64_t *addr, uint32_t *rkey);
 /* Receiver: where to write (the sender's published addr/rkey). */
@@ -280,5 +296,22 @@ static inline uint64_t chan_ack_get(const struct chan_ack *a, int i)
     return a->words[i];
 }
 void chan_ack_destroy(struct chan_ack *a);
+
+/* Added (efa-acks): SEND mode.  Sender, after chan_ack_init_sender and
+ * before connecting qp (INIT is enough): post CHAN_ACK_RECVS credit
+ * receives on qp, whose receive completions go to rcq (only there: rcq
+ * must hold nothing else).  0 or -errno. */
+int chan_ack_post_recvs(struct chan *c, struct chan_ack *a, struct ibv_qp *qp, struct ibv_cq *rcq);
+/* Sender: take the credits that arrived (largest per word into words[],
+ * so chan_ack_get sees them), re-post their receives.  Polls rcq (through
+ * chan_poll_cq).  Returns how many arrived (>= 0) or -errno; 0 if a is
+ * not in SEND mode. */
+int chan_ack_poll(struct chan *c, struct chan_ack *a);
+/* Receiver: chan_ack_flush SENDs value[] instead of WRITEing it (the peer
+ * must have called chan_ack_post_recvs). */
+static inline void chan_ack_use_send(struct chan_ack *a)
+{
+    a->by_send = true;
+}
 
 #endif /* RNICSIM_TARANOV_CHANNEL_H */

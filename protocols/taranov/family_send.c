@@ -7,9 +7,13 @@
  *   SR_BUFFERLESS  N senders, SEND_WITH_IMM of 0 bytes carrying the 4-byte
  *                  message in the immediate, receives without buffers.
  * Flow control (Section 4.1: "systems often explicitly inform peers about
- * the number of posted RECEIVE requests"): the receiver WRITEs the number
- * of messages it has freed (reposted receives) back into the sender's ack
- * word (chan_ack); a sender keeps at most `quota` messages unfreed: slots
+ * the number of posted RECEIVE requests"): the receiver SENDs the number
+ * of messages it has freed (reposted receives) back into one of the
+ * credit receives the sender keeps posted (chan_ack in SEND mode: a
+ * monotonic counter, the sender keeps the largest seen, as SENDs may
+ * arrive out of order on EFA SRD), so the family needs SEND only (Table 2
+ * "Requests: Send") and runs on transports without WRITE (efa-acks; it
+ * WROTE the count before); a sender keeps at most `quota` messages unfreed: slots
  * (normal, bufferless: per sender receive queue) or slots / senders
  * (shared: the SRQ's buffers divided among the senders, so no RECEIVE is
  * ever missing - an RNR on InfiniBand would stall the connection). */
@@ -21,7 +25,7 @@
 
 #include "protocols/taranov/ch_internal.h"
 
-/* SR_ACK_SQ: the receiver's send queue holds ack WRITEs (at most 8
+/* SR_ACK_SQ: the receiver's send queue holds ack SENDs (at most 8
  * outstanding, chan_ack_flush) + slack. */
 enum { SR_BLOB = 16, SR_ACK_SQ = 16 };
 
@@ -31,7 +35,7 @@ struct sr {
     struct ibv_comp_channel *cch;
     struct ibv_cq *rcq;
     /* sender */
-    struct ibv_cq *scq;
+    struct ibv_cq *scq, *ccq; /* ccq: credit receives (chan_ack_post_recvs) */
     struct chan_qp q;
     struct chan_ack ack;
     uint64_t sent, done;
@@ -87,12 +91,16 @@ static int open_sender(struct chan *c, struct sr *s)
     s->scq = ibv_create_cq(c->ctx, (int)(2 * s->quota + 16), NULL, NULL, 0);
     if (!s->scq)
         return chan_fail(c, ENOMEM, "ibv_create_cq: %s", strerror(errno));
-    int rc = chan_qp_create(c, &s->q, s->scq, s->scq, NULL, 2 * s->quota + 8, 1, 0);
+    s->ccq = ibv_create_cq(c->ctx, CHAN_ACK_RECVS + 4, NULL, NULL, 0);
+    if (!s->ccq)
+        return chan_fail(c, ENOMEM, "ibv_create_cq: %s", strerror(errno));
+    int rc = chan_qp_create(c, &s->q, s->scq, s->ccq, NULL, 2 * s->quota + 8, CHAN_ACK_RECVS, 0);
     if (rc < 0)
         return rc;
     uint64_t addr;
     uint32_t rkey;
-    if ((rc = chan_ack_init_sender(c, &s->ack, &addr, &rkey)) < 0)
+    if ((rc = chan_ack_init_sender(c, &s->ack, &addr, &rkey)) < 0 ||
+        (rc = chan_ack_post_recvs(c, &s->ack, s->q.qp, s->ccq)) < 0)
         return rc;
     uint8_t mine[SR_BLOB], theirs[SR_BLOB];
     blob_put(mine, addr, rkey);
@@ -175,6 +183,7 @@ static int open_receiver(struct chan *c, struct sr *s)
         uint32_t rkey;
         blob_get(theirs, &addr, &rkey);
         chan_ack_init_receiver(&s->acks[i], addr, rkey);
+        chan_ack_use_send(&s->acks[i]);
     }
     return 0;
 }
@@ -214,8 +223,17 @@ int sr_send(struct chan *c, const struct chan_region *r, uint64_t *handle)
     int n = chan_poll_send_cq(c, s->scq, &s->done);
     if (n < 0)
         return n;
-    /* credit: receives the receiver has (re)posted for us */
-    if (s->sent - chan_ack_get(&s->ack, 1) >= s->quota || s->sent - s->done >= 2 * s->quota)
+    /* credit: receives the receiver has (re)posted for us.  The credit
+     * receives are polled only when the credit looks used up: a second
+     * empty poll in a row parks the thread (verbs_shim/cq.c), which must
+     * not happen before a post that can go ahead. */
+    bool no_credit = s->sent - chan_ack_get(&s->ack, 1) >= s->quota;
+    if (no_credit) {
+        if ((n = chan_ack_poll(c, &s->ack)) < 0)
+            return n;
+        no_credit = s->sent - chan_ack_get(&s->ack, 1) >= s->quota;
+    }
+    if (no_credit || s->sent - s->done >= 2 * s->quota)
         return CHAN_AGAIN;
     struct ibv_sge sge = {
         .addr = (uint64_t)(uintptr_t)r->addr, .length = (uint32_t)r->len, .lkey = r->lkey};
@@ -326,6 +344,8 @@ void sr_close(struct chan *c)
         ibv_destroy_srq(s->srq);
     if (s->scq)
         ibv_destroy_cq(s->scq);
+    if (s->ccq)
+        ibv_destroy_cq(s->ccq);
     if (s->rcq)
         ibv_destroy_cq(s->rcq);
     if (s->cch)
