@@ -160,10 +160,17 @@ def fig6(args):
     if not plt:
         return
     fig, ax = plt.subplots(figsize=(6, 3.6))
+    chans = list(dict.fromkeys(ch for ch, _, _ in series))
+    sizes = sorted({s for _, s, _ in series})
+    styles = ["-", "--", ":", "-."]
+    colors = ["tab:blue", "tab:red", "tab:green", "tab:purple"]
+    lo = min(p[0] for _, _, pts in series for p in pts) * 0.95
     for ch, s, pts in series:
-        x = [0.0] + [p[0] for p in pts]
+        x = [lo] + [p[0] for p in pts]
         y = [0.0] + [p[1] / 100.0 for p in pts]
-        ax.step(x, y, where="post", label=f"{ch}, {s:g} B")
+        ax.step(x, y, where="post", ls=styles[chans.index(ch) % 4],
+                color=colors[sizes.index(s) % 4], lw=2.2 if chans.index(ch) % 2 == 0 else 1.4,
+                label=f"{ch}, {s:g} B")
     ax.set(xlabel="round trip (us)", ylabel="fraction of messages",
            title="Taranov Fig 6: read ring latency CDF, rnicsim cx5-100g")
     ax.grid(alpha=0.3)
