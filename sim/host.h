@@ -46,16 +46,22 @@ struct host {
 };
 
 /* Per-process state of a program running on a host (the sim_proc user
- * pointer).  The poll heuristic: an empty ibv_poll_cq that directly follows
- * another empty ibv_poll_cq of the same thread (no other verbs or host_*
- * call in between, `other_calls` unchanged) is a spin loop, so the thread
+ * pointer).  The poll heuristic: an empty ibv_poll_cq of a CQ the same
+ * thread already polled empty with no other verbs or host_* call in between
+ * (`other_calls` unchanged) is a spin loop, so the thread
  * parks on host->relax_wq until something it could observe changes, then
  * is charged the elapsed time in one step. */
+#define HOST_EMPTY_CQS_MAX 8 /* CQs one polling loop may alternate between */
+
 struct host_thread {
     struct host *host;
     void *program;            /* owned by the runner (tools/rnicsim) */
     uint64_t other_calls;     /* verbs / host_* calls other than poll_cq */
-    uint64_t empty_poll_mark; /* other_calls + 1 at the last empty poll; 0 = none */
+    uint64_t empty_poll_mark; /* other_calls + 1 when empty_cqs was started; 0 = none */
+    /* CQs polled empty since then (no other call in between): a loop that
+     * polls several CQs has spun once it comes back to one of them. */
+    const void *empty_cqs[HOST_EMPTY_CQS_MAX];
+    unsigned n_empty_cqs;
     char why[128];            /* blocking point shown in deadlock reports */
     /* Lost-wakeup guard: host->activity_gen when this thread last looked at
      * memory or a CQ (a poll, or waking from host_park), and how many of the

@@ -312,7 +312,27 @@ int shim_poll_cq(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc)
     if (!ht)
         return got;
     host_observed();
-    if (got == 0 && ht->empty_poll_mark == ht->other_calls + 1) {
+    /* Spin detection (sim/host.h): park only when this CQ was already
+     * polled empty since the thread's last other call, i.e. a polling loop
+     * came round again.  Two empty polls of different CQs are not a spin:
+     * the program may post something next (a request whose answer is what
+     * it waits for). */
+    bool spun = false;
+    if (got == 0) {
+        if (ht->empty_poll_mark != ht->other_calls + 1) {
+            ht->empty_poll_mark = ht->other_calls + 1;
+            ht->n_empty_cqs = 0;
+        }
+        for (unsigned i = 0; i < ht->n_empty_cqs; i++)
+            spun = spun || ht->empty_cqs[i] == (const void *)scq;
+        if (!spun) {
+            if (ht->n_empty_cqs < HOST_EMPTY_CQS_MAX)
+                ht->empty_cqs[ht->n_empty_cqs++] = scq;
+            else
+                spun = true; /* more CQs than a loop plausibly has */
+        }
+    }
+    if (spun) {
         char why[64];
         snprintf(why, sizeof(why), "ibv_poll_cq(cq %u): CQ empty", cq->handle);
         host_park(why);
@@ -321,6 +341,9 @@ int shim_poll_cq(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc)
     int n = got > 0 ? got : 0;
     trace_polled(ht->host, wc, n);
     host_charge(ht->host->cpu.poll_cq_ps + (sim_time_t)n * ht->host->cpu.poll_cqe_ps);
-    ht->empty_poll_mark = n ? 0 : ht->other_calls + 1;
+    if (n) {
+        ht->empty_poll_mark = 0;
+        ht->n_empty_cqs = 0;
+    }
     return got;
 }

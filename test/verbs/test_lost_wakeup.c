@@ -7,7 +7,12 @@
  * after the barrier) lands during the first poll's charge.  Nothing lands
  * afterwards, so a host_relax() that parked regardless would deadlock; it
  * must see that the CQ changed since the poll looked and return at once
- * (sim/host.c, host_park). */
+ * (sim/host.c, host_park).
+ *
+ * And the spin heuristic must not take two empty polls of *different* CQs
+ * for a spin loop: a program that checks its receive CQ, then its send CQ,
+ * then posts the request whose answer it waits for, must not be parked
+ * before the post (nothing would ever wake it). */
 #include <stdio.h>
 #include <string.h>
 
@@ -58,8 +63,54 @@ static void server(void *arg)
     fx_rc_close(&s->server);
 }
 
+struct two {
+    struct fx *fx;
+    struct fx_rc client, server;
+    int done;
+};
+
+static void two_client(void *arg)
+{
+    struct two *s = arg;
+    CHECK(fx_rc_open(s->fx, &s->client, NULL) == 0);
+    CHECK(fx_rc_connect(&s->client, "tc/client", "tc/server") == 0);
+    fx_barrier(s->fx, "tc/ready", "client", "server");
+    struct ibv_wc wc;
+    /* check both CQs once (both empty), then post: not a spin */
+    CHECK(ibv_poll_cq(s->client.rcq, 1, &wc) == 0);
+    CHECK(ibv_poll_cq(s->client.scq, 1, &wc) == 0);
+    memcpy(s->client.buf, "next", 4);
+    CHECK(fx_post(&s->client, IBV_WR_SEND, 7, 0, 4, 0, IBV_SEND_SIGNALED) == 0);
+    CHECK(fx_poll_one(s->client.scq, &wc) == 1);
+    CHECK_EQ_U64(wc.wr_id, 7);
+    s->done = 1;
+    fx_rc_close(&s->client);
+}
+
+static void two_server(void *arg)
+{
+    struct two *s = arg;
+    CHECK(fx_rc_open(s->fx, &s->server, NULL) == 0);
+    CHECK(fx_rc_connect(&s->server, "tc/server", "tc/client") == 0);
+    CHECK(fx_post_recv(&s->server, 0, 0, 64) == 0);
+    fx_barrier(s->fx, "tc/ready", "server", "client");
+    struct ibv_wc wc;
+    CHECK(fx_poll_one(s->server.rcq, &wc) == 1);
+    CHECK(memcmp(s->server.buf, "next", 4) == 0);
+    fx_rc_close(&s->server);
+}
+
 int main(void)
 {
+    {
+        struct two t = {0};
+        t.fx = fx_create(2, NULL);
+        fx_spawn(t.fx, 0, "client", two_client, &t);
+        fx_spawn(t.fx, 1, "server", two_server, &t);
+        CHECK(fx_run(t.fx) == SIM_RUN_DONE);
+        CHECK(t.done == 1);
+        fx_destroy(t.fx);
+    }
     struct state s = {0};
     s.fx = fx_create(1, NULL);
     s.fx->hosts[1].cpu.poll_cq_ps = 50 * SIM_US;
