@@ -133,6 +133,16 @@ static void thread_observed(struct host_thread *t)
     t->own_gen = 0;
 }
 
+/* After a park the thread starts a new turn of whatever loop it is in: the
+ * CQs it polled empty before say nothing about the next turn (something
+ * landed, possibly in a CQ it polls later in the loop). */
+static void thread_new_turn(struct host_thread *t)
+{
+    thread_observed(t);
+    t->empty_poll_mark = 0;
+    t->n_empty_cqs = 0;
+}
+
 void host_observed(void)
 {
     struct host_thread *t = host_thread_current();
@@ -149,7 +159,7 @@ void host_park(const char *why)
         /* Something landed (or a sibling ran) since this thread last looked,
          * e.g. during the charge of its last poll: nothing would wake it for
          * that, so let it look again first. */
-        thread_observed(t);
+        thread_new_turn(t);
         return;
     }
     snprintf(t->why, sizeof(t->why), "%s", why);
@@ -157,7 +167,7 @@ void host_park(const char *why)
     if (!sim_waitq_empty(&t->host->relax_wq))
         sim_waitq_wake_all(t->host->sim, &t->host->relax_wq);
     sim_waitq_wait(&t->host->relax_wq, t->why);
-    thread_observed(t);
+    thread_new_turn(t);
     if (t->host->cpu.wakeup_ps)
         sim_proc_sleep(t->host->cpu.wakeup_ps);
 }

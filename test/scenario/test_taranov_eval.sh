@@ -169,4 +169,11 @@ run bad2 bad.yaml --set vars.extra=--back-channel=nope --set vars.mode=rpc
 check "unknown --back-channel: usage error (exit $rc)" \
     "[ $rc -ne 0 ] && grep -q 'unknown --back-channel=nope' bad2.err"
 
+# write-slot-reserve's sender polls two CQs (send, grant) and then posts:
+# the verbs shim's spin heuristic once parked it there before the post
+# (deadlock at the first request with an inlined-bell back channel).
+rs_args="--channel=write-slot-reserve,--back-channel=write-slot-inlined,--mode=rpc,--window=4,--messages=100,--sizes=64"
+check "rpc write-slot-reserve with an inlined-bell back channel completes" \
+    "'$bin' run '$src/scenarios/taranov/fig7_window.yaml' --set 'programs.0.args=[--server,$rs_args]' --set 'programs.1.args=[--client,$rs_args]' -o rs.json >rs.out 2>&1"
+
 finish
