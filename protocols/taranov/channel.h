@@ -170,9 +170,9 @@ static inline int chan_free(struct chan *c, struct chan_region *r)
  * CHAN_AGAIN: host_relax(), unless the attempt polled a CQ (chan_poll_cq),
  * in which case nothing: the next attempt's poll is the spin (the
  * simulator parks at the second empty poll in a row and re-polls after
- * the wake-up).  host_relax() after a CQ poll can lose a completion that
- * landed while the poll's CPU time was charged (tools/rnicsim/host_api.c
- * parks unconditionally), which deadlocks the run.  A channel whose
+ * the wake-up).  (host_relax() after a CQ poll used to lose a completion
+ * that landed while the poll's CPU time was charged; sim/host.c no longer
+ * parks then, so this rule is now only the cheaper choice.)  A channel whose
  * attempt polls must poll again on the next attempt in the same state.  Loop: while ((rc =
  * chan_recv(c, &r)) == CHAN_AGAIN) chan_relax(c); */
 void chan_relax(struct chan *c);

@@ -29,10 +29,10 @@
  * inlined bell"), so the receiver never posts a work request for them.
  * Shared-ring senders post FETCH_AND_ADD and READ on a second QP of their
  * own (link "s<id>-ctl"), the WRITEs on the first: the reservation and
- * tail channel is a channel of its own, as in Section 6.  (It also keeps
- * atomics on device memory off the WRITE QP: in the simulator a device-
- * memory FETCH_AND_ADD posted right behind a WRITE on the same QP never
- * got its response - a run with --dm and 2 senders deadlocked.)
+ * tail channel is a channel of its own, as in Section 6.  (A run with
+ * --dm and 2 senders on one QP once deadlocked; that was a lost wakeup in
+ * the simulator's host model, fixed in sim/host.c, not the NIC:
+ * test/verbs/test_dm_atomic_order.c and docs/taranov-eval-b.md.)
  * With cfg.device_memory the head and tail counters of a shared ring are in
  * NIC device memory (ibv_alloc_dm, zero-based MR; Section 6.3).
  *
