@@ -33,8 +33,11 @@
  *   modify   EINVAL: NULL arguments, mask bits other than IBV_AQ_HEAD |
  *            IBV_AQ_WATERMARK | IBV_AQ_FLAGS, unknown flags, a watermark
  *            not a multiple of 4 KiB or > region, a head outside the used
- *            part [head, tail] (head == tail = everything consumed; a head
- *            of region_bytes is offset 0).  Nothing is changed on error.
+ *            part [head, tail] (the ring is never completely full, so
+ *            head == tail is the empty queue: a head equal to the tail
+ *            consumes everything, one equal to the current head moves
+ *            nothing; a head of region_bytes is offset 0).  Nothing is
+ *            changed on error.
  *   query    EINVAL: NULL arguments.
  *   destroy  EINVAL: NULL.  Always succeeds otherwise, even with senders
  *            connected: the TPT entry and the registration go at once,

@@ -44,7 +44,8 @@ extern "C" {
 
 /* Send work request opcode (outside the range rdma-core uses, 0..15):
  * wr.wr.rdma.rkey = the remote AQ number, wr.wr.rdma.remote_addr ignored,
- * sg_list = the message (any length up to the queue's region, 0 allowed),
+ * sg_list = the message (0 .. min(region_bytes - 1, 1 GiB) bytes: the ring
+ * never fills completely, and 1 GiB is the port's max_msg_sz),
  * IBV_SEND_INLINE allowed as for SEND.  ibv_wr_append() sets all three. */
 #define IBV_WR_APPEND ((enum ibv_wr_opcode)0x40)
 /* Sender completion opcode of an append. */
@@ -142,11 +143,14 @@ struct ibv_aq_init_attr {
  * (the head would be overtaken, or the memory at the tail is not yet
  * committed) is refused with an RNR NAK; the sender retries per its
  * rnr_retry and then completes with IBV_WC_RNR_RETRY_EXC_ERR.  A message
- * longer than the region: IBV_WC_REM_INV_REQ_ERR; an unknown queue number
+ * longer than region_bytes - 1: IBV_WC_REM_INV_REQ_ERR (longer than the
+ * port's max_msg_sz of 1 GiB: IBV_WC_LOC_LEN_ERR at the sender, as a SEND); an unknown queue number
  * or a queue of another PD than the receiving QP's: IBV_WC_REM_ACCESS_ERR.
  * A head update (IBV_AQ_HEAD) is an MMIO write the NIC applies when it
- * arrives; head == tail means "everything consumed"; a head of
- * region_bytes is offset 0. */
+ * arrives.  The ring never becomes completely full (a message needs
+ * used + padding + len <= region_bytes - 1), so head == tail always means
+ * "empty": a head equal to the tail consumes everything, a head equal to
+ * the current head moves nothing; a head of region_bytes is offset 0. */
 struct ibv_aq *ibv_create_aq(struct ibv_pd *pd, struct ibv_aq_init_attr *init_attr);
 int ibv_destroy_aq(struct ibv_aq *aq);
 int ibv_query_aq(struct ibv_aq *aq, struct ibv_aq_attr *attr);

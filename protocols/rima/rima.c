@@ -528,7 +528,8 @@ int rima_post_append(struct rima_sender *s, uint64_t wr_id, const struct ibv_sge
     uint64_t len = 0;
     for (int i = 0; i < num_sge; i++)
         len += sg_list[i].length;
-    if (len > s->dst.region_bytes || len > UINT32_MAX)
+    /* HW: the NIC keeps one byte of the ring free (<rnicsim/rima.h>) */
+    if (len >= s->dst.region_bytes || len > UINT32_MAX)
         return EINVAL;
     if ((flags & IBV_SEND_INLINE) && len > RIMA_INLINE_MAX)
         return EINVAL;

@@ -15,7 +15,9 @@
  * not fit before the end of the region - at offset 0, and the bytes from
  * the tail to the end become padding, counted as used until the head
  * passes them.  It needs (room check, nic_aq_reserve):
- *   used + padding + len <= region                (never overtakes the head)
+ *   used + padding + len <= region - 1   (never overtakes the head, and
+ *                                         never fills the ring completely:
+ *                                         head == tail always means empty)
  *   every chunk overlapping [off, off + len) is committed
  * else the append is refused (the responder answers RNR NAK).
  *
@@ -168,14 +170,16 @@ enum nic_aq_status nic_aq_reserve(struct nic *nic, uint32_t aqn, const struct ni
     if (!aq || aq->pd != pd)
         return NIC_AQ_NO_QUEUE;
     uint64_t R = aq->region_bytes, C = aq->chunk_bytes;
-    if (len > R)
+    if (len > R - 1) /* the ring is never completely full (below) */
         return NIC_AQ_TOO_BIG;
     uint64_t o = aq->tail, pad = 0;
     if (o + len > R) { /* does not fit before the end: pad, go to the top */
         pad = R - o;
         o = 0;
     }
-    bool room = aq->used_bytes + pad + len <= R;
+    /* one byte always stays free: head == tail then means "empty" only, so
+     * no head write can mistake a completely full ring for a consumed one */
+    bool room = aq->used_bytes + pad + len <= R - 1;
     for (uint64_t c = o / C; room && len && c <= (o + len - 1) / C; c++)
         room = aq->committed[c] != 0;
     if (!room) {
@@ -203,8 +207,9 @@ int64_t nic_aq_head_advance(const struct nic_aq *aq, uint64_t head)
     if (head > R)
         return -1;
     head %= R;
-    if (head == aq->tail)
-        return (int64_t)aq->used_bytes; /* everything (also on a full ring) */
+    /* the ring is never full (nic_aq_reserve), so the used part [head, tail]
+     * is unambiguous: head == tail is the empty queue (everything consumed),
+     * a head equal to the current one moves nothing */
     uint64_t d = (head + R - aq->head) % R;
     return d <= aq->used_bytes ? (int64_t)d : -1;
 }

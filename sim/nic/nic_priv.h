@@ -614,7 +614,7 @@ void nic_xlate_forget_mr(struct nic *nic, const struct nic_mr *mr);
 enum nic_aq_status {
     NIC_AQ_OK,
     NIC_AQ_NO_QUEUE, /* unknown number, or an AQ of another PD: remote access NAK */
-    NIC_AQ_TOO_BIG,  /* longer than the region: invalid request NAK */
+    NIC_AQ_TOO_BIG,  /* longer than region - 1 (never full): invalid request NAK */
     NIC_AQ_NO_ROOM,  /* region or committed memory full: RNR NAK */
 };
 /* The live AQ named `aqn`, or NULL. */

@@ -177,6 +177,8 @@ struct run {
     double loss;            /* random packet loss at every NIC's ingress */
     sim_time_t settle_ps;   /* server waits this long after the last CQE before the query */
     sim_time_t pp_sleep_ps; /* pingpong: server waits this long before "go" (default 3 us) */
+    sim_time_t consume_delay_ps; /* consume: wait this long after a CQE, then check and consume */
+    sim_time_t deadline_ps;      /* server gives up waiting for CQEs then (0 = never) */
     /* results */
     struct fx_rc srv, sq[R_MAX_SENDERS], cl[R_MAX_SENDERS];
     unsigned ids[R_MAX_SENDERS];
@@ -265,7 +267,13 @@ static void r_server(void *arg)
     r->modify_ok = true;
     while (r->n_cqe < r->n_expect) {
         struct ibv_wc wc;
-        CHECK(fx_poll_one(cq, &wc) == 1);
+        int n;
+        while ((n = ibv_poll_cq(cq, 1, &wc)) == 0 &&
+               (!r->deadline_ps || sim_now(r->fx->sim) < r->deadline_ps))
+            ;
+        if (n == 0)
+            break; /* deadline: r->n_cqe tells how far it got */
+        CHECK(n == 1);
         r->t_last_cqe = sim_now(r->fx->sim);
         unsigned s = 0;
         while (s < r->n_senders && r->sq[s].qp->qp_num != wc.qp_num)
@@ -278,6 +286,8 @@ static void r_server(void *arg)
             break;
         }
         unsigned m = got[s]++;
+        if (r->consume_delay_ps)
+            sim_proc_sleep(r->consume_delay_ps);
         struct r_cqe *c = &r->cqe[r->n_cqe++];
         *c =
             (struct r_cqe){.off = wc.wr_id, .len = wc.byte_len, .s = (uint16_t)s, .m = (uint16_t)m};
@@ -499,6 +509,51 @@ static void test_exhaustion(void)
     CHECK_EQ_U64(r.end.used_bytes, 60000);
     CHECK(r.all_intact_at_end);
     CHECK_EQ_U64(nic_get_counters(r.fx->nic[0])->rima_rnr_naks, 3);
+    fx_destroy(r.fx);
+}
+
+/* ---------------------------------------------------------------- ring edge cases */
+
+static uint32_t len_full(unsigned s, unsigned m)
+{
+    (void)s;
+    static const uint32_t len[4] = {0, 4096, 4096, 4096};
+    return len[m];
+}
+
+/* Never completely full: an 8 KiB ring of one chunk, a 0 B append (at 0,
+ * the tail stays), then A and B of 4096 B each, then C of 4096 B.  B would
+ * fill the ring exactly (head == tail with everything used), which a head
+ * write of 0 (consuming the 0 B message) would read as "all consumed", and
+ * C would overwrite A.  A message needs used + padding + len <= region - 1:
+ * B waits (RNR) until A is consumed, lands at 4096, C at 0 after B; every
+ * message is intact when it is consumed, 20 us after its CQE. */
+static void test_never_full(void)
+{
+    static struct run r;
+    memset(&r, 0, sizeof(r));
+    r.n_senders = 1;
+    r.n_msgs = 4;
+    r.window = 4;
+    r.len_fn = len_full;
+    r.consume = true;
+    r.consume_delay_ps = 20 * SIM_US;
+    r.rnr_retry = 6;
+    r.deadline_ps = 5 * SIM_MS;
+    r.aqa = (struct ibv_aq_attr){.region_bytes = 8192, .chunk_bytes = 8192, .initial_chunks = 1};
+    run_go(&r, 41, NULL);
+    CHECK(r.cqe_fields_ok && r.modify_ok);
+    CHECK_EQ_U64(r.n_cqe, 4);
+    static const uint64_t want_off[4] = {0, 0, 4096, 0};
+    for (unsigned m = 0; m < r.n_cqe; m++) {
+        CHECK(r.cqe[m].ok);
+        CHECK_EQ_U64(r.cqe[m].off, want_off[m]);
+    }
+    CHECK_EQ_U64(r.n_ok[0], 4);
+    CHECK(r.end.rnr_naks > 0); /* B waited for room */
+    CHECK_EQ_U64(r.end.used_bytes, 0);
+    CHECK_EQ_U64(r.end.head, 4096);
+    CHECK_EQ_U64(r.end.tail, 4096);
     fx_destroy(r.fx);
 }
 
@@ -1030,6 +1085,7 @@ int main(void)
     test_wrap(false);
     test_wrap(true);
     test_exhaustion();
+    test_never_full();
     test_watermark(20 * SIM_US, false);
     test_watermark(1 * SIM_MS, true);
     test_tpt_latency();
