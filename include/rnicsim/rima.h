@@ -139,7 +139,10 @@ struct ibv_aq_init_attr {
  *
  * Receiver completions (IBV_WC_RECV_APPEND) come in tail order per AQ
  * only when one CQ serves it; the tail order is the order the NIC's TPT
- * served the messages' first packets.  Room: a message that finds no room
+ * served the messages' first packets.  A message that does not fit before
+ * the end of the region goes to offset 0 (the rest of the lap becomes
+ * padding) - on an empty queue head and tail move to 0 first, without
+ * padding.  Room: a message that finds no room
  * (the head would be overtaken, or the memory at the tail is not yet
  * committed) is refused with an RNR NAK; the sender retries per its
  * rnr_retry and then completes with IBV_WC_RNR_RETRY_EXC_ERR.  A message

@@ -14,7 +14,8 @@
  * head to tail.  A message of len bytes goes at the tail, or - if it does
  * not fit before the end of the region - at offset 0, and the bytes from
  * the tail to the end become padding, counted as used until the head
- * passes them.  It needs (room check, nic_aq_reserve):
+ * passes them; on an empty queue (used 0) head and tail first move to 0
+ * instead (no padding: an empty queue takes any message up to region - 1).  It needs (room check, nic_aq_reserve):
  *   used + padding + len <= region - 1   (never overtakes the head, and
  *                                         never fills the ring completely:
  *                                         head == tail always means empty)
@@ -25,7 +26,10 @@
  * bytes), initially chunks 0 .. initial_chunks-1.  "Beyond the tail" =
  * committed bytes contiguous from the tail in ring order, at most the free
  * part.  When it is below the watermark the NIC interrupts the host
- * (watermark_irqs) which commits the next chunk after that run in the
+ * (watermark_irqs) - also when it is below what a refused message needs
+ * from the tail (need_bytes, kept until an append succeeds, and kept by
+ * the free pass too, so a message needing more than the watermark cannot
+ * livelock) - which commits the next chunk after that run in the
  * background: it is usable rima_alloc_ps later (paper 5.2.1: kalloc+mlock
  * of 16 MB, median 0.97 ms, p90 1 ms); one allocation in flight at a time.
  * After every head move, a committed chunk that lies wholly in the free
@@ -108,6 +112,8 @@ static uint64_t reserve_bytes(const struct nic_aq *aq)
  * tail, padding included). */
 static void watermark_check(struct nic_aq *aq, uint64_t need)
 {
+    if (aq->need_bytes > need)
+        need = aq->need_bytes;
     uint64_t want = need > aq->watermark_bytes ? need : aq->watermark_bytes;
     if (aq->alloc_pending || reserve_bytes(aq) >= want)
         return;
@@ -132,7 +138,7 @@ static void free_pass(struct nic_aq *aq)
     /* the reserve (watermark bytes from the tail, whole chunks) plus one
      * chunk of hysteresis: a tail moving on does not at once need again a
      * chunk just freed */
-    uint64_t keep = aq->watermark_bytes + C;
+    uint64_t keep = (aq->need_bytes > aq->watermark_bytes ? aq->need_bytes : aq->watermark_bytes) + C;
     uint64_t resv_end = (aq->tail + keep + C - 1) / C * C - aq->tail; /* distance from the tail */
     for (uint32_t c = 0; c < aq->n_chunks; c++) {
         if (!aq->committed[c])
@@ -173,8 +179,14 @@ enum nic_aq_status nic_aq_reserve(struct nic *nic, uint32_t aqn, const struct ni
     if (len > R - 1) /* the ring is never completely full (below) */
         return NIC_AQ_TOO_BIG;
     uint64_t o = aq->tail, pad = 0;
-    if (o + len > R) { /* does not fit before the end: pad, go to the top */
-        pad = R - o;
+    if (o + len > R) { /* does not fit before the end: go to the top */
+        if (aq->used_bytes) {
+            pad = R - o; /* the bytes to the end become padding */
+        } else {
+            /* empty: restart at the top with no padding (else a message
+             * longer than region - tail would be refused forever) */
+            aq->head = aq->tail = 0;
+        }
         o = 0;
     }
     /* one byte always stays free: head == tail then means "empty" only, so
@@ -185,9 +197,14 @@ enum nic_aq_status nic_aq_reserve(struct nic *nic, uint32_t aqn, const struct ni
     if (!room) {
         aq->rnr_naks++;
         nic->cnt.rima_rnr_naks++;
+        /* the refused message's need stays in the reserve until an append
+         * succeeds, so that chunks committed for it are not freed again
+         * (free_pass) before it can use them */
+        aq->need_bytes = pad + len;
         watermark_check(aq, pad + len);
         return NIC_AQ_NO_ROOM;
     }
+    aq->need_bytes = 0;
     aq->tail = (o + len) % R;
     aq->used_bytes += pad + len;
     aq->messages++;

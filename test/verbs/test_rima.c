@@ -436,8 +436,10 @@ static uint32_t len_10000(unsigned s, unsigned m)
 }
 
 /* 64 KiB ring, consumer keeps up (head moved after each message): without
- * reset the 7th message (tail 60000, 60000 + 10000 > 65536) goes to offset
- * 0 behind 5536 B of padding; with reset every message lands at 0. */
+ * reset the 7th message (tail 60000, 60000 + 10000 > 65536) finds the
+ * queue empty and restarts at offset 0 with no padding (the padding case,
+ * a non-empty queue, is test_padding's); with
+ * reset every message lands at 0. */
 static void test_wrap(bool reset)
 {
     static struct run r;
@@ -471,8 +473,8 @@ static void test_wrap(bool reset)
     uint64_t want_end = reset ? 0 : 40000;
     CHECK_EQ_U64(r.end.head, want_end);
     CHECK_EQ_U64(r.end.tail, want_end);
-    /* peak: one message (+ the padding while the head still sat before it) */
-    uint64_t want_peak = reset ? 10000 : 5536 + 10000;
+    /* peak: one message (an empty queue restarts at 0 without padding) */
+    uint64_t want_peak = 10000;
     CHECK_EQ_U64(r.end.peak_used_bytes, want_peak);
     CHECK_EQ_U64(r.end.rnr_naks, 0);
     fx_destroy(r.fx);
@@ -554,6 +556,125 @@ static void test_never_full(void)
     CHECK_EQ_U64(r.end.used_bytes, 0);
     CHECK_EQ_U64(r.end.head, 4096);
     CHECK_EQ_U64(r.end.tail, 4096);
+    fx_destroy(r.fx);
+}
+
+static uint32_t len_pad(unsigned s, unsigned m)
+{
+    (void)s;
+    static const uint32_t len[3] = {6000, 6000, 5000};
+    return len[m];
+}
+
+/* Padding on a non-empty queue: 16 KiB ring, 6000 B at 0 and at 6000; the
+ * 5000 B message does not fit before the end (12000 + 5000 > 16384) and
+ * waits (RNR) until the first one is consumed, then goes to offset 0 with
+ * the 4384 B from the tail to the end as padding (used 6000 + 4384 + 5000
+ * = 15384 <= 16383). */
+static void test_padding(void)
+{
+    static struct run r;
+    memset(&r, 0, sizeof(r));
+    r.n_senders = 1;
+    r.n_msgs = 3;
+    r.window = 3;
+    r.len_fn = len_pad;
+    r.consume = true;
+    r.consume_delay_ps = 20 * SIM_US;
+    r.rnr_retry = 6;
+    r.deadline_ps = 5 * SIM_MS;
+    r.aqa = (struct ibv_aq_attr){.region_bytes = 16384, .chunk_bytes = 16384, .initial_chunks = 1};
+    run_go(&r, 45, NULL);
+    CHECK(r.cqe_fields_ok && r.modify_ok);
+    CHECK_EQ_U64(r.n_cqe, 3);
+    static const uint64_t want_off[3] = {0, 6000, 0};
+    for (unsigned m = 0; m < r.n_cqe; m++) {
+        CHECK(r.cqe[m].ok);
+        CHECK_EQ_U64(r.cqe[m].off, want_off[m]);
+    }
+    CHECK(r.end.rnr_naks > 0);
+    CHECK_EQ_U64(r.end.peak_used_bytes, 15384);
+    CHECK_EQ_U64(r.end.used_bytes, 0);
+    CHECK_EQ_U64(r.end.tail, 5000);
+    fx_destroy(r.fx);
+}
+
+static uint32_t len_5000_6000(unsigned s, unsigned m)
+{
+    (void)s;
+    return m % 2 ? 6000 : 5000;
+}
+
+/* An empty queue takes any message that fits the region: 5000 B, consumed,
+ * then 6000 B (which does not fit between the tail 5000 and the end of
+ * the 8 KiB region) restarts at offset 0 with no padding, and so on. */
+static void test_empty_restart(void)
+{
+    static struct run r;
+    memset(&r, 0, sizeof(r));
+    r.n_senders = 1;
+    r.n_msgs = 4;
+    r.len_fn = len_5000_6000;
+    r.pingpong = true;
+    r.consume = true;
+    r.rnr_retry = 3;
+    r.deadline_ps = 5 * SIM_MS;
+    r.aqa = (struct ibv_aq_attr){.region_bytes = 8192, .chunk_bytes = 8192, .initial_chunks = 1};
+    run_go(&r, 43, NULL);
+    CHECK(r.cqe_fields_ok && r.modify_ok);
+    CHECK_EQ_U64(r.n_cqe, 4);
+    CHECK_EQ_U64(r.n_ok[0], 4);
+    for (unsigned m = 0; m < r.n_cqe; m++) {
+        CHECK(r.cqe[m].ok);
+        CHECK_EQ_U64(r.cqe[m].off, 0);
+    }
+    CHECK_EQ_U64(r.end.rnr_naks, 0);
+    CHECK_EQ_U64(r.end.used_bytes, 0);
+    CHECK_EQ_U64(r.end.peak_used_bytes, 6000); /* never any padding */
+    fx_destroy(r.fx);
+}
+
+static uint32_t len_restart_alloc(unsigned s, unsigned m)
+{
+    (void)s;
+    static const uint32_t len[3] = {6000, 6000, 12500};
+    return len[m];
+}
+
+/* The restart at offset 0 needs chunks that are not committed any more (a
+ * 16 KiB ring of 4 KiB chunks, 4 KiB watermark: after two 6000 B messages
+ * are consumed the reserve sits around the tail 12000, chunks 0 and 1 are
+ * freed).  The 12500 B message restarts at 0 and its refusal commits
+ * exactly chunks 0 .. 2 one after the other (none freed again meanwhile:
+ * no livelock); it is delivered at offset 0. */
+static void test_empty_restart_alloc(void)
+{
+    static struct run r;
+    memset(&r, 0, sizeof(r));
+    r.n_senders = 1;
+    r.n_msgs = 3;
+    r.len_fn = len_restart_alloc;
+    r.pingpong = true;
+    r.consume = true;
+    r.rnr_retry = 7; /* infinite: a livelock would hit the deadline */
+    r.deadline_ps = 5 * SIM_MS;
+    r.aqa = (struct ibv_aq_attr){.region_bytes = 16384,
+                                 .chunk_bytes = 4096,
+                                 .watermark_bytes = 4096,
+                                 .initial_chunks = 4};
+    struct nic_params np;
+    nic_params_default(&np);
+    np.rima_alloc_ps = 20 * SIM_US;
+    run_go(&r, 47, &np);
+    CHECK(r.cqe_fields_ok && r.modify_ok);
+    CHECK_EQ_U64(r.n_cqe, 3);
+    static const uint64_t want_off[3] = {0, 6000, 0};
+    for (unsigned m = 0; m < r.n_cqe; m++) {
+        CHECK(r.cqe[m].ok);
+        CHECK_EQ_U64(r.cqe[m].off, want_off[m]);
+    }
+    CHECK_EQ_U64(r.end.used_bytes, 0);
+    CHECK_EQ_U64(r.end.tail, 12500);
     fx_destroy(r.fx);
 }
 
@@ -1086,6 +1207,9 @@ int main(void)
     test_wrap(true);
     test_exhaustion();
     test_never_full();
+    test_padding();
+    test_empty_restart();
+    test_empty_restart_alloc();
     test_watermark(20 * SIM_US, false);
     test_watermark(1 * SIM_MS, true);
     test_tpt_latency();
