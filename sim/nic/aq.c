@@ -50,14 +50,22 @@
 
 #include "nic_priv.h"
 
-enum { AQN_GEN_BITS = 8, AQN_GEN_MASK = (1u << AQN_GEN_BITS) - 1 };
+enum { AQN_GEN_MASK = (1u << (32 - NIC_AQ_SLOT_BITS)) - 1 };
+
+/* TPT slots in use: the profile's entries, at most what the number's slot
+ * bits can name (the profile parser refuses more, tools/rnicsim/params.c) */
+static uint32_t tpt_slots(const struct nic *nic)
+{
+    uint32_t n = nic->p.rima_tpt_entries;
+    return n < NIC_AQ_MAX_TPT_ENTRIES ? n : NIC_AQ_MAX_TPT_ENTRIES;
+}
 
 /* ---------------------------------------------------------------- TPT */
 
 struct nic_aq *nic_aq_lookup(struct nic *nic, uint32_t aqn)
 {
-    uint32_t slot = aqn >> AQN_GEN_BITS;
-    if (!nic->tpt || slot >= nic->p.rima_tpt_entries)
+    uint32_t slot = aqn & (NIC_AQ_MAX_TPT_ENTRIES - 1);
+    if (!nic->tpt || slot >= tpt_slots(nic))
         return NULL;
     struct nic_aq *aq = nic->tpt[slot];
     return aq && aq->aqn == aqn ? aq : NULL;
@@ -263,7 +271,7 @@ static void head_arrived(struct sim *sim, void *a, void *b)
     (void)b;
     struct nic_op *op = a;
     struct nic_aq *aq = nic_aq_lookup(op->nic, op->dma_qpn);
-    if (aq)
+    if (aq && aq->serial == op->swap_add) /* the very queue it was written for */
         apply_head(aq, op->v);
     nic_op_free(op);
 }
@@ -274,6 +282,7 @@ void nic_aq_write_head(struct nic_aq *aq, uint64_t head)
     struct nic_op *op = nic_op_alloc(nic, NIC_OP_DOORBELL, NULL);
     op->v = head;
     op->dma_qpn = aq->aqn; /* the queue, looked up again on arrival */
+    op->swap_add = aq->serial;
     if (nic->pcie)
         pcie_mmio_write_k(nic->pcie, PCIE_K_DOORBELL, 8, head_arrived, op, NULL);
     else
@@ -296,14 +305,14 @@ void nic_aq_set_flags(struct nic_aq *aq, uint32_t flags)
 struct nic_aq *nic_aq_create(struct nic_pd *pd, struct nic_cq *cq, const struct nic_aq_cfg *cfg)
 {
     struct nic *nic = pd->nic;
-    uint32_t entries = nic->p.rima_tpt_entries;
+    uint32_t entries = tpt_slots(nic);
     if (!entries) {
         errno = EOPNOTSUPP;
         return NULL;
     }
     if (!nic->tpt) {
         nic->tpt = calloc(entries, sizeof(*nic->tpt));
-        nic->tpt_gen = calloc(entries, 1);
+        nic->tpt_gen = calloc(entries, sizeof(*nic->tpt_gen));
         if (!nic->tpt || !nic->tpt_gen) {
             free(nic->tpt);
             free(nic->tpt_gen);
@@ -338,7 +347,7 @@ struct nic_aq *nic_aq_create(struct nic_pd *pd, struct nic_cq *cq, const struct 
         errno = e;
         return NULL;
     }
-    uint8_t gen = (uint8_t)(nic->tpt_gen[slot] + 1);
+    uint32_t gen = (nic->tpt_gen[slot] + 1) & AQN_GEN_MASK;
     if (!gen)
         gen = 1;
     nic->tpt_gen[slot] = gen;
@@ -346,7 +355,8 @@ struct nic_aq *nic_aq_create(struct nic_pd *pd, struct nic_cq *cq, const struct 
     aq->pd = pd;
     aq->cq = cq;
     aq->slot = slot;
-    aq->aqn = slot << AQN_GEN_BITS | gen;
+    aq->aqn = gen << NIC_AQ_SLOT_BITS | slot;
+    aq->serial = ++nic->aq_serial;
     aq->buf = cfg->buf;
     aq->region_bytes = cfg->region_bytes;
     aq->chunk_bytes = cfg->chunk_bytes;
@@ -389,7 +399,7 @@ int nic_aq_destroy(struct nic_aq *aq)
 
 void nic_aq_teardown(struct nic *nic)
 {
-    for (uint32_t i = 0; nic->tpt && i < nic->p.rima_tpt_entries; i++)
+    for (uint32_t i = 0; nic->tpt && i < tpt_slots(nic); i++)
         if (nic->tpt[i])
             aq_free(nic->tpt[i], true);
     free(nic->tpt);

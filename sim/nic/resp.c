@@ -467,6 +467,7 @@ static enum resp_state check_append(struct nic_qp *qp, struct resp_ctx *c)
         switch (nic_aq_reserve(qp->nic, p->reth_rkey, qp->init.pd, p->reth_dma_len,
                                &e->resp_aq_off)) {
         case NIC_AQ_OK:
+            e->resp_aq_serial = nic_aq_lookup(qp->nic, p->reth_rkey)->serial;
             break;
         case NIC_AQ_NO_QUEUE:
             return fatal(c, NIC_AETH_NAK_REM_ACC, IBV_WC_SUCCESS);
@@ -475,12 +476,18 @@ static enum resp_state check_append(struct nic_qp *qp, struct resp_ctx *c)
         case NIC_AQ_NO_ROOM:
             return RESP_ERR_RNR;
         }
-    } else if (!nic_aq_lookup(qp->nic, e->resp_aqn)) {
-        return fatal(c, NIC_AETH_NAK_REM_ACC, IBV_WC_SUCCESS); /* destroyed meanwhile */
     }
+    /* every packet: the very queue the first packet reserved in (a number
+     * alone could name a later queue of the same slot), and a placement
+     * inside its region - never a write outside it */
+    const struct nic_aq *aq = nic_aq_lookup(qp->nic, e->resp_aqn);
+    if (!aq || aq->serial != e->resp_aq_serial)
+        return fatal(c, NIC_AETH_NAK_REM_ACC, IBV_WC_SUCCESS); /* destroyed meanwhile */
     uint64_t end = (uint64_t)e->resp_off + p->payload_len;
     if (end > e->resp_len || ((c->mask & NIC_OPF_LAST) && end != e->resp_len))
         return fatal(c, NIC_AETH_NAK_INV_REQ, IBV_WC_SUCCESS);
+    if (e->resp_aq_off > aq->region_bytes || end > aq->region_bytes - e->resp_aq_off)
+        return fatal(c, NIC_AETH_NAK_REM_ACC, IBV_WC_SUCCESS);
     return RESP_EXECUTE;
 }
 

@@ -903,6 +903,25 @@ static void api_prog(void *arg)
     s->tpt_again = a3 && a3->aq_num != old;
     if (a3)
         CHECK(ibv_destroy_aq(a3) == 0);
+    /* one slot created and destroyed 600 times: never the same number
+     * again (an 8-bit generation came back after 255 cycles, and a stale
+     * number - a late append, a middle packet, a head write - named the
+     * new queue) */
+    enum { CYCLES = 600 };
+    static uint32_t nums[CYCLES];
+    bool distinct = true;
+    for (unsigned i = 0; i < CYCLES; i++) {
+        struct ibv_aq *t = mk_aq(&s->srv, cq, 4096, 0, 0, 0, 0);
+        CHECK(t != NULL);
+        if (!t)
+            break;
+        nums[i] = t->aq_num;
+        distinct &= nums[i] != old;
+        for (unsigned j = 0; j < i; j++)
+            distinct &= nums[j] != nums[i];
+        CHECK(ibv_destroy_aq(t) == 0);
+    }
+    CHECK(distinct);
     if (a2)
         CHECK(ibv_destroy_aq(a2) == 0);
     fx_rc_close(&s->srv);
