@@ -53,7 +53,14 @@ extern "C" {
 /* Receiver completion opcode (IBV_WC_RECV bit set, so "opcode &
  * IBV_WC_RECV" still says "received"): wc.wr_id = the message's offset in
  * bytes from aq->buf, wc.byte_len = its length, wc.qp_num = the receiving
- * QP, wc.src_qp = the sender's QP. */
+ * QP, wc.src_qp = the sender's QP.
+ * Holes: the tail moves on a message's first packet.  If the receiving QP
+ * goes to error or reset, or is destroyed, before the message's last
+ * packet (its sender failed, ran out of retries, or went away), the NIC
+ * writes a receiver completion with status IBV_WC_WR_FLUSH_ERR, opcode
+ * IBV_WC_RECV_APPEND, wr_id = the offset, byte_len = the reserved length:
+ * those bytes hold no message (partly written garbage at most) and the
+ * consumer skips them when it advances the head. */
 #define IBV_WC_RECV_APPEND ((enum ibv_wc_opcode)(IBV_WC_RECV | 0x40))
 
 static inline void ibv_wr_append(struct ibv_send_wr *wr, uint32_t aq_num)

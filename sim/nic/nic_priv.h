@@ -334,6 +334,7 @@ struct nic_qp_engine {
     uint32_t resp_aqn;
     uint64_t resp_aq_serial; /* the AQ itself (a number could name a later one) */
     uint64_t resp_aq_off;
+    bool resp_aq_open; /* its tail moved, its receiver CQE not yet written */
     struct pkt *aq_wait, *aq_held_head, *aq_held_tail;
     struct sim_event aq_ev;
 

@@ -468,6 +468,7 @@ static enum resp_state check_append(struct nic_qp *qp, struct resp_ctx *c)
                                &e->resp_aq_off)) {
         case NIC_AQ_OK:
             e->resp_aq_serial = nic_aq_lookup(qp->nic, p->reth_rkey)->serial;
+            e->resp_aq_open = true;
             break;
         case NIC_AQ_NO_QUEUE:
             return fatal(c, NIC_AETH_NAK_REM_ACC, IBV_WC_SUCCESS);
@@ -707,6 +708,7 @@ static enum resp_state complete(struct nic_qp *qp, struct resp_ctx *c)
     e->msn++;
     if (m & NIC_OPF_APPEND) { /* RIMA: one CQE per message on the AQ's CQ */
         const struct nic_aq *aq = nic_aq_lookup(qp->nic, e->resp_aqn);
+        e->resp_aq_open = false;
         struct ibv_wc wc = {
             .wr_id = e->resp_aq_off,
             .status = IBV_WC_SUCCESS,
@@ -1182,9 +1184,35 @@ static void aq_tpt_fn(struct sim *sim, struct sim_event *ev)
     }
 }
 
+/* An append whose tail moved but whose last packet never came (the QP goes
+ * to error or reset, or is destroyed): its bytes would be a hole the
+ * consumer waits on forever.  Announce it with a receiver CQE of status
+ * IBV_WC_WR_FLUSH_ERR, wr_id = the offset, byte_len = the reserved length
+ * (include/rnicsim/rima.h), so the consumer can skip it. */
+static void aq_flush_open(struct nic_qp *qp)
+{
+    struct nic_qp_engine *e = qp->eng;
+    if (!e->resp_aq_open)
+        return;
+    e->resp_aq_open = false;
+    const struct nic_aq *aq = nic_aq_lookup(qp->nic, e->resp_aqn);
+    if (!aq || aq->serial != e->resp_aq_serial)
+        return; /* the queue is gone: nobody to tell */
+    struct ibv_wc wc = {
+        .wr_id = e->resp_aq_off,
+        .status = IBV_WC_WR_FLUSH_ERR,
+        .opcode = IBV_WC_RECV_APPEND,
+        .byte_len = (uint32_t)e->resp_len,
+        .qp_num = qp->qpn,
+        .src_qp = qp->attr.dest_qp_num,
+    };
+    nic_cqe_write(qp->nic, aq->cq, &wc, false);
+}
+
 static void aq_clear(struct nic_qp *qp)
 {
     struct nic_qp_engine *e = qp->eng;
+    aq_flush_open(qp);
     sim_cancel(qp->nic->sim, &e->aq_ev);
     if (e->aq_wait)
         pkt_free(qp->nic->pool, e->aq_wait);
@@ -1225,6 +1253,8 @@ void nic_resp_init(struct nic_qp *qp)
         sim_event_init(&e->aq_ev, aq_tpt_fn, qp, "nic.aq_tpt");
     e->resp_aqn = 0;
     e->resp_aq_off = 0;
+    e->resp_aq_serial = 0;
+    e->resp_aq_open = false;
     e->ar.msg_psn = 0;
 }
 
