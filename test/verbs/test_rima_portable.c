@@ -20,7 +20,10 @@
  *    offset 0 after padding) with a window of 2; the receiver gets each
  *    once, in order, intact, inside the region, with the sender's QP; the
  *    sender gets one completion per append in order, and ENOMEM when its
- *    window is full; the stats count them. */
+ *    window is full; the stats count them;
+ *  - a bad completion mid-batch (HW): the good ones before it are returned,
+ *    the error comes with the next call, the completions after it with the
+ *    one after (nothing dropped). */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -341,6 +344,90 @@ static void test_exchange(enum rima_mode mode, uint64_t region, const uint32_t *
     fx_destroy(s.fx);
 }
 
+/* ---------------------------------------------------------------- a bad completion mid-batch */
+
+struct mid_st {
+    struct fx *fx;
+    struct fx_rc srv, cli;
+    int r1, r2, r3, e2;
+    struct rima_msg m1, m3;
+};
+
+static void mid_client(void *arg)
+{
+    struct mid_st *s = arg;
+    CHECK(fx_rc_open(s->fx, &s->cli, NULL) == 0);
+    CHECK(fx_rc_connect(&s->cli, "m/c", "m/s") == 0);
+    uint32_t aqn = 0;
+    fx_get(s->fx, "m/aqn", &aqn, sizeof(aqn));
+    memset(s->cli.buf, 0xa1, 300);
+    struct ibv_sge sge = {(uintptr_t)s->cli.buf, 300, s->cli.mr->lkey};
+    struct ibv_send_wr wr = {.wr_id = 1, .sg_list = &sge, .num_sge = 1};
+    struct ibv_send_wr *bad = NULL;
+    ibv_wr_append(&wr, aqn);
+    CHECK(ibv_post_send(s->cli.qp, &wr, &bad) == 0);
+    /* a SEND whose receive completion lands on the AQ's CQ too: not an append */
+    CHECK(fx_post(&s->cli, IBV_WR_SEND, 2, 0, 64, 0, 0) == 0);
+    sge.length = 500;
+    wr.wr_id = 3;
+    CHECK(ibv_post_send(s->cli.qp, &wr, &bad) == 0);
+    fx_put(s->fx, "m/sent", NULL, 0);
+    fx_barrier(s->fx, "m/end", "client", "server");
+    fx_rc_close(&s->cli);
+}
+
+/* HW mode: the AQ's CQ holds an append (300 B), a foreign receive
+ * completion, an append (500 B).  rima_poll_aq(8) returns the first append
+ * (it used to fail the whole batch with EPROTO and drop it), the next call
+ * reports EPROTO, the one after returns the second append. */
+static void mid_server(void *arg)
+{
+    struct mid_st *s = arg;
+    CHECK(fx_rc_open(s->fx, &s->srv, NULL) == 0);
+    struct rima_aq_opts o = {.mode = RIMA_HW, .region_bytes = 1u << 16};
+    struct rima_aq *aq = rima_aq_create(s->srv.pd, s->srv.rcq, &o);
+    CHECK(aq != NULL);
+    if (!aq)
+        return;
+    struct rima_aq_remote r;
+    CHECK(rima_aq_export(aq, &r) == 0);
+    fx_put(s->fx, "m/aqn", &r.aq_num, sizeof(r.aq_num));
+    CHECK(fx_rc_connect(&s->srv, "m/s", "m/c") == 0);
+    CHECK(fx_post_recv(&s->srv, 9, 0, 4096) == 0);
+    fx_get(s->fx, "m/sent", NULL, 0);
+    sim_proc_sleep(100 * SIM_US); /* all three completions are in the CQ */
+    struct rima_msg out[8];
+    s->r1 = rima_poll_aq(aq, 8, out);
+    s->m1 = out[0];
+    errno = 0;
+    s->r2 = rima_poll_aq(aq, 8, out);
+    s->e2 = errno;
+    s->r3 = rima_poll_aq(aq, 8, out);
+    s->m3 = out[0];
+    fx_barrier(s->fx, "m/end", "server", "client");
+    CHECK(rima_aq_destroy(aq) == 0);
+    fx_rc_close(&s->srv);
+}
+
+static void test_mid_batch_error(void)
+{
+    static struct mid_st s;
+    memset(&s, 0, sizeof(s));
+    s.fx = fx_create(5, NULL);
+    fx_spawn(s.fx, 0, "server", mid_server, &s);
+    fx_spawn(s.fx, 1, "client", mid_client, &s);
+    CHECK(fx_run(s.fx) == SIM_RUN_DONE);
+    CHECK_EQ_U64(s.r1, 1);
+    CHECK_EQ_U64(s.m1.offset, 0);
+    CHECK_EQ_U64(s.m1.len, 300);
+    CHECK_EQ_U64(s.r2, (uint64_t)-1);
+    CHECK_EQ_U64(s.e2, EPROTO);
+    CHECK_EQ_U64(s.r3, 1);
+    CHECK_EQ_U64(s.m3.offset, 300);
+    CHECK_EQ_U64(s.m3.len, 500);
+    fx_destroy(s.fx);
+}
+
 int main(void)
 {
     test_errors(false);
@@ -349,5 +436,6 @@ int main(void)
     static const uint32_t hw_lens[EX_MSGS] = {1000, 0, 3000, 2048, 100, 2000};
     test_exchange(RIMA_SW, 64, sw_lens);
     test_exchange(RIMA_HW, 4096, hw_lens);
+    test_mid_batch_error();
     return test_summary();
 }
