@@ -50,7 +50,10 @@
  * control verbs (host.cpu.control_verb); a head-only modify is the data
  * path: host.cpu.post_send (a barrier and one MMIO store) and an 8-byte
  * MMIO write that reaches the NIC over PCIe, which applies it on arrival
- * (the head a query reports until then is the old one). */
+ * (the head a query reports until then is the old one).  The write is
+ * tagged with the queue's reset epoch: if the queue was reset to offset 0
+ * (IBV_AQ_F_RESET_ON_EMPTY, or an empty queue restarting at 0) after the
+ * head was checked here and before the write arrives, it is ignored. */
 #include <errno.h>
 #include <stdlib.h>
 #include <sys/mman.h>

@@ -160,7 +160,10 @@ struct ibv_aq_init_attr {
  * arrives.  The ring never becomes completely full (a message needs
  * used + padding + len <= region_bytes - 1), so head == tail always means
  * "empty": a head equal to the tail consumes everything, a head equal to
- * the current head moves nothing; a head of region_bytes is offset 0. */
+ * the current head moves nothing; a head of region_bytes is offset 0.  A
+ * head write that arrives after the queue was reset to offset 0 (reset on
+ * empty, or an empty queue restarting at 0) since it was issued is
+ * ignored. */
 struct ibv_aq *ibv_create_aq(struct ibv_pd *pd, struct ibv_aq_init_attr *init_attr);
 int ibv_destroy_aq(struct ibv_aq *aq);
 int ibv_query_aq(struct ibv_aq *aq, struct ibv_aq_attr *attr);

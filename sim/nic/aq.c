@@ -40,7 +40,10 @@
  * Reset on empty (IBV_AQ_F_RESET_ON_EMPTY): a head move that empties the
  * queue sets head = tail = 0, done by the NIC when the head write arrives
  * (so no append can slip in between), provided the chunks at the top that
- * the reserve needs are committed (else the ring just goes on). */
+ * the reserve needs are committed (else the ring just goes on).  Every
+ * reset or restart at 0 bumps the queue's epoch; a head MMIO carries the
+ * epoch it was issued in and is ignored (head_updates_ignored) if one
+ * happened meanwhile: its offset was checked against the old lap. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -192,8 +195,10 @@ enum nic_aq_status nic_aq_reserve(struct nic *nic, uint32_t aqn, const struct ni
             pad = R - o; /* the bytes to the end become padding */
         } else {
             /* empty: restart at the top with no padding (else a message
-             * longer than region - tail would be refused forever) */
+             * longer than region - tail would be refused forever); head
+             * writes issued before are stale now (epoch) */
             aq->head = aq->tail = 0;
+            aq->epoch++;
         }
         o = 0;
     }
@@ -259,8 +264,10 @@ static void apply_head(struct nic_aq *aq, uint64_t head)
     }
     aq->used_bytes -= (uint64_t)d;
     aq->head = (aq->head + (uint64_t)d) % aq->region_bytes;
-    if (!aq->used_bytes && (aq->flags & IBV_AQ_F_RESET_ON_EMPTY) && aq->tail && top_ready(aq))
+    if (!aq->used_bytes && (aq->flags & IBV_AQ_F_RESET_ON_EMPTY) && aq->tail && top_ready(aq)) {
         aq->head = aq->tail = 0;
+        aq->epoch++; /* head writes still in flight were meant for the old offsets */
+    }
     free_pass(aq);
     watermark_check(aq, 0);
 }
@@ -271,8 +278,14 @@ static void head_arrived(struct sim *sim, void *a, void *b)
     (void)b;
     struct nic_op *op = a;
     struct nic_aq *aq = nic_aq_lookup(op->nic, op->dma_qpn);
-    if (aq && aq->serial == op->swap_add) /* the very queue it was written for */
-        apply_head(aq, op->v);
+    /* the very queue it was written for, and no reset / restart since it
+     * was issued (its offset would name bytes of the new lap) */
+    if (aq && aq->serial == op->swap_add) {
+        if (op->compare == aq->epoch)
+            apply_head(aq, op->v);
+        else
+            aq->head_updates_ignored++;
+    }
     nic_op_free(op);
 }
 
@@ -283,6 +296,7 @@ void nic_aq_write_head(struct nic_aq *aq, uint64_t head)
     op->v = head;
     op->dma_qpn = aq->aqn; /* the queue, looked up again on arrival */
     op->swap_add = aq->serial;
+    op->compare = aq->epoch; /* the reset epoch it was issued in */
     if (nic->pcie)
         pcie_mmio_write_k(nic->pcie, PCIE_K_DOORBELL, 8, head_arrived, op, NULL);
     else

@@ -35,6 +35,7 @@
 #include <rnicsim/rima.h>
 
 #include "fixture.h"
+#include "sim/nic/nic_priv.h" /* nic_aq_lookup, nic_aq_reserve: exact interleaving */
 #include "test.h"
 
 /* ---------------------------------------------------------------- helpers */
@@ -777,6 +778,68 @@ static void test_hole(void)
     fx_destroy(s.fx);
 }
 
+/* ---------------------------------------------------------------- stale head writes */
+
+struct stale_st {
+    struct fx *fx;
+    struct fx_rc srv;
+    bool interleaved;
+    uint64_t used_after, ignored, off_b;
+};
+
+/* Reset on empty: a message of 4096 B at 0; the consumer writes head 4096
+ * twice (both checked valid, both in flight).  The first empties the queue
+ * and resets it to 0; an append of 8192 B (B) then takes offset 0; the
+ * second write, stale, arrives: it was checked against the old lap and
+ * would consume half of B.  It is ignored (reset epoch). */
+static void stale_prog(void *arg)
+{
+    struct stale_st *s = arg;
+    CHECK(fx_rc_open(s->fx, &s->srv, NULL) == 0);
+    struct ibv_aq_init_attr ia = {.cq = s->srv.rcq,
+                                  .attr = {.region_bytes = 65536,
+                                           .chunk_bytes = 65536,
+                                           .watermark_bytes = 4096,
+                                           .flags = IBV_AQ_F_RESET_ON_EMPTY}};
+    struct ibv_aq *aq = ibv_create_aq(s->srv.pd, &ia);
+    CHECK(aq != NULL);
+    if (!aq)
+        return;
+    struct nic *nic = s->fx->nic[0];
+    struct nic_aq *naq = nic_aq_lookup(nic, aq->aq_num);
+    uint64_t off = 0;
+    CHECK(nic_aq_reserve(nic, aq->aq_num, naq->pd, 4096, &off) == NIC_AQ_OK);
+    CHECK_EQ_U64(naq->tail, 4096);
+    nic_aq_write_head(naq, 4096);
+    sim_proc_sleep(1); /* 1 ps: the second write leaves after the first */
+    nic_aq_write_head(naq, 4096);
+    /* the first write arrives: the queue resets; then B comes in */
+    sim_time_t until = sim_now(s->fx->sim) + 10 * SIM_US;
+    while (naq->tail != 0 && sim_now(s->fx->sim) < until)
+        sim_proc_sleep(1);
+    s->interleaved = naq->tail == 0 && naq->head_updates_ignored == 0;
+    CHECK(nic_aq_reserve(nic, aq->aq_num, naq->pd, 8192, &s->off_b) == NIC_AQ_OK);
+    sim_proc_sleep(10 * SIM_US); /* the second write has arrived */
+    s->used_after = naq->used_bytes;
+    s->ignored = naq->head_updates_ignored;
+    CHECK(ibv_destroy_aq(aq) == 0);
+    fx_rc_close(&s->srv);
+}
+
+static void test_stale_head(void)
+{
+    static struct stale_st s;
+    memset(&s, 0, sizeof(s));
+    s.fx = fx_create(73, NULL);
+    fx_spawn(s.fx, 0, "stale", stale_prog, &s);
+    CHECK(fx_run(s.fx) == SIM_RUN_DONE);
+    CHECK(s.interleaved); /* B really came between the two writes */
+    CHECK_EQ_U64(s.off_b, 0);
+    CHECK_EQ_U64(s.used_after, 8192); /* B untouched */
+    CHECK_EQ_U64(s.ignored, 1);
+    fx_destroy(s.fx);
+}
+
 /* ---------------------------------------------------------------- background allocation */
 
 static uint32_t len_4000(unsigned s, unsigned m)
@@ -1329,6 +1392,7 @@ int main(void)
     test_empty_restart();
     test_empty_restart_alloc();
     test_hole();
+    test_stale_head();
     test_watermark(20 * SIM_US, false);
     test_watermark(1 * SIM_MS, true);
     test_tpt_latency();
