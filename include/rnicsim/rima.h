@@ -144,9 +144,12 @@ struct ibv_aq_init_attr {
  * once, appends still arriving for it fail at the sender with
  * IBV_WC_REM_ACCESS_ERR (docs/rima.md "API").
  *
- * Receiver completions (IBV_WC_RECV_APPEND) come in tail order per AQ
- * only when one CQ serves it; the tail order is the order the NIC's TPT
- * served the messages' first packets.  A message that does not fit before
+ * Receiver completions (IBV_WC_RECV_APPEND) of one AQ come in the order
+ * the messages' LAST packets were processed, which is not the queue (tail)
+ * order: the tail order - the offsets - is the order the NIC's TPT served
+ * the messages' FIRST packets, so a long message that started first may
+ * complete after a short one that started later.  Consume by offset
+ * (docs/rima.md "Completions").  A message that does not fit before
  * the end of the region goes to offset 0 (the rest of the lap becomes
  * padding) - on an empty queue head and tail move to 0 first, without
  * padding.  Room: a message that finds no room
