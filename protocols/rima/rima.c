@@ -356,9 +356,9 @@ static int hw_wc(struct rima_aq *aq, const struct ibv_wc *wc, struct rima_msg *m
         /* a hole: the tail moved for a message whose sender or receiving
          * QP failed before its last packet (rnicsim/rima.h); its bytes are
          * consumed at once, like padding, and it is not delivered */
-        uint64_t pos = aq->head_pos +
-                       (wc->wr_id + aq->region_bytes - aq->head_pos % aq->region_bytes) %
-                           aq->region_bytes;
+        uint64_t pos =
+            aq->head_pos +
+            (wc->wr_id + aq->region_bytes - aq->head_pos % aq->region_bytes) % aq->region_bytes;
         if (wc->byte_len) {
             int err = rima_done_push(aq, pos, pos + wc->byte_len);
             if (err)

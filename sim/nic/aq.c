@@ -15,12 +15,10 @@
  * not fit before the end of the region - at offset 0, and the bytes from
  * the tail to the end become padding, counted as used until the head
  * passes them; on an empty queue (used 0) head and tail first move to 0
- * instead (no padding: an empty queue takes any message up to region - 1).  It needs (room check, nic_aq_reserve):
- *   used + padding + len <= region - 1   (never overtakes the head, and
- *                                         never fills the ring completely:
- *                                         head == tail always means empty)
- *   every chunk overlapping [off, off + len) is committed
- * else the append is refused (the responder answers RNR NAK).
+ * instead (no padding: an empty queue takes any message up to region - 1).  It needs (room check,
+ * nic_aq_reserve): used + padding + len <= region - 1   (never overtakes the head, and never fills
+ * the ring completely: head == tail always means empty) every chunk overlapping [off, off + len) is
+ * committed else the append is refused (the responder answers RNR NAK).
  *
  * Reserve pool (3.2.1).  Physical memory is committed per chunk (chunk
  * bytes), initially chunks 0 .. initial_chunks-1.  "Beyond the tail" =
@@ -149,7 +147,8 @@ static void free_pass(struct nic_aq *aq)
     /* the reserve (watermark bytes from the tail, whole chunks) plus one
      * chunk of hysteresis: a tail moving on does not at once need again a
      * chunk just freed */
-    uint64_t keep = (aq->need_bytes > aq->watermark_bytes ? aq->need_bytes : aq->watermark_bytes) + C;
+    uint64_t keep =
+        (aq->need_bytes > aq->watermark_bytes ? aq->need_bytes : aq->watermark_bytes) + C;
     uint64_t resv_end = (aq->tail + keep + C - 1) / C * C - aq->tail; /* distance from the tail */
     for (uint32_t c = 0; c < aq->n_chunks; c++) {
         if (!aq->committed[c])

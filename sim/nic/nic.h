@@ -287,7 +287,7 @@ struct nic_aq {
     uint64_t peak_used_bytes, peak_committed_bytes;
     uint64_t messages, bytes, watermark_irqs, chunks_allocated, chunks_freed, rnr_naks;
     uint64_t head_updates_ignored; /* MMIO head updates no longer valid on arrival */
-    uint64_t need_bytes; /* the last refused message's need from the tail (0: none) */
+    uint64_t need_bytes;           /* the last refused message's need from the tail (0: none) */
 };
 
 /* Create-time configuration (already validated by the shim). */

@@ -16,7 +16,15 @@
  *    order per sender), every byte checked;
  *    the same with 5 % packet loss (retransmissions, duplicate first
  *    packets never append twice);
- *  - wrap-around (padding to the end of the region) and reset on empty;
+ *  - wrap-around and reset on empty; padding on a non-empty queue;
+ *  - the ring never fills completely (a 0 B append, then 4096 + 4096 B into
+ *    8 KiB: the second waits, nothing is overwritten); an empty queue
+ *    restarts at 0 without padding (also when the chunks there must be
+ *    committed again first: no livelock);
+ *  - holes: the receiving QP fails mid-message -> an IBV_WC_WR_FLUSH_ERR
+ *    receiver CQE with the offset and reserved length;
+ *  - a stale head write from before a reset on empty is ignored;
+ *  - one TPT slot cycled 600 times never repeats a queue number;
  *  - exhaustion: the head never moves, RNR NAKs, IBV_WC_RNR_RETRY_EXC_ERR
  *    after rnr_retry 2, earlier messages untouched;
  *  - background allocation: a line-rate burst with a reserve that covers
@@ -175,12 +183,12 @@ struct run {
     struct ibv_aq_attr aqa;
     bool pingpong, consume;
     uint8_t rnr_retry, min_rnr_timer;
-    double loss;            /* random packet loss at every NIC's ingress */
-    sim_time_t settle_ps;   /* server waits this long after the last CQE before the query */
-    sim_time_t pp_sleep_ps; /* pingpong: server waits this long before "go" (default 3 us) */
+    double loss;                 /* random packet loss at every NIC's ingress */
+    sim_time_t settle_ps;        /* server waits this long after the last CQE before the query */
+    sim_time_t pp_sleep_ps;      /* pingpong: server waits this long before "go" (default 3 us) */
     sim_time_t consume_delay_ps; /* consume: wait this long after a CQE, then check and consume */
-    sim_time_t deadline_ps; /* server stops waiting for CQEs once past it (checked when a poll
-                               returns; a CQE that never comes ends the run in deadlock) */
+    sim_time_t deadline_ps;      /* server stops waiting for CQEs once past it (checked when a poll
+                                    returns; a CQE that never comes ends the run in deadlock) */
     /* results */
     struct fx_rc srv, sq[R_MAX_SENDERS], cl[R_MAX_SENDERS];
     unsigned ids[R_MAX_SENDERS];
@@ -663,10 +671,8 @@ static void test_empty_restart_alloc(void)
     r.consume = true;
     r.rnr_retry = 7; /* infinite: a livelock would hit the deadline */
     r.deadline_ps = 5 * SIM_MS;
-    r.aqa = (struct ibv_aq_attr){.region_bytes = 16384,
-                                 .chunk_bytes = 4096,
-                                 .watermark_bytes = 4096,
-                                 .initial_chunks = 4};
+    r.aqa = (struct ibv_aq_attr){
+        .region_bytes = 16384, .chunk_bytes = 4096, .watermark_bytes = 4096, .initial_chunks = 4};
     struct nic_params np;
     nic_params_default(&np);
     np.rima_alloc_ps = 20 * SIM_US;
@@ -746,12 +752,11 @@ static void hole_server(void *arg)
     struct ibv_wc wc;
     s->got_flush = fx_poll_one(cq, &wc) == 1;
     s->flush_ok = s->got_flush && wc.status == IBV_WC_WR_FLUSH_ERR &&
-                  wc.opcode == IBV_WC_RECV_APPEND && wc.wr_id == 0 &&
-                  wc.byte_len == HOLE_BIG && wc.qp_num == s->srv.qp->qp_num;
+                  wc.opcode == IBV_WC_RECV_APPEND && wc.wr_id == 0 && wc.byte_len == HOLE_BIG &&
+                  wc.qp_num == s->srv.qp->qp_num;
     fx_put(s->fx, "h/go", NULL, 0);
-    s->next_ok = fx_poll_one(cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS &&
-                 wc.wr_id == HOLE_BIG && wc.byte_len == HOLE_SMALL &&
-                 intact(aq->buf + wc.wr_id, 1, 1, HOLE_SMALL);
+    s->next_ok = fx_poll_one(cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS && wc.wr_id == HOLE_BIG &&
+                 wc.byte_len == HOLE_SMALL && intact(aq->buf + wc.wr_id, 1, 1, HOLE_SMALL);
     /* the consumer skips the hole and the message: empty again */
     struct ibv_aq_attr ma = {.head = HOLE_BIG + HOLE_SMALL};
     CHECK(ibv_modify_aq(aq, &ma, IBV_AQ_HEAD) == 0);

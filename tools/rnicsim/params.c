@@ -324,7 +324,8 @@ int param_set_node(struct hw_profile *hw, const struct param_def *d, struct cfg_
         return cfg_errorf(err, n, "'%s': %s is too small (at least %llu)", d->key, n->scalar,
                           (unsigned long long)d->min);
     /* a queue number holds the TPT slot in its low NIC_AQ_SLOT_BITS bits */
-    if (d->offset == offsetof(struct hw_profile, nic.rima_tpt_entries) && v > NIC_AQ_MAX_TPT_ENTRIES)
+    if (d->offset == offsetof(struct hw_profile, nic.rima_tpt_entries) &&
+        v > NIC_AQ_MAX_TPT_ENTRIES)
         return cfg_errorf(err, n,
                           "'%s': %s is too large (at most %u: the slot bits of a queue number)",
                           d->key, n->scalar, NIC_AQ_MAX_TPT_ENTRIES);

@@ -1022,8 +1022,8 @@ int table2_main(int argc, char **argv)
                     return T2_EXIT_USAGE;
                 }
                 if (strncmp(v, "--", 2) == 0) {
-                    fprintf(stderr, "rnicsim table2: %s needs a value, not the option '%s'\n",
-                            opt, v);
+                    fprintf(stderr, "rnicsim table2: %s needs a value, not the option '%s'\n", opt,
+                            v);
                     return T2_EXIT_USAGE;
                 }
             }
