@@ -325,13 +325,19 @@ int rima_aq_export(const struct rima_aq *aq, struct rima_aq_remote *out)
     return 0;
 }
 
-int rima_wc_peek(struct rima_aq *aq, int want, struct ibv_wc **wc)
+int rima_wc_peek(struct rima_aq *aq, int want, struct ibv_wc **wc, bool *may_poll)
 {
     if (aq->stash_i == aq->stash_n) {
         aq->stash_i = aq->stash_n = 0;
+        if (!*may_poll)
+            return 0;
         if (want > RIMA_STASH_WCS)
             want = RIMA_STASH_WCS;
-        int k = ibv_poll_cq(aq->cq, want > 0 ? want : 1, aq->stash);
+        if (want < 1)
+            want = 1;
+        int k = ibv_poll_cq(aq->cq, want, aq->stash);
+        if (k < want)
+            *may_poll = false;
         if (k <= 0)
             return k < 0 ? -1 : 0;
         aq->stash_n = k;
@@ -392,9 +398,10 @@ static int hw_wc(struct rima_aq *aq, const struct ibv_wc *wc, struct rima_msg *m
 static int hw_poll_aq(struct rima_aq *aq, int n, struct rima_msg *out)
 {
     int got = 0;
+    bool may_poll = true;
     while (got < n) {
         struct ibv_wc *wc = NULL;
-        int k = rima_wc_peek(aq, n - got, &wc);
+        int k = rima_wc_peek(aq, n - got, &wc, &may_poll);
         if (k == 0)
             break;
         bool delivered = false;

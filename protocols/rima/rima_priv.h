@@ -63,8 +63,10 @@ void rima_head_advance(struct rima_aq *aq);
 void rima_hw_publish_head(struct rima_aq *aq);
 /* The next receiver completion of aq->cq, left in the stash (1; *wc points
  * at it; rima_wc_take consumes it), none (0) or ibv_poll_cq failed (-1).
- * An empty stash is refilled with at most `want` completions. */
-int rima_wc_peek(struct rima_aq *aq, int want, struct ibv_wc **wc);
+ * An empty stash is refilled with at most `want` completions, only while
+ * *may_poll: a poll that returns fewer clears it (an ibv_poll_cq on an
+ * empty CQ may park the caller, so one call polls an empty CQ once). */
+int rima_wc_peek(struct rima_aq *aq, int want, struct ibv_wc **wc, bool *may_poll);
 void rima_wc_take(struct rima_aq *aq);
 /* Monotonic position of a queue offset / 32-bit position, relative to the
  * head (every unconsumed message lies in [head, head + region)). */

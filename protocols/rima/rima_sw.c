@@ -209,9 +209,10 @@ static int sw_wc(struct rima_aq *aq, const struct ibv_wc *wc, struct rima_msg *m
 int rima_sw_poll_aq(struct rima_aq *aq, int n, struct rima_msg *out)
 {
     int got = 0;
+    bool may_poll = true;
     while (got < n) {
         struct ibv_wc *wc = NULL;
-        int k = rima_wc_peek(aq, n - got, &wc);
+        int k = rima_wc_peek(aq, n - got, &wc, &may_poll);
         if (k == 0)
             break;
         bool delivered = false;
