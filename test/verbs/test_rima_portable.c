@@ -23,7 +23,9 @@
  *    window is full; the stats count them;
  *  - a bad completion mid-batch (HW): the good ones before it are returned,
  *    the error comes with the next call, the completions after it with the
- *    one after (nothing dropped). */
+ *    one after (nothing dropped);
+ *  - a hole (HW: the receiving QP fails mid-message): not delivered, the
+ *    head moves over it once the next message is consumed. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -428,6 +430,103 @@ static void test_mid_batch_error(void)
     fx_destroy(s.fx);
 }
 
+/* ---------------------------------------------------------------- holes (HW) */
+
+struct phole_st {
+    struct fx *fx;
+    struct fx_rc srv, srv2, cli, cli2;
+    int r1;
+    struct rima_msg m;
+    uint64_t head_pos, delivered;
+};
+
+enum { PH_BIG = 1 << 20, PH_SMALL = 100 };
+
+static void phole_client(void *arg)
+{
+    struct phole_st *s = arg;
+    CHECK(fx_rc_open(s->fx, &s->cli, NULL) == 0);
+    CHECK(fx_rc_open(s->fx, &s->cli2, NULL) == 0);
+    CHECK(fx_rc_connect(&s->cli, "ph/c1", "ph/s1") == 0);
+    CHECK(fx_rc_connect(&s->cli2, "ph/c2", "ph/s2") == 0);
+    uint32_t aqn = 0;
+    fx_get(s->fx, "ph/aqn", &aqn, sizeof(aqn));
+    struct ibv_sge sge = {(uintptr_t)s->cli.buf, PH_BIG, s->cli.mr->lkey};
+    struct ibv_send_wr wr = {.wr_id = 1, .sg_list = &sge, .num_sge = 1};
+    struct ibv_send_wr *bad = NULL;
+    ibv_wr_append(&wr, aqn);
+    CHECK(ibv_post_send(s->cli.qp, &wr, &bad) == 0);
+    fx_get(s->fx, "ph/go", NULL, 0);
+    memset(s->cli2.buf, 0x5c, PH_SMALL);
+    struct ibv_sge sge2 = {(uintptr_t)s->cli2.buf, PH_SMALL, s->cli2.mr->lkey};
+    struct ibv_send_wr wr2 = {.wr_id = 2, .sg_list = &sge2, .num_sge = 1};
+    ibv_wr_append(&wr2, aqn);
+    CHECK(ibv_post_send(s->cli2.qp, &wr2, &bad) == 0);
+    fx_barrier(s->fx, "ph/end", "client", "server");
+    fx_rc_close(&s->cli2);
+    fx_rc_close(&s->cli);
+}
+
+/* HW mode: a 1 MiB append whose receiving QP is put in error after its
+ * first packet leaves a hole the NIC announces with IBV_WC_WR_FLUSH_ERR;
+ * rima_poll_aq does not deliver it, treats it as consumed padding, and
+ * returns the next message (100 B at 1 MiB); consuming that moves the head
+ * over both (it waited forever before). */
+static void phole_server(void *arg)
+{
+    struct phole_st *s = arg;
+    CHECK(fx_rc_open(s->fx, &s->srv, NULL) == 0);
+    CHECK(fx_rc_open_shared(&s->srv2, &s->srv, NULL) == 0);
+    struct ibv_cq *cq = ibv_create_cq(s->srv.ctx, 64, NULL, NULL, 0);
+    struct rima_aq_opts o = {.mode = RIMA_HW, .region_bytes = 4u << 20};
+    struct rima_aq *aq = cq ? rima_aq_create(s->srv.pd, cq, &o) : NULL;
+    CHECK(aq != NULL);
+    if (!aq)
+        return;
+    struct rima_aq_remote r;
+    CHECK(rima_aq_export(aq, &r) == 0);
+    fx_put(s->fx, "ph/aqn", &r.aq_num, sizeof(r.aq_num));
+    CHECK(fx_rc_connect(&s->srv, "ph/s1", "ph/c1") == 0);
+    CHECK(fx_rc_connect(&s->srv2, "ph/s2", "ph/c2") == 0);
+    struct ibv_aq_attr qa = {0};
+    while (ibv_query_aq(aq->hw, &qa) == 0 && qa.messages == 0)
+        sim_proc_sleep(SIM_US);
+    struct ibv_qp_attr err = {.qp_state = IBV_QPS_ERR};
+    CHECK(ibv_modify_qp(s->srv.qp, &err, IBV_QP_STATE) == 0);
+    fx_put(s->fx, "ph/go", NULL, 0);
+    sim_proc_sleep(50 * SIM_US); /* the flush CQE and the 100 B append are in */
+    struct rima_msg out[4];
+    s->r1 = rima_poll_aq(aq, 4, out);
+    s->m = out[0];
+    if (s->r1 == 1)
+        CHECK(rima_aq_consume(aq, &out[0]) == 0);
+    struct rima_aq_stats st;
+    CHECK(rima_aq_query(aq, &st) == 0);
+    s->head_pos = st.head_pos;
+    s->delivered = st.messages;
+    fx_barrier(s->fx, "ph/end", "server", "client");
+    CHECK(rima_aq_destroy(aq) == 0);
+    fx_rc_close(&s->srv2);
+    CHECK(ibv_destroy_cq(cq) == 0);
+    fx_rc_close(&s->srv);
+}
+
+static void test_hole_hw(void)
+{
+    static struct phole_st s;
+    memset(&s, 0, sizeof(s));
+    s.fx = fx_create(9, NULL);
+    fx_spawn(s.fx, 0, "server", phole_server, &s);
+    fx_spawn(s.fx, 1, "client", phole_client, &s);
+    CHECK(fx_run(s.fx) == SIM_RUN_DONE);
+    CHECK_EQ_U64(s.r1, 1);
+    CHECK_EQ_U64(s.m.offset, PH_BIG);
+    CHECK_EQ_U64(s.m.len, PH_SMALL);
+    CHECK_EQ_U64(s.delivered, 1);
+    CHECK_EQ_U64(s.head_pos, PH_BIG + PH_SMALL);
+    fx_destroy(s.fx);
+}
+
 int main(void)
 {
     test_errors(false);
@@ -437,5 +536,6 @@ int main(void)
     test_exchange(RIMA_SW, 64, sw_lens);
     test_exchange(RIMA_HW, 4096, hw_lens);
     test_mid_batch_error();
+    test_hole_hw();
     return test_summary();
 }
