@@ -157,8 +157,9 @@ struct ibv_aq_init_attr {
  * committed) is refused with an RNR NAK; the sender retries per its
  * rnr_retry and then completes with IBV_WC_RNR_RETRY_EXC_ERR.  A message
  * longer than region_bytes - 1: IBV_WC_REM_INV_REQ_ERR (longer than the
- * port's max_msg_sz of 1 GiB: IBV_WC_LOC_LEN_ERR at the sender, as a SEND); an unknown queue number
- * or a queue of another PD than the receiving QP's: IBV_WC_REM_ACCESS_ERR.
+ * port's max_msg_sz of 1 GiB: IBV_WC_LOC_LEN_ERR at the sender, as a
+ * SEND); an unknown queue number or a queue of another PD than the
+ * receiving QP's: IBV_WC_REM_ACCESS_ERR.
  * A head update (IBV_AQ_HEAD) is an MMIO write the NIC applies when it
  * arrives.  The ring never becomes completely full (a message needs
  * used + padding + len <= region_bytes - 1), so head == tail always means
