@@ -33,8 +33,11 @@
  *   modify   EINVAL: NULL arguments, mask bits other than IBV_AQ_HEAD |
  *            IBV_AQ_WATERMARK | IBV_AQ_FLAGS, unknown flags, a watermark
  *            not a multiple of 4 KiB or > region, a head outside the used
- *            part [head, tail] (head == tail = everything consumed; a head
- *            of region_bytes is offset 0).  Nothing is changed on error.
+ *            part [head, tail] (the ring is never completely full, so
+ *            head == tail is the empty queue: a head equal to the tail
+ *            consumes everything, one equal to the current head moves
+ *            nothing; a head of region_bytes is offset 0).  Nothing is
+ *            changed on error.
  *   query    EINVAL: NULL arguments.
  *   destroy  EINVAL: NULL.  Always succeeds otherwise, even with senders
  *            connected: the TPT entry and the registration go at once,
@@ -47,7 +50,10 @@
  * control verbs (host.cpu.control_verb); a head-only modify is the data
  * path: host.cpu.post_send (a barrier and one MMIO store) and an 8-byte
  * MMIO write that reaches the NIC over PCIe, which applies it on arrival
- * (the head a query reports until then is the old one). */
+ * (the head a query reports until then is the old one).  The write is
+ * tagged with the queue's reset epoch: if the queue was reset to offset 0
+ * (IBV_AQ_F_RESET_ON_EMPTY, or an empty queue restarting at 0) after the
+ * head was checked here and before the write arrives, it is ignored. */
 #include <errno.h>
 #include <stdlib.h>
 #include <sys/mman.h>

@@ -44,7 +44,8 @@ extern "C" {
 
 /* Send work request opcode (outside the range rdma-core uses, 0..15):
  * wr.wr.rdma.rkey = the remote AQ number, wr.wr.rdma.remote_addr ignored,
- * sg_list = the message (any length up to the queue's region, 0 allowed),
+ * sg_list = the message (0 .. min(region_bytes - 1, 1 GiB) bytes: the ring
+ * never fills completely, and 1 GiB is the port's max_msg_sz),
  * IBV_SEND_INLINE allowed as for SEND.  ibv_wr_append() sets all three. */
 #define IBV_WR_APPEND ((enum ibv_wr_opcode)0x40)
 /* Sender completion opcode of an append. */
@@ -52,7 +53,14 @@ extern "C" {
 /* Receiver completion opcode (IBV_WC_RECV bit set, so "opcode &
  * IBV_WC_RECV" still says "received"): wc.wr_id = the message's offset in
  * bytes from aq->buf, wc.byte_len = its length, wc.qp_num = the receiving
- * QP, wc.src_qp = the sender's QP. */
+ * QP, wc.src_qp = the sender's QP.
+ * Holes: the tail moves on a message's first packet.  If the receiving QP
+ * goes to error or reset, or is destroyed, before the message's last
+ * packet (its sender failed, ran out of retries, or went away), the NIC
+ * writes a receiver completion with status IBV_WC_WR_FLUSH_ERR, opcode
+ * IBV_WC_RECV_APPEND, wr_id = the offset, byte_len = the reserved length:
+ * those bytes hold no message (partly written garbage at most) and the
+ * consumer skips them when it advances the head. */
 #define IBV_WC_RECV_APPEND ((enum ibv_wc_opcode)(IBV_WC_RECV | 0x40))
 
 static inline void ibv_wr_append(struct ibv_send_wr *wr, uint32_t aq_num)
@@ -136,17 +144,30 @@ struct ibv_aq_init_attr {
  * once, appends still arriving for it fail at the sender with
  * IBV_WC_REM_ACCESS_ERR (docs/rima.md "API").
  *
- * Receiver completions (IBV_WC_RECV_APPEND) come in tail order per AQ
- * only when one CQ serves it; the tail order is the order the NIC's TPT
- * served the messages' first packets.  Room: a message that finds no room
+ * Receiver completions (IBV_WC_RECV_APPEND) of one AQ come in the order
+ * the messages' LAST packets were processed, which is not the queue (tail)
+ * order: the tail order - the offsets - is the order the NIC's TPT served
+ * the messages' FIRST packets, so a long message that started first may
+ * complete after a short one that started later.  Consume by offset
+ * (docs/rima.md "Completions").  A message that does not fit before
+ * the end of the region goes to offset 0 (the rest of the lap becomes
+ * padding) - on an empty queue head and tail move to 0 first, without
+ * padding.  Room: a message that finds no room
  * (the head would be overtaken, or the memory at the tail is not yet
  * committed) is refused with an RNR NAK; the sender retries per its
  * rnr_retry and then completes with IBV_WC_RNR_RETRY_EXC_ERR.  A message
- * longer than the region: IBV_WC_REM_INV_REQ_ERR; an unknown queue number
- * or a queue of another PD than the receiving QP's: IBV_WC_REM_ACCESS_ERR.
+ * longer than region_bytes - 1: IBV_WC_REM_INV_REQ_ERR (longer than the
+ * port's max_msg_sz of 1 GiB: IBV_WC_LOC_LEN_ERR at the sender, as a
+ * SEND); an unknown queue number or a queue of another PD than the
+ * receiving QP's: IBV_WC_REM_ACCESS_ERR.
  * A head update (IBV_AQ_HEAD) is an MMIO write the NIC applies when it
- * arrives; head == tail means "everything consumed"; a head of
- * region_bytes is offset 0. */
+ * arrives.  The ring never becomes completely full (a message needs
+ * used + padding + len <= region_bytes - 1), so head == tail always means
+ * "empty": a head equal to the tail consumes everything, a head equal to
+ * the current head moves nothing; a head of region_bytes is offset 0.  A
+ * head write that arrives after the queue was reset to offset 0 (reset on
+ * empty, or an empty queue restarting at 0) since it was issued is
+ * ignored. */
 struct ibv_aq *ibv_create_aq(struct ibv_pd *pd, struct ibv_aq_init_attr *init_attr);
 int ibv_destroy_aq(struct ibv_aq *aq);
 int ibv_query_aq(struct ibv_aq *aq, struct ibv_aq_attr *attr);

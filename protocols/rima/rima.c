@@ -325,44 +325,97 @@ int rima_aq_export(const struct rima_aq *aq, struct rima_aq_remote *out)
     return 0;
 }
 
+int rima_wc_peek(struct rima_aq *aq, int want, struct ibv_wc **wc, bool *may_poll)
+{
+    if (aq->stash_i == aq->stash_n) {
+        aq->stash_i = aq->stash_n = 0;
+        if (!*may_poll)
+            return 0;
+        if (want > RIMA_STASH_WCS)
+            want = RIMA_STASH_WCS;
+        if (want < 1)
+            want = 1;
+        int k = ibv_poll_cq(aq->cq, want, aq->stash);
+        if (k < want)
+            *may_poll = false;
+        if (k <= 0)
+            return k < 0 ? -1 : 0;
+        aq->stash_n = k;
+    }
+    *wc = &aq->stash[aq->stash_i];
+    return 1;
+}
+
+void rima_wc_take(struct rima_aq *aq)
+{
+    aq->stash_i++;
+}
+
 #if RIMA_HAVE_HW
+/* One receiver completion: 0 and *m filled (*delivered) or not (a hole,
+ * consumed like padding); else an errno and nothing changed. */
+static int hw_wc(struct rima_aq *aq, const struct ibv_wc *wc, struct rima_msg *m, bool *delivered)
+{
+    *delivered = false;
+    if (wc->status == IBV_WC_WR_FLUSH_ERR && wc->opcode == IBV_WC_RECV_APPEND &&
+        wc->wr_id < aq->region_bytes) {
+        /* a hole: the tail moved for a message whose sender or receiving
+         * QP failed before its last packet (rnicsim/rima.h); its bytes are
+         * consumed at once, like padding, and it is not delivered */
+        uint64_t pos =
+            aq->head_pos +
+            (wc->wr_id + aq->region_bytes - aq->head_pos % aq->region_bytes) % aq->region_bytes;
+        if (wc->byte_len) {
+            int err = rima_done_push(aq, pos, pos + wc->byte_len);
+            if (err)
+                return err;
+            rima_head_advance(aq);
+        }
+        return 0;
+    }
+    if (wc->status != IBV_WC_SUCCESS)
+        return EIO;
+    if (wc->opcode != IBV_WC_RECV_APPEND || wc->wr_id >= aq->region_bytes)
+        return EPROTO;
+    *delivered = true;
+    m->offset = wc->wr_id;
+    m->addr = aq->buf + m->offset;
+    m->len = wc->byte_len;
+    m->qp_num = wc->qp_num;
+    m->src_qp = wc->src_qp;
+    m->pos = aq->head_pos +
+             (m->offset + aq->region_bytes - aq->head_pos % aq->region_bytes) % aq->region_bytes;
+    m->span = m->len;
+    aq->delivered++;
+    aq->delivered_bytes += m->len;
+    if (m->pos + m->span - aq->head_pos > aq->peak_pending)
+        aq->peak_pending = m->pos + m->span - aq->head_pos;
+    return 0;
+}
+
+/* A bad completion after good ones: those are returned, the bad one stays
+ * in the stash and the next call reports it (consuming it). */
 static int hw_poll_aq(struct rima_aq *aq, int n, struct rima_msg *out)
 {
-    struct ibv_wc wc[16];
     int got = 0;
+    bool may_poll = true;
     while (got < n) {
-        int want = n - got < 16 ? n - got : 16;
-        int k = ibv_poll_cq(aq->cq, want, wc);
-        if (k < 0) {
-            errno = EIO;
+        struct ibv_wc *wc = NULL;
+        int k = rima_wc_peek(aq, n - got, &wc, &may_poll);
+        if (k == 0)
+            break;
+        bool delivered = false;
+        int err = k < 0 ? EIO : hw_wc(aq, wc, &out[got], &delivered);
+        if (err) {
+            if (got)
+                return got;
+            if (k > 0)
+                rima_wc_take(aq);
+            errno = err;
             return -1;
         }
-        for (int i = 0; i < k; i++) {
-            if (wc[i].status != IBV_WC_SUCCESS) {
-                errno = EIO;
-                return -1;
-            }
-            if (wc[i].opcode != IBV_WC_RECV_APPEND || wc[i].wr_id >= aq->region_bytes) {
-                errno = EPROTO;
-                return -1;
-            }
-            struct rima_msg *m = &out[got++];
-            m->offset = wc[i].wr_id;
-            m->addr = aq->buf + m->offset;
-            m->len = wc[i].byte_len;
-            m->qp_num = wc[i].qp_num;
-            m->src_qp = wc[i].src_qp;
-            m->pos =
-                aq->head_pos +
-                (m->offset + aq->region_bytes - aq->head_pos % aq->region_bytes) % aq->region_bytes;
-            m->span = m->len;
-            aq->delivered++;
-            aq->delivered_bytes += m->len;
-            if (m->pos + m->span - aq->head_pos > aq->peak_pending)
-                aq->peak_pending = m->pos + m->span - aq->head_pos;
-        }
-        if (k < want)
-            break;
+        rima_wc_take(aq);
+        got += delivered;
     }
     return got;
 }
@@ -528,7 +581,8 @@ int rima_post_append(struct rima_sender *s, uint64_t wr_id, const struct ibv_sge
     uint64_t len = 0;
     for (int i = 0; i < num_sge; i++)
         len += sg_list[i].length;
-    if (len > s->dst.region_bytes || len > UINT32_MAX)
+    /* HW: the NIC keeps one byte of the ring free (<rnicsim/rima.h>) */
+    if (len >= s->dst.region_bytes || len > UINT32_MAX)
         return EINVAL;
     if ((flags & IBV_SEND_INLINE) && len > RIMA_INLINE_MAX)
         return EINVAL;

@@ -21,6 +21,8 @@ enum rima_sw_kind {
 #define RIMA_SW_KIND_MASK 7u
 #define RIMA_SW_PAD_RECORD_BYTES 8u
 
+enum { RIMA_STASH_WCS = 16 };
+
 /* A consumed (or padding) interval [start, end) of the queue, waiting for
  * the head to reach it. */
 struct rima_ival {
@@ -39,6 +41,11 @@ struct rima_aq {
     struct rima_ival *done;
     uint32_t done_n, done_cap;
     uint64_t delivered, delivered_bytes, consumed, pad_bytes, peak_pending;
+    /* completions taken off the CQ, not yet handed out (rima_wc_peek): a
+     * poll that meets a bad one returns what it gathered first and keeps
+     * the bad one for the next call, which reports it */
+    struct ibv_wc stash[RIMA_STASH_WCS];
+    int stash_i, stash_n;
     /* HW */
     struct ibv_aq *hw;
     /* SW */
@@ -54,6 +61,13 @@ struct rima_aq {
 int rima_done_push(struct rima_aq *aq, uint64_t start, uint64_t end);
 void rima_head_advance(struct rima_aq *aq);
 void rima_hw_publish_head(struct rima_aq *aq);
+/* The next receiver completion of aq->cq, left in the stash (1; *wc points
+ * at it; rima_wc_take consumes it), none (0) or ibv_poll_cq failed (-1).
+ * An empty stash is refilled with at most `want` completions, only while
+ * *may_poll: a poll that returns fewer clears it (an ibv_poll_cq on an
+ * empty CQ may park the caller, so one call polls an empty CQ once). */
+int rima_wc_peek(struct rima_aq *aq, int want, struct ibv_wc **wc, bool *may_poll);
+void rima_wc_take(struct rima_aq *aq);
 /* Monotonic position of a queue offset / 32-bit position, relative to the
  * head (every unconsumed message lies in [head, head + region)). */
 uint64_t rima_pos_from_low32(const struct rima_aq *aq, uint32_t low);

@@ -152,81 +152,82 @@ static void store_le64(uint8_t *p, uint64_t v)
         p[i] = (uint8_t)(v >> (8 * i));
 }
 
+/* One receiver completion: 0 and *m filled (*delivered) or not (padding);
+ * else an errno and nothing changed. */
+static int sw_wc(struct rima_aq *aq, const struct ibv_wc *wc, struct rima_msg *m, bool *delivered)
+{
+    *delivered = false;
+    if (wc->status != IBV_WC_SUCCESS)
+        return EIO;
+    if (wc->opcode != IBV_WC_RECV_RDMA_WITH_IMM)
+        return EPROTO;
+    uint32_t imm = ntohl(wc->imm_data);
+    uint32_t kind = imm & RIMA_SW_KIND_MASK;
+    uint64_t pos = rima_pos_from_low32(aq, imm & ~RIMA_SW_KIND_MASK);
+    uint64_t off = pos % aq->region_bytes;
+    if (kind == RIMA_SW_IMM_PAD) {
+        uint64_t span = load_le64(aq->buf + off);
+        if (wc->byte_len != RIMA_SW_PAD_RECORD_BYTES || span == 0 || span > aq->region_bytes)
+            return EPROTO;
+        int err = rima_done_push(aq, pos, pos + span);
+        if (err)
+            return err;
+        aq->pad_bytes += span;
+        rima_head_advance(aq);
+        return 0;
+    }
+    struct rima_msg v;
+    memset(&v, 0, sizeof(v));
+    v.len = wc->byte_len;
+    v.qp_num = wc->qp_num;
+    v.src_qp = wc->src_qp;
+    if (kind == RIMA_SW_IMM_ZERO) {
+        if (v.len != 0)
+            return EPROTO;
+        v.pos = aq->head_pos; /* holds no bytes */
+    } else if (kind == RIMA_SW_IMM_MSG) {
+        v.pos = pos;
+        v.offset = off;
+        v.span = (v.len + RIMA_SW_ALIGN_BYTES - 1) / RIMA_SW_ALIGN_BYTES * RIMA_SW_ALIGN_BYTES;
+        if (off + v.span > aq->region_bytes)
+            return EPROTO;
+    } else {
+        return EPROTO;
+    }
+    v.addr = aq->buf + v.offset;
+    *m = v;
+    *delivered = true;
+    aq->delivered++;
+    aq->delivered_bytes += v.len;
+    if (v.pos + v.span - aq->head_pos > aq->peak_pending)
+        aq->peak_pending = v.pos + v.span - aq->head_pos;
+    return 0;
+}
+
+/* A bad completion after good ones: those are returned, the bad one stays
+ * in the stash (rima_wc_peek) and the next call reports it. */
 int rima_sw_poll_aq(struct rima_aq *aq, int n, struct rima_msg *out)
 {
-    struct ibv_wc wc[16];
     int got = 0;
-    for (;;) {
-        int want = n - got < 16 ? n - got : 16;
-        if (want <= 0)
+    bool may_poll = true;
+    while (got < n) {
+        struct ibv_wc *wc = NULL;
+        int k = rima_wc_peek(aq, n - got, &wc, &may_poll);
+        if (k == 0)
             break;
-        int k = ibv_poll_cq(aq->cq, want, wc);
-        if (k < 0) {
-            errno = EIO;
+        bool delivered = false;
+        int err = k < 0 ? EIO : sw_wc(aq, wc, &out[got], &delivered);
+        if (err && got)
+            break; /* reported by the next call */
+        if (k > 0) {
+            rima_wc_take(aq);
+            aq->recv_missing++;
+        }
+        if (err) {
+            errno = err;
             return -1;
         }
-        for (int i = 0; i < k; i++) {
-            aq->recv_missing++;
-            if (wc[i].status != IBV_WC_SUCCESS) {
-                errno = EIO;
-                return -1;
-            }
-            if (wc[i].opcode != IBV_WC_RECV_RDMA_WITH_IMM) {
-                errno = EPROTO;
-                return -1;
-            }
-            uint32_t imm = ntohl(wc[i].imm_data);
-            uint32_t kind = imm & RIMA_SW_KIND_MASK;
-            uint64_t pos = rima_pos_from_low32(aq, imm & ~RIMA_SW_KIND_MASK);
-            uint64_t off = pos % aq->region_bytes;
-            if (kind == RIMA_SW_IMM_PAD) {
-                uint64_t span = load_le64(aq->buf + off);
-                if (wc[i].byte_len != RIMA_SW_PAD_RECORD_BYTES || span == 0 ||
-                    span > aq->region_bytes) {
-                    errno = EPROTO;
-                    return -1;
-                }
-                aq->pad_bytes += span;
-                int err = rima_done_push(aq, pos, pos + span);
-                if (err) {
-                    errno = err;
-                    return -1;
-                }
-                rima_head_advance(aq);
-                continue;
-            }
-            struct rima_msg *m = &out[got++];
-            memset(m, 0, sizeof(*m));
-            m->len = wc[i].byte_len;
-            m->qp_num = wc[i].qp_num;
-            m->src_qp = wc[i].src_qp;
-            if (kind == RIMA_SW_IMM_ZERO) {
-                if (m->len != 0) {
-                    errno = EPROTO;
-                    return -1;
-                }
-                m->pos = aq->head_pos; /* holds no bytes */
-            } else if (kind == RIMA_SW_IMM_MSG) {
-                m->pos = pos;
-                m->offset = off;
-                m->span =
-                    (m->len + RIMA_SW_ALIGN_BYTES - 1) / RIMA_SW_ALIGN_BYTES * RIMA_SW_ALIGN_BYTES;
-                if (off + m->span > aq->region_bytes) {
-                    errno = EPROTO;
-                    return -1;
-                }
-            } else {
-                errno = EPROTO;
-                return -1;
-            }
-            m->addr = aq->buf + m->offset;
-            aq->delivered++;
-            aq->delivered_bytes += m->len;
-            if (m->pos + m->span - aq->head_pos > aq->peak_pending)
-                aq->peak_pending = m->pos + m->span - aq->head_pos;
-        }
-        if (k < want)
-            break;
+        got += delivered;
     }
     /* replenish in batches of a quarter of the depth (or when asked) */
     if (aq->recv_missing && (aq->recv_missing >= aq->recv_depth / 4 || got == 0)) {

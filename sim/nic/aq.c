@@ -14,16 +14,20 @@
  * head to tail.  A message of len bytes goes at the tail, or - if it does
  * not fit before the end of the region - at offset 0, and the bytes from
  * the tail to the end become padding, counted as used until the head
- * passes them.  It needs (room check, nic_aq_reserve):
- *   used + padding + len <= region                (never overtakes the head)
- *   every chunk overlapping [off, off + len) is committed
- * else the append is refused (the responder answers RNR NAK).
+ * passes them; on an empty queue (used 0) head and tail first move to 0
+ * instead (no padding: an empty queue takes any message up to region - 1).  It needs (room check,
+ * nic_aq_reserve): used + padding + len <= region - 1   (never overtakes the head, and never fills
+ * the ring completely: head == tail always means empty) every chunk overlapping [off, off + len) is
+ * committed else the append is refused (the responder answers RNR NAK).
  *
  * Reserve pool (3.2.1).  Physical memory is committed per chunk (chunk
  * bytes), initially chunks 0 .. initial_chunks-1.  "Beyond the tail" =
  * committed bytes contiguous from the tail in ring order, at most the free
  * part.  When it is below the watermark the NIC interrupts the host
- * (watermark_irqs) which commits the next chunk after that run in the
+ * (watermark_irqs) - also when it is below what a refused message needs
+ * from the tail (need_bytes, kept until an append succeeds, and kept by
+ * the free pass too, so a message needing more than the watermark cannot
+ * livelock) - which commits the next chunk after that run in the
  * background: it is usable rima_alloc_ps later (paper 5.2.1: kalloc+mlock
  * of 16 MB, median 0.97 ms, p90 1 ms); one allocation in flight at a time.
  * After every head move, a committed chunk that lies wholly in the free
@@ -34,7 +38,10 @@
  * Reset on empty (IBV_AQ_F_RESET_ON_EMPTY): a head move that empties the
  * queue sets head = tail = 0, done by the NIC when the head write arrives
  * (so no append can slip in between), provided the chunks at the top that
- * the reserve needs are committed (else the ring just goes on). */
+ * the reserve needs are committed (else the ring just goes on).  Every
+ * reset or restart at 0 bumps the queue's epoch; a head MMIO carries the
+ * epoch it was issued in and is ignored (head_updates_ignored) if one
+ * happened meanwhile: its offset was checked against the old lap. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -44,14 +51,22 @@
 
 #include "nic_priv.h"
 
-enum { AQN_GEN_BITS = 8, AQN_GEN_MASK = (1u << AQN_GEN_BITS) - 1 };
+enum { AQN_GEN_MASK = (1u << (32 - NIC_AQ_SLOT_BITS)) - 1 };
+
+/* TPT slots in use: the profile's entries, at most what the number's slot
+ * bits can name (the profile parser refuses more, tools/rnicsim/params.c) */
+static uint32_t tpt_slots(const struct nic *nic)
+{
+    uint32_t n = nic->p.rima_tpt_entries;
+    return n < NIC_AQ_MAX_TPT_ENTRIES ? n : NIC_AQ_MAX_TPT_ENTRIES;
+}
 
 /* ---------------------------------------------------------------- TPT */
 
 struct nic_aq *nic_aq_lookup(struct nic *nic, uint32_t aqn)
 {
-    uint32_t slot = aqn >> AQN_GEN_BITS;
-    if (!nic->tpt || slot >= nic->p.rima_tpt_entries)
+    uint32_t slot = aqn & (NIC_AQ_MAX_TPT_ENTRIES - 1);
+    if (!nic->tpt || slot >= tpt_slots(nic))
         return NULL;
     struct nic_aq *aq = nic->tpt[slot];
     return aq && aq->aqn == aqn ? aq : NULL;
@@ -106,6 +121,8 @@ static uint64_t reserve_bytes(const struct nic_aq *aq)
  * tail, padding included). */
 static void watermark_check(struct nic_aq *aq, uint64_t need)
 {
+    if (aq->need_bytes > need)
+        need = aq->need_bytes;
     uint64_t want = need > aq->watermark_bytes ? need : aq->watermark_bytes;
     if (aq->alloc_pending || reserve_bytes(aq) >= want)
         return;
@@ -130,7 +147,8 @@ static void free_pass(struct nic_aq *aq)
     /* the reserve (watermark bytes from the tail, whole chunks) plus one
      * chunk of hysteresis: a tail moving on does not at once need again a
      * chunk just freed */
-    uint64_t keep = aq->watermark_bytes + C;
+    uint64_t keep =
+        (aq->need_bytes > aq->watermark_bytes ? aq->need_bytes : aq->watermark_bytes) + C;
     uint64_t resv_end = (aq->tail + keep + C - 1) / C * C - aq->tail; /* distance from the tail */
     for (uint32_t c = 0; c < aq->n_chunks; c++) {
         if (!aq->committed[c])
@@ -168,22 +186,37 @@ enum nic_aq_status nic_aq_reserve(struct nic *nic, uint32_t aqn, const struct ni
     if (!aq || aq->pd != pd)
         return NIC_AQ_NO_QUEUE;
     uint64_t R = aq->region_bytes, C = aq->chunk_bytes;
-    if (len > R)
+    if (len > R - 1) /* the ring is never completely full (below) */
         return NIC_AQ_TOO_BIG;
     uint64_t o = aq->tail, pad = 0;
-    if (o + len > R) { /* does not fit before the end: pad, go to the top */
-        pad = R - o;
+    if (o + len > R) { /* does not fit before the end: go to the top */
+        if (aq->used_bytes) {
+            pad = R - o; /* the bytes to the end become padding */
+        } else {
+            /* empty: restart at the top with no padding (else a message
+             * longer than region - tail would be refused forever); head
+             * writes issued before are stale now (epoch) */
+            aq->head = aq->tail = 0;
+            aq->epoch++;
+        }
         o = 0;
     }
-    bool room = aq->used_bytes + pad + len <= R;
+    /* one byte always stays free: head == tail then means "empty" only, so
+     * no head write can mistake a completely full ring for a consumed one */
+    bool room = aq->used_bytes + pad + len <= R - 1;
     for (uint64_t c = o / C; room && len && c <= (o + len - 1) / C; c++)
         room = aq->committed[c] != 0;
     if (!room) {
         aq->rnr_naks++;
         nic->cnt.rima_rnr_naks++;
+        /* the refused message's need stays in the reserve until an append
+         * succeeds, so that chunks committed for it are not freed again
+         * (free_pass) before it can use them */
+        aq->need_bytes = pad + len;
         watermark_check(aq, pad + len);
         return NIC_AQ_NO_ROOM;
     }
+    aq->need_bytes = 0;
     aq->tail = (o + len) % R;
     aq->used_bytes += pad + len;
     aq->messages++;
@@ -203,8 +236,9 @@ int64_t nic_aq_head_advance(const struct nic_aq *aq, uint64_t head)
     if (head > R)
         return -1;
     head %= R;
-    if (head == aq->tail)
-        return (int64_t)aq->used_bytes; /* everything (also on a full ring) */
+    /* the ring is never full (nic_aq_reserve), so the used part [head, tail]
+     * is unambiguous: head == tail is the empty queue (everything consumed),
+     * a head equal to the current one moves nothing */
     uint64_t d = (head + R - aq->head) % R;
     return d <= aq->used_bytes ? (int64_t)d : -1;
 }
@@ -229,8 +263,10 @@ static void apply_head(struct nic_aq *aq, uint64_t head)
     }
     aq->used_bytes -= (uint64_t)d;
     aq->head = (aq->head + (uint64_t)d) % aq->region_bytes;
-    if (!aq->used_bytes && (aq->flags & IBV_AQ_F_RESET_ON_EMPTY) && aq->tail && top_ready(aq))
+    if (!aq->used_bytes && (aq->flags & IBV_AQ_F_RESET_ON_EMPTY) && aq->tail && top_ready(aq)) {
         aq->head = aq->tail = 0;
+        aq->epoch++; /* head writes still in flight were meant for the old offsets */
+    }
     free_pass(aq);
     watermark_check(aq, 0);
 }
@@ -241,8 +277,14 @@ static void head_arrived(struct sim *sim, void *a, void *b)
     (void)b;
     struct nic_op *op = a;
     struct nic_aq *aq = nic_aq_lookup(op->nic, op->dma_qpn);
-    if (aq)
-        apply_head(aq, op->v);
+    /* the very queue it was written for, and no reset / restart since it
+     * was issued (its offset would name bytes of the new lap) */
+    if (aq && aq->serial == op->swap_add) {
+        if (op->compare == aq->epoch)
+            apply_head(aq, op->v);
+        else
+            aq->head_updates_ignored++;
+    }
     nic_op_free(op);
 }
 
@@ -252,6 +294,8 @@ void nic_aq_write_head(struct nic_aq *aq, uint64_t head)
     struct nic_op *op = nic_op_alloc(nic, NIC_OP_DOORBELL, NULL);
     op->v = head;
     op->dma_qpn = aq->aqn; /* the queue, looked up again on arrival */
+    op->swap_add = aq->serial;
+    op->compare = aq->epoch; /* the reset epoch it was issued in */
     if (nic->pcie)
         pcie_mmio_write_k(nic->pcie, PCIE_K_DOORBELL, 8, head_arrived, op, NULL);
     else
@@ -274,14 +318,14 @@ void nic_aq_set_flags(struct nic_aq *aq, uint32_t flags)
 struct nic_aq *nic_aq_create(struct nic_pd *pd, struct nic_cq *cq, const struct nic_aq_cfg *cfg)
 {
     struct nic *nic = pd->nic;
-    uint32_t entries = nic->p.rima_tpt_entries;
+    uint32_t entries = tpt_slots(nic);
     if (!entries) {
         errno = EOPNOTSUPP;
         return NULL;
     }
     if (!nic->tpt) {
         nic->tpt = calloc(entries, sizeof(*nic->tpt));
-        nic->tpt_gen = calloc(entries, 1);
+        nic->tpt_gen = calloc(entries, sizeof(*nic->tpt_gen));
         if (!nic->tpt || !nic->tpt_gen) {
             free(nic->tpt);
             free(nic->tpt_gen);
@@ -316,7 +360,7 @@ struct nic_aq *nic_aq_create(struct nic_pd *pd, struct nic_cq *cq, const struct 
         errno = e;
         return NULL;
     }
-    uint8_t gen = (uint8_t)(nic->tpt_gen[slot] + 1);
+    uint32_t gen = (nic->tpt_gen[slot] + 1) & AQN_GEN_MASK;
     if (!gen)
         gen = 1;
     nic->tpt_gen[slot] = gen;
@@ -324,7 +368,8 @@ struct nic_aq *nic_aq_create(struct nic_pd *pd, struct nic_cq *cq, const struct 
     aq->pd = pd;
     aq->cq = cq;
     aq->slot = slot;
-    aq->aqn = slot << AQN_GEN_BITS | gen;
+    aq->aqn = gen << NIC_AQ_SLOT_BITS | slot;
+    aq->serial = ++nic->aq_serial;
     aq->buf = cfg->buf;
     aq->region_bytes = cfg->region_bytes;
     aq->chunk_bytes = cfg->chunk_bytes;
@@ -367,7 +412,7 @@ int nic_aq_destroy(struct nic_aq *aq)
 
 void nic_aq_teardown(struct nic *nic)
 {
-    for (uint32_t i = 0; nic->tpt && i < nic->p.rima_tpt_entries; i++)
+    for (uint32_t i = 0; nic->tpt && i < tpt_slots(nic); i++)
         if (nic->tpt[i])
             aq_free(nic->tpt[i], true);
     free(nic->tpt);

@@ -259,12 +259,21 @@ struct nic_qp {
  * wrap padding), so (head + used) % region == tail.  Physical memory is
  * committed per chunk (committed[i] for chunk i of chunk_bytes).  The TPT
  * entry (index `slot` of the NIC's table) is this structure's tail. */
+/* Queue numbers: slot in the low NIC_AQ_SLOT_BITS, a generation in the
+ * high 32 - NIC_AQ_SLOT_BITS bits (a slot must be created and destroyed
+ * 2^20 - 1 times before a number comes back); rima.tpt_entries is at most
+ * NIC_AQ_MAX_TPT_ENTRIES. */
+enum { NIC_AQ_SLOT_BITS = 12 };
+#define NIC_AQ_MAX_TPT_ENTRIES (1u << NIC_AQ_SLOT_BITS)
+
 struct nic_aq {
     struct nic *nic;
     struct nic_pd *pd;
     struct nic_cq *cq;
     struct nic_mr *mr; /* the region, registered internally (LOCAL_WRITE) */
-    uint32_t aqn;      /* slot << 8 | generation: what senders name */
+    uint32_t aqn;      /* generation << NIC_AQ_SLOT_BITS | slot: what senders name */
+    uint64_t serial;   /* unique per NIC and AQ ever created (never reused) */
+    uint64_t epoch;    /* bumped when head and tail move to 0 (reset / restart) */
     uint32_t slot;
     uint8_t *buf;
     uint64_t region_bytes, chunk_bytes, watermark_bytes;
@@ -278,6 +287,7 @@ struct nic_aq {
     uint64_t peak_used_bytes, peak_committed_bytes;
     uint64_t messages, bytes, watermark_irqs, chunks_allocated, chunks_freed, rnr_naks;
     uint64_t head_updates_ignored; /* MMIO head updates no longer valid on arrival */
+    uint64_t need_bytes;           /* the last refused message's need from the tail (0: none) */
 };
 
 /* Create-time configuration (already validated by the shim). */

@@ -196,7 +196,8 @@ struct nic {
 
     /* RIMA tail pointer table (aq.c): rima_tpt_entries slots */
     struct nic_aq **tpt;
-    uint8_t *tpt_gen;             /* per slot, bumped when its AQ goes (stale numbers fail) */
+    uint32_t *tpt_gen;            /* per slot, bumped when its AQ goes (stale numbers fail) */
+    uint64_t aq_serial;           /* AQs created so far (nic_aq.serial) */
     uint32_t n_aqs;               /* live AQs */
     sim_time_t tpt_busy_until_ps; /* the TPT's read-add-write port is busy until then */
 
@@ -331,7 +332,9 @@ struct nic_qp_engine {
      * TPT gave its first packet; while a first packet waits for the TPT
      * (aq_wait) the QP's later packets queue behind it (aq_held_*) */
     uint32_t resp_aqn;
+    uint64_t resp_aq_serial; /* the AQ itself (a number could name a later one) */
     uint64_t resp_aq_off;
+    bool resp_aq_open; /* its tail moved, its receiver CQE not yet written */
     struct pkt *aq_wait, *aq_held_head, *aq_held_tail;
     struct sim_event aq_ev;
 
@@ -614,7 +617,7 @@ void nic_xlate_forget_mr(struct nic *nic, const struct nic_mr *mr);
 enum nic_aq_status {
     NIC_AQ_OK,
     NIC_AQ_NO_QUEUE, /* unknown number, or an AQ of another PD: remote access NAK */
-    NIC_AQ_TOO_BIG,  /* longer than the region: invalid request NAK */
+    NIC_AQ_TOO_BIG,  /* longer than region - 1 (never full): invalid request NAK */
     NIC_AQ_NO_ROOM,  /* region or committed memory full: RNR NAK */
 };
 /* The live AQ named `aqn`, or NULL. */

@@ -256,6 +256,7 @@ void nic_qp_teardown(struct nic *nic)
         struct nic_qp *qp = nic->qp_tbl[i];
         if (!qp)
             continue;
+        qp->eng->resp_aq_open = false; /* the NIC goes: no flush CQE (resp.c) */
         qp_quiesce(qp);
         nic_pers_free(qp);
         free(qp->sq);

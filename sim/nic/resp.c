@@ -467,6 +467,8 @@ static enum resp_state check_append(struct nic_qp *qp, struct resp_ctx *c)
         switch (nic_aq_reserve(qp->nic, p->reth_rkey, qp->init.pd, p->reth_dma_len,
                                &e->resp_aq_off)) {
         case NIC_AQ_OK:
+            e->resp_aq_serial = nic_aq_lookup(qp->nic, p->reth_rkey)->serial;
+            e->resp_aq_open = true;
             break;
         case NIC_AQ_NO_QUEUE:
             return fatal(c, NIC_AETH_NAK_REM_ACC, IBV_WC_SUCCESS);
@@ -475,12 +477,18 @@ static enum resp_state check_append(struct nic_qp *qp, struct resp_ctx *c)
         case NIC_AQ_NO_ROOM:
             return RESP_ERR_RNR;
         }
-    } else if (!nic_aq_lookup(qp->nic, e->resp_aqn)) {
-        return fatal(c, NIC_AETH_NAK_REM_ACC, IBV_WC_SUCCESS); /* destroyed meanwhile */
     }
+    /* every packet: the very queue the first packet reserved in (a number
+     * alone could name a later queue of the same slot), and a placement
+     * inside its region - never a write outside it */
+    const struct nic_aq *aq = nic_aq_lookup(qp->nic, e->resp_aqn);
+    if (!aq || aq->serial != e->resp_aq_serial)
+        return fatal(c, NIC_AETH_NAK_REM_ACC, IBV_WC_SUCCESS); /* destroyed meanwhile */
     uint64_t end = (uint64_t)e->resp_off + p->payload_len;
     if (end > e->resp_len || ((c->mask & NIC_OPF_LAST) && end != e->resp_len))
         return fatal(c, NIC_AETH_NAK_INV_REQ, IBV_WC_SUCCESS);
+    if (e->resp_aq_off > aq->region_bytes || end > aq->region_bytes - e->resp_aq_off)
+        return fatal(c, NIC_AETH_NAK_REM_ACC, IBV_WC_SUCCESS);
     return RESP_EXECUTE;
 }
 
@@ -700,6 +708,7 @@ static enum resp_state complete(struct nic_qp *qp, struct resp_ctx *c)
     e->msn++;
     if (m & NIC_OPF_APPEND) { /* RIMA: one CQE per message on the AQ's CQ */
         const struct nic_aq *aq = nic_aq_lookup(qp->nic, e->resp_aqn);
+        e->resp_aq_open = false;
         struct ibv_wc wc = {
             .wr_id = e->resp_aq_off,
             .status = IBV_WC_SUCCESS,
@@ -1175,9 +1184,35 @@ static void aq_tpt_fn(struct sim *sim, struct sim_event *ev)
     }
 }
 
+/* An append whose tail moved but whose last packet never came (the QP goes
+ * to error or reset, or is destroyed): its bytes would be a hole the
+ * consumer waits on forever.  Announce it with a receiver CQE of status
+ * IBV_WC_WR_FLUSH_ERR, wr_id = the offset, byte_len = the reserved length
+ * (include/rnicsim/rima.h), so the consumer can skip it. */
+static void aq_flush_open(struct nic_qp *qp)
+{
+    struct nic_qp_engine *e = qp->eng;
+    if (!e->resp_aq_open)
+        return;
+    e->resp_aq_open = false;
+    const struct nic_aq *aq = nic_aq_lookup(qp->nic, e->resp_aqn);
+    if (!aq || aq->serial != e->resp_aq_serial)
+        return; /* the queue is gone: nobody to tell */
+    struct ibv_wc wc = {
+        .wr_id = e->resp_aq_off,
+        .status = IBV_WC_WR_FLUSH_ERR,
+        .opcode = IBV_WC_RECV_APPEND,
+        .byte_len = (uint32_t)e->resp_len,
+        .qp_num = qp->qpn,
+        .src_qp = qp->attr.dest_qp_num,
+    };
+    nic_cqe_write(qp->nic, aq->cq, &wc, false);
+}
+
 static void aq_clear(struct nic_qp *qp)
 {
     struct nic_qp_engine *e = qp->eng;
+    aq_flush_open(qp);
     sim_cancel(qp->nic->sim, &e->aq_ev);
     if (e->aq_wait)
         pkt_free(qp->nic->pool, e->aq_wait);
@@ -1218,6 +1253,8 @@ void nic_resp_init(struct nic_qp *qp)
         sim_event_init(&e->aq_ev, aq_tpt_fn, qp, "nic.aq_tpt");
     e->resp_aqn = 0;
     e->resp_aq_off = 0;
+    e->resp_aq_serial = 0;
+    e->resp_aq_open = false;
     e->ar.msg_psn = 0;
 }
 

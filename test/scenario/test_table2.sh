@@ -8,7 +8,9 @@
 # bytes, passes the ordering checker on IB RC and FAILs (with a seed) on IB
 # with relaxed DMA ordering; small messages cost a whole receive buffer on
 # send/recv and write-slot channels but not on rings; the JSON, CSV and --update outputs agree; an
-# unknown channel is a usage error listing the known ones.
+# unknown channel is a usage error listing the known ones; so are a
+# value-taking option followed by another option (--json --no-order) and
+# an empty channel list (--channels=).
 # Args: rnicsim binary, source dir, scratch dir (test/scenario/lib.sh).
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -147,5 +149,12 @@ check "deterministic: the same command writes the same JSON" \
 check "unknown channel: exit 2, the known names listed" \
     "'$bin' table2 --channels=no-such >/dev/null 2>err.txt; [ \$? -eq 2 ] && grep -q 'send-normal' err.txt"
 check "bad option: exit 2" "'$bin' table2 --messages=0 >/dev/null 2>&1; [ \$? -eq 2 ]"
+rm -f -- ./--no-order ./--quick
+check "a value-taking option does not swallow the next option: exit 2, no file written" \
+    "'$bin' table2 --json --no-order >/dev/null 2>err.txt; [ \$? -eq 2 ] && grep -q 'needs a value' err.txt && [ ! -e ./--no-order ]"
+check "a value that is an option (--csv=--quick): exit 2" \
+    "'$bin' table2 --csv=--quick >/dev/null 2>&1; [ \$? -eq 2 ] && [ ! -e ./--quick ]"
+check "an empty channel list (--channels= and --channels=,): exit 2" \
+    "'$bin' table2 --channels= >out.txt 2>err.txt; [ \$? -eq 2 ] && [ ! -s out.txt ] && grep -q 'at least one channel' err.txt && '$bin' table2 --channels=, >/dev/null 2>&1; [ \$? -eq 2 ]"
 
 finish

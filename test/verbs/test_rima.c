@@ -16,7 +16,15 @@
  *    order per sender), every byte checked;
  *    the same with 5 % packet loss (retransmissions, duplicate first
  *    packets never append twice);
- *  - wrap-around (padding to the end of the region) and reset on empty;
+ *  - wrap-around and reset on empty; padding on a non-empty queue;
+ *  - the ring never fills completely (a 0 B append, then 4096 + 4096 B into
+ *    8 KiB: the second waits, nothing is overwritten); an empty queue
+ *    restarts at 0 without padding (also when the chunks there must be
+ *    committed again first: no livelock);
+ *  - holes: the receiving QP fails mid-message -> an IBV_WC_WR_FLUSH_ERR
+ *    receiver CQE with the offset and reserved length;
+ *  - a stale head write from before a reset on empty is ignored;
+ *  - one TPT slot cycled 600 times never repeats a queue number;
  *  - exhaustion: the head never moves, RNR NAKs, IBV_WC_RNR_RETRY_EXC_ERR
  *    after rnr_retry 2, earlier messages untouched;
  *  - background allocation: a line-rate burst with a reserve that covers
@@ -35,6 +43,7 @@
 #include <rnicsim/rima.h>
 
 #include "fixture.h"
+#include "sim/nic/nic_priv.h" /* nic_aq_lookup, nic_aq_reserve: exact interleaving */
 #include "test.h"
 
 /* ---------------------------------------------------------------- helpers */
@@ -174,9 +183,12 @@ struct run {
     struct ibv_aq_attr aqa;
     bool pingpong, consume;
     uint8_t rnr_retry, min_rnr_timer;
-    double loss;            /* random packet loss at every NIC's ingress */
-    sim_time_t settle_ps;   /* server waits this long after the last CQE before the query */
-    sim_time_t pp_sleep_ps; /* pingpong: server waits this long before "go" (default 3 us) */
+    double loss;                 /* random packet loss at every NIC's ingress */
+    sim_time_t settle_ps;        /* server waits this long after the last CQE before the query */
+    sim_time_t pp_sleep_ps;      /* pingpong: server waits this long before "go" (default 3 us) */
+    sim_time_t consume_delay_ps; /* consume: wait this long after a CQE, then check and consume */
+    sim_time_t deadline_ps;      /* server stops waiting for CQEs once past it (checked when a poll
+                                    returns; a CQE that never comes ends the run in deadlock) */
     /* results */
     struct fx_rc srv, sq[R_MAX_SENDERS], cl[R_MAX_SENDERS];
     unsigned ids[R_MAX_SENDERS];
@@ -265,7 +277,13 @@ static void r_server(void *arg)
     r->modify_ok = true;
     while (r->n_cqe < r->n_expect) {
         struct ibv_wc wc;
-        CHECK(fx_poll_one(cq, &wc) == 1);
+        int n;
+        while ((n = ibv_poll_cq(cq, 1, &wc)) == 0 &&
+               (!r->deadline_ps || sim_now(r->fx->sim) < r->deadline_ps))
+            ;
+        if (n == 0)
+            break; /* deadline: r->n_cqe tells how far it got */
+        CHECK(n == 1);
         r->t_last_cqe = sim_now(r->fx->sim);
         unsigned s = 0;
         while (s < r->n_senders && r->sq[s].qp->qp_num != wc.qp_num)
@@ -278,6 +296,8 @@ static void r_server(void *arg)
             break;
         }
         unsigned m = got[s]++;
+        if (r->consume_delay_ps)
+            sim_proc_sleep(r->consume_delay_ps);
         struct r_cqe *c = &r->cqe[r->n_cqe++];
         *c =
             (struct r_cqe){.off = wc.wr_id, .len = wc.byte_len, .s = (uint16_t)s, .m = (uint16_t)m};
@@ -394,6 +414,9 @@ static void test_many_senders(double loss)
     CHECK(per_sender);
     CHECK_EQ_U64(end, total);
     CHECK(switches > (loss > 0 ? 20u : 100u)); /* really interleaved */
+    /* completions come in order of last packets, not in tail order
+     * (<rnicsim/rima.h>, docs/rima.md "Completions") */
+    CHECK(out_of_tail_order > 0);
     uint64_t dropped = 0;
     for (unsigned n = 0; n < 4; n++)
         dropped += r.fx->dropped[n];
@@ -426,8 +449,10 @@ static uint32_t len_10000(unsigned s, unsigned m)
 }
 
 /* 64 KiB ring, consumer keeps up (head moved after each message): without
- * reset the 7th message (tail 60000, 60000 + 10000 > 65536) goes to offset
- * 0 behind 5536 B of padding; with reset every message lands at 0. */
+ * reset the 7th message (tail 60000, 60000 + 10000 > 65536) finds the
+ * queue empty and restarts at offset 0 with no padding (the padding case,
+ * a non-empty queue, is test_padding's); with
+ * reset every message lands at 0. */
 static void test_wrap(bool reset)
 {
     static struct run r;
@@ -461,8 +486,8 @@ static void test_wrap(bool reset)
     uint64_t want_end = reset ? 0 : 40000;
     CHECK_EQ_U64(r.end.head, want_end);
     CHECK_EQ_U64(r.end.tail, want_end);
-    /* peak: one message (+ the padding while the head still sat before it) */
-    uint64_t want_peak = reset ? 10000 : 5536 + 10000;
+    /* peak: one message (an empty queue restarts at 0 without padding) */
+    uint64_t want_peak = 10000;
     CHECK_EQ_U64(r.end.peak_used_bytes, want_peak);
     CHECK_EQ_U64(r.end.rnr_naks, 0);
     fx_destroy(r.fx);
@@ -500,6 +525,327 @@ static void test_exhaustion(void)
     CHECK(r.all_intact_at_end);
     CHECK_EQ_U64(nic_get_counters(r.fx->nic[0])->rima_rnr_naks, 3);
     fx_destroy(r.fx);
+}
+
+/* ---------------------------------------------------------------- ring edge cases */
+
+static uint32_t len_full(unsigned s, unsigned m)
+{
+    (void)s;
+    static const uint32_t len[4] = {0, 4096, 4096, 4096};
+    return len[m];
+}
+
+/* Never completely full: an 8 KiB ring of one chunk, a 0 B append (at 0,
+ * the tail stays), then A and B of 4096 B each, then C of 4096 B.  B would
+ * fill the ring exactly (head == tail with everything used), which a head
+ * write of 0 (consuming the 0 B message) would read as "all consumed", and
+ * C would overwrite A.  A message needs used + padding + len <= region - 1:
+ * B waits (RNR) until A is consumed, lands at 4096, C at 0 after B; every
+ * message is intact when it is consumed, 20 us after its CQE. */
+static void test_never_full(void)
+{
+    static struct run r;
+    memset(&r, 0, sizeof(r));
+    r.n_senders = 1;
+    r.n_msgs = 4;
+    r.window = 4;
+    r.len_fn = len_full;
+    r.consume = true;
+    r.consume_delay_ps = 20 * SIM_US;
+    r.rnr_retry = 6;
+    r.deadline_ps = 5 * SIM_MS;
+    r.aqa = (struct ibv_aq_attr){.region_bytes = 8192, .chunk_bytes = 8192, .initial_chunks = 1};
+    run_go(&r, 41, NULL);
+    CHECK(r.cqe_fields_ok && r.modify_ok);
+    CHECK_EQ_U64(r.n_cqe, 4);
+    static const uint64_t want_off[4] = {0, 0, 4096, 0};
+    for (unsigned m = 0; m < r.n_cqe; m++) {
+        CHECK(r.cqe[m].ok);
+        CHECK_EQ_U64(r.cqe[m].off, want_off[m]);
+    }
+    CHECK_EQ_U64(r.n_ok[0], 4);
+    CHECK(r.end.rnr_naks > 0); /* B waited for room */
+    CHECK_EQ_U64(r.end.used_bytes, 0);
+    CHECK_EQ_U64(r.end.head, 4096);
+    CHECK_EQ_U64(r.end.tail, 4096);
+    fx_destroy(r.fx);
+}
+
+static uint32_t len_pad(unsigned s, unsigned m)
+{
+    (void)s;
+    static const uint32_t len[3] = {6000, 6000, 5000};
+    return len[m];
+}
+
+/* Padding on a non-empty queue: 16 KiB ring, 6000 B at 0 and at 6000; the
+ * 5000 B message does not fit before the end (12000 + 5000 > 16384) and
+ * waits (RNR) until the first one is consumed, then goes to offset 0 with
+ * the 4384 B from the tail to the end as padding (used 6000 + 4384 + 5000
+ * = 15384 <= 16383). */
+static void test_padding(void)
+{
+    static struct run r;
+    memset(&r, 0, sizeof(r));
+    r.n_senders = 1;
+    r.n_msgs = 3;
+    r.window = 3;
+    r.len_fn = len_pad;
+    r.consume = true;
+    r.consume_delay_ps = 20 * SIM_US;
+    r.rnr_retry = 6;
+    r.deadline_ps = 5 * SIM_MS;
+    r.aqa = (struct ibv_aq_attr){.region_bytes = 16384, .chunk_bytes = 16384, .initial_chunks = 1};
+    run_go(&r, 45, NULL);
+    CHECK(r.cqe_fields_ok && r.modify_ok);
+    CHECK_EQ_U64(r.n_cqe, 3);
+    static const uint64_t want_off[3] = {0, 6000, 0};
+    for (unsigned m = 0; m < r.n_cqe; m++) {
+        CHECK(r.cqe[m].ok);
+        CHECK_EQ_U64(r.cqe[m].off, want_off[m]);
+    }
+    CHECK(r.end.rnr_naks > 0);
+    CHECK_EQ_U64(r.end.peak_used_bytes, 15384);
+    CHECK_EQ_U64(r.end.used_bytes, 0);
+    CHECK_EQ_U64(r.end.tail, 5000);
+    fx_destroy(r.fx);
+}
+
+static uint32_t len_5000_6000(unsigned s, unsigned m)
+{
+    (void)s;
+    return m % 2 ? 6000 : 5000;
+}
+
+/* An empty queue takes any message that fits the region: 5000 B, consumed,
+ * then 6000 B (which does not fit between the tail 5000 and the end of
+ * the 8 KiB region) restarts at offset 0 with no padding, and so on. */
+static void test_empty_restart(void)
+{
+    static struct run r;
+    memset(&r, 0, sizeof(r));
+    r.n_senders = 1;
+    r.n_msgs = 4;
+    r.len_fn = len_5000_6000;
+    r.pingpong = true;
+    r.consume = true;
+    r.rnr_retry = 3;
+    r.deadline_ps = 5 * SIM_MS;
+    r.aqa = (struct ibv_aq_attr){.region_bytes = 8192, .chunk_bytes = 8192, .initial_chunks = 1};
+    run_go(&r, 43, NULL);
+    CHECK(r.cqe_fields_ok && r.modify_ok);
+    CHECK_EQ_U64(r.n_cqe, 4);
+    CHECK_EQ_U64(r.n_ok[0], 4);
+    for (unsigned m = 0; m < r.n_cqe; m++) {
+        CHECK(r.cqe[m].ok);
+        CHECK_EQ_U64(r.cqe[m].off, 0);
+    }
+    CHECK_EQ_U64(r.end.rnr_naks, 0);
+    CHECK_EQ_U64(r.end.used_bytes, 0);
+    CHECK_EQ_U64(r.end.peak_used_bytes, 6000); /* never any padding */
+    fx_destroy(r.fx);
+}
+
+static uint32_t len_restart_alloc(unsigned s, unsigned m)
+{
+    (void)s;
+    static const uint32_t len[3] = {6000, 6000, 12500};
+    return len[m];
+}
+
+/* The restart at offset 0 needs chunks that are not committed any more (a
+ * 16 KiB ring of 4 KiB chunks, 4 KiB watermark: after two 6000 B messages
+ * are consumed the reserve sits around the tail 12000, chunks 0 and 1 are
+ * freed).  The 12500 B message restarts at 0 and its refusal commits
+ * exactly chunks 0 .. 2 one after the other (none freed again meanwhile:
+ * no livelock); it is delivered at offset 0. */
+static void test_empty_restart_alloc(void)
+{
+    static struct run r;
+    memset(&r, 0, sizeof(r));
+    r.n_senders = 1;
+    r.n_msgs = 3;
+    r.len_fn = len_restart_alloc;
+    r.pingpong = true;
+    r.consume = true;
+    r.rnr_retry = 7; /* infinite: a livelock would hit the deadline */
+    r.deadline_ps = 5 * SIM_MS;
+    r.aqa = (struct ibv_aq_attr){
+        .region_bytes = 16384, .chunk_bytes = 4096, .watermark_bytes = 4096, .initial_chunks = 4};
+    struct nic_params np;
+    nic_params_default(&np);
+    np.rima_alloc_ps = 20 * SIM_US;
+    run_go(&r, 47, &np);
+    CHECK(r.cqe_fields_ok && r.modify_ok);
+    CHECK_EQ_U64(r.n_cqe, 3);
+    static const uint64_t want_off[3] = {0, 6000, 0};
+    for (unsigned m = 0; m < r.n_cqe; m++) {
+        CHECK(r.cqe[m].ok);
+        CHECK_EQ_U64(r.cqe[m].off, want_off[m]);
+    }
+    CHECK_EQ_U64(r.end.used_bytes, 0);
+    CHECK_EQ_U64(r.end.tail, 12500);
+    fx_destroy(r.fx);
+}
+
+/* ---------------------------------------------------------------- holes */
+
+struct hole_st {
+    struct fx *fx;
+    struct fx_rc srv, srv2, cl, cl2;
+    bool flush_ok, next_ok, got_flush;
+};
+
+enum { HOLE_BIG = 1 << 20, HOLE_SMALL = 100 };
+
+static void hole_client(void *arg)
+{
+    struct hole_st *s = arg;
+    CHECK(fx_rc_open(s->fx, &s->cl, NULL) == 0);
+    CHECK(fx_rc_open(s->fx, &s->cl2, NULL) == 0);
+    CHECK(fx_rc_connect(&s->cl, "h/c1", "h/s1") == 0);
+    CHECK(fx_rc_connect(&s->cl2, "h/c2", "h/s2") == 0);
+    uint32_t aqn = 0;
+    fx_get(s->fx, "h/aqn", &aqn, sizeof(aqn));
+    fill(s->cl.buf, 0, 0, HOLE_BIG);
+    CHECK(post_append(&s->cl, aqn, 1, 0, HOLE_BIG, 0) == 0);
+    fx_get(s->fx, "h/go", NULL, 0);
+    fill(s->cl2.buf, 1, 1, HOLE_SMALL);
+    CHECK(post_append(&s->cl2, aqn, 2, 0, HOLE_SMALL, 0) == 0);
+    struct ibv_wc wc;
+    CHECK(fx_poll_one(s->cl2.scq, &wc) == 1);
+    CHECK(wc.status == IBV_WC_SUCCESS && wc.wr_id == 2);
+    /* the 1 MiB append is left to its retries (it never completes well:
+     * its responder QP is in error) */
+    fx_barrier(s->fx, "h/end", "client", "server");
+    fx_rc_close(&s->cl2);
+    fx_rc_close(&s->cl);
+}
+
+/* A 1 MiB append whose responder QP goes to error after the first packet
+ * moved the tail: the AQ's CQ gets IBV_WC_WR_FLUSH_ERR with wr_id = the
+ * offset (0) and byte_len = the reserved length, so the consumer can skip
+ * the hole; the next message (another QP) lands behind it at 1 MiB. */
+static void hole_server(void *arg)
+{
+    struct hole_st *s = arg;
+    CHECK(fx_rc_open(s->fx, &s->srv, NULL) == 0);
+    CHECK(fx_rc_open_shared(&s->srv2, &s->srv, NULL) == 0);
+    struct ibv_cq *cq = ibv_create_cq(s->srv.ctx, 64, NULL, NULL, 0);
+    struct ibv_aq_init_attr ia = {.cq = cq,
+                                  .attr = {.region_bytes = 4 << 20, .chunk_bytes = 4 << 20}};
+    struct ibv_aq *aq = cq ? ibv_create_aq(s->srv.pd, &ia) : NULL;
+    CHECK(aq != NULL);
+    if (!aq)
+        return;
+    fx_put(s->fx, "h/aqn", &aq->aq_num, sizeof(aq->aq_num));
+    CHECK(fx_rc_connect(&s->srv, "h/s1", "h/c1") == 0);
+    CHECK(fx_rc_connect(&s->srv2, "h/s2", "h/c2") == 0);
+    struct ibv_aq_attr qa = {0};
+    while (ibv_query_aq(aq, &qa) == 0 && qa.messages == 0)
+        sim_proc_sleep(SIM_US);
+    CHECK_EQ_U64(qa.tail, HOLE_BIG); /* the tail moved on the first packet */
+    struct ibv_qp_attr err = {.qp_state = IBV_QPS_ERR};
+    CHECK(ibv_modify_qp(s->srv.qp, &err, IBV_QP_STATE) == 0);
+    /* (a CQE that never comes blocks the poll: the run ends in deadlock) */
+    struct ibv_wc wc;
+    s->got_flush = fx_poll_one(cq, &wc) == 1;
+    s->flush_ok = s->got_flush && wc.status == IBV_WC_WR_FLUSH_ERR &&
+                  wc.opcode == IBV_WC_RECV_APPEND && wc.wr_id == 0 && wc.byte_len == HOLE_BIG &&
+                  wc.qp_num == s->srv.qp->qp_num;
+    fx_put(s->fx, "h/go", NULL, 0);
+    s->next_ok = fx_poll_one(cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS && wc.wr_id == HOLE_BIG &&
+                 wc.byte_len == HOLE_SMALL && intact(aq->buf + wc.wr_id, 1, 1, HOLE_SMALL);
+    /* the consumer skips the hole and the message: empty again */
+    struct ibv_aq_attr ma = {.head = HOLE_BIG + HOLE_SMALL};
+    CHECK(ibv_modify_aq(aq, &ma, IBV_AQ_HEAD) == 0);
+    sim_proc_sleep(50 * SIM_US);
+    CHECK(ibv_poll_cq(cq, 1, &wc) == 0); /* nothing more */
+    fx_barrier(s->fx, "h/end", "server", "client");
+    CHECK(ibv_destroy_aq(aq) == 0);
+    fx_rc_close(&s->srv2);
+    CHECK(ibv_destroy_cq(cq) == 0);
+    fx_rc_close(&s->srv);
+}
+
+static void test_hole(void)
+{
+    static struct hole_st s;
+    memset(&s, 0, sizeof(s));
+    s.fx = fx_create(71, NULL);
+    fx_spawn(s.fx, 0, "server", hole_server, &s);
+    fx_spawn(s.fx, 1, "client", hole_client, &s);
+    enum sim_run_result rr = fx_run(s.fx);
+    if (rr != SIM_RUN_DONE)
+        printf("hole run %d at %.3f us\n", (int)rr, (double)sim_now(s.fx->sim) / SIM_US);
+    CHECK(rr == SIM_RUN_DONE);
+    CHECK(s.got_flush);
+    CHECK(s.flush_ok);
+    CHECK(s.next_ok);
+    fx_destroy(s.fx);
+}
+
+/* ---------------------------------------------------------------- stale head writes */
+
+struct stale_st {
+    struct fx *fx;
+    struct fx_rc srv;
+    bool interleaved;
+    uint64_t used_after, ignored, off_b;
+};
+
+/* Reset on empty: a message of 4096 B at 0; the consumer writes head 4096
+ * twice (both checked valid, both in flight).  The first empties the queue
+ * and resets it to 0; an append of 8192 B (B) then takes offset 0; the
+ * second write, stale, arrives: it was checked against the old lap and
+ * would consume half of B.  It is ignored (reset epoch). */
+static void stale_prog(void *arg)
+{
+    struct stale_st *s = arg;
+    CHECK(fx_rc_open(s->fx, &s->srv, NULL) == 0);
+    struct ibv_aq_init_attr ia = {.cq = s->srv.rcq,
+                                  .attr = {.region_bytes = 65536,
+                                           .chunk_bytes = 65536,
+                                           .watermark_bytes = 4096,
+                                           .flags = IBV_AQ_F_RESET_ON_EMPTY}};
+    struct ibv_aq *aq = ibv_create_aq(s->srv.pd, &ia);
+    CHECK(aq != NULL);
+    if (!aq)
+        return;
+    struct nic *nic = s->fx->nic[0];
+    struct nic_aq *naq = nic_aq_lookup(nic, aq->aq_num);
+    uint64_t off = 0;
+    CHECK(nic_aq_reserve(nic, aq->aq_num, naq->pd, 4096, &off) == NIC_AQ_OK);
+    CHECK_EQ_U64(naq->tail, 4096);
+    nic_aq_write_head(naq, 4096);
+    sim_proc_sleep(1); /* 1 ps: the second write leaves after the first */
+    nic_aq_write_head(naq, 4096);
+    /* the first write arrives: the queue resets; then B comes in */
+    sim_time_t until = sim_now(s->fx->sim) + 10 * SIM_US;
+    while (naq->tail != 0 && sim_now(s->fx->sim) < until)
+        sim_proc_sleep(1);
+    s->interleaved = naq->tail == 0 && naq->head_updates_ignored == 0;
+    CHECK(nic_aq_reserve(nic, aq->aq_num, naq->pd, 8192, &s->off_b) == NIC_AQ_OK);
+    sim_proc_sleep(10 * SIM_US); /* the second write has arrived */
+    s->used_after = naq->used_bytes;
+    s->ignored = naq->head_updates_ignored;
+    CHECK(ibv_destroy_aq(aq) == 0);
+    fx_rc_close(&s->srv);
+}
+
+static void test_stale_head(void)
+{
+    static struct stale_st s;
+    memset(&s, 0, sizeof(s));
+    s.fx = fx_create(73, NULL);
+    fx_spawn(s.fx, 0, "stale", stale_prog, &s);
+    CHECK(fx_run(s.fx) == SIM_RUN_DONE);
+    CHECK(s.interleaved); /* B really came between the two writes */
+    CHECK_EQ_U64(s.off_b, 0);
+    CHECK_EQ_U64(s.used_after, 8192); /* B untouched */
+    CHECK_EQ_U64(s.ignored, 1);
+    fx_destroy(s.fx);
 }
 
 /* ---------------------------------------------------------------- background allocation */
@@ -727,6 +1073,25 @@ static void api_prog(void *arg)
     s->tpt_again = a3 && a3->aq_num != old;
     if (a3)
         CHECK(ibv_destroy_aq(a3) == 0);
+    /* one slot created and destroyed 600 times: never the same number
+     * again (an 8-bit generation came back after 255 cycles, and a stale
+     * number - a late append, a middle packet, a head write - named the
+     * new queue) */
+    enum { CYCLES = 600 };
+    static uint32_t nums[CYCLES];
+    bool distinct = true;
+    for (unsigned i = 0; i < CYCLES; i++) {
+        struct ibv_aq *t = mk_aq(&s->srv, cq, 4096, 0, 0, 0, 0);
+        CHECK(t != NULL);
+        if (!t)
+            break;
+        nums[i] = t->aq_num;
+        distinct &= nums[i] != old;
+        for (unsigned j = 0; j < i; j++)
+            distinct &= nums[j] != nums[i];
+        CHECK(ibv_destroy_aq(t) == 0);
+    }
+    CHECK(distinct);
     if (a2)
         CHECK(ibv_destroy_aq(a2) == 0);
     fx_rc_close(&s->srv);
@@ -1030,6 +1395,12 @@ int main(void)
     test_wrap(false);
     test_wrap(true);
     test_exhaustion();
+    test_never_full();
+    test_padding();
+    test_empty_restart();
+    test_empty_restart_alloc();
+    test_hole();
+    test_stale_head();
     test_watermark(20 * SIM_US, false);
     test_watermark(1 * SIM_MS, true);
     test_tpt_latency();

@@ -20,7 +20,12 @@
  *    offset 0 after padding) with a window of 2; the receiver gets each
  *    once, in order, intact, inside the region, with the sender's QP; the
  *    sender gets one completion per append in order, and ENOMEM when its
- *    window is full; the stats count them. */
+ *    window is full; the stats count them;
+ *  - a bad completion mid-batch (HW): the good ones before it are returned,
+ *    the error comes with the next call, the completions after it with the
+ *    one after (nothing dropped);
+ *  - a hole (HW: the receiving QP fails mid-message): not delivered, the
+ *    head moves over it once the next message is consumed. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -341,6 +346,187 @@ static void test_exchange(enum rima_mode mode, uint64_t region, const uint32_t *
     fx_destroy(s.fx);
 }
 
+/* ---------------------------------------------------------------- a bad completion mid-batch */
+
+struct mid_st {
+    struct fx *fx;
+    struct fx_rc srv, cli;
+    int r1, r2, r3, e2;
+    struct rima_msg m1, m3;
+};
+
+static void mid_client(void *arg)
+{
+    struct mid_st *s = arg;
+    CHECK(fx_rc_open(s->fx, &s->cli, NULL) == 0);
+    CHECK(fx_rc_connect(&s->cli, "m/c", "m/s") == 0);
+    uint32_t aqn = 0;
+    fx_get(s->fx, "m/aqn", &aqn, sizeof(aqn));
+    memset(s->cli.buf, 0xa1, 300);
+    struct ibv_sge sge = {(uintptr_t)s->cli.buf, 300, s->cli.mr->lkey};
+    struct ibv_send_wr wr = {.wr_id = 1, .sg_list = &sge, .num_sge = 1};
+    struct ibv_send_wr *bad = NULL;
+    ibv_wr_append(&wr, aqn);
+    CHECK(ibv_post_send(s->cli.qp, &wr, &bad) == 0);
+    /* a SEND whose receive completion lands on the AQ's CQ too: not an append */
+    CHECK(fx_post(&s->cli, IBV_WR_SEND, 2, 0, 64, 0, 0) == 0);
+    sge.length = 500;
+    wr.wr_id = 3;
+    CHECK(ibv_post_send(s->cli.qp, &wr, &bad) == 0);
+    fx_put(s->fx, "m/sent", NULL, 0);
+    fx_barrier(s->fx, "m/end", "client", "server");
+    fx_rc_close(&s->cli);
+}
+
+/* HW mode: the AQ's CQ holds an append (300 B), a foreign receive
+ * completion, an append (500 B).  rima_poll_aq(8) returns the first append
+ * (it used to fail the whole batch with EPROTO and drop it), the next call
+ * reports EPROTO, the one after returns the second append. */
+static void mid_server(void *arg)
+{
+    struct mid_st *s = arg;
+    CHECK(fx_rc_open(s->fx, &s->srv, NULL) == 0);
+    struct rima_aq_opts o = {.mode = RIMA_HW, .region_bytes = 1u << 16};
+    struct rima_aq *aq = rima_aq_create(s->srv.pd, s->srv.rcq, &o);
+    CHECK(aq != NULL);
+    if (!aq)
+        return;
+    struct rima_aq_remote r;
+    CHECK(rima_aq_export(aq, &r) == 0);
+    fx_put(s->fx, "m/aqn", &r.aq_num, sizeof(r.aq_num));
+    CHECK(fx_rc_connect(&s->srv, "m/s", "m/c") == 0);
+    CHECK(fx_post_recv(&s->srv, 9, 0, 4096) == 0);
+    fx_get(s->fx, "m/sent", NULL, 0);
+    sim_proc_sleep(100 * SIM_US); /* all three completions are in the CQ */
+    struct rima_msg out[8];
+    s->r1 = rima_poll_aq(aq, 8, out);
+    s->m1 = out[0];
+    errno = 0;
+    s->r2 = rima_poll_aq(aq, 8, out);
+    s->e2 = errno;
+    s->r3 = rima_poll_aq(aq, 8, out);
+    s->m3 = out[0];
+    fx_barrier(s->fx, "m/end", "server", "client");
+    CHECK(rima_aq_destroy(aq) == 0);
+    fx_rc_close(&s->srv);
+}
+
+static void test_mid_batch_error(void)
+{
+    static struct mid_st s;
+    memset(&s, 0, sizeof(s));
+    s.fx = fx_create(5, NULL);
+    fx_spawn(s.fx, 0, "server", mid_server, &s);
+    fx_spawn(s.fx, 1, "client", mid_client, &s);
+    CHECK(fx_run(s.fx) == SIM_RUN_DONE);
+    CHECK_EQ_U64(s.r1, 1);
+    CHECK_EQ_U64(s.m1.offset, 0);
+    CHECK_EQ_U64(s.m1.len, 300);
+    CHECK_EQ_U64(s.r2, (uint64_t)-1);
+    CHECK_EQ_U64(s.e2, EPROTO);
+    CHECK_EQ_U64(s.r3, 1);
+    CHECK_EQ_U64(s.m3.offset, 300);
+    CHECK_EQ_U64(s.m3.len, 500);
+    fx_destroy(s.fx);
+}
+
+/* ---------------------------------------------------------------- holes (HW) */
+
+struct phole_st {
+    struct fx *fx;
+    struct fx_rc srv, srv2, cli, cli2;
+    int r1;
+    struct rima_msg m;
+    uint64_t head_pos, delivered;
+};
+
+enum { PH_BIG = 1 << 20, PH_SMALL = 100 };
+
+static void phole_client(void *arg)
+{
+    struct phole_st *s = arg;
+    CHECK(fx_rc_open(s->fx, &s->cli, NULL) == 0);
+    CHECK(fx_rc_open(s->fx, &s->cli2, NULL) == 0);
+    CHECK(fx_rc_connect(&s->cli, "ph/c1", "ph/s1") == 0);
+    CHECK(fx_rc_connect(&s->cli2, "ph/c2", "ph/s2") == 0);
+    uint32_t aqn = 0;
+    fx_get(s->fx, "ph/aqn", &aqn, sizeof(aqn));
+    struct ibv_sge sge = {(uintptr_t)s->cli.buf, PH_BIG, s->cli.mr->lkey};
+    struct ibv_send_wr wr = {.wr_id = 1, .sg_list = &sge, .num_sge = 1};
+    struct ibv_send_wr *bad = NULL;
+    ibv_wr_append(&wr, aqn);
+    CHECK(ibv_post_send(s->cli.qp, &wr, &bad) == 0);
+    fx_get(s->fx, "ph/go", NULL, 0);
+    memset(s->cli2.buf, 0x5c, PH_SMALL);
+    struct ibv_sge sge2 = {(uintptr_t)s->cli2.buf, PH_SMALL, s->cli2.mr->lkey};
+    struct ibv_send_wr wr2 = {.wr_id = 2, .sg_list = &sge2, .num_sge = 1};
+    ibv_wr_append(&wr2, aqn);
+    CHECK(ibv_post_send(s->cli2.qp, &wr2, &bad) == 0);
+    fx_barrier(s->fx, "ph/end", "client", "server");
+    fx_rc_close(&s->cli2);
+    fx_rc_close(&s->cli);
+}
+
+/* HW mode: a 1 MiB append whose receiving QP is put in error after its
+ * first packet leaves a hole the NIC announces with IBV_WC_WR_FLUSH_ERR;
+ * rima_poll_aq does not deliver it, treats it as consumed padding, and
+ * returns the next message (100 B at 1 MiB); consuming that moves the head
+ * over both (it waited forever before). */
+static void phole_server(void *arg)
+{
+    struct phole_st *s = arg;
+    CHECK(fx_rc_open(s->fx, &s->srv, NULL) == 0);
+    CHECK(fx_rc_open_shared(&s->srv2, &s->srv, NULL) == 0);
+    struct ibv_cq *cq = ibv_create_cq(s->srv.ctx, 64, NULL, NULL, 0);
+    struct rima_aq_opts o = {.mode = RIMA_HW, .region_bytes = 4u << 20};
+    struct rima_aq *aq = cq ? rima_aq_create(s->srv.pd, cq, &o) : NULL;
+    CHECK(aq != NULL);
+    if (!aq)
+        return;
+    struct rima_aq_remote r;
+    CHECK(rima_aq_export(aq, &r) == 0);
+    fx_put(s->fx, "ph/aqn", &r.aq_num, sizeof(r.aq_num));
+    CHECK(fx_rc_connect(&s->srv, "ph/s1", "ph/c1") == 0);
+    CHECK(fx_rc_connect(&s->srv2, "ph/s2", "ph/c2") == 0);
+    struct ibv_aq_attr qa = {0};
+    while (ibv_query_aq(aq->hw, &qa) == 0 && qa.messages == 0)
+        sim_proc_sleep(SIM_US);
+    struct ibv_qp_attr err = {.qp_state = IBV_QPS_ERR};
+    CHECK(ibv_modify_qp(s->srv.qp, &err, IBV_QP_STATE) == 0);
+    fx_put(s->fx, "ph/go", NULL, 0);
+    sim_proc_sleep(50 * SIM_US); /* the flush CQE and the 100 B append are in */
+    struct rima_msg out[4];
+    s->r1 = rima_poll_aq(aq, 4, out);
+    s->m = out[0];
+    if (s->r1 == 1)
+        CHECK(rima_aq_consume(aq, &out[0]) == 0);
+    struct rima_aq_stats st;
+    CHECK(rima_aq_query(aq, &st) == 0);
+    s->head_pos = st.head_pos;
+    s->delivered = st.messages;
+    fx_barrier(s->fx, "ph/end", "server", "client");
+    CHECK(rima_aq_destroy(aq) == 0);
+    fx_rc_close(&s->srv2);
+    CHECK(ibv_destroy_cq(cq) == 0);
+    fx_rc_close(&s->srv);
+}
+
+static void test_hole_hw(void)
+{
+    static struct phole_st s;
+    memset(&s, 0, sizeof(s));
+    s.fx = fx_create(9, NULL);
+    fx_spawn(s.fx, 0, "server", phole_server, &s);
+    fx_spawn(s.fx, 1, "client", phole_client, &s);
+    CHECK(fx_run(s.fx) == SIM_RUN_DONE);
+    CHECK_EQ_U64(s.r1, 1);
+    CHECK_EQ_U64(s.m.offset, PH_BIG);
+    CHECK_EQ_U64(s.m.len, PH_SMALL);
+    CHECK_EQ_U64(s.delivered, 1);
+    CHECK_EQ_U64(s.head_pos, PH_BIG + PH_SMALL);
+    fx_destroy(s.fx);
+}
+
 int main(void)
 {
     test_errors(false);
@@ -349,5 +535,7 @@ int main(void)
     static const uint32_t hw_lens[EX_MSGS] = {1000, 0, 3000, 2048, 100, 2000};
     test_exchange(RIMA_SW, 64, sw_lens);
     test_exchange(RIMA_HW, 4096, hw_lens);
+    test_mid_batch_error();
+    test_hole_hw();
     return test_summary();
 }

@@ -6,6 +6,7 @@
  * Key naming: "<block>.<field>" with the field's unit suffix dropped
  * (tx_pkt_proc_ps -> nic.tx_pkt_proc, mps_bytes -> pcie.mps); the unit is
  * written with the value instead ("5ns", "256B"). */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -322,6 +323,12 @@ int param_set_node(struct hw_profile *hw, const struct param_def *d, struct cfg_
     if (v < d->min)
         return cfg_errorf(err, n, "'%s': %s is too small (at least %llu)", d->key, n->scalar,
                           (unsigned long long)d->min);
+    /* a queue number holds the TPT slot in its low NIC_AQ_SLOT_BITS bits */
+    if (d->offset == offsetof(struct hw_profile, nic.rima_tpt_entries) &&
+        v > NIC_AQ_MAX_TPT_ENTRIES)
+        return cfg_errorf(err, n,
+                          "'%s': %s is too large (at most %u: the slot bits of a queue number)",
+                          d->key, n->scalar, NIC_AQ_MAX_TPT_ENTRIES);
     if (d->choices) {
         char list[160] = "";
         for (size_t i = 0; d->choices[i]; i++) {

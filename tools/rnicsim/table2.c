@@ -1014,10 +1014,16 @@ int table2_main(int argc, char **argv)
                 opt = valued[k];
                 if (a[l] == '=') {
                     v = a + l + 1;
-                } else if (i + 1 < argc) {
+                } else if (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0) {
                     v = argv[++i];
                 } else {
+                    /* "--json --no-order" would write a file named --no-order */
                     fprintf(stderr, "rnicsim table2: %s needs a value\n", a);
+                    return T2_EXIT_USAGE;
+                }
+                if (strncmp(v, "--", 2) == 0) {
+                    fprintf(stderr, "rnicsim table2: %s needs a value, not the option '%s'\n", opt,
+                            v);
                     return T2_EXIT_USAGE;
                 }
             }
@@ -1036,6 +1042,10 @@ int table2_main(int argc, char **argv)
             t2_usage(stdout);
             return 0;
         } else if (opt && !strcmp(opt, "--channels")) {
+            if (v[strspn(v, ",")] == '\0') { /* "", ",", ...: no name at all */
+                fprintf(stderr, "rnicsim table2: --channels needs at least one channel name\n");
+                return T2_EXIT_USAGE;
+            }
             o.channels = v;
         } else if (opt && !strcmp(opt, "--json")) {
             o.json = v;
