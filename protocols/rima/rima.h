@@ -149,7 +149,11 @@ uint8_t *rima_aq_buf(const struct rima_aq *aq);
 void rima_aq_qp_init_attr(const struct rima_aq *aq, struct ibv_qp_init_attr *attr);
 int rima_aq_export(const struct rima_aq *aq, struct rima_aq_remote *out);
 /* Up to n messages (in completion order), or -1 with errno (a failed
- * completion: EIO; a malformed one: EPROTO). */
+ * completion: EIO; a malformed one: EPROTO).  A bad completion after good
+ * ones: the good ones are returned now, the error with the next call.
+ * Hole completions (IBV_WC_WR_FLUSH_ERR: an append whose receiving QP
+ * failed before its last packet) are not delivered; the head moves over
+ * them like padding. */
 int rima_poll_aq(struct rima_aq *aq, int n, struct rima_msg *out);
 /* Release a message's bytes; 0 or an errno value (EINVAL: NULL, or not a
  * message of the queue: outside [head, head + region), e.g. one consumed
