@@ -62,7 +62,7 @@ struct host_thread {
      * polls several CQs has spun once it comes back to one of them. */
     const void *empty_cqs[HOST_EMPTY_CQS_MAX];
     unsigned n_empty_cqs;
-    char why[128];            /* blocking point shown in deadlock reports */
+    char why[128]; /* blocking point shown in deadlock reports */
     /* Lost-wakeup guard: host->activity_gen when this thread last looked at
      * memory or a CQ (a poll, or waking from host_park), and how many of the
      * increments since were its own charges.  If anything else changed since

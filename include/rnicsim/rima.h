@@ -113,10 +113,10 @@ struct ibv_aq_attr {
     uint64_t used_bytes;      /* tail - head, incl. wrap padding */
     uint64_t committed_bytes; /* physical memory committed now */
     uint64_t peak_used_bytes, peak_committed_bytes;
-    uint64_t messages, bytes;    /* appended so far */
-    uint64_t watermark_irqs;     /* interrupts raised */
+    uint64_t messages, bytes; /* appended so far */
+    uint64_t watermark_irqs;  /* interrupts raised */
     uint64_t chunks_allocated, chunks_freed;
-    uint64_t rnr_naks;           /* appends refused: no room (region or commit) */
+    uint64_t rnr_naks; /* appends refused: no room (region or commit) */
     /* committed_bytes = (initial_chunks + chunks_allocated - chunks_freed)
      * x chunk_bytes; chunks_allocated counts background allocations only */
 };

@@ -36,27 +36,13 @@ extern const struct chan_ops chan_read_slot_detached, chan_read_slot_inlined, ch
 /* Table 2 order: send/recv, write slot, ring, shared ring, read slot, read
  * ring. */
 const struct chan_ops *const chan_registry[] = {
-    &chan_send_normal,
-    &chan_send_shared,
-    &chan_send_bufferless,
-    &chan_write_slot_detached,
-    &chan_write_slot_inlined,
-    &chan_write_slot_imm,
-    &chan_write_slot_reserve,
-    &chan_ring_detached,
-    &chan_ring_imm,
-    &chan_ring_inlined_zero,
-    &chan_ring_inlined_nozero,
-    &chan_shared_ring_imm,
-    &chan_shared_ring_inlined,
-    &chan_read_slot_detached,
-    &chan_read_slot_inlined,
-    &chan_read_slot_notify,
-    &chan_read_slot_indirect,
-    &chan_read_ring_detached,
-    &chan_read_ring_inlined,
-    &chan_read_ring_notify,
-    NULL,
+    &chan_send_normal,         &chan_send_shared,         &chan_send_bufferless,
+    &chan_write_slot_detached, &chan_write_slot_inlined,  &chan_write_slot_imm,
+    &chan_write_slot_reserve,  &chan_ring_detached,       &chan_ring_imm,
+    &chan_ring_inlined_zero,   &chan_ring_inlined_nozero, &chan_shared_ring_imm,
+    &chan_shared_ring_inlined, &chan_read_slot_detached,  &chan_read_slot_inlined,
+    &chan_read_slot_notify,    &chan_read_slot_indirect,  &chan_read_ring_detached,
+    &chan_read_ring_inlined,   &chan_read_ring_notify,    NULL,
 };
 
 const struct chan_ops *chan_find(const char *name)

@@ -119,7 +119,7 @@ enum nic_opf {
     NIC_OPF_LAST = 1u << 17,
     NIC_OPF_ONLY = NIC_OPF_FIRST | NIC_OPF_LAST,
     /* responder semantics */
-    NIC_OPF_RWR = 1u << 18, /* consumes a receive WQE (SEND*, WRITE with immediate) */
+    NIC_OPF_RWR = 1u << 18,    /* consumes a receive WQE (SEND*, WRITE with immediate) */
     NIC_OPF_APPEND = 1u << 19, /* RIMA append: placed at the AQ's tail (aq.c) */
 };
 

@@ -464,8 +464,8 @@ static enum resp_state check_append(struct nic_qp *qp, struct resp_ctx *c)
         e->resp_off = 0;
         e->resp_len = p->reth_dma_len;
         e->resp_aqn = p->reth_rkey;
-        switch (nic_aq_reserve(qp->nic, p->reth_rkey, qp->init.pd, p->reth_dma_len,
-                               &e->resp_aq_off)) {
+        switch (
+            nic_aq_reserve(qp->nic, p->reth_rkey, qp->init.pd, p->reth_dma_len, &e->resp_aq_off)) {
         case NIC_AQ_OK:
             e->resp_aq_serial = nic_aq_lookup(qp->nic, p->reth_rkey)->serial;
             e->resp_aq_open = true;
