@@ -10,34 +10,7 @@
 
 #include <strings.h>
 
-/* "123", "4K", "4KiB", "4KB", "1M", "1MiB", "1G": the size syntax of the
- * other drivers (rc_conn_parse_size), repeated here so that this file needs
- * nothing but libc and libm (the unit test links it alone). */
-static bool parse_size(const char *s, uint64_t *out)
-{
-    static const struct {
-        const char *suffix;
-        uint64_t mult;
-    } units[] = {{"", 1},           {"b", 1},           {"k", 1024},        {"kb", 1024},
-                 {"kib", 1024},     {"m", 1u << 20},    {"mb", 1u << 20},   {"mib", 1u << 20},
-                 {"g", 1ull << 30}, {"gb", 1ull << 30}, {"gib", 1ull << 30}};
-    char *end;
-    if (!s || *s < '0' || *s > '9')
-        return false;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno)
-        return false;
-    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-        if (strcasecmp(end, units[i].suffix) == 0) {
-            if (v > UINT64_MAX / units[i].mult)
-                return false;
-            *out = v * units[i].mult;
-            return true;
-        }
-    }
-    return false;
-}
+#include "protocols/common/rc_conn.h"
 
 /* ------------------------------------------------------------------ RNG */
 
@@ -189,7 +162,7 @@ int wl_dist_list(struct wl_size_dist *d, const char *spec, uint64_t seed, char *
         char *end;
         errno = 0;
         double w = strtod(colon + 1, &end);
-        if (!parse_size(tok, &size) || size < 1 || size > UINT32_MAX) {
+        if (!rc_conn_parse_size(tok, &size) || size < 1 || size > UINT32_MAX) {
             snprintf(err, errlen, "size list item '%s': bad size (1..4GiB-1)", tok);
             return -1;
         }
@@ -239,7 +212,7 @@ int wl_dist_parse(struct wl_size_dist *d, const char *spec, uint64_t seed, char 
         return 0;
     }
     if (strncmp(spec, "fixed:", 6) == 0) {
-        if (!parse_size(spec + 6, &a) || a < 1 || a > UINT32_MAX) {
+        if (!rc_conn_parse_size(spec + 6, &a) || a < 1 || a > UINT32_MAX) {
             snprintf(err, errlen, "distribution '%s': bad size", spec);
             return -1;
         }
@@ -256,7 +229,7 @@ int wl_dist_parse(struct wl_size_dist *d, const char *spec, uint64_t seed, char 
         }
         memcpy(tmp, spec + 8, len);
         tmp[len] = '\0';
-        if (!parse_size(tmp, &a) || !parse_size(colon + 1, &b) || a < 1 || a > b ||
+        if (!rc_conn_parse_size(tmp, &a) || !rc_conn_parse_size(colon + 1, &b) || a < 1 || a > b ||
             b > UINT32_MAX) {
             snprintf(err, errlen, "distribution '%s': need 1 <= LO <= HI < 4GiB", spec);
             return -1;
