@@ -110,69 +110,12 @@ static int rsd_learn(struct chan *c, struct rd_slot *s)
 
 static int rsd_recv(struct chan *c, struct chan_region *out)
 {
-    struct rd_slot *s = c->impl;
-    if (c->cfg.role != CHAN_RECEIVER)
-        return rd_fail(c, EINVAL, "recv on a sender");
-    if (rd_rel_full(&s->rel))
-        return CHAN_AGAIN;
-    int err = rsd_learn(c, s);
-    if (err)
-        return err;
-    uint8_t *buf = s->mem + (s->recvd % c->cfg.slots) * s->stride;
-    if (s->cur_len) {
-        uint64_t n;
-        err = rd_slot_read(c, s, RD_WR_DATA, buf, s->cur_len, s->mem_mr->lkey, s->cur_addr,
-                           s->cur_rkey, &n);
-        if (!err)
-            err = rd_wait(c, &s->ep, RD_WR_DATA, n);
-        if (err)
-            return err;
-    }
-    out->addr = buf;
-    out->len = s->cur_len;
-    out->lkey = s->mem_mr->lkey;
-    out->priv = rd_rel_hold(&s->rel);
-    s->have_cur = false;
-    s->recvd++;
-    return 0;
+    return rd_slot_recv_learned(c, rsd_learn, 0, out);
 }
 
 static int rsd_can_recv(struct chan *c, struct chan_region_option *opt)
 {
-    struct rd_slot *s = c->impl;
-    if (c->cfg.role != CHAN_RECEIVER)
-        return rd_fail(c, EINVAL, "can_recv on a sender");
-    if (rd_rel_full(&s->rel))
-        return CHAN_AGAIN;
-    int err = rsd_learn(c, s);
-    if (err)
-        return err;
-    opt->len = s->cur_len;
-    opt->priv = s->recvd;
-    return 0;
-}
-
-static int rsd_recv_into(struct chan *c, const struct chan_region_option *opt,
-                         const struct chan_region *dst, uint64_t *handle)
-{
-    struct rd_slot *s = c->impl;
-    if (!s->have_cur || opt->priv != s->recvd)
-        return rd_fail(c, EINVAL, "option is not the next message (call can_recv)");
-    if (dst->len < s->cur_len)
-        return rd_fail(c, EMSGSIZE, "destination smaller than the message");
-    uint64_t n = 0;
-    if (s->cur_len) {
-        int err = rd_slot_read(c, s, RD_WR_DATA, dst->addr, s->cur_len, dst->lkey, s->cur_addr,
-                               s->cur_rkey, &n);
-        if (err)
-            return err;
-    }
-    uint64_t idx = rd_rel_hold(&s->rel);
-    s->zc_wait[idx % c->cfg.slots] = n;
-    s->have_cur = false;
-    s->recvd++;
-    *handle = idx + 1;
-    return 0;
+    return rd_slot_can_recv_learned(c, rsd_learn, opt);
 }
 
 const struct chan_ops chan_read_slot_detached = {
@@ -197,7 +140,7 @@ const struct chan_ops chan_read_slot_detached = {
     .recv = rsd_recv,
     .free_region = rd_slot_free,
     .can_recv = rsd_can_recv,
-    .recv_into = rsd_recv_into,
+    .recv_into = rd_slot_recv_into,
     .test_recv = rd_slot_test_recv,
     .close = rd_slot_close,
 };

@@ -34,11 +34,6 @@ static int rsn_post_initial(struct chan *c, struct rd_slot *s)
     return 0;
 }
 
-static uint8_t *rsn_buf(struct chan *c, struct rd_slot *s, uint64_t k)
-{
-    return s->mem + c->cfg.slots * RSN_NOTE_BYTES + (k % c->cfg.slots) * s->stride;
-}
-
 static int rsn_open(struct chan *c)
 {
     int err = rd_check_cfg(c, false);
@@ -114,69 +109,12 @@ static int rsn_learn(struct chan *c, struct rd_slot *s)
 
 static int rsn_recv(struct chan *c, struct chan_region *out)
 {
-    struct rd_slot *s = c->impl;
-    if (c->cfg.role != CHAN_RECEIVER)
-        return rd_fail(c, EINVAL, "recv on a sender");
-    if (rd_rel_full(&s->rel))
-        return CHAN_AGAIN;
-    int err = rsn_learn(c, s);
-    if (err)
-        return err;
-    uint8_t *buf = rsn_buf(c, s, s->recvd);
-    if (s->cur_len) {
-        uint64_t n;
-        err = rd_slot_read(c, s, RD_WR_DATA, buf, s->cur_len, s->mem_mr->lkey, s->cur_addr,
-                           s->cur_rkey, &n);
-        if (!err)
-            err = rd_wait(c, &s->ep, RD_WR_DATA, n);
-        if (err)
-            return err;
-    }
-    out->addr = buf;
-    out->len = s->cur_len;
-    out->lkey = s->mem_mr->lkey;
-    out->priv = rd_rel_hold(&s->rel);
-    s->have_cur = false;
-    s->recvd++;
-    return 0;
+    return rd_slot_recv_learned(c, rsn_learn, (size_t)c->cfg.slots * RSN_NOTE_BYTES, out);
 }
 
 static int rsn_can_recv(struct chan *c, struct chan_region_option *opt)
 {
-    struct rd_slot *s = c->impl;
-    if (c->cfg.role != CHAN_RECEIVER)
-        return rd_fail(c, EINVAL, "can_recv on a sender");
-    if (rd_rel_full(&s->rel))
-        return CHAN_AGAIN;
-    int err = rsn_learn(c, s);
-    if (err)
-        return err;
-    opt->len = s->cur_len;
-    opt->priv = s->recvd;
-    return 0;
-}
-
-static int rsn_recv_into(struct chan *c, const struct chan_region_option *opt,
-                         const struct chan_region *dst, uint64_t *handle)
-{
-    struct rd_slot *s = c->impl;
-    if (!s->have_cur || opt->priv != s->recvd)
-        return rd_fail(c, EINVAL, "option is not the next message (call can_recv)");
-    if (dst->len < s->cur_len)
-        return rd_fail(c, EMSGSIZE, "destination smaller than the message");
-    uint64_t n = 0;
-    if (s->cur_len) {
-        int err = rd_slot_read(c, s, RD_WR_DATA, dst->addr, s->cur_len, dst->lkey, s->cur_addr,
-                               s->cur_rkey, &n);
-        if (err)
-            return err;
-    }
-    uint64_t idx = rd_rel_hold(&s->rel);
-    s->zc_wait[idx % c->cfg.slots] = n;
-    s->have_cur = false;
-    s->recvd++;
-    *handle = idx + 1;
-    return 0;
+    return rd_slot_can_recv_learned(c, rsn_learn, opt);
 }
 
 const struct chan_ops chan_read_slot_notify = {
@@ -201,7 +139,7 @@ const struct chan_ops chan_read_slot_notify = {
     .recv = rsn_recv,
     .free_region = rd_slot_free,
     .can_recv = rsn_can_recv,
-    .recv_into = rsn_recv_into,
+    .recv_into = rd_slot_recv_into,
     .test_recv = rd_slot_test_recv,
     .close = rd_slot_close,
 };

@@ -974,3 +974,73 @@ int rd_slot_test_send_acked(struct chan *c, uint64_t handle)
      * host_relax(); the send queue is reaped by chan_send */
     return rd_slot_acked(s) >= handle ? 0 : CHAN_AGAIN;
 }
+
+/* The receive path of the read slot channels that learn of a message
+ * first (detached bell, notify receiver): `learn` fills s->cur_*. */
+int rd_slot_recv_learned(struct chan *c, rd_slot_learn_fn learn, size_t bufs_off,
+                         struct chan_region *out)
+{
+    struct rd_slot *s = c->impl;
+    if (c->cfg.role != CHAN_RECEIVER)
+        return rd_fail(c, EINVAL, "recv on a sender");
+    if (rd_rel_full(&s->rel))
+        return CHAN_AGAIN;
+    int err = learn(c, s);
+    if (err)
+        return err;
+    uint8_t *buf = s->mem + bufs_off + (s->recvd % c->cfg.slots) * s->stride;
+    if (s->cur_len) {
+        uint64_t n;
+        err = rd_slot_read(c, s, RD_WR_DATA, buf, s->cur_len, s->mem_mr->lkey, s->cur_addr,
+                           s->cur_rkey, &n);
+        if (!err)
+            err = rd_wait(c, &s->ep, RD_WR_DATA, n);
+        if (err)
+            return err;
+    }
+    out->addr = buf;
+    out->len = s->cur_len;
+    out->lkey = s->mem_mr->lkey;
+    out->priv = rd_rel_hold(&s->rel);
+    s->have_cur = false;
+    s->recvd++;
+    return 0;
+}
+
+int rd_slot_can_recv_learned(struct chan *c, rd_slot_learn_fn learn, struct chan_region_option *opt)
+{
+    struct rd_slot *s = c->impl;
+    if (c->cfg.role != CHAN_RECEIVER)
+        return rd_fail(c, EINVAL, "can_recv on a sender");
+    if (rd_rel_full(&s->rel))
+        return CHAN_AGAIN;
+    int err = learn(c, s);
+    if (err)
+        return err;
+    opt->len = s->cur_len;
+    opt->priv = s->recvd;
+    return 0;
+}
+
+int rd_slot_recv_into(struct chan *c, const struct chan_region_option *opt,
+                      const struct chan_region *dst, uint64_t *handle)
+{
+    struct rd_slot *s = c->impl;
+    if (!s->have_cur || opt->priv != s->recvd)
+        return rd_fail(c, EINVAL, "option is not the next message (call can_recv)");
+    if (dst->len < s->cur_len)
+        return rd_fail(c, EMSGSIZE, "destination smaller than the message");
+    uint64_t n = 0;
+    if (s->cur_len) {
+        int err = rd_slot_read(c, s, RD_WR_DATA, dst->addr, s->cur_len, dst->lkey, s->cur_addr,
+                               s->cur_rkey, &n);
+        if (err)
+            return err;
+    }
+    uint64_t idx = rd_rel_hold(&s->rel);
+    s->zc_wait[idx % c->cfg.slots] = n;
+    s->have_cur = false;
+    s->recvd++;
+    *handle = idx + 1;
+    return 0;
+}

@@ -296,6 +296,18 @@ int rd_slot_release(struct chan *c, struct rd_slot *s, uint64_t idx);
 int rd_slot_test_recv(struct chan *c, uint64_t handle);
 int rd_slot_free(struct chan *c, struct chan_region *r);
 int rd_slot_test_send_acked(struct chan *c, uint64_t handle);
+/* Receiver of a channel that first learns where the next message is (its
+ * length and address into s->cur_*, s->have_cur): the copying receive, the
+ * zero-copy can_recv / recv_into, shared by read-slot-detached and
+ * read-slot-notify.  The copying receive reads message k into slot
+ * k mod slots of the receive buffers at s->mem + bufs_off. */
+typedef int (*rd_slot_learn_fn)(struct chan *c, struct rd_slot *s);
+int rd_slot_recv_learned(struct chan *c, rd_slot_learn_fn learn, size_t bufs_off,
+                         struct chan_region *out);
+int rd_slot_can_recv_learned(struct chan *c, rd_slot_learn_fn learn,
+                             struct chan_region_option *opt);
+int rd_slot_recv_into(struct chan *c, const struct chan_region_option *opt,
+                      const struct chan_region *dst, uint64_t *handle);
 
 /* The read slot "inlined bell" sender: the payload area of the next slot,
  * so a message composed there is sent without a copy (zero-copy send);
