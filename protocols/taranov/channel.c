@@ -632,3 +632,23 @@ int chan_cq_block(struct chan *c, struct ibv_comp_channel *ch, struct ibv_cq *cq
     n = ibv_poll_cq(cq, 1, wc);
     return n < 0 ? chan_fail(c, EIO, "ibv_poll_cq failed") : n;
 }
+
+int chan_post_send(struct chan *c, struct ibv_qp *qp, struct ibv_send_wr *wr)
+{
+    struct ibv_send_wr *bad = NULL;
+    int err = ibv_post_send(qp, wr, &bad);
+    if (err)
+        return chan_fail(c, err, "%s: ibv_post_send: %s", c->ops->name, strerror(err));
+    return 0;
+}
+
+int chan_post_recv0(struct chan *c, struct ibv_qp *qp, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        struct ibv_recv_wr wr = {.wr_id = 0, .sg_list = NULL, .num_sge = 0}, *bad = NULL;
+        int err = ibv_post_recv(qp, &wr, &bad);
+        if (err)
+            return chan_fail(c, err, "%s: post receive: %s", c->ops->name, strerror(err));
+    }
+    return 0;
+}

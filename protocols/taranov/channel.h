@@ -187,6 +187,11 @@ int chan_fail(struct chan *c, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
+/* ibv_post_send on qp; a refusal fails the channel ("<name>: ibv_post_send:
+ * <reason>") and returns -err. */
+int chan_post_send(struct chan *c, struct ibv_qp *qp, struct ibv_send_wr *wr);
+/* n zero-length receives on qp (WRITE_WITH_IMM / SEND_WITH_IMM targets). */
+int chan_post_recv0(struct chan *c, struct ibv_qp *qp, uint32_t n);
 
 /* One RC QP of an endpoint, connected to one peer endpoint. */
 struct chan_qp {

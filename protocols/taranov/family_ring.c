@@ -122,17 +122,6 @@ static uint64_t rec_bytes(const struct ring *g, size_t len)
 
 /* ---------------------------------------------------------------- open */
 
-static int post_recv0(struct chan *c, struct ibv_qp *qp, uint32_t n)
-{
-    for (uint32_t i = 0; i < n; i++) {
-        struct ibv_recv_wr wr = {.wr_id = 0, .sg_list = NULL, .num_sge = 0}, *bad = NULL;
-        int err = ibv_post_recv(qp, &wr, &bad);
-        if (err)
-            return chan_fail(c, err, "%s: post receive: %s", c->ops->name, strerror(err));
-    }
-    return 0;
-}
-
 static int open_sender(struct chan *c, struct ring *g)
 {
     uint32_t slots = c->cfg.slots, depth = 2 * slots + 8;
@@ -248,7 +237,7 @@ static int open_receiver(struct chan *c, struct ring *g)
         int rc = chan_qp_create(c, &g->qs[i], g->ack_cqs[i], g->rcq, NULL, RING_ACK_SQ, per_qp, 0);
         if (rc < 0)
             return rc;
-        if (g->imm && (rc = post_recv0(c, g->qs[i].qp, per_qp)) < 0)
+        if (g->imm && (rc = chan_post_recv0(c, g->qs[i].qp, per_qp)) < 0)
             return rc;
     }
     for (uint32_t i = 0; i < n; i++) {
@@ -326,24 +315,6 @@ static int poll_send(struct chan *c, struct ring *g)
     return n;
 }
 
-static int post_on(struct chan *c, struct ibv_qp *qp, struct ibv_send_wr *wr)
-{
-    struct ibv_send_wr *bad = NULL;
-    int err = ibv_post_send(qp, wr, &bad);
-    if (err)
-        return chan_fail(c, err, "%s: ibv_post_send: %s", c->ops->name, strerror(err));
-    return 0;
-}
-
-static int post(struct chan *c, struct ring *g, struct ibv_send_wr *wr)
-{
-    struct ibv_send_wr *bad = NULL;
-    int err = ibv_post_send(g->q.qp, wr, &bad);
-    if (err)
-        return chan_fail(c, err, "%s: ibv_post_send: %s", c->ops->name, strerror(err));
-    return 0;
-}
-
 /* Shared rings: reserve [pos, pos + rec) with FETCH_AND_ADD on the head,
  * then READ the tail until the reservation fits.  CHAN_AGAIN while a
  * request is in flight, 0 when g->pos is writable. */
@@ -367,7 +338,7 @@ static int reserve(struct chan *c, struct ring *g, size_t len)
             wr.wr.atomic.remote_addr = g->head_addr;
             wr.wr.atomic.rkey = g->ctr_rkey;
             wr.wr.atomic.compare_add = g->rec;
-            int rc = post_on(c, g->qc.qp, &wr);
+            int rc = chan_post_send(c, g->qc.qp, &wr);
             if (rc < 0)
                 return rc;
             g->st = RS_FAA;
@@ -396,7 +367,7 @@ static int reserve(struct chan *c, struct ring *g, size_t len)
                                      .send_flags = IBV_SEND_SIGNALED};
             wr.wr.rdma.remote_addr = g->tail_addr;
             wr.wr.rdma.rkey = g->ctr_rkey;
-            int rc = post_on(c, g->qc.qp, &wr);
+            int rc = chan_post_send(c, g->qc.qp, &wr);
             if (rc < 0)
                 return rc;
             g->st = RS_READ;
@@ -481,7 +452,7 @@ int ring_send(struct chan *c, const struct chan_region *r, uint64_t *handle)
         wr.wr_id = 0;
         wr.send_flags = 0;
         wr.next = &bwr;
-        int rc = post(c, g, &wr);
+        int rc = chan_post_send(c, g->q.qp, &wr);
         if (rc < 0)
             return rc;
         break;
@@ -492,7 +463,7 @@ int ring_send(struct chan *c, const struct chan_region *r, uint64_t *handle)
         wr.num_sge = ns;
         wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
         wr.imm_data = (uint32_t)(off / 8);
-        if (post(c, g, &wr) < 0)
+        if (chan_post_send(c, g->q.qp, &wr) < 0)
             return -EIO;
         break;
     case RING_INLINED_ZERO:
@@ -506,7 +477,7 @@ int ring_send(struct chan *c, const struct chan_region *r, uint64_t *handle)
         SGE(h + 8, a - r->len, hl);    /* padding to 8 bytes */
         SGE(h + 16, 8, hl);            /* the completion "one" */
         wr.num_sge = ns;
-        if (post(c, g, &wr) < 0)
+        if (chan_post_send(c, g->q.qp, &wr) < 0)
             return -EIO;
         break;
     }
@@ -522,7 +493,7 @@ int ring_send(struct chan *c, const struct chan_region *r, uint64_t *handle)
         SGE(h + 16, 8, hl);         /* len + 1: this message's bell */
         wr.num_sge = ns;
         wr.wr.rdma.remote_addr = g->ring_addr + end - 16 - a;
-        if (post(c, g, &wr) < 0)
+        if (chan_post_send(c, g->q.qp, &wr) < 0)
             return -EIO;
         break;
     }
@@ -636,7 +607,7 @@ int ring_recv(struct chan *c, struct chan_region *out)
         uint32_t sender = sender_of_qpn(g, wc.qp_num);
         if (sender == UINT32_MAX)
             return chan_fail(c, EIO, "%s: completion of an unknown QP", c->ops->name);
-        int rc = post_recv0(c, g->qs[sender].qp, 1);
+        int rc = chan_post_recv0(c, g->qs[sender].qp, 1);
         if (rc < 0)
             return rc;
         uint64_t off = (uint64_t)wc.imm_data * 8;

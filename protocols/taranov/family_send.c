@@ -252,10 +252,9 @@ int sr_send(struct chan *c, const struct chan_region *r, uint64_t *handle)
         wr.sg_list = NULL;
         wr.num_sge = 0;
     }
-    struct ibv_send_wr *bad = NULL;
-    int err = ibv_post_send(s->q.qp, &wr, &bad);
+    int err = chan_post_send(c, s->q.qp, &wr);
     if (err)
-        return chan_fail(c, err, "%s: ibv_post_send: %s", c->ops->name, strerror(err));
+        return err;
     *handle = ++s->sent;
     return 0;
 }

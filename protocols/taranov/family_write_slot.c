@@ -81,17 +81,6 @@ static volatile uint64_t *bell_of(struct ws *w, struct chan *c, uint64_t slot)
     return (volatile uint64_t *)(w->mem + (size_t)c->cfg.slots * w->slot_bytes + slot * 8);
 }
 
-static int post_recv0(struct chan *c, struct ibv_qp *qp, uint32_t n)
-{
-    for (uint32_t i = 0; i < n; i++) {
-        struct ibv_recv_wr wr = {.wr_id = 0, .sg_list = NULL, .num_sge = 0}, *bad = NULL;
-        int err = ibv_post_recv(qp, &wr, &bad);
-        if (err)
-            return chan_fail(c, err, "%s: post receive: %s", c->ops->name, strerror(err));
-    }
-    return 0;
-}
-
 static int open_sender(struct chan *c, struct ws *w)
 {
     uint32_t depth = 2 * c->cfg.slots + 8;
@@ -107,7 +96,7 @@ static int open_sender(struct chan *c, struct ws *w)
         w->grants = calloc(w->window + 1, sizeof(*w->grants));
         if (!w->grants)
             return chan_fail(c, ENOMEM, "no memory");
-        if ((rc = post_recv0(c, w->q.qp, 2 * w->window + 2)) < 0)
+        if ((rc = chan_post_recv0(c, w->q.qp, 2 * w->window + 2)) < 0)
             return rc;
     }
     if (w->v == WS_INLINED) {
@@ -182,7 +171,7 @@ static int open_receiver(struct chan *c, struct ws *w)
         int rc = chan_qp_create(c, &w->qs[i], w->ack_cqs[i], w->rcq, NULL, sq, per_qp, 0);
         if (rc < 0)
             return rc;
-        if (cq_based && (rc = post_recv0(c, w->qs[i].qp, per_qp)) < 0)
+        if (cq_based && (rc = chan_post_recv0(c, w->qs[i].qp, per_qp)) < 0)
             return rc;
     }
     for (uint32_t i = 0; i < n; i++) {
@@ -232,15 +221,6 @@ int ws_open(struct chan *c, enum ws_variant v)
 
 /* ---------------------------------------------------------------- sender */
 
-static int post(struct chan *c, struct ws *w, struct ibv_send_wr *wr)
-{
-    struct ibv_send_wr *bad = NULL;
-    int err = ibv_post_send(w->q.qp, wr, &bad);
-    if (err)
-        return chan_fail(c, err, "%s: ibv_post_send: %s", c->ops->name, strerror(err));
-    return 0;
-}
-
 /* reserve: ask for a slot when a message needs one and none is granted or
  * asked for (one reservation per message: the paper's 3 HRT), then take
  * grants from the receive CQ. */
@@ -253,7 +233,7 @@ static int reserve_progress(struct chan *c, struct ws *w, bool need)
                                  .opcode = IBV_WR_SEND_WITH_IMM,
                                  .send_flags = IBV_SEND_SIGNALED,
                                  .imm_data = WS_REQ_IMM};
-        int rc = post(c, w, &wr);
+        int rc = chan_post_send(c, w->q.qp, &wr);
         if (rc < 0)
             return rc;
         w->requested++;
@@ -272,7 +252,7 @@ static int reserve_progress(struct chan *c, struct ws *w, bool need)
                              c->cfg.slots);
         w->grants[w->g_tail] = slot;
         w->g_tail = (w->g_tail + 1) % (w->window + 1);
-        int rc = post_recv0(c, w->q.qp, 1);
+        int rc = chan_post_recv0(c, w->q.qp, 1);
         if (rc < 0)
             return rc;
     }
@@ -334,7 +314,7 @@ int ws_send(struct chan *c, const struct chan_region *r, uint64_t *handle)
         wr.next = &bwr;
         if (r->len == 0)
             wr = bwr;
-        int rc = post(c, w, &wr);
+        int rc = chan_post_send(c, w->q.qp, &wr);
         if (rc < 0)
             return rc;
         break;
@@ -348,7 +328,7 @@ int ws_send(struct chan *c, const struct chan_region *r, uint64_t *handle)
         sg[wr.num_sge].lkey = w->tmr->lkey;
         wr.num_sge++;
         wr.wr.rdma.remote_addr = slot_addr + w->slot_bytes - WS_TRAILER - r->len;
-        int rc = post(c, w, &wr);
+        int rc = chan_post_send(c, w->q.qp, &wr);
         if (rc < 0)
             return rc;
         break;
@@ -357,7 +337,7 @@ int ws_send(struct chan *c, const struct chan_region *r, uint64_t *handle)
     case WS_RESERVE: {
         wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
         wr.imm_data = slot;
-        int rc = post(c, w, &wr);
+        int rc = chan_post_send(c, w->q.qp, &wr);
         if (rc < 0)
             return rc;
         break;
@@ -425,7 +405,7 @@ static int recv_cq(struct chan *c, struct ws *w, struct chan_region *out)
         uint32_t sender = sender_of_qpn(w, wc.qp_num);
         if (sender == UINT32_MAX)
             return chan_fail(c, EIO, "%s: completion of an unknown QP", c->ops->name);
-        int rc = post_recv0(c, w->qs[sender].qp, 1);
+        int rc = chan_post_recv0(c, w->qs[sender].qp, 1);
         if (rc < 0)
             return rc;
         if (w->v == WS_RESERVE && wc.opcode == IBV_WC_RECV) { /* a reservation request */
