@@ -12,6 +12,8 @@
 #   python3-matplotlib    plots of results (run with /usr/bin/python3)
 # and, for the tests only (--test; tools/test.sh), not for the quickstart:
 #   tshark                test/scenario/test_pcap.sh reads packet captures back
+#   pkgconf               test/scenario/test_install.sh builds a user program
+#                         against the installed rnicsim with pkg-config
 #                         with Wireshark's dissectors
 # When not root, it prints the apt-get command to run and stops.
 set -euo pipefail
@@ -33,7 +35,7 @@ done
 
 packages=(cmake gcc make libc6-dev libibverbs-dev libyaml-dev python3-matplotlib)
 if [ "$with_tests" = true ]; then
-    packages+=(tshark)
+    packages+=(tshark pkgconf)
 fi
 missing=()
 for p in "${packages[@]}"; do

@@ -353,7 +353,20 @@ const char *suggest_word(const char *word, const char *const *cands, size_t n);
 char *xstrdup_or_die(const char *s) __attribute__((returns_nonnull));
 void *xcalloc_or_die(size_t n, size_t size) __attribute__((returns_nonnull));
 void *xrealloc_or_die(void *p, size_t size) __attribute__((returns_nonnull));
+/* Write `w` as one POSIX shell word (single-quoted unless it is plain). */
+void shell_word(FILE *out, const char *w);
 /* A new string formatted like printf (exits when out of memory). */
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2), returns_nonnull));
+
+/* ---------------------------------------------------------------- datadir.c */
+
+/* The directories that may hold the files rnicsim ships with (profiles/,
+ * tools/plot_*.py), most specific first: $RNICSIM_DATA_DIR, the installed
+ * share/rnicsim next to the executable, the source tree, the executable's
+ * parent.  Fills `dirs` with new strings (the caller frees each). */
+#define RNICSIM_MAX_DATA_DIRS 4
+size_t rnicsim_data_dirs(char *dirs[RNICSIM_MAX_DATA_DIRS]);
+/* The first readable `<data dir>/<rel>` (a new string), or NULL. */
+char *rnicsim_find_data(const char *rel);
 
 #endif /* RNICSIM_TOOL_H */
