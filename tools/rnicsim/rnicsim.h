@@ -302,7 +302,10 @@ void programs_list(FILE *out);
 /* ---------------------------------------------------------------- results.c */
 
 int results_write_json(const struct run *r, const char *path, char *why, size_t why_len);
-void results_print_summary(const struct run *r, FILE *out);
+/* The outcome, simulated time and events, fabric impairments, then the
+ * results tables: their contents with `tables`, else one line naming them
+ * (programs print their own results as they run; -o writes them all). */
+void results_print_summary(const struct run *r, bool tables, const char *json_path, FILE *out);
 /* "12.345 us" style. */
 void format_time(sim_time_t ps, char *buf, size_t len);
 
