@@ -60,6 +60,25 @@ fi
 echo "[setup] configuring $build_dir ($build_type, sanitizers $sanitize)"
 cmake -S "$here" -B "$build_dir" -DCMAKE_BUILD_TYPE="$build_type" -DRNICSIM_WERROR=ON \
     -DRNICSIM_SANITIZE="$sanitize" >/dev/null
+# The first build takes about a minute on two cores: show how far it is
+# (one updating line on a terminal, a line per 20 % otherwise).  Compiler
+# messages go to stderr and are not filtered.
 echo "[setup] building"
-cmake --build "$build_dir" -j"$(nproc)" -- --no-print-directory >/dev/null
+tty=0
+[ -t 1 ] && tty=1
+set +e
+cmake --build "$build_dir" -j"$(nproc)" -- --no-print-directory |
+    awk -v tty="$tty" '
+        match($0, /^\[ *[0-9]+%\]/) {
+            pct = substr($0, RSTART + 1, RLENGTH - 2) + 0
+            if (tty) { printf "\r[setup] building %3d%%", pct; fflush() }
+            else if (pct >= next_pct) { printf "[setup] building %d%%\n", pct; fflush(); next_pct = pct - pct % 20 + 20 }
+        }
+        END { if (tty) printf "\r\033[K" }'
+status=${PIPESTATUS[0]}
+set -e
+if [ "$status" -ne 0 ]; then
+    echo "[setup] build failed (status $status); the compiler's messages are above" >&2
+    exit "$status"
+fi
 echo "[setup] built $build_dir/rnicsim"
