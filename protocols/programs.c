@@ -13,6 +13,7 @@
 #include "protocols/rima/footprint.h"
 #include "protocols/taranov/taranov.h"
 #include "protocols/taranov/table2_driver.h"
+#include "protocols/zerosided/zs_switch.h"
 
 const struct program_def protocol_programs[] = {
     {"perftest", perftest_main,
@@ -39,6 +40,12 @@ const struct program_def protocol_programs[] = {
     {"largemsg", largemsg_main,
      "Table 6 large-message alternatives: fastkv with every request a memcached-size SET "
      "(--transport=split-alloc|split-faa|split-presend|rima)"},
+    {"zs_switch", zs_switch_main,
+     "zero-sided RDMA switch program: control plane on the programmable switch's CPU (host sw0; "
+     "--flow --mode --producers --consumers)"},
+    {"zs_pu", zs_pu_main,
+     "zero-sided RDMA processing unit: producer / consumer / echo rings, no verbs on the data path "
+     "(--flow --role --index)"},
     {NULL, NULL, NULL},
 };
 

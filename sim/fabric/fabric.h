@@ -140,6 +140,15 @@ struct link *switch_port(const struct fswitch *sw, unsigned port);
 const char *switch_name(const struct fswitch *sw);
 /* The sink that ingress links connect to. */
 struct fabric_sink switch_sink(struct fswitch *sw);
+/* Programmable data plane (sim/pswitch): every frame reaching the switch's
+ * ingress goes to `hook` instead of the fixed forwarding pipeline; the
+ * hook hands frames back with switch_forward.  A hook with rx NULL
+ * restores the fixed pipeline. */
+void switch_set_ingress_hook(struct fswitch *sw, struct fabric_sink hook);
+/* Route `p` by its dst_node and give it to the egress port's queue now, as
+ * the fixed pipeline does when its latency has passed (drops counted as
+ * there). */
+void switch_forward(struct fswitch *sw, struct pkt *p);
 
 struct switch_counters {
     uint64_t pkts_forwarded, pkts_dropped_no_route;

@@ -63,6 +63,7 @@ struct fswitch {
     struct sim_event fwd_ev;
 
     struct switch_counters c;
+    struct fabric_sink hook; /* programmable data plane (switch_set_ingress_hook) */
 };
 
 static void *xrealloc(void *p, size_t bytes)
@@ -319,6 +320,10 @@ static void fwd_ready(struct sim *sim, struct sim_event *ev)
 static void switch_rx(struct sim *sim, void *ctx, struct pkt *p)
 {
     struct fswitch *sw = ctx;
+    if (sw->hook.rx) {
+        sw->hook.rx(sim, sw->hook.ctx, p);
+        return;
+    }
     if (sw->p.latency_ps == 0) {
         forward(sw, p);
         return;
@@ -343,4 +348,14 @@ static void switch_rx(struct sim *sim, void *ctx, struct pkt *p)
 struct fabric_sink switch_sink(struct fswitch *sw)
 {
     return (struct fabric_sink){.rx = switch_rx, .ctx = sw};
+}
+
+void switch_set_ingress_hook(struct fswitch *sw, struct fabric_sink hook)
+{
+    sw->hook = hook;
+}
+
+void switch_forward(struct fswitch *sw, struct pkt *p)
+{
+    forward(sw, p);
 }

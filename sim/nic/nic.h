@@ -358,6 +358,9 @@ const struct nic_counters *nic_get_counters(struct nic *nic);
 void nic_note_wr_refused(struct nic *nic);
 uint32_t nic_node_id(const struct nic *nic);
 struct host *nic_host(const struct nic *nic);
+/* RoCEv2 UDP source port of a flow between two QPNs (the kernel's
+ * rdma_calc_flow_label + rdma_get_udp_sport); qp.c. */
+uint16_t nic_roce_udp_sport(uint32_t lqpn, uint32_t rqpn);
 /* Resolve a GID / LID to a fabric node id; -1 if unknown. */
 int64_t nic_node_from_gid(const union ibv_gid *gid);
 void nic_gid_of_node(uint32_t node_id, union ibv_gid *gid);

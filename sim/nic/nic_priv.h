@@ -517,9 +517,6 @@ static inline bool nic_qp_reliable(const struct nic_qp *qp)
 /* UC/UD send error (IBA 10.3.1 SQE): the WQE's error CQE is written, the
  * requester stops, every later send WR is flushed; receives go on. */
 void nic_qp_to_sqe(struct nic_qp *qp);
-/* RoCEv2 UDP source port of a flow between two QPNs (the kernel's
- * rdma_calc_flow_label + rdma_get_udp_sport). */
-uint16_t nic_roce_udp_sport(uint32_t lqpn, uint32_t rqpn);
 
 /* ---------------------------------------------------------------- req.c */
 

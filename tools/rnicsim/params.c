@@ -1,5 +1,5 @@
-/* The hardware parameter table: every settable parameter of the NIC, PCIe
- * and host CPU models, with its key, kind, place in struct hw_profile and a
+/* The hardware parameter table: every settable parameter of the NIC, PCIe,
+ * host CPU and programmable switch models, with its key, kind, place in struct hw_profile and a
  * one-line description.  Profile files, a scenario's `hardware:` map and
  * `--set hardware.<key>=...` all go through this one table.
  *
@@ -159,6 +159,28 @@ const struct param_def hw_params[] = {
     P("host.cpu.memcpy_rate", PARAM_BYTE_RATE, cpu, memcpy_bytes_per_s,
       "host_memcpy copy rate (written in bits/s, e.g. 56Gbps = 7 GB/s)"),
     P("host.cpu.wakeup", PARAM_TIME, cpu, wakeup_ps, "a parked poller notices new data"),
+    /* Programmable switch (sim/pswitch/pswitch.h, struct ps_params) */
+    PMIN("pswitch.stages", PARAM_COUNT, pswitch, stages, 1,
+         "match-action stages of each pipeline (at most 32)"),
+    PMIN("pswitch.salus_per_stage", PARAM_COUNT, pswitch, salus_per_stage, 1,
+         "register arrays (stateful ALUs) one stage holds"),
+    PMIN("pswitch.tables_per_stage", PARAM_COUNT, pswitch, tables_per_stage, 1,
+         "match-action tables one stage holds"),
+    P("pswitch.stage_sram", PARAM_SIZE, pswitch, stage_sram_bytes,
+      "register + table memory of one stage"),
+    P("pswitch.ingress_latency", PARAM_TIME, pswitch, ingress_ps, "one ingress pipeline pass"),
+    P("pswitch.egress_latency", PARAM_TIME, pswitch, egress_ps, "one egress pipeline pass"),
+    P("pswitch.pkt_interval", PARAM_TIME, pswitch, pkt_interval_ps,
+      "a pipeline takes a new packet at most this often"),
+    PMIN("pswitch.recirc_rate", PARAM_RATE, pswitch, recirc_rate_bps, 1, "recirculation port rate"),
+    P("pswitch.recirc_buffer", PARAM_SIZE, pswitch, recirc_buffer_bytes,
+      "recirculation port queue (drop beyond)"),
+    PMIN("pswitch.pktgen_rate", PARAM_RATE, pswitch, pktgen_rate_bps, 1,
+         "packet generator port rate"),
+    P("pswitch.pktgen_pkt", PARAM_SIZE, pswitch, pktgen_pkt_bytes,
+      "frame of a generated or CPU-injected packet"),
+    P("pswitch.cp_op", PARAM_TIME, pswitch, cp_op_ps,
+      "one control-plane operation (table entry, register, group) on the switch CPU"),
 };
 
 const size_t hw_params_count = sizeof(hw_params) / sizeof(hw_params[0]);
@@ -169,6 +191,7 @@ void hw_profile_default(struct hw_profile *hw)
     nic_params_default(&hw->nic);
     pcie_params_default(&hw->pcie);
     host_cpu_params_default(&hw->cpu);
+    ps_params_default(&hw->pswitch);
 }
 
 const struct param_def *param_find(const char *key)

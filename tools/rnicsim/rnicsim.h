@@ -17,6 +17,7 @@
 #include "sim/host.h"
 #include "sim/nic/nic.h"
 #include "sim/pcie/pcie.h"
+#include "sim/pswitch/pswitch.h"
 #include "sim/sim.h"
 
 #define RNICSIM_VERSION "0.1"
@@ -28,6 +29,7 @@ struct hw_profile {
     struct nic_params nic;
     struct pcie_params pcie;
     struct host_cpu_params cpu;
+    struct ps_params pswitch;
 };
 
 enum param_kind {
@@ -140,6 +142,10 @@ struct scenario {
     char *profile_name, *profile_path;
     struct hw_profile hw;
     struct topo_params topo;
+    /* topology.switch.programmable: sw0 is a programmable switch (node id
+     * = hosts) whose CPU runs the programs placed on host "sw0"
+     * (scn_program.host_index == topo.n_nodes) */
+    bool pswitch;
     struct scn_link_override *link_overrides;
     size_t n_link_overrides;
     struct scn_failure *failures;
@@ -184,6 +190,7 @@ struct world {
     struct host *hosts;
     struct pcie_link **pcie;
     struct nic **nics;
+    struct pswitch *pswitch; /* topology.switch.programmable, else NULL */
 };
 
 /* Build the simulator and the hardware of a scenario (with per-link

@@ -97,7 +97,8 @@ static int start_programs(struct run *r, char *why, size_t why_len)
         struct prog_inst *pi = &r->insts[i];
         pi->run = r;
         pi->def = def;
-        pi->host = &r->world->hosts[def->host_index];
+        pi->host = def->host_index < r->world->nhosts ? &r->world->hosts[def->host_index]
+                                                      : ps_cpu(r->world->pswitch);
         pi->argc = (int)def->nargs + 1;
         pi->argv = xcalloc_or_die(def->nargs + 2, sizeof(char *));
         pi->argv[0] = xstrdup_or_die(def->program);
@@ -193,6 +194,8 @@ struct run *run_scenario_opts(const struct scenario *s, const struct run_opts *o
             abandoned_programs = true;
 #endif
     }
+    if (r->world->pswitch && ps_error(r->world->pswitch))
+        failed = true; /* the switch program broke a pipeline rule */
     if (failed)
         r->result = RUN_PROGRAM_FAILED;
     else if (res == SIM_RUN_DEADLOCK)

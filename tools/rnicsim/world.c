@@ -4,7 +4,10 @@
  * host model, a PCIe link and an RNIC that is fabric node i.
  *
  *   host h<i> --PCIe "h<i>.pcie"-- NIC (node i) --topo_uplink(i)--> fabric
- *                                       ^---- topo_attach(i) <----'      */
+ *                                       ^---- topo_attach(i) <----'
+ *
+ * With topology.switch.programmable, sw0 is taken over by a programmable
+ * switch (sim/pswitch) that is fabric node `hosts` and has its own CPU. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -207,6 +210,14 @@ struct world *world_build(const struct scenario *s, char *why, size_t why_len)
         world_free(w);
         return NULL;
     }
+    if (s->pswitch && !(w->pswitch = ps_create(w->sim, topo_switch(w->topo, 0), s->topo.n_nodes,
+                                               &s->hw.pswitch, &s->hw.cpu, w->pool))) {
+        snprintf(why, why_len,
+                 "cannot create the programmable switch (pswitch.stages 1..32, "
+                 "rates above 0)");
+        world_free(w);
+        return NULL;
+    }
     if (setup_links(w, s, why, why_len) || setup_captures(w, s, why, why_len)) {
         world_free(w);
         return NULL;
@@ -251,6 +262,7 @@ void world_free(struct world *w)
         if (w->pcie && w->pcie[i])
             pcie_link_destroy(w->pcie[i]);
     }
+    ps_destroy(w->pswitch);
     if (w->topo)
         topo_destroy(w->topo);
     for (size_t i = 0; i < w->npcaps; i++) {
