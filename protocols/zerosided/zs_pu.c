@@ -56,11 +56,12 @@ struct ring {
     struct ibv_qp *dqp, *cqp;
     uint32_t item, cap;
     volatile uint8_t *hdr;
-    uint32_t ptr;     /* producer: head (published); consumer: tail */
-    uint32_t db_sent; /* doorbell: the value last posted */
-    bool db_busy;     /* a doorbell WRITE is in flight */
-    uint64_t seq;     /* producer: next sequence number of this ring's stream */
-    uint64_t hash;    /* producer: sum of the keys written */
+    uint32_t ptr;        /* producer: head (published); consumer: tail */
+    uint32_t db_sent;    /* doorbell: the value last posted */
+    bool db_busy;        /* a doorbell WRITE is in flight */
+    uint64_t seq;        /* producer: next sequence number of this ring's stream */
+    uint64_t hash;       /* producer: sum of the keys written */
+    uint32_t ctl_sq_psn; /* first PSN of the doorbell WRITEs */
 };
 
 struct src_stat {
@@ -334,8 +335,9 @@ static int open_device(struct pu *u)
     return 0;
 }
 
-/* One ring: memory, MR, data and control QPs, published to and connected
- * with the switch. */
+/* One ring: memory, MR, data and control QPs, published to the switch
+ * (every ring is published before any waits for the switch's answer: the
+ * switch learns endpoints in its own order). */
 static int ring_open(struct pu *u, struct ring *r, const char *key)
 {
     snprintf(r->key, sizeof(r->key), "%s", key);
@@ -371,6 +373,14 @@ static int ring_open(struct pu *u, struct ring *r, const char *key)
     d.kind = (uint32_t)u->kind;
     d.doorbell = u->doorbell;
     host_oob_put(key, &d, sizeof(d));
+    r->ctl_sq_psn = d.ctl_sq_psn;
+    return 0;
+}
+
+/* Connect a published ring's QPs to the switch's (once it answered). */
+static int ring_connect(struct pu *u, struct ring *r)
+{
+    const char *key = r->key;
     char k2[160];
     snprintf(k2, sizeof(k2), "%s/sw", key);
     struct zs_sw_desc sd;
@@ -380,13 +390,21 @@ static int ring_open(struct pu *u, struct ring *r, const char *key)
     }
     enum ibv_mtu mtu = rc_conn_mtu_enum(u->mtu);
     if (qp_up(r->dqp, sd.gid, sd.data_qpn, sd.data_psn, 0, mtu) ||
-        qp_up(r->cqp, sd.gid, sd.ctl_qpn, sd.ctl_psn, d.ctl_sq_psn, mtu)) {
+        qp_up(r->cqp, sd.gid, sd.ctl_qpn, sd.ctl_psn, r->ctl_sq_psn, mtu)) {
         fprintf(stderr, PROG ": %s: connecting to the switch: %s\n", key, strerror(errno));
         return -1;
     }
     snprintf(k2, sizeof(k2), "%s/ready", key);
     uint32_t one = 1;
     host_oob_put(k2, &one, sizeof(one));
+    return 0;
+}
+
+static int connect_all(struct pu *u)
+{
+    for (uint32_t i = 0; i < u->n_rings; i++)
+        if (ring_connect(u, &u->rings[i]))
+            return -1;
     return 0;
 }
 
@@ -452,6 +470,7 @@ static void publish(struct pu *u, struct ring *r, uint32_t v, bool producer)
     r->ptr = v;
     __atomic_thread_fence(__ATOMIC_RELEASE);
     zs_store_le32(r->hdr + (producer ? ZS_HEAD_OFF : ZS_TAIL_OFF), v);
+    db_reap(u);
     db_ring(u, r);
 }
 
@@ -698,8 +717,10 @@ static int final_checks(struct pu *u)
     if (u->mode == ZS_LB && u->index != 0)
         return 0; /* consumer 0 checks the union */
     uint64_t sum_items[ZS_MAX_PRODUCERS] = {0}, sum_hash[ZS_MAX_PRODUCERS] = {0};
-    uint32_t nc = u->mode == ZS_LB ? u->consumers : 1;
-    for (uint32_t c = 0; c < nc; c++) {
+    /* load balancing: consumer 0 sums every consumer's view; else its own */
+    uint32_t first_c = u->mode == ZS_LB ? 0 : u->index;
+    uint32_t end_c = u->mode == ZS_LB ? u->consumers : u->index + 1;
+    for (uint32_t c = first_c; c < end_c; c++) {
         uint64_t v[2 * ZS_MAX_PRODUCERS + 2];
         if (c == u->index) {
             memcpy(v, mine, sizeof(v));
@@ -770,7 +791,7 @@ static void echo_client_rx(void *arg)
     while (u->echo_got < u->items) {
         uint32_t h = zs_load_le32(r->hdr + ZS_HEAD_OFF) & ZS_PTR_MASK;
         if (h == tail) {
-            host_relax();
+            pu_wait(u);
             continue;
         }
         uint64_t now = host_now_ns();
@@ -811,7 +832,7 @@ static int run_echo_client(struct pu *u)
         }
         uint32_t tail = zs_load_le32(out->hdr + ZS_TAIL_OFF) & ZS_PTR_MASK;
         if (((head - tail) & ZS_PTR_MASK) >= out->cap) { /* saturated: wait for room */
-            host_relax();
+            pu_wait(u);
             continue;
         }
         /* every item due by now (a burst at most one ring) */
@@ -919,12 +940,14 @@ int zs_pu_main(int argc, char **argv)
             if (ring_open(u, &u->rings[j], key))
                 goto out;
         }
+        if (connect_all(u))
+            goto out;
         rc = run_producer(u);
         break;
     case R_CONSUMER:
         u->n_rings = 1;
         snprintf(key, sizeof(key), "zs/%s/c%u", u->flow, u->index);
-        if (ring_open(u, &u->rings[0], key))
+        if (ring_open(u, &u->rings[0], key) || connect_all(u))
             goto out;
         rc = run_consumer(u);
         if (rc == 0)
@@ -944,7 +967,7 @@ int zs_pu_main(int argc, char **argv)
         if (ring_open(u, &u->rings[0], key))
             goto out;
         snprintf(key, sizeof(key), client ? "zs/%s/c%u" : "zs/%s/p%u", u->flow, u->index + 1);
-        if (ring_open(u, &u->rings[1], key))
+        if (ring_open(u, &u->rings[1], key) || connect_all(u))
             goto out;
         rc = client ? run_echo_client(u) : run_echo_server(u);
         if (rc == 0 && client) {
@@ -954,6 +977,7 @@ int zs_pu_main(int argc, char **argv)
         break;
     }
     }
+
     /* the switch may still poll: keep the QPs until it is done */
     {
         uint32_t one;
