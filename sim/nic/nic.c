@@ -674,6 +674,7 @@ void nic_destroy(struct nic *nic)
     nic_cq_teardown(nic);
     nic_mr_teardown(nic);
     nic_dm_teardown(nic);
+    free(nic->peer);
     nic_ctx_fini(nic);
     nic_xlate_fini(nic);
     for (uint32_t i = 0; i < nic->n_pds; i++)

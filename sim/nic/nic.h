@@ -123,6 +123,9 @@ struct nic_mr {
     bool valid;
     uint8_t page_shift; /* translation page: 12 (4 KiB) or 21 (2 MiB huge pages) */
     struct nic_dm *dm;  /* registered on device memory (ibv_reg_dm_mr), else NULL */
+    /* on peer memory (a GPU's / FPGA's, nic_peer_mem_add): DMA goes over
+     * that device's PCIe link, else NULL */
+    struct pcie_link *peer;
 };
 
 /* Device memory (ibv_alloc_dm): bytes inside the NIC.  RDMA to an MR on
@@ -380,6 +383,15 @@ int nic_dm_free(struct nic_dm *dm);
  * zero-based (iova = offset 0 of the MR), as mlx5 requires. */
 struct nic_mr *nic_mr_reg_dm(struct nic_pd *pd, struct nic_dm *dm, uint64_t offset, uint64_t length,
                              int access);
+
+/* Peer memory (PeerDirect / GPUDirect RDMA; peer.c): [base, base+len)
+ * is memory of another PCIe device of the host (a GPU, an FPGA's HBM
+ * behind its BAR) that the NIC reaches peer-to-peer.  An MR registered
+ * inside it has its DMA reads and writes timed on `link` (the device's
+ * PCIe link model: its rate, its read latency) instead of the NIC's link
+ * to host memory.  add: -1 with errno ENOMEM / EINVAL (overlap). */
+int nic_peer_mem_add(struct nic *nic, void *base, uint64_t len, struct pcie_link *link);
+void nic_peer_mem_remove(struct nic *nic, void *base);
 
 /* CQ */
 struct nic_cq *nic_cq_create(struct nic *nic, uint32_t depth);
