@@ -7,9 +7,15 @@
  *
  *   zs_pu --flow=NAME --role=producer|consumer|echo-client|echo-server --index=I
  *         --mode=pairs|shuffle|lb|replicate [--producers=N] [--consumers=M]
- *         --item=SIZE --capacity=ITEMS [--items=COUNT] [--kind=cpu|gpu|fpga]
- *         [--rate=RATE] [--mtu=BYTES] [--doorbell] [--series=TIME] [--start=TIME]
- *         [--echo-rate=ITEMS_PER_S] [--chunk=ITEMS]
+ *         --item=SIZE (--capacity=ITEMS | --ring=BYTES) [--items=COUNT | --bytes=SIZE]
+ *         [--kind=cpu|gpu|fpga] [--rate=RATE] [--mtu=BYTES] [--doorbell] [--series=TIME]
+ *         [--start=TIME] [--echo-rate=ITEMS_PER_S] [--chunk=ITEMS] [--rings=K]
+ *         [--exclude=FIRST:COUNT]
+ *
+ * --rings=K runs K PUs of the same role, indices I .. I+K-1, as threads of
+ * one program (several kernels of one GPU, several CPU cores).  --exclude
+ * (shuffle producers): consumers FIRST .. FIRST+COUNT-1 get no items (the
+ * producer's own node, when only remote traffic is wanted).
  *
  * Producer I writes --items items (shuffle: item k goes to consumer
  * mix(I, k) mod M, a key-based partitioning; one ring per consumer); a
@@ -41,6 +47,7 @@
 #include "protocols/zerosided/zs.h"
 #include "protocols/zerosided/zs_pu_mem.h"
 #include "protocols/zerosided/zs_switch.h"
+#include "protocols/zerosided/zs_verbs.h"
 #include "rnicsim/host.h"
 
 #define PROG "zs_pu"
@@ -84,10 +91,10 @@ struct pu {
     uint64_t series_ns, start_ns, chunk;
     bool chunk_set;
     uint64_t echo_rate;
-    struct ibv_context *ctx;
-    struct ibv_pd *pd;
+    uint32_t instances;       /* --rings */
+    uint32_t ex_first, ex_n; /* --exclude=FIRST:COUNT */
+    struct zv_dev dev;
     struct ibv_cq *cq;
-    union ibv_gid gid;
     struct ring rings[MAX_RINGS];
     uint32_t n_rings;
     uint8_t *scratch;
@@ -147,7 +154,10 @@ static int parse_args(struct pu *u, int argc, char **argv)
         {"rate", required_argument, 0, 'R'},      {"mtu", required_argument, 0, 'u'},
         {"doorbell", no_argument, 0, 'd'},        {"series", required_argument, 0, 'S'},
         {"start", required_argument, 0, 't'},     {"echo-rate", required_argument, 0, 'e'},
-        {"chunk", required_argument, 0, 'h'},     {0, 0, 0, 0},
+        {"chunk", required_argument, 0, 'h'},     {"rings", required_argument, 0, 'N'},
+        {"bytes", required_argument, 0, 'B'},     {"ring", required_argument, 0, 'G'},
+        {"exclude", required_argument, 0, 'x'},
+        {0, 0, 0, 0},
     };
     static const char *const roles[] = {"producer", "consumer", "echo-client", "echo-server", NULL};
     u->mode = ZS_PAIRS;
@@ -156,7 +166,7 @@ static int parse_args(struct pu *u, int argc, char **argv)
     u->producers = u->consumers = 1;
     u->mtu = 1024;
     int role = -1, o;
-    uint64_t v;
+    uint64_t v, bytes = 0, ring = 0;
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (o) {
         case 'f':
@@ -226,6 +236,27 @@ static int parse_args(struct pu *u, int argc, char **argv)
             if (!rc_conn_parse_uint(optarg, 1, 1000000000, &u->echo_rate))
                 goto bad;
             break;
+        case 'x': {
+            unsigned a, b;
+            if (sscanf(optarg, "%u:%u", &a, &b) != 2)
+                goto bad;
+            u->ex_first = a;
+            u->ex_n = b;
+            break;
+        }
+        case 'B':
+            if (!rc_conn_parse_uint(optarg, 1, 1ull << 40, &bytes))
+                goto bad;
+            break;
+        case 'G':
+            if (!rc_conn_parse_uint(optarg, 1, 1u << 30, &ring))
+                goto bad;
+            break;
+        case 'N':
+            if (!rc_conn_parse_uint(optarg, 1, 64, &v))
+                goto bad;
+            u->instances = (uint32_t)v;
+            break;
         case 'h':
             if (!rc_conn_parse_uint(optarg, 1, 1u << 20, &u->chunk))
                 goto bad;
@@ -240,8 +271,19 @@ static int parse_args(struct pu *u, int argc, char **argv)
         return -1;
     }
     u->role = (enum role)role;
+    /* --bytes: the items that many bytes make; --ring: the capacity that fits */
+    if (bytes)
+        u->items = (bytes + u->item - 1) / u->item;
+    if (ring)
+        u->capacity = ring / u->item > 2 ? (uint32_t)(ring / u->item) : 2;
     if ((uint64_t)u->item * u->capacity > (1u << 30)) {
         fprintf(stderr, PROG ": --item x --capacity above 1 GiB\n");
+        return -1;
+    }
+    if (u->ex_n && (u->mode != ZS_SHUFFLE || u->ex_first + u->ex_n > u->consumers ||
+                    u->ex_n >= u->consumers)) {
+        fprintf(stderr, PROG ": --exclude=FIRST:COUNT needs --mode=shuffle and leaves a "
+                        "consumer\n");
         return -1;
     }
     if ((u->role == R_ECHO_CLIENT || u->role == R_ECHO_SERVER) &&
@@ -261,75 +303,12 @@ bad:
 
 /* ---------------------------------------------------------------- set-up */
 
-static int qp_up(struct ibv_qp *qp, const uint8_t gid[16], uint32_t dqpn, uint32_t rq_psn,
-                 uint32_t sq_psn, enum ibv_mtu mtu)
-{
-    struct ibv_qp_attr a;
-    memset(&a, 0, sizeof(a));
-    a.qp_state = IBV_QPS_INIT;
-    a.pkey_index = 0;
-    a.port_num = RC_CONN_PORT;
-    a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
-    if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-        return -1;
-    memset(&a, 0, sizeof(a));
-    a.qp_state = IBV_QPS_RTR;
-    a.path_mtu = mtu;
-    a.dest_qp_num = dqpn;
-    a.rq_psn = rq_psn;
-    a.max_dest_rd_atomic = 16;
-    a.min_rnr_timer = 12;
-    a.ah_attr.is_global = 1;
-    memcpy(a.ah_attr.grh.dgid.raw, gid, 16);
-    a.ah_attr.grh.sgid_index = 0;
-    a.ah_attr.grh.hop_limit = 64;
-    a.ah_attr.port_num = RC_CONN_PORT;
-    if (ibv_modify_qp(qp, &a,
-                      IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                          IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-        return -1;
-    memset(&a, 0, sizeof(a));
-    a.qp_state = IBV_QPS_RTS;
-    a.timeout = 14;
-    a.retry_cnt = 7;
-    a.rnr_retry = 7;
-    a.sq_psn = sq_psn;
-    a.max_rd_atomic = 16;
-    return ibv_modify_qp(qp, &a,
-                         IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                             IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
-}
-
-static struct ibv_qp *make_qp(struct pu *u)
-{
-    struct ibv_qp_init_attr ia = {
-        .send_cq = u->cq,
-        .recv_cq = u->cq,
-        .cap = {.max_send_wr = 16,
-                .max_recv_wr = 1,
-                .max_send_sge = 1,
-                .max_recv_sge = 1,
-                .max_inline_data = 16},
-        .qp_type = IBV_QPT_RC,
-    };
-    return ibv_create_qp(u->pd, &ia);
-}
-
 static int open_device(struct pu *u)
 {
-    int num = 0;
-    struct ibv_device **list = ibv_get_device_list(&num);
-    if (!list || num <= 0) {
-        fprintf(stderr, PROG ": no RDMA device\n");
-        if (list)
-            ibv_free_device_list(list);
+    if (zv_open(&u->dev, PROG))
         return -1;
-    }
-    u->ctx = ibv_open_device(list[0]);
-    ibv_free_device_list(list);
-    if (!u->ctx || ibv_query_gid(u->ctx, RC_CONN_PORT, 0, &u->gid) ||
-        !(u->pd = ibv_alloc_pd(u->ctx)) || !(u->cq = ibv_create_cq(u->ctx, 256, NULL, NULL, 0))) {
-        fprintf(stderr, PROG ": device set-up failed: %s\n", strerror(errno));
+    if (!(u->cq = ibv_create_cq(u->dev.ctx, 256, NULL, NULL, 0))) {
+        fprintf(stderr, PROG ": ibv_create_cq: %s\n", strerror(errno));
         return -1;
     }
     return 0;
@@ -352,17 +331,17 @@ static int ring_open(struct pu *u, struct ring *r, const char *key)
     }
     memset(r->mem, 0, r->bytes);
     r->hdr = r->mem;
-    r->mr = ibv_reg_mr(u->pd, r->mem, r->bytes,
+    r->mr = ibv_reg_mr(u->dev.pd, r->mem, r->bytes,
                        IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE);
-    r->dqp = make_qp(u);
-    r->cqp = make_qp(u);
+    r->dqp = zv_qp(&u->dev, u->cq, u->cq, IBV_QPT_RC, 16, 1);
+    r->cqp = zv_qp(&u->dev, u->cq, u->cq, IBV_QPT_RC, 16, 1);
     if (!r->mr || !r->dqp || !r->cqp) {
         fprintf(stderr, PROG ": %s: MR / QP: %s\n", key, strerror(errno));
         return -1;
     }
     struct zs_ep_desc d;
     memset(&d, 0, sizeof(d));
-    memcpy(d.gid, u->gid.raw, 16);
+    memcpy(d.gid, u->dev.gid.raw, 16);
     d.data_qpn = r->dqp->qp_num;
     d.ctl_qpn = r->cqp->qp_num;
     d.ctl_sq_psn = (r->cqp->qp_num * 2654435761u) & 0xffffffu;
@@ -389,8 +368,8 @@ static int ring_connect(struct pu *u, struct ring *r)
         return -1;
     }
     enum ibv_mtu mtu = rc_conn_mtu_enum(u->mtu);
-    if (qp_up(r->dqp, sd.gid, sd.data_qpn, sd.data_psn, 0, mtu) ||
-        qp_up(r->cqp, sd.gid, sd.ctl_qpn, sd.ctl_psn, r->ctl_sq_psn, mtu)) {
+    if (zv_rc_up(r->dqp, sd.gid, sd.data_qpn, sd.data_psn, 0, mtu) ||
+        zv_rc_up(r->cqp, sd.gid, sd.ctl_qpn, sd.ctl_psn, r->ctl_sq_psn, mtu)) {
         fprintf(stderr, PROG ": %s: connecting to the switch: %s\n", key, strerror(errno));
         return -1;
     }
@@ -501,7 +480,9 @@ static uint32_t dest_of(const struct pu *u, uint64_t k)
 {
     if (u->mode != ZS_SHUFFLE)
         return 0;
-    return (uint32_t)(zs_mix((uint64_t)u->index << 40 ^ k) % u->consumers);
+    /* --exclude: the consumers of the producer's own node get nothing */
+    uint32_t d = (uint32_t)(zs_mix((uint64_t)u->index << 40 ^ k) % (u->consumers - u->ex_n));
+    return d >= u->ex_first ? d + u->ex_n : d;
 }
 
 static void ring_item_write(struct pu *u, struct ring *r, uint32_t head, uint32_t dest)
@@ -684,6 +665,7 @@ static int run_consumer(struct pu *u)
         {"bytes", (double)bytes},
         {"t_first_ns", (double)t_first},
         {"t_last_ns", (double)t_last},
+        {"first_bytes", (double)first_bytes}, /* already there at the first look */
         /* from the first items seen to the last: what arrived after the first look */
         {"gbps", secs > 0 ? (double)(bytes - first_bytes) * 8 / secs / 1e9 : 0},
     };
@@ -911,14 +893,10 @@ static int run_echo_server(struct pu *u)
 
 /* ---------------------------------------------------------------- main */
 
-int zs_pu_main(int argc, char **argv)
+/* One PU: set-up, its role, tear-down; frees u. */
+static int pu_run(struct pu *u)
 {
-    struct pu *u = calloc(1, sizeof(*u));
-    if (!u)
-        return 1;
     int rc = 1;
-    if (parse_args(u, argc, argv))
-        goto out;
     if (u->start_ns)
         host_compute(u->start_ns); /* a PU that joins later */
     if (!u->chunk_set)             /* publish / take about 256 KiB at a time */
@@ -990,11 +968,67 @@ out:
         ring_close(&u->rings[i], u->kind);
     if (u->cq)
         ibv_destroy_cq(u->cq);
-    if (u->pd)
-        ibv_dealloc_pd(u->pd);
-    if (u->ctx)
-        ibv_close_device(u->ctx);
+    zv_close(&u->dev);
     free(u->scratch);
     free(u);
+    return rc;
+}
+
+struct pu_thread {
+    struct pu *u;
+    int rc;
+};
+
+static void pu_thread_fn(void *arg)
+{
+    struct pu_thread *t = arg;
+    t->rc = pu_run(t->u);
+}
+
+/* --rings=K: K PUs of the same role and kind, indices I .. I+K-1 (threads
+ * of one program: several kernels on one GPU, several cores). */
+int zs_pu_main(int argc, char **argv)
+{
+    struct pu *u = calloc(1, sizeof(*u));
+    if (!u)
+        return 1;
+    if (parse_args(u, argc, argv)) {
+        free(u);
+        return 1;
+    }
+    uint32_t k = u->instances ? u->instances : 1;
+    struct pu_thread *t = calloc(k, sizeof(*t));
+    int *th = calloc(k, sizeof(*th));
+    int rc = 0;
+    if (!t || !th) {
+        free(t);
+        free(th);
+        free(u);
+        return 1;
+    }
+    for (uint32_t i = 1; i < k; i++) {
+        t[i].u = malloc(sizeof(*u));
+        if (!t[i].u) {
+            rc = 1;
+            k = i;
+            break;
+        }
+        *t[i].u = *u;
+        t[i].u->index = u->index + i;
+        th[i] = host_thread_start(pu_thread_fn, &t[i]);
+        if (th[i] < 0) {
+            free(t[i].u);
+            rc = 1;
+            k = i;
+            break;
+        }
+    }
+    rc |= pu_run(u);
+    for (uint32_t i = 1; i < k; i++) {
+        host_thread_join(th[i]);
+        rc |= t[i].rc;
+    }
+    free(t);
+    free(th);
     return rc;
 }

@@ -6,5 +6,8 @@
 
 int zs_switch_main(int argc, char **argv);
 int zs_pu_main(int argc, char **argv);
+/* baselines */
+int zs_cpudrv_main(int argc, char **argv);
+int zs_nvshmem_main(int argc, char **argv);
 
 #endif
