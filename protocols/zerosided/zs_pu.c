@@ -53,7 +53,7 @@
 #define PROG "zs_pu"
 #define MAX_RINGS 64
 
-enum role { R_PRODUCER, R_CONSUMER, R_ECHO_CLIENT, R_ECHO_SERVER };
+enum role { R_PRODUCER, R_CONSUMER, R_ECHO_CLIENT, R_ECHO_SERVER, R_WORKER };
 
 struct ring {
     char key[128];
@@ -97,6 +97,8 @@ struct pu {
     struct ibv_cq *cq;
     struct ring rings[MAX_RINGS];
     uint32_t n_rings;
+    uint32_t n_prod_rings; /* rings[0 .. n_prod_rings-1] are produced into */
+    uint32_t cons_ring;    /* the consumed one */
     uint8_t *scratch;
     struct src_stat src[ZS_MAX_PRODUCERS];
     uint64_t order_hash, checked;
@@ -504,38 +506,60 @@ static void flush(struct pu *u, const uint32_t *local, uint64_t *pending_bytes)
             publish(u, &u->rings[i], local[i], true);
 }
 
-static int run_producer(struct pu *u)
+struct prod_st {
+    uint64_t t0, t_produced, k, pending;
+    uint32_t local[MAX_RINGS];
+    bool ended;
+};
+
+/* Produce until a chunk is published or the next item's ring is full;
+ * after the last item, publish the end of the stream.  True if anything
+ * moved. */
+static bool produce_step(struct pu *u, struct prod_st *ps)
 {
-    uint64_t t0 = host_now_ns(), k = 0, pending_bytes = 0;
-    uint32_t local[MAX_RINGS] = {0};
-    while (k < u->items) {
-        uint32_t d = dest_of(u, k);
+    bool did = false;
+    while (ps->k < u->items) {
+        uint32_t d = dest_of(u, ps->k);
         struct ring *r = &u->rings[u->mode == ZS_SHUFFLE ? d : 0];
-        uint32_t *h = &local[r - u->rings];
+        uint32_t *h = &ps->local[r - u->rings];
         uint32_t tail = zs_load_le32(r->hdr + ZS_TAIL_OFF) & ZS_PTR_MASK;
-        if (((*h - tail) & ZS_PTR_MASK) >= r->cap) { /* full: publish, wait for the switch */
-            flush(u, local, &pending_bytes);
-            pu_wait(u);
-            continue;
+        if (((*h - tail) & ZS_PTR_MASK) >= r->cap) { /* full: publish, let the switch work */
+            flush(u, ps->local, &ps->pending);
+            return did;
         }
         ring_item_write(u, r, *h, u->mode == ZS_SHUFFLE ? d : 0);
         *h = (*h + 1) & ZS_PTR_MASK;
-        pending_bytes += r->item;
-        k++;
-        if (pending_bytes >= u->chunk * u->item || k == u->items)
-            flush(u, local, &pending_bytes);
+        ps->pending += r->item;
+        ps->k++;
+        did = true;
+        if (ps->pending >= u->chunk * u->item || ps->k == u->items) {
+            flush(u, ps->local, &ps->pending);
+            return true;
+        }
     }
-    uint64_t t_produced = host_now_ns();
-    /* end of stream, then wait until the switch took everything */
-    for (uint32_t i = 0; i < u->n_rings; i++)
-        publish(u, &u->rings[i], local[i] | ZS_DONE_BIT, true);
-    for (uint32_t i = 0; i < u->n_rings; i++) {
-        while ((zs_load_le32(u->rings[i].hdr + ZS_TAIL_OFF) & ZS_PTR_MASK) != local[i])
-            pu_wait(u);
+    if (!ps->ended) { /* end of stream */
+        ps->t_produced = host_now_ns();
+        for (uint32_t i = 0; i < u->n_prod_rings; i++)
+            publish(u, &u->rings[i], ps->local[i] | ZS_DONE_BIT, true);
+        ps->ended = true;
+        did = true;
     }
-    uint64_t t_drained = host_now_ns();
+    return did;
+}
+
+/* The switch took everything. */
+static bool producer_drained(const struct pu *u, const struct prod_st *ps)
+{
+    for (uint32_t i = 0; i < u->n_prod_rings; i++)
+        if ((zs_load_le32(u->rings[i].hdr + ZS_TAIL_OFF) & ZS_PTR_MASK) != ps->local[i])
+            return false;
+    return ps->ended;
+}
+
+static void producer_report(struct pu *u, const struct prod_st *ps)
+{
     /* what went where, for the consumers' checks */
-    for (uint32_t i = 0; i < u->n_rings; i++) {
+    for (uint32_t i = 0; i < u->n_prod_rings; i++) {
         char key[160];
         snprintf(key, sizeof(key), "zs/%s/pstat/%u/%u", u->flow, u->index,
                  u->mode == ZS_SHUFFLE ? i : 0);
@@ -546,11 +570,20 @@ static int run_producer(struct pu *u)
         {"producer", u->index},
         {"items", (double)u->items},
         {"bytes", (double)(u->items * u->item)},
-        {"t_start_ns", (double)t0},
-        {"t_produced_ns", (double)t_produced},
-        {"t_drained_ns", (double)t_drained},
+        {"t_start_ns", (double)ps->t0},
+        {"t_produced_ns", (double)ps->t_produced},
+        {"t_drained_ns", (double)host_now_ns()},
     };
     host_report("zs_producer", kv, sizeof(kv) / sizeof(kv[0]));
+}
+
+static int run_producer(struct pu *u)
+{
+    struct prod_st ps = {.t0 = host_now_ns()};
+    while (!producer_drained(u, &ps))
+        if (!produce_step(u, &ps))
+            pu_wait(u);
+    producer_report(u, &ps);
     return 0;
 }
 
@@ -609,65 +642,71 @@ static uint64_t total_bytes(const struct pu *u)
     return b;
 }
 
-/* Pop everything until the end-of-stream flag; false on a violation. */
-static int run_consumer(struct pu *u)
+struct cons_st {
+    uint64_t t_first, t_last, next_series, first_bytes;
+    uint32_t tail;
+    bool done;
+};
+
+/* Take what the consumer ring has (one contiguous piece, at most a
+ * chunk): 1 if something was taken, 0 if nothing, -1 on a violation;
+ * done once the end of the stream is seen and everything taken. */
+static int consume_step(struct pu *u, struct cons_st *cs)
 {
-    struct ring *r = &u->rings[0];
-    uint64_t t_first = 0, t_last = 0, next_series = 0, first_bytes = 0;
-    uint32_t tail = 0;
-    for (;;) {
-        uint32_t head = zs_load_le32(r->hdr + ZS_HEAD_OFF);
-        __atomic_thread_fence(__ATOMIC_ACQUIRE);
-        uint32_t h = head & ZS_PTR_MASK;
-        uint32_t n = (h - tail) & ZS_PTR_MASK;
-        if (n == 0) {
-            if (head & ZS_DONE_BIT)
-                break;
-            pu_wait(u);
-            continue;
-        }
-        if (n > u->chunk)
-            n = (uint32_t)u->chunk;
-        uint32_t first = tail % r->cap, run = r->cap - first;
-        if (run < n)
-            n = run; /* one contiguous piece per step */
-        uint64_t now = host_now_ns();
-        if (!t_first) {
-            t_first = now;
-            first_bytes = (uint64_t)((h - tail) & ZS_PTR_MASK) * r->item;
-        }
-        const uint8_t *base = r->mem + ZS_HDR_BYTES + (size_t)first * r->item;
-        for (uint32_t i = 0; i < n && !u->violation; i++)
-            take_item(u, base + (size_t)i * r->item, r->item);
-        if (u->violation)
-            return 1;
-        work(u, base, (size_t)n * r->item);
-        tail = (tail + n) & ZS_PTR_MASK;
-        publish(u, r, tail, false);
-        t_last = host_now_ns();
-        if (u->series_ns) {
-            if (!next_series)
-                next_series = (t_first / u->series_ns + 1) * u->series_ns;
-            while (t_last >= next_series) {
-                struct host_kv kv[] = {{"consumer", u->index},
-                                       {"t_ns", (double)next_series},
-                                       {"bytes", (double)total_bytes(u)}};
-                host_report("zs_series", kv, 3);
-                next_series += u->series_ns;
-            }
+    struct ring *r = &u->rings[u->cons_ring];
+    uint32_t head = zs_load_le32(r->hdr + ZS_HEAD_OFF);
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    uint32_t h = head & ZS_PTR_MASK;
+    uint32_t n = (h - cs->tail) & ZS_PTR_MASK;
+    if (n == 0) {
+        cs->done = (head & ZS_DONE_BIT) != 0;
+        return 0;
+    }
+    if (n > u->chunk)
+        n = (uint32_t)u->chunk;
+    uint32_t first = cs->tail % r->cap, run = r->cap - first;
+    if (run < n)
+        n = run; /* one contiguous piece per step */
+    if (!cs->t_first) {
+        cs->t_first = host_now_ns();
+        cs->first_bytes = (uint64_t)((h - cs->tail) & ZS_PTR_MASK) * r->item;
+    }
+    const uint8_t *base = r->mem + ZS_HDR_BYTES + (size_t)first * r->item;
+    for (uint32_t i = 0; i < n && !u->violation; i++)
+        take_item(u, base + (size_t)i * r->item, r->item);
+    if (u->violation)
+        return -1;
+    work(u, base, (size_t)n * r->item);
+    cs->tail = (cs->tail + n) & ZS_PTR_MASK;
+    publish(u, r, cs->tail, false);
+    cs->t_last = host_now_ns();
+    if (u->series_ns) {
+        if (!cs->next_series)
+            cs->next_series = (cs->t_first / u->series_ns + 1) * u->series_ns;
+        while (cs->t_last >= cs->next_series) {
+            struct host_kv kv[] = {{"consumer", u->index},
+                                   {"t_ns", (double)cs->next_series},
+                                   {"bytes", (double)total_bytes(u)}};
+            host_report("zs_series", kv, 3);
+            cs->next_series += u->series_ns;
         }
     }
+    return 1;
+}
+
+static void consumer_report(struct pu *u, const struct cons_st *cs)
+{
     uint64_t bytes = total_bytes(u);
-    double secs = t_last > t_first ? (double)(t_last - t_first) * 1e-9 : 0;
+    double secs = cs->t_last > cs->t_first ? (double)(cs->t_last - cs->t_first) * 1e-9 : 0;
     struct host_kv kv[] = {
         {"consumer", u->index},
         {"items", (double)u->checked},
         {"bytes", (double)bytes},
-        {"t_first_ns", (double)t_first},
-        {"t_last_ns", (double)t_last},
-        {"first_bytes", (double)first_bytes}, /* already there at the first look */
+        {"t_first_ns", (double)cs->t_first},
+        {"t_last_ns", (double)cs->t_last},
+        {"first_bytes", (double)cs->first_bytes}, /* already there at the first look */
         /* from the first items seen to the last: what arrived after the first look */
-        {"gbps", secs > 0 ? (double)(bytes - first_bytes) * 8 / secs / 1e9 : 0},
+        {"gbps", secs > 0 ? (double)(bytes - cs->first_bytes) * 8 / secs / 1e9 : 0},
     };
     host_report("zs_consumer", kv, sizeof(kv) / sizeof(kv[0]));
     for (uint32_t p = 0; p < ZS_MAX_PRODUCERS; p++)
@@ -678,6 +717,40 @@ static int run_consumer(struct pu *u)
                                   {"bytes", (double)u->src[p].bytes}};
             host_report("zs_src", s, 4);
         }
+}
+
+static int run_consumer(struct pu *u)
+{
+    struct cons_st cs = {0};
+    while (!cs.done) {
+        int r = consume_step(u, &cs);
+        if (r < 0)
+            return 1;
+        if (r == 0 && !cs.done)
+            pu_wait(u);
+    }
+    consumer_report(u, &cs);
+    return 0;
+}
+
+/* A worker thread both produces (its shuffle rings) and consumes (its
+ * ring), as the paper's CPU workers do (Fig. 9). */
+static int run_worker(struct pu *u)
+{
+    struct prod_st ps = {.t0 = host_now_ns()};
+    struct cons_st cs = {0};
+    bool drained = false;
+    while (!cs.done || !drained) {
+        bool did = !drained && produce_step(u, &ps);
+        int r = cs.done ? 0 : consume_step(u, &cs);
+        if (r < 0)
+            return 1;
+        drained = drained || producer_drained(u, &ps);
+        if (!did && r == 0 && (!cs.done || !drained))
+            pu_wait(u);
+    }
+    producer_report(u, &ps);
+    consumer_report(u, &cs);
     return 0;
 }
 
@@ -918,9 +991,34 @@ static int pu_run(struct pu *u)
             if (ring_open(u, &u->rings[j], key))
                 goto out;
         }
+        u->n_prod_rings = u->n_rings;
         if (connect_all(u))
             goto out;
         rc = run_producer(u);
+        break;
+    case R_WORKER:
+        if (u->mode != ZS_SHUFFLE) {
+            fprintf(stderr, PROG ": a worker needs --mode=shuffle\n");
+            goto out;
+        }
+        u->n_prod_rings = u->consumers;
+        for (uint32_t j = 0; j < u->consumers; j++) {
+            snprintf(key, sizeof(key), "zs/%s/p%u.%u", u->flow, u->index, j);
+            if (ring_open(u, &u->rings[j], key))
+                goto out;
+        }
+        u->cons_ring = u->n_rings = u->consumers + 1;
+        u->cons_ring--;
+        snprintf(key, sizeof(key), "zs/%s/c%u", u->flow, u->index);
+        if (ring_open(u, &u->rings[u->cons_ring], key) || connect_all(u))
+            goto out;
+        rc = run_worker(u);
+        if (rc == 0)
+            rc = final_checks(u);
+        if (rc == 0) {
+            struct host_kv kv[] = {{"messages_checked", (double)u->checked}};
+            host_report("order_check", kv, 1);
+        }
         break;
     case R_CONSUMER:
         u->n_rings = 1;
