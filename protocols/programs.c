@@ -50,6 +50,12 @@ const struct program_def protocol_programs[] = {
      "zero-sided baseline: CPU cores post one WRITE per item of GPU kernels' rings (--flows --cores)"},
     {"zs_nvshmem", zs_nvshmem_main,
      "zero-sided baseline: NVSHMEM-like GPU-initiated PUTs between nodes (--nodes --index)"},
+    {"zs_cpushuffle", zs_cpushuffle_main,
+     "zero-sided baselines: CPU shuffle with DFI, MPI all-to-all or Spark-UCX (--system "
+     "--workers --index)"},
+    {"zs_dfirepl", zs_dfirepl_main,
+     "zero-sided baseline: DFI-like replication over UD multicast, optionally globally ordered "
+     "(--role=source|target)"},
     {NULL, NULL, NULL},
 };
 

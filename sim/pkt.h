@@ -43,6 +43,14 @@ enum pkt_ext_hdr {
     PKT_EXT_DETH = 1u << 5,   /* 8 B (UD), comes right after the BTH */
 };
 
+/* A multicast destination (IB UD multicast, ibv_attach_mcast): dst_node is
+ * PKT_MCAST_NODE | group; switches copy the frame to every member node. */
+#define PKT_MCAST_NODE 0x80000000u
+static inline bool pkt_node_is_mcast(uint32_t node)
+{
+    return (node & PKT_MCAST_NODE) != 0;
+}
+
 struct pkt {
     struct pkt *next; /* queue link, owned by whoever holds the packet */
     uint64_t id;      /* unique per simulation, for traces */

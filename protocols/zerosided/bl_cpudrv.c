@@ -255,13 +255,13 @@ static void core(void *arg)
 static int parse(struct cdrv *d, int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"flow", required_argument, 0, 'f'},       {"flows", required_argument, 0, 'k'},
-        {"cores", required_argument, 0, 'c'},      {"item", required_argument, 0, 's'},
-        {"capacity", required_argument, 0, 'C'},   {"items", required_argument, 0, 'n'},
-        {"kind", required_argument, 0, 'K'},       {"rate", required_argument, 0, 'R'},
-        {"head-read", required_argument, 0, 'h'},  {"tail-write", required_argument, 0, 't'},
-        {"first", required_argument, 0, 'F'},      {"bytes", required_argument, 0, 'B'},
-        {"ring", required_argument, 0, 'G'},       {0, 0, 0, 0},
+        {"flow", required_argument, 0, 'f'},      {"flows", required_argument, 0, 'k'},
+        {"cores", required_argument, 0, 'c'},     {"item", required_argument, 0, 's'},
+        {"capacity", required_argument, 0, 'C'},  {"items", required_argument, 0, 'n'},
+        {"kind", required_argument, 0, 'K'},      {"rate", required_argument, 0, 'R'},
+        {"head-read", required_argument, 0, 'h'}, {"tail-write", required_argument, 0, 't'},
+        {"first", required_argument, 0, 'F'},     {"bytes", required_argument, 0, 'B'},
+        {"ring", required_argument, 0, 'G'},      {0, 0, 0, 0},
     };
     d->flows = d->cores = 1;
     d->item = 4096;
@@ -378,8 +378,8 @@ int zs_cpudrv_main(int argc, char **argv)
         f->hdr = f->mem;
         f->cq = d->cq[i % d->cores];
         f->mr = ibv_reg_mr(d->dev.pd, f->mem, f->bytes, IBV_ACCESS_LOCAL_WRITE);
-        f->rtail_mr = ibv_reg_mr(d->dev.pd, f->rtail_buf, sizeof(f->rtail_buf),
-                                 IBV_ACCESS_LOCAL_WRITE);
+        f->rtail_mr =
+            ibv_reg_mr(d->dev.pd, f->rtail_buf, sizeof(f->rtail_buf), IBV_ACCESS_LOCAL_WRITE);
         f->qp = zv_qp(&d->dev, f->cq, f->cq, IBV_QPT_RC, SQ_DEPTH, 1);
         if (!f->mr || !f->rtail_mr || !f->qp)
             goto out;
@@ -404,6 +404,10 @@ int zs_cpudrv_main(int argc, char **argv)
         if (host_oob_get(key, &ok, sizeof(ok)))
             goto out;
     }
+    char gokey[128];
+    snprintf(gokey, sizeof(gokey), "zs/%s/start", d->flow);
+    uint32_t go = 1;
+    host_oob_put(gokey, &go, sizeof(go));
     struct kern_arg ka[MAX_FLOWS];
     struct core_arg ca[MAX_CORES];
     int th[MAX_FLOWS + MAX_CORES], nth = 0;

@@ -61,7 +61,8 @@ static void kernel(void *arg)
             if (dest == n->index)
                 dest = (dest + 1) % n->nodes;
             /* my slot in the destination's heap: (source node, kernel) */
-            uint64_t slot = ((uint64_t)n->index * n->kernels + k) * HEAP_SLOTS + posted % HEAP_SLOTS;
+            uint64_t slot =
+                ((uint64_t)n->index * n->kernels + k) * HEAP_SLOTS + posted % HEAP_SLOTS;
             struct ibv_sge sge = {(uintptr_t)(n->src + (size_t)k * n->item), (uint32_t)n->item,
                                   n->src_mr->lkey};
             struct ibv_send_wr wr = {.wr_id = posted,
@@ -97,10 +98,10 @@ static void kernel(void *arg)
 int zs_nvshmem_main(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"flow", required_argument, 0, 'f'},    {"nodes", required_argument, 0, 'n'},
-        {"index", required_argument, 0, 'i'},   {"kernels", required_argument, 0, 'k'},
-        {"item", required_argument, 0, 's'},    {"bytes", required_argument, 0, 'b'},
-        {"window", required_argument, 0, 'w'},  {0, 0, 0, 0},
+        {"flow", required_argument, 0, 'f'},   {"nodes", required_argument, 0, 'n'},
+        {"index", required_argument, 0, 'i'},  {"kernels", required_argument, 0, 'k'},
+        {"item", required_argument, 0, 's'},   {"bytes", required_argument, 0, 'b'},
+        {"window", required_argument, 0, 'w'}, {0, 0, 0, 0},
     };
     struct nv *n = calloc(1, sizeof(*n));
     if (!n)
@@ -164,7 +165,7 @@ int zs_nvshmem_main(int argc, char **argv)
     memset(n->src, 0x5a, n->src_bytes);
     n->src_mr = ibv_reg_mr(n->dev.pd, n->src, n->src_bytes, IBV_ACCESS_LOCAL_WRITE);
     n->heap_mr = ibv_reg_mr(n->dev.pd, n->heap, n->heap_bytes,
-                           IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+                            IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
     if (!n->src_mr || !n->heap_mr)
         goto out;
     char key[128];

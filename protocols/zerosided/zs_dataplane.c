@@ -1195,13 +1195,21 @@ static void zs_ingress(struct ps_pass *x, struct pkt *p, void *prog)
     struct zs_dp *dp = prog;
     struct ps_meta *m = ps_pass_meta(x);
     if (m->ingress_port == PS_PORT_PKTGEN) {
-        if (m->pktgen_app == ZS_APP_POLL)
+        if (m->pktgen_app == ZS_APP_POLL) {
             poll_gen(dp, x, p, m->pktgen_pkt);
-        else
+            return;
+        }
+        if (m->pktgen_app == ZS_APP_TICK) {
             tick(dp, x, p, m->pktgen_pkt);
-        return;
+            return;
+        }
+        /* ZS_APP_START: thread pktgen_pkt's first packet */
+        struct zs_br b = {.type = ZS_BR_TOKEN, .t = (uint16_t)m->pktgen_pkt};
+        memcpy(m->bridge, &b, sizeof(b));
+        m->bridge_bytes = ZS_BR_WIRE_BYTES;
     }
-    if (m->ingress_port == PS_PORT_RECIRC || m->ingress_port == PS_PORT_CPU) {
+    if (m->ingress_port == PS_PORT_PKTGEN || m->ingress_port == PS_PORT_RECIRC ||
+        m->ingress_port == PS_PORT_CPU) {
         struct zs_br b;
         memcpy(&b, m->bridge, sizeof(b));
         const struct zs_thr_ent *th = ps_table_apply(x, dp->thr, b.t);

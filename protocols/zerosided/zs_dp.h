@@ -106,7 +106,7 @@ enum zs_phase {
 };
 
 /* Packet-generator applications. */
-enum { ZS_APP_POLL = 1, ZS_APP_TICK = 2 };
+enum { ZS_APP_POLL = 1, ZS_APP_TICK = 2, ZS_APP_START = 3 };
 
 struct zs_dp_stats {
     uint64_t transfers, items, bytes;

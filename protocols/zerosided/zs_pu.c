@@ -5,7 +5,7 @@
  * stores; it posts no verbs on the data path (doorbell mode: one 4-byte
  * WRITE per pointer update, for PUs that can).
  *
- *   zs_pu --flow=NAME --role=producer|consumer|echo-client|echo-server --index=I
+ *   zs_pu --flow=NAME --role=producer|consumer|worker|echo-client|echo-server --index=I
  *         --mode=pairs|shuffle|lb|replicate [--producers=N] [--consumers=M]
  *         --item=SIZE (--capacity=ITEMS | --ring=BYTES) [--items=COUNT | --bytes=SIZE]
  *         [--kind=cpu|gpu|fpga] [--rate=RATE] [--mtu=BYTES] [--doorbell] [--series=TIME]
@@ -89,9 +89,9 @@ struct pu {
     uint32_t mtu;
     bool doorbell;
     uint64_t series_ns, start_ns, chunk;
-    bool chunk_set;
+    bool chunk_set, consumers_set;
     uint64_t echo_rate;
-    uint32_t instances;       /* --rings */
+    uint32_t instances;      /* --rings */
     uint32_t ex_first, ex_n; /* --exclude=FIRST:COUNT */
     struct zv_dev dev;
     struct ibv_cq *cq;
@@ -158,10 +158,10 @@ static int parse_args(struct pu *u, int argc, char **argv)
         {"start", required_argument, 0, 't'},     {"echo-rate", required_argument, 0, 'e'},
         {"chunk", required_argument, 0, 'h'},     {"rings", required_argument, 0, 'N'},
         {"bytes", required_argument, 0, 'B'},     {"ring", required_argument, 0, 'G'},
-        {"exclude", required_argument, 0, 'x'},
-        {0, 0, 0, 0},
+        {"exclude", required_argument, 0, 'x'},   {0, 0, 0, 0},
     };
-    static const char *const roles[] = {"producer", "consumer", "echo-client", "echo-server", NULL};
+    static const char *const roles[] = {"producer",    "consumer", "echo-client",
+                                        "echo-server", "worker",   NULL};
     u->mode = ZS_PAIRS;
     u->item = 4096;
     u->capacity = 256;
@@ -195,6 +195,7 @@ static int parse_args(struct pu *u, int argc, char **argv)
             if (!rc_conn_parse_uint(optarg, 1, MAX_RINGS, &v))
                 goto bad;
             u->consumers = (uint32_t)v;
+            u->consumers_set = true;
             break;
         case 's':
             if (!rc_conn_parse_uint(optarg, ZS_MIN_ITEM_BYTES, 1u << 30, &v))
@@ -285,7 +286,7 @@ static int parse_args(struct pu *u, int argc, char **argv)
     if (u->ex_n && (u->mode != ZS_SHUFFLE || u->ex_first + u->ex_n > u->consumers ||
                     u->ex_n >= u->consumers)) {
         fprintf(stderr, PROG ": --exclude=FIRST:COUNT needs --mode=shuffle and leaves a "
-                        "consumer\n");
+                             "consumer\n");
         return -1;
     }
     if ((u->role == R_ECHO_CLIENT || u->role == R_ECHO_SERVER) &&
@@ -381,12 +382,16 @@ static int ring_connect(struct pu *u, struct ring *r)
     return 0;
 }
 
+/* Connect every ring, then wait until the switch runs the flow. */
 static int connect_all(struct pu *u)
 {
     for (uint32_t i = 0; i < u->n_rings; i++)
         if (ring_connect(u, &u->rings[i]))
             return -1;
-    return 0;
+    char key[160];
+    uint32_t go;
+    snprintf(key, sizeof(key), "zs/%s/start", u->flow);
+    return host_oob_get(key, &go, sizeof(go));
 }
 
 static void ring_close(struct ring *r, int kind)
@@ -501,7 +506,7 @@ static void flush(struct pu *u, const uint32_t *local, uint64_t *pending_bytes)
 {
     work(u, u->rings[0].mem + ZS_HDR_BYTES, *pending_bytes);
     *pending_bytes = 0;
-    for (uint32_t i = 0; i < u->n_rings; i++)
+    for (uint32_t i = 0; i < u->n_prod_rings; i++)
         if (local[i] != u->rings[i].ptr)
             publish(u, &u->rings[i], local[i], true);
 }
@@ -970,6 +975,11 @@ static int run_echo_server(struct pu *u)
 static int pu_run(struct pu *u)
 {
     int rc = 1;
+    if ((u->role == R_CONSUMER || u->role == R_WORKER) && u->consumers_set &&
+        u->index >= u->consumers) {
+        free(u); /* a consumer beyond --consumers: not part of this run */
+        return 0;
+    }
     if (u->start_ns)
         host_compute(u->start_ns); /* a PU that joins later */
     if (!u->chunk_set)             /* publish / take about 256 KiB at a time */

@@ -17,7 +17,8 @@
  * Out-of-band keys (host_oob): the PU puts zs/<flow>/<ep> (struct
  * zs_ep_desc; ep = p<i>, p<i>.<j> for shuffle, c<j>), the switch answers
  * zs/<flow>/<ep>/sw (struct zs_sw_desc), the PU puts zs/<flow>/<ep>/ready
- * once its QPs are in RTS.  When every thread has finished the switch puts
+ * once its QPs are in RTS; when the threads run, the switch puts
+ * zs/<flow>/start and the PUs begin.  When every thread has finished the switch puts
  * zs/<flow>/switch_done and reports the table "zs_switch". */
 #include <errno.h>
 #include <getopt.h>
@@ -368,8 +369,8 @@ static uint32_t src_p(const struct zs_sw *z, uint32_t t, uint32_t slot)
     }
 }
 
-/* Table entries of thread t (consumer c) and its first packet. */
-static int start_thread(struct zs_sw *z, uint32_t t)
+/* Table entries of thread t (consumer c). */
+static int program_thread(struct zs_sw *z, uint32_t t)
 {
     struct zs_dp *dp = &z->dp;
     uint32_t ns = n_src_of(z);
@@ -417,11 +418,7 @@ static int start_thread(struct zs_sw *z, uint32_t t)
     }
     if (ps_table_add(dp->thr, t, &th) || ps_table_add(dp->cons, t, c0))
         goto full;
-    struct zs_br b = {.type = ZS_BR_TOKEN, .t = (uint16_t)t};
-    ps_reg_set(dp->t_phase, t,
-               (uint64_t)ZS_PH_IDLE | (uint64_t)(host_now_ns() + 1)
-                                          << 8); /* the timer's baseline */
-    return ps_inject(dp->ps, &b, sizeof(b));
+    return 0;
 full:
     fprintf(stderr, PROG ": thread %u: switch tables full: %s\n", t, strerror(errno));
     return -1;
@@ -531,10 +528,9 @@ int zs_switch_main(int argc, char **argv)
     for (uint32_t c = 0; c < z->active; c++)
         if (wait_ready(z, false, c))
             goto out;
-    uint64_t t0 = host_now_ns();
     uint32_t n_threads = z->mode == ZS_REPLICATE ? 1 : z->active;
     for (uint32_t t = 0; t < n_threads; t++) {
-        if (start_thread(z, t))
+        if (program_thread(z, t))
             goto out;
         if (z->mode != ZS_REPLICATE)
             z->c_started[t] = true;
@@ -543,6 +539,17 @@ int zs_switch_main(int argc, char **argv)
         goto out;
     if (ps_pktgen_enable(ps, ZS_APP_TICK, z->tick_ns * SIM_NS, dp->nt))
         goto out;
+    /* every thread's first packet, from one generator batch; then the PUs go */
+    uint64_t t0 = host_now_ns();
+    for (uint32_t t = 0; t < n_threads; t++) /* the timers' baseline */
+        ps_reg_set(dp->t_phase, t, (uint64_t)ZS_PH_IDLE | (t0 + 1) << 8);
+    if (ps_pktgen_once(ps, ZS_APP_START, n_threads))
+        goto out;
+    t0 = host_now_ns();
+    char skey[160];
+    snprintf(skey, sizeof(skey), "zs/%s/start", z->flow);
+    uint32_t go = 1;
+    host_oob_put(skey, &go, sizeof(go));
     /* off the data path: wait for the streams to end, joins and leaves */
     uint32_t running = n_threads, fatal = 0, next_ev = 0;
     /* events in time order */
@@ -573,8 +580,11 @@ int zs_switch_main(int argc, char **argv)
             break;
         const struct sched_ev *ev = &z->ev[next_ev++];
         if (ev->join && !z->c_started[ev->c]) {
+            struct zs_br b = {.type = ZS_BR_TOKEN, .t = (uint16_t)ev->c};
             if (setup_endpoint(z, false, ev->c) || wait_ready(z, false, ev->c) ||
-                start_thread(z, ev->c))
+                program_thread(z, ev->c) ||
+                ps_reg_set(dp->t_phase, ev->c, (uint64_t)ZS_PH_IDLE | (host_now_ns() + 1) << 8) ||
+                ps_inject(ps, &b, sizeof(b)))
                 goto out;
             z->c_started[ev->c] = true;
             running++;

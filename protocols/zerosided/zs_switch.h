@@ -9,5 +9,7 @@ int zs_pu_main(int argc, char **argv);
 /* baselines */
 int zs_cpudrv_main(int argc, char **argv);
 int zs_nvshmem_main(int argc, char **argv);
+int zs_cpushuffle_main(int argc, char **argv);
+int zs_dfirepl_main(int argc, char **argv);
 
 #endif

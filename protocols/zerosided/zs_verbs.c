@@ -77,8 +77,8 @@ int zv_rc_up(struct ibv_qp *qp, const uint8_t gid[16], uint32_t dqpn, uint32_t r
     a.ah_attr.grh.hop_limit = 64;
     a.ah_attr.port_num = ZV_PORT;
     if (ibv_modify_qp(qp, &a,
-                      IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                          IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+                      IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                          IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
         return -1;
     memset(&a, 0, sizeof(a));
     a.qp_state = IBV_QPS_RTS;

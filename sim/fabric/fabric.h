@@ -149,6 +149,9 @@ void switch_set_ingress_hook(struct fswitch *sw, struct fabric_sink hook);
  * the fixed pipeline does when its latency has passed (drops counted as
  * there). */
 void switch_forward(struct fswitch *sw, struct pkt *p);
+/* Multicast group membership (a packet to PKT_MCAST_NODE | group is copied
+ * to the route of every member node). */
+void switch_mcast_join(struct fswitch *sw, uint32_t group, uint32_t node, bool join);
 
 struct switch_counters {
     uint64_t pkts_forwarded, pkts_dropped_no_route;
@@ -207,6 +210,11 @@ void topo_set_link_up(struct topology *t, struct link *l, bool up);
 int topo_schedule_link_state(struct topology *t, struct link *l, sim_time_t at_ps, bool up);
 /* Recompute routes now (normally automatic). */
 void topo_recompute_routes(struct topology *t);
+/* Node `node` joins (leaves) multicast group `group` (IGMP / the IB subnet
+ * manager's job): every switch copies the group's packets to it.  -1
+ * (ENOTSUP) on a leaf-spine, whose switches would each copy a packet again
+ * (no multicast tree is built). */
+int topo_mcast_join(struct topology *t, uint32_t group, uint32_t node, bool join);
 
 /* Per destination node: frames delivered, and frames that arrived after a
  * frame of the same flow (source node, source QP, destination QP) that was

@@ -24,6 +24,7 @@
  *
  * The model is store-and-forward: a frame enters the pipeline when its last
  * bit has arrived (docs/fabric.md discusses the cut-through difference). */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -63,7 +64,15 @@ struct fswitch {
     struct sim_event fwd_ev;
 
     struct switch_counters c;
-    struct fabric_sink hook; /* programmable data plane (switch_set_ingress_hook) */
+    struct fabric_sink hook;     /* programmable data plane (switch_set_ingress_hook) */
+    struct mcast_group *mgroups; /* multicast membership (switch_mcast_join) */
+    uint32_t n_mgroups;
+};
+
+struct mcast_group {
+    uint32_t id;
+    uint32_t *nodes;
+    uint32_t n;
 };
 
 static void *xrealloc(void *p, size_t bytes)
@@ -127,6 +136,9 @@ void switch_destroy(struct fswitch *sw)
     for (size_t i = 0; i < sw->n_route; i++)
         free(sw->route[i].ports);
     free(sw->route);
+    for (uint32_t i = 0; i < sw->n_mgroups; i++)
+        free(sw->mgroups[i].nodes);
+    free(sw->mgroups);
     free(sw->ports);
     free(sw->name);
     free(sw);
@@ -283,10 +295,10 @@ static void trace_drop(struct fswitch *sw, const struct pkt *p, const char *wher
                                                .where = where});
 }
 
-/* Route lookup and hand-off to the egress queue. */
-static void forward(struct fswitch *sw, struct pkt *p)
+/* Route lookup towards `node` and hand-off to the egress queue. */
+static void forward_node(struct fswitch *sw, struct pkt *p, uint32_t node)
 {
-    struct route *r = p->dst_node < sw->n_route ? &sw->route[p->dst_node] : NULL;
+    struct route *r = node < sw->n_route ? &sw->route[node] : NULL;
     if (!r || r->n == 0) {
         sw->c.pkts_dropped_no_route++;
         trace_drop(sw, p, "switch: no route");
@@ -303,6 +315,42 @@ static void forward(struct fswitch *sw, struct pkt *p)
     /* An egress overflow is counted by the port link (pkts_dropped). */
     if (link_send(sw->ports[port], p))
         sw->c.pkts_forwarded++;
+}
+
+/* A multicast packet: a copy routed to every member node (the original to
+ * the last); dst_node keeps naming the group, which the NICs look up. */
+static void forward_mcast(struct fswitch *sw, struct pkt *p)
+{
+    const struct mcast_group *g = NULL;
+    for (uint32_t i = 0; i < sw->n_mgroups && !g; i++)
+        if (sw->mgroups[i].id == (p->dst_node & ~PKT_MCAST_NODE))
+            g = &sw->mgroups[i];
+    if (!g || g->n == 0) {
+        sw->c.pkts_dropped_no_route++;
+        trace_drop(sw, p, "switch: multicast group without members");
+        pkt_free(sw->pool, p);
+        return;
+    }
+    for (uint32_t i = 0; i < g->n; i++) {
+        struct pkt *c = p;
+        if (i + 1 < g->n) {
+            c = pkt_alloc(sw->pool);
+            uint64_t id = c->id;
+            memcpy(c, p, offsetof(struct pkt, payload) + p->payload_len);
+            c->id = id;
+            c->next = NULL;
+        }
+        forward_node(sw, c, g->nodes[i]);
+    }
+}
+
+/* Route lookup and hand-off to the egress queue. */
+static void forward(struct fswitch *sw, struct pkt *p)
+{
+    if (pkt_node_is_mcast(p->dst_node))
+        forward_mcast(sw, p);
+    else
+        forward_node(sw, p, p->dst_node);
 }
 
 static void fwd_ready(struct sim *sim, struct sim_event *ev)
@@ -358,4 +406,30 @@ void switch_set_ingress_hook(struct fswitch *sw, struct fabric_sink hook)
 void switch_forward(struct fswitch *sw, struct pkt *p)
 {
     forward(sw, p);
+}
+
+void switch_mcast_join(struct fswitch *sw, uint32_t group, uint32_t node, bool join)
+{
+    struct mcast_group *g = NULL;
+    for (uint32_t i = 0; i < sw->n_mgroups && !g; i++)
+        if (sw->mgroups[i].id == group)
+            g = &sw->mgroups[i];
+    if (!g) {
+        if (!join)
+            return;
+        sw->mgroups = xrealloc(sw->mgroups, (sw->n_mgroups + 1) * sizeof(*sw->mgroups));
+        g = &sw->mgroups[sw->n_mgroups++];
+        memset(g, 0, sizeof(*g));
+        g->id = group;
+    }
+    for (uint32_t i = 0; i < g->n; i++)
+        if (g->nodes[i] == node) {
+            if (!join)
+                g->nodes[i] = g->nodes[--g->n];
+            return;
+        }
+    if (!join)
+        return;
+    g->nodes = xrealloc(g->nodes, (g->n + 1) * sizeof(*g->nodes));
+    g->nodes[g->n++] = node;
 }

@@ -513,6 +513,10 @@ static void rx_process(struct nic *nic, struct pkt *p)
     nic->cnt.bytes_rx += p->frame_bytes;
     nic_trace_pkt(nic, TRACE_PKT_RX, p, p->dest_qpn, "nic rx");
     const struct nic_opcode_info *info = nic_opcode(p->opcode);
+    if (p->dest_qpn == NIC_MCAST_QPN && nic_opcode_qp_type(p->opcode) == IBV_QPT_UD) {
+        nic_mcast_rx(nic, p); /* mcast.c: a copy per attached QP */
+        return;
+    }
     struct nic_qp *qp = info->name ? nic_qp_lookup(nic, p->dest_qpn) : NULL;
     if (!qp) {
         rx_drop(nic, p, info->name ? "nic: unknown QP" : "nic: invalid opcode");
@@ -675,6 +679,7 @@ void nic_destroy(struct nic *nic)
     nic_mr_teardown(nic);
     nic_dm_teardown(nic);
     free(nic->peer);
+    free(nic->mcast);
     nic_ctx_fini(nic);
     nic_xlate_fini(nic);
     for (uint32_t i = 0; i < nic->n_pds; i++)

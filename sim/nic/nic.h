@@ -393,6 +393,19 @@ struct nic_mr *nic_mr_reg_dm(struct nic_pd *pd, struct nic_dm *dm, uint64_t offs
 int nic_peer_mem_add(struct nic *nic, void *base, uint64_t len, struct pcie_link *link);
 void nic_peer_mem_remove(struct nic *nic, void *base);
 
+/* UD multicast (mcast.c; ibv_attach_mcast): a multicast GID names group
+ * nic_mcast_group_of_gid(); a UD QP attached to a group receives a copy of
+ * every packet sent to PKT_MCAST_NODE | group with destination QP 0xFFFFFF.
+ * The NIC tells the fabric (set with nic_set_mcast_notify) when its first
+ * QP joins a group and its last leaves.  attach: EINVAL (not UD / bad GID),
+ * ENOMEM; detach: EINVAL (not attached). */
+int64_t nic_mcast_group_of_gid(const union ibv_gid *gid);
+int nic_mcast_attach(struct nic_qp *qp, uint32_t group);
+int nic_mcast_detach(struct nic_qp *qp, uint32_t group);
+typedef void (*nic_mcast_notify_fn)(void *ctx, uint32_t node, uint32_t group, bool join);
+void nic_set_mcast_notify(struct nic *nic, nic_mcast_notify_fn fn, void *ctx);
+#define NIC_MCAST_QPN 0xffffffu
+
 /* CQ */
 struct nic_cq *nic_cq_create(struct nic *nic, uint32_t depth);
 int nic_cq_destroy(struct nic_cq *cq); /* EBUSY while QPs use it */

@@ -159,6 +159,10 @@ struct nic {
     uint32_t n_srqs, cap_srqs, next_srqn;
     struct nic_peer_region *peer; /* peer memory regions (peer.c) */
     uint32_t n_peer;
+    struct nic_mcast_att *mcast; /* (group, QP) attachments (mcast.c) */
+    uint32_t n_mcast, cap_mcast;
+    nic_mcast_notify_fn mcast_notify;
+    void *mcast_ctx;
     struct nic_mr **mr_tbl; /* index = key >> 8 */
     uint8_t *mr_gen;
     uint32_t mr_cap, n_mrs, mr_next_free_hint;
@@ -631,6 +635,17 @@ enum nic_aq_status nic_aq_reserve(struct nic *nic, uint32_t aqn, const struct ni
  * time, rima_tpt_ps each). */
 sim_time_t nic_aq_tpt_done_ps(struct nic *nic);
 void nic_aq_teardown(struct nic *nic);
+
+/* ---------------------------------------------------------------- mcast.c */
+
+struct nic_mcast_att {
+    uint32_t group, qpn;
+};
+/* A UD packet to QPN 0xFFFFFF: a copy to every QP attached to its group
+ * (consumes p). */
+void nic_mcast_rx(struct nic *nic, struct pkt *p);
+/* A QP goes away: its attachments too. */
+void nic_mcast_qp_gone(struct nic_qp *qp);
 
 /* ---------------------------------------------------------------- peer.c */
 

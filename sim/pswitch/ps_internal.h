@@ -79,6 +79,7 @@ struct ps_pktgen {
     uint32_t app;
     sim_time_t period_ps, batch_start;
     uint32_t n, next_pkt;
+    bool once; /* ps_pktgen_once: a single batch */
     uint64_t batch;
     struct sim_event ev;
 };

@@ -416,6 +416,8 @@ static void pktgen_ev(struct sim *sim, struct sim_event *ev)
                                      ps->p.pktgen_rate_bps);
     if (++g->next_pkt < g->n) {
         sim_schedule_in(sim, &g->ev, gap);
+    } else if (g->once) {
+        g->next_pkt = 0;
     } else {
         g->next_pkt = 0;
         g->batch++;
@@ -681,11 +683,28 @@ int ps_pktgen_enable(struct pswitch *ps, uint32_t app, sim_time_t period_ps, uin
     ps_cp_charge(ps);
     struct ps_pktgen *g = pktgen_get(ps, app);
     g->period_ps = period_ps;
+    g->once = false;
     g->n = n;
     g->next_pkt = 0;
     g->batch = 0;
     g->batch_start = sim_now(ps->sim) + period_ps;
     sim_schedule_at(ps->sim, &g->ev, g->batch_start);
+    return 0;
+}
+
+int ps_pktgen_once(struct pswitch *ps, uint32_t app, uint32_t n)
+{
+    if (n == 0) {
+        errno = EINVAL;
+        return -1;
+    }
+    ps_cp_charge(ps);
+    struct ps_pktgen *g = pktgen_get(ps, app);
+    g->once = true;
+    g->n = n;
+    g->next_pkt = 0;
+    g->batch = 0;
+    sim_schedule_at(ps->sim, &g->ev, sim_now(ps->sim));
     return 0;
 }
 

@@ -206,6 +206,8 @@ int ps_mcast_set(struct pswitch *ps, uint32_t group, const struct ps_mcast_membe
  * it. */
 int ps_pktgen_enable(struct pswitch *ps, uint32_t app, sim_time_t period_ps, uint32_t n);
 int ps_pktgen_disable(struct pswitch *ps, uint32_t app);
+/* One batch of n packets of application `app`, starting now. */
+int ps_pktgen_once(struct pswitch *ps, uint32_t app, uint32_t n);
 /* One packet from the CPU port carrying `bridge` (len <= PS_BRIDGE_MAX_BYTES). */
 int ps_inject(struct pswitch *ps, const void *bridge, uint32_t len);
 /* Wait for a digest (blocking the calling process, at most until

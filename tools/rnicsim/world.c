@@ -194,6 +194,14 @@ static int setup_links(struct world *w, const struct scenario *s, char *why, siz
     return 0;
 }
 
+/* A NIC's first QP joined a multicast group, or its last left: the
+ * switches copy the group's packets to it (IGMP's job). */
+static void mcast_notify(void *ctx, uint32_t node, uint32_t group, bool join)
+{
+    if (topo_mcast_join(ctx, group, node, join))
+        fprintf(stderr, "rnicsim: UD multicast needs a star or back-to-back topology\n");
+}
+
 /* Every host's peer devices (hardware gpu.*, fpga.*): a PCIe link each,
  * on which the NIC's DMA to device memory is timed (sim/nic/peer.c). */
 static int make_devices(struct world *w, const struct scenario *s, char *why, size_t why_len)
@@ -271,6 +279,7 @@ struct world *world_build(const struct scenario *s, char *why, size_t why_len)
         }
         w->hosts[i].nic = w->nics[i];
         nic_attach_uplink(w->nics[i], topo_uplink(w->topo, (uint32_t)i));
+        nic_set_mcast_notify(w->nics[i], mcast_notify, w->topo);
         topo_attach(w->topo, (uint32_t)i, nic_sink(w->nics[i]));
     }
     if (make_devices(w, s, why, why_len)) {
