@@ -84,6 +84,8 @@ struct wk {
     uint64_t t_start, t_first, t_last;
     bool violation;
     uint32_t signalled;
+    uint32_t sources;     /* --sources (dfi only): senders-only workers below, receivers above */
+    uint64_t target_rate; /* receivers that stand for GPU kernels: bytes / s, no CPU copy */
 };
 
 static void copy_cost(uint64_t bytes, uint8_t *scratch, const uint8_t *src)
@@ -98,9 +100,21 @@ static void copy_cost(uint64_t bytes, uint8_t *scratch, const uint8_t *src)
 
 /* ---------------------------------------------------------------- tuples */
 
+/* Workers [0, sources) only send, [sources, workers) only receive
+ * (--sources; 0: every worker does both). */
+static bool sends(const struct wk *w, uint32_t j)
+{
+    return !w->sources || j < w->sources;
+}
+static bool receives(const struct wk *w, uint32_t j)
+{
+    return !w->sources || j >= w->sources;
+}
+
 static uint32_t dest_of(const struct wk *w, uint64_t k)
 {
-    return (uint32_t)(zs_mix((uint64_t)w->index << 40 ^ k) % w->workers);
+    uint32_t first = w->sources, n = w->workers - w->sources;
+    return first + (uint32_t)(zs_mix((uint64_t)w->index << 40 ^ k) % n);
 }
 
 static void tuple_write(struct wk *w, uint8_t *at, uint32_t dest)
@@ -188,10 +202,11 @@ static uint64_t footer_seq(const uint8_t *slot_end)
 
 /* ---------------------------------------------------------------- DFI */
 
-struct dfi_src {   /* per target */
-    uint32_t fill; /* tuples in the staging segment */
+struct dfi_src {   /* per target: two staging segments, one filling while the other is sent */
+    uint32_t fill; /* tuples in the filling segment */
     uint32_t sent; /* segments sent */
-    bool busy;     /* the staging segment's WRITE is unfinished */
+    uint32_t cur;  /* the filling segment (0 / 1) */
+    bool busy[2];  /* a segment's WRITE is unfinished */
     bool end_sent; /* the segment carrying the end marker went out */
 };
 
@@ -204,28 +219,38 @@ static int run_dfi(struct wk *w, uint8_t *scratch)
     memset(src, 0, sizeof(src));
     uint64_t k = 0;
     volatile uint64_t *credit = (volatile uint64_t *)(void *)(w->mem + w->credit_off);
-    while (ended < w->workers || ends_sent < w->workers || w->signalled) {
+    uint32_t n_src = w->sources ? w->sources : w->workers;
+    uint32_t n_dst = w->workers - w->sources;
+    bool me_sends = sends(w, w->index), me_receives = receives(w, w->index);
+    if (!me_sends)
+        w->items = 0;
+    while ((me_receives && ended < n_src) || (me_sends && ends_sent < n_dst) || w->signalled) {
         bool did = false;
+        uint64_t pushed = 0;
         /* source: up to one segment's worth of tuples */
         for (uint32_t n = 0; n < per_seg && k < w->items; n++) {
             uint32_t d = dest_of(w, k);
             struct dfi_src *s = &src[d];
-            if (s->fill == per_seg || s->busy)
+            if (s->fill == per_seg || s->busy[s->cur])
                 break; /* waiting for credits / the NIC: serve as a target meanwhile */
-            tuple_write(w, w->mem + w->send_off + d * w->send_slot + (size_t)s->fill * w->tuple, d);
-            host_compute(DFI_PUSH_NS);
+            tuple_write(w,
+                        w->mem + w->send_off + d * w->send_slot + (size_t)s->cur * w->seg +
+                            (size_t)s->fill * w->tuple,
+                        d);
             s->fill++;
             k++;
+            pushed++;
             did = true;
         }
+        host_compute(pushed * DFI_PUSH_NS); /* this round's pushes, at once */
         bool last = k == w->items;
-        for (uint32_t d = 0; d < w->workers; d++) {
+        for (uint32_t d = w->sources; me_sends && d < w->workers; d++) {
             struct dfi_src *s = &src[d];
             bool want = s->fill == per_seg || (last && !s->end_sent);
-            if (!want || s->busy || s->sent - credit[d] >= w->segs)
+            if (!want || s->busy[s->cur] || s->sent - credit[d] >= w->segs)
                 continue;
             /* the segment: tuples, then the footer {count, end, sequence} */
-            uint8_t *seg = w->mem + w->send_off + d * w->send_slot;
+            uint8_t *seg = w->mem + w->send_off + d * w->send_slot + (size_t)s->cur * w->seg;
             uint32_t footer[2] = {s->fill, last ? 1u : 0u};
             uint64_t seqno = (uint64_t)s->sent + 1;
             memcpy(seg + w->seg - FOOTER_BYTES, footer, 8);
@@ -234,9 +259,10 @@ static int run_dfi(struct wk *w, uint8_t *scratch)
             if (write_to(w, d, seg, w->seg,
                          w->recv_off + (size_t)w->index * w->recv_slot +
                              (size_t)(s->sent % w->segs) * w->seg,
-                         false, WR_SEG))
+                         false, WR_SEG | s->cur << 8))
                 return 1;
-            s->busy = true;
+            s->busy[s->cur] = true;
+            s->cur ^= 1;
             s->sent++;
             s->fill = 0;
             if (last) {
@@ -246,7 +272,7 @@ static int run_dfi(struct wk *w, uint8_t *scratch)
             did = true;
         }
         /* target: every source's next segment */
-        for (uint32_t s = 0; s < w->workers; s++) {
+        for (uint32_t s = 0; me_receives && s < n_src; s++) {
             if (ended_from[s])
                 continue;
             uint8_t *slot = w->mem + w->recv_off + (size_t)s * w->recv_slot +
@@ -257,7 +283,10 @@ static int run_dfi(struct wk *w, uint8_t *scratch)
             memcpy(footer, slot + w->seg - FOOTER_BYTES, 8);
             for (uint32_t i = 0; i < footer[0]; i++)
                 take(w, slot + (size_t)i * w->tuple);
-            copy_cost((uint64_t)footer[0] * w->tuple, scratch, slot);
+            if (w->target_rate) /* a GPU kernel consumes it */
+                host_compute((uint64_t)footer[0] * w->tuple * 1000000000ull / w->target_rate);
+            else
+                copy_cost((uint64_t)footer[0] * w->tuple, scratch, slot);
             memset(slot + w->seg - 8, 0, 8);
             next_in[s]++;
             if (footer[1]) {
@@ -279,8 +308,8 @@ static int run_dfi(struct wk *w, uint8_t *scratch)
         if (r < 0)
             return 1;
         for (int i = 0; i < r; i++)
-            if ((done[i] >> 32) == WR_SEG) /* its staging segment is free again */
-                src[(uint32_t)done[i]].busy = false;
+            if (((done[i] >> 32) & 0xff) == WR_SEG) /* its staging segment is free again */
+                src[(uint32_t)done[i]].busy[(done[i] >> 40) & 1] = false;
         did |= r > 0;
         if (w->violation)
             return 1;
@@ -483,7 +512,7 @@ static int worker_run(struct wk *w)
     switch (w->sys) {
     case S_DFI:
         w->recv_slot = (size_t)w->segs * w->seg;
-        w->send_slot = w->seg;
+        w->send_slot = 2 * (size_t)w->seg;
         break;
     case S_MPI:
         w->recv_slot = 2 * (size_t)w->block;
@@ -605,6 +634,10 @@ int zs_cpushuffle_main(int argc, char **argv)
         {"segment", required_argument, 0, 's'},
         {"segments", required_argument, 0, 'S'},
         {"block", required_argument, 0, 'B'},
+        {"sources", required_argument, 0, 'o'},
+        {"role", required_argument, 0, 'r'},
+        {"node", required_argument, 0, 'n'},
+        {"target-rate", required_argument, 0, 'T'},
         {0, 0, 0, 0},
     };
     static const char *const systems[] = {"dfi", "mpi", "spark", NULL};
@@ -617,7 +650,7 @@ int zs_cpushuffle_main(int argc, char **argv)
     proto.block = 64 << 10;
     uint32_t k = 1;
     uint64_t v;
-    int o;
+    int o, role = 0, node = -1;
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (o) {
         case 'f':
@@ -670,11 +703,43 @@ int zs_cpushuffle_main(int argc, char **argv)
                 goto bad;
             proto.block = (uint32_t)v;
             break;
+        case 'o':
+            if (!rc_conn_parse_uint(optarg, 1, MAX_W - 1, &v))
+                goto bad;
+            proto.sources = (uint32_t)v;
+            break;
+        case 'r':
+            role = !strcmp(optarg, "source") ? 1 : !strcmp(optarg, "target") ? 2 : 0;
+            break;
+        case 'n':
+            if (!rc_conn_parse_uint(optarg, 0, MAX_W - 1, &v))
+                goto bad;
+            node = (int)v;
+            break;
+        case 'T': {
+            char *end;
+            double g = strtod(optarg, &end);
+            if (end == optarg || strcmp(end, "GBps"))
+                goto bad;
+            proto.target_rate = (uint64_t)(g * 1e9);
+            break;
+        }
         default:
             return 1;
         }
     }
-    if (!proto.flow || proto.sys < 0 || !proto.workers || !proto.bytes ||
+    /* --node=I with --rings=K: sources I*K.., targets sources + I*K.. */
+    if (node >= 0)
+        proto.index = (role == 2 ? proto.sources : 0) + (uint32_t)node * k;
+    /* a worker beyond this run's (fewer nodes): nothing to do */
+    if (proto.workers && (proto.index >= proto.workers ||
+                          (role == 1 && proto.sources && proto.index >= proto.sources)))
+        return 0;
+    if (proto.sources && (proto.sys != S_DFI || proto.sources >= proto.workers)) {
+        fprintf(stderr, PROG ": --sources needs --system=dfi and fewer than --workers\n");
+        return 1;
+    }
+    if (!proto.flow || proto.sys < 0 || !proto.workers || (!proto.bytes && role != 2) ||
         proto.index + k > proto.workers || proto.tuple + FOOTER_BYTES > proto.seg ||
         proto.tuple + FOOTER_BYTES > proto.block) {
         fprintf(stderr, PROG ": needs --flow --system --workers --bytes, a tuple smaller than "

@@ -10,7 +10,7 @@
  *         --item=SIZE (--capacity=ITEMS | --ring=BYTES) [--items=COUNT | --bytes=SIZE]
  *         [--kind=cpu|gpu|fpga] [--rate=RATE] [--mtu=BYTES] [--doorbell] [--series=TIME]
  *         [--start=TIME] [--echo-rate=ITEMS_PER_S] [--chunk=ITEMS] [--rings=K]
- *         [--exclude=FIRST:COUNT]
+ *         [--exclude=FIRST:COUNT] [--active-below=K]
  *
  * --rings=K runs K PUs of the same role, indices I .. I+K-1, as threads of
  * one program (several kernels of one GPU, several CPU cores).  --exclude
@@ -89,7 +89,7 @@ struct pu {
     uint32_t mtu;
     bool doorbell;
     uint64_t series_ns, start_ns, chunk;
-    bool chunk_set, consumers_set;
+    bool chunk_set, consumers_set, producers_set;
     uint64_t echo_rate;
     uint32_t instances;      /* --rings */
     uint32_t ex_first, ex_n; /* --exclude=FIRST:COUNT */
@@ -148,17 +148,29 @@ static int find_name(const char *s, const char *const *names)
 static int parse_args(struct pu *u, int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"flow", required_argument, 0, 'f'},      {"role", required_argument, 0, 'r'},
-        {"index", required_argument, 0, 'i'},     {"mode", required_argument, 0, 'm'},
-        {"producers", required_argument, 0, 'n'}, {"consumers", required_argument, 0, 'c'},
-        {"item", required_argument, 0, 's'},      {"capacity", required_argument, 0, 'C'},
-        {"items", required_argument, 0, 'k'},     {"kind", required_argument, 0, 'K'},
-        {"rate", required_argument, 0, 'R'},      {"mtu", required_argument, 0, 'u'},
-        {"doorbell", no_argument, 0, 'd'},        {"series", required_argument, 0, 'S'},
-        {"start", required_argument, 0, 't'},     {"echo-rate", required_argument, 0, 'e'},
-        {"chunk", required_argument, 0, 'h'},     {"rings", required_argument, 0, 'N'},
-        {"bytes", required_argument, 0, 'B'},     {"ring", required_argument, 0, 'G'},
-        {"exclude", required_argument, 0, 'x'},   {0, 0, 0, 0},
+        {"flow", required_argument, 0, 'f'},
+        {"role", required_argument, 0, 'r'},
+        {"index", required_argument, 0, 'i'},
+        {"mode", required_argument, 0, 'm'},
+        {"producers", required_argument, 0, 'n'},
+        {"consumers", required_argument, 0, 'c'},
+        {"item", required_argument, 0, 's'},
+        {"capacity", required_argument, 0, 'C'},
+        {"items", required_argument, 0, 'k'},
+        {"kind", required_argument, 0, 'K'},
+        {"rate", required_argument, 0, 'R'},
+        {"mtu", required_argument, 0, 'u'},
+        {"doorbell", no_argument, 0, 'd'},
+        {"series", required_argument, 0, 'S'},
+        {"start", required_argument, 0, 't'},
+        {"echo-rate", required_argument, 0, 'e'},
+        {"chunk", required_argument, 0, 'h'},
+        {"rings", required_argument, 0, 'N'},
+        {"bytes", required_argument, 0, 'B'},
+        {"ring", required_argument, 0, 'G'},
+        {"exclude", required_argument, 0, 'x'},
+        {"active-below", required_argument, 0, 'A'},
+        {0, 0, 0, 0},
     };
     static const char *const roles[] = {"producer",    "consumer", "echo-client",
                                         "echo-server", "worker",   NULL};
@@ -169,6 +181,7 @@ static int parse_args(struct pu *u, int argc, char **argv)
     u->mtu = 1024;
     int role = -1, o;
     uint64_t v, bytes = 0, ring = 0;
+    int64_t active_below = -1;
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (o) {
         case 'f':
@@ -190,6 +203,7 @@ static int parse_args(struct pu *u, int argc, char **argv)
             if (!rc_conn_parse_uint(optarg, 1, ZS_MAX_PRODUCERS, &v))
                 goto bad;
             u->producers = (uint32_t)v;
+            u->producers_set = true;
             break;
         case 'c':
             if (!rc_conn_parse_uint(optarg, 1, MAX_RINGS, &v))
@@ -239,6 +253,11 @@ static int parse_args(struct pu *u, int argc, char **argv)
             if (!rc_conn_parse_uint(optarg, 1, 1000000000, &u->echo_rate))
                 goto bad;
             break;
+        case 'A':
+            if (!rc_conn_parse_uint(optarg, 0, 1024, &v))
+                goto bad;
+            active_below = (int64_t)v;
+            break;
         case 'x': {
             unsigned a, b;
             if (sscanf(optarg, "%u:%u", &a, &b) != 2)
@@ -279,6 +298,10 @@ static int parse_args(struct pu *u, int argc, char **argv)
         u->items = (bytes + u->item - 1) / u->item;
     if (ring)
         u->capacity = ring / u->item > 2 ? (uint32_t)(ring / u->item) : 2;
+    /* --active-below=K: producers K and up produce nothing (a sweep over
+     * the number of producers with one scenario) */
+    if (active_below >= 0 && u->index >= (uint64_t)active_below)
+        u->items = 0;
     if ((uint64_t)u->item * u->capacity > (1u << 30)) {
         fprintf(stderr, PROG ": --item x --capacity above 1 GiB\n");
         return -1;
@@ -975,9 +998,10 @@ static int run_echo_server(struct pu *u)
 static int pu_run(struct pu *u)
 {
     int rc = 1;
-    if ((u->role == R_CONSUMER || u->role == R_WORKER) && u->consumers_set &&
-        u->index >= u->consumers) {
-        free(u); /* a consumer beyond --consumers: not part of this run */
+    if (((u->role == R_CONSUMER || u->role == R_WORKER) && u->consumers_set &&
+         u->index >= u->consumers) ||
+        (u->role == R_PRODUCER && u->producers_set && u->index >= u->producers)) {
+        free(u); /* beyond --consumers / --producers: not part of this run */
         return 0;
     }
     if (u->start_ns)
