@@ -13,6 +13,7 @@
 #include "protocols/rima/footprint.h"
 #include "protocols/taranov/taranov.h"
 #include "protocols/taranov/table2_driver.h"
+#include "protocols/pswitch_demo/ps_count.h"
 #include "protocols/zerosided/zs_switch.h"
 
 const struct program_def protocol_programs[] = {
@@ -40,6 +41,9 @@ const struct program_def protocol_programs[] = {
     {"largemsg", largemsg_main,
      "Table 6 large-message alternatives: fastkv with every request a memcached-size SET "
      "(--transport=split-alloc|split-faa|split-presend|rima)"},
+    {"ps_count", ps_count_main,
+     "programmable-switch example: counts packets and bytes per host pair in the switch's "
+     "registers (host sw0; --hosts --for)"},
     {"zs_switch", zs_switch_main,
      "zero-sided RDMA switch program: control plane on the programmable switch's CPU (host sw0; "
      "--flow --mode --producers --consumers)"},

@@ -134,6 +134,48 @@ static uint64_t act_lock(uint64_t *cell, const void *arg)
     }
 }
 
+/* Uplink slots of a producer node: the set of threads transferring out of
+ * it (bit t).  Take one if the thread has it or fewer than cap are taken
+ * (1 / 0); giving it back is idempotent, so the last READ response and the
+ * release pass may both do it. */
+struct a_slot {
+    bool release;
+    uint32_t cap, t;
+};
+static uint64_t act_slot(uint64_t *cell, const void *arg)
+{
+    const struct a_slot *a = arg;
+    uint64_t bit = 1ull << (a->t % 64);
+    if (a->release) {
+        *cell &= ~bit;
+        return 1;
+    }
+    if (*cell & bit)
+        return 1;
+    if ((uint32_t)__builtin_popcountll(*cell) >= a->cap)
+        return 0;
+    *cell |= bit;
+    return 1;
+}
+
+/* t_xfer: producer | items << 16 | node << 48 | slot held << 56 */
+static uint64_t xfer_word(uint32_t p, uint32_t n, uint32_t node, bool held)
+{
+    return (uint64_t)p | (uint64_t)n << 16 | (uint64_t)(node % ZS_SLOT_NODES) << 48 |
+           (uint64_t)held << 56;
+}
+
+/* The RELEASE pass after transfer word xfer (ptail: the tail to commit). */
+static struct zs_br release_br(uint32_t t, uint64_t xfer, uint32_t ptail)
+{
+    return (struct zs_br){.type = ZS_BR_RELEASE,
+                          .phase = (uint8_t)((xfer >> 56) & 1 ? ZS_BRF_SLOT : 0),
+                          .t = (uint16_t)t,
+                          .p = (uint16_t)(xfer & 0xffff),
+                          .v = ptail,
+                          .j = (uint16_t)((xfer >> 48) & 0xff)};
+}
+
 /* The producer tail: write the committed value (release) and return it,
  * or just read. */
 struct a_tail {
@@ -471,6 +513,11 @@ static void set_phase(struct zs_dp *dp, struct ps_pass *x, uint32_t t, uint32_t 
 {
     struct a_phase a = {.op = PH_SET, .phase = phase, .now = now_ns(x)};
     ps_reg_exec(x, dp->t_phase, t, act_phase, &a);
+    if (dp->ph_at_ns && t < dp->nt && dp->ph_cur[t] != phase) { /* measurement, not state */
+        dp->st.phase_ns[dp->ph_cur[t]] += a.now - dp->ph_at_ns[t];
+        dp->ph_at_ns[t] = a.now;
+        dp->ph_cur[t] = (uint8_t)phase;
+    }
 }
 
 /* ---------------------------------------------------------------- step 1: the token */
@@ -478,7 +525,7 @@ static void set_phase(struct zs_dp *dp, struct ps_pass *x, uint32_t t, uint32_t 
 /* Stages 7-10 and the READ, once the batch is picked (pairs, shuffle, lb). */
 static void issue_transfer(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, uint32_t t,
                            const struct zs_thr_ent *th, const struct zs_src_ent *src,
-                           uint32_t chead, uint32_t ptail, uint32_t n)
+                           uint32_t chead, uint32_t ptail, uint32_t n, bool held)
 {
     uint32_t item = src->ep.item_bytes;
     uint64_t bytes = (uint64_t)n * item;
@@ -491,7 +538,7 @@ static void issue_transfer(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, u
     struct a_ev ce = {
         .ev = EV_READ_ISSUE, .state = X_DATA, .exp = cfirst + np - 1, .first = cfirst};
     ps_reg_exec(x, dp->c_exp, th->c, act_cexp, &ce);
-    ps_reg_write(x, dp->t_xfer, t, (uint64_t)src->p | (uint64_t)n << 16);
+    ps_reg_write(x, dp->t_xfer, t, xfer_word(src->p, n, src->ep.node, held));
     ps_reg_write(x, dp->t_ptrs, t,
                  (uint64_t)((chead + n) & ZS_PTR_MASK) | (uint64_t)((ptail + n) & ZS_PTR_MASK)
                                                              << 32);
@@ -573,6 +620,10 @@ static void token_pass(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, struc
             struct a_lock lk = {.op = LK_RELEASE, .me = t + 1};
             ps_reg_exec(x, dp->p_lock, b.p, act_lock, &lk);
         }
+        if (b.phase & ZS_BRF_SLOT) {
+            struct a_slot sl = {.release = true, .t = t};
+            ps_reg_exec(x, dp->n_busy, b.j, act_slot, &sl);
+        }
         set_phase(dp, x, t, ZS_PH_IDLE);
         struct zs_br nb = {.type = ZS_BR_TOKEN, .t = (uint16_t)t};
         recirc_as(x, p, &nb);
@@ -596,7 +647,16 @@ static void token_pass(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, struc
         if (lk.op == LK_ACQUIRE && !owned)
             dp->st.lock_busy++;
     }
-    struct a_take tk = {.avail = owned && !stop ? avail : 0,
+    /* an uplink slot of the producer's node (a transfer holds it until its
+     * release): consumers do not crowd onto one producer node's link */
+    bool held = false;
+    if (th->slots && avail && owned && !stop) {
+        struct a_slot sl = {.cap = th->slots, .t = t};
+        held = ps_reg_exec(x, dp->n_busy, src->ep.node % ZS_SLOT_NODES, act_slot, &sl) != 0;
+        if (!held)
+            dp->st.slot_busy++;
+    }
+    struct a_take tk = {.avail = owned && !stop && (held || !th->slots) ? avail : 0,
                         .ctail = ctail,
                         .ccap = th->capacity,
                         .pend = src->ep.capacity - ptail % src->ep.capacity,
@@ -606,7 +666,7 @@ static void token_pass(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, struc
     struct a_u64 bit = {.v = pdone ? 1ull << j : 0};
     uint64_t done = ps_reg_exec(x, dp->t_done, t, act_or, &bit);
     if (n > 0) {
-        issue_transfer(dp, x, p, t, th, src, chead, ptail, n);
+        issue_transfer(dp, x, p, t, th, src, chead, ptail, n, held);
         return;
     }
     if ((done & th->all_done) == th->all_done || stop) {
@@ -614,8 +674,13 @@ static void token_pass(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, struc
         return;
     }
     dp->st.tokens_idle++;
-    if (dp->mode == ZS_LB && owned) { /* took it, but the consumer is full */
-        struct zs_br nb = {.type = ZS_BR_RELEASE, .t = (uint16_t)t, .p = src->p, .v = ptail};
+    if ((dp->mode == ZS_LB && owned && avail && !stop) || held) {
+        /* took the producer (or a slot), but the consumer is full: give
+         * them back (t_xfer / t_ptrs let a timer redo this release) */
+        uint64_t xw = xfer_word(src->p, 0, src->ep.node, held);
+        ps_reg_write(x, dp->t_xfer, t, xw);
+        ps_reg_write(x, dp->t_ptrs, t, (uint64_t)chead | (uint64_t)ptail << 32);
+        struct zs_br nb = release_br(t, xw, ptail);
         set_phase(dp, x, t, ZS_PH_RELEASE);
         recirc_as(x, p, &nb);
         return;
@@ -761,6 +826,11 @@ static void data_resp(struct zs_dp *dp, struct ps_pass *x, struct pkt *p,
         return;
     }
     uint32_t t = owner_of(dp, x, ce);
+    if (resp_last(p->opcode) && t != ZS_NO_THREAD && dp->mode != ZS_REPLICATE) {
+        /* the producer's link is done with this READ: its uplink slot is free */
+        struct a_slot sl = {.release = true, .t = t};
+        ps_reg_exec(x, dp->n_busy, ce->pu_node % ZS_SLOT_NODES, act_slot, &sl);
+    }
     const struct zs_thr_ent *th = NULL;
     if (dp->mode == ZS_REPLICATE)
         th = ps_table_apply(x, dp->thr, t);
@@ -957,9 +1027,11 @@ static void prod_ack(struct zs_dp *dp, struct ps_pass *x, struct pkt *p,
     }
     switch ((uint32_t)(v & 0xff)) {
     case V_RELEASE: {
+        uint64_t xfer = ps_reg_read(x, dp->t_xfer, t);
         uint32_t ptail_new = (uint32_t)(ps_reg_read(x, dp->t_ptrs, t) >> 32);
         set_phase(dp, x, t, ZS_PH_RELEASE);
-        struct zs_br nb = {.type = ZS_BR_RELEASE, .t = (uint16_t)t, .p = ce->idx, .v = ptail_new};
+        struct zs_br nb = release_br(t, xfer, ptail_new);
+        nb.p = ce->idx;
         recirc_as(x, p, &nb); /* step 5: the ACK becomes the thread's packet */
         return;
     }
@@ -1071,8 +1143,7 @@ static void tick(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, uint32_t t)
         break;
     case ZS_PH_RELEASE:
         dp->st.token_restarts++;
-        nb.type = ZS_BR_RELEASE;
-        nb.v = (uint32_t)(ptrs >> 32);
+        nb = release_br(t, xfer, (uint32_t)(ptrs >> 32));
         break;
     default:
         dp->st.timeouts++;
@@ -1316,6 +1387,7 @@ int zs_dp_install(struct zs_dp *dp)
     REG(p_tail, "p_tail", 4, np, 32);
     REG(c_tail, "c_tail", 4, nc, 32);
     REG(p_lock, "p_lock", 5, np, 16);
+    REG(n_busy, "n_busy", 5, ZS_SLOT_NODES, 64);
     REG(c_head, "c_head", 6, nc, 32);
     REG(t_done, "t_done", 6, nt, 64);
     REG(t_chead, "t_chead", 6, nt, 32);
@@ -1325,7 +1397,7 @@ int zs_dp_install(struct zs_dp *dp)
     REG(p_exp, "p_exp", 8, np, 56);
     REG(c_exp, "c_exp", 8, nc, 56);
     REG(t_ack, "t_ack", 8, nt, 64);
-    REG(t_xfer, "t_xfer", 9, nt, 48);
+    REG(t_xfer, "t_xfer", 9, nt, 64);
     REG(t_ptrs, "t_ptrs", 9, nt, 64);
     REG(t_cva, "t_cva", 9, nt, 64);
     REG(t_off, "t_off", 9, nt, 24);

@@ -11,7 +11,8 @@
  *   2  t_rr (round robin over a thread's sources), t_flags (stop)
  *   3  tables src ((thread, slot) -> producer), mc ((thread, i) -> consumer)
  *   4  p_head p_tail c_tail (mirrors; the switch-owned producer tail)
- *   5  p_lock (load balancing: producer owned by one thread)
+ *   5  p_lock (load balancing: producer owned by one thread), n_busy
+ *      (per producer node, the threads transferring out of it: uplink slots)
  *   6  c_head (switch-owned consumer head; picks the batch), t_done, t_chead
  *   7  p_next c_next t_cnext (PSN allocators of the data QPs)
  *   8  p_exp c_exp t_ack (what each data QP waits for: the RC requester)
@@ -68,8 +69,9 @@ struct zs_thr_ent {
     uint16_t group;     /* replicate: multicast group */
     uint32_t max_batch; /* items per transfer at most */
     uint32_t item_bytes, capacity; /* the consumer ring (replicate: every consumer's) */
-    uint64_t cbase;                /* the consumer ring (not replicate) */
-    uint64_t all_done;             /* t_done when every source is done */
+    uint32_t slots;    /* transfers in flight out of one producer node at most (0 = no limit) */
+    uint64_t cbase;    /* the consumer ring (not replicate) */
+    uint64_t all_done; /* t_done when every source is done */
 };
 
 /* Bridged header of switch-thread packets (ps_meta.bridge). */
@@ -82,16 +84,20 @@ enum zs_br_type {
 };
 
 struct zs_br {
-    uint8_t type, phase;
+    uint8_t type, phase; /* RELEASE: phase = ZS_BRF_SLOT if an uplink slot is held */
     uint16_t t;
     uint16_t p;            /* RELEASE / REISSUE: the producer; SCAN: the source slot's producer */
     uint16_t i;            /* SCAN: the next consumer to look at */
     uint32_t v;            /* RELEASE: the new producer tail; SCAN: running minimum space */
     uint32_t avail, ptail; /* SCAN: the producer's state when the scan started */
-    uint16_t j;            /* SCAN: the source slot */
+    uint16_t j;            /* SCAN: the source slot; RELEASE: the producer's node */
     uint16_t pad;
 };
 #define ZS_BR_WIRE_BYTES 16u
+#define ZS_BRF_SLOT 1u
+
+/* n_busy entries: producer nodes (fabric node id modulo this) */
+#define ZS_SLOT_NODES 64u
 
 /* Thread phases (t_phase). */
 enum zs_phase {
@@ -112,12 +118,14 @@ struct zs_dp_stats {
     uint64_t transfers, items, bytes;
     uint64_t tokens_idle; /* attempts that found nothing to move */
     uint64_t lock_busy;   /* load balancing: the producer was held by another thread */
+    uint64_t slot_busy;   /* the producer's node had every uplink slot taken */
     uint64_t reissues_read, reissues_ptr, timeouts, token_restarts;
     uint64_t resp_gaps, resp_dups, naks_rx, fatal_naks;
     uint64_t polls_tx, polls_rx, doorbells_rx, doorbell_naks;
     uint64_t scans; /* replicate: consumer passes of the minimum-space scan */
     uint64_t threads_done;
-    uint64_t stray; /* packets for the switch that match nothing */
+    uint64_t stray;                    /* packets for the switch that match nothing */
+    uint64_t phase_ns[ZS_PH_DONE + 1]; /* time the threads spent in each phase */
 };
 
 struct zs_dp {
@@ -135,13 +143,15 @@ struct zs_dp {
     struct ps_reg *p_ctl, *c_ctl, *p_db, *c_db;
     struct ps_reg *t_rr, *t_flags;
     struct ps_reg *p_head, *p_tail, *c_tail;
-    struct ps_reg *p_lock;
+    struct ps_reg *p_lock, *n_busy;
     struct ps_reg *c_head, *t_done, *t_chead;
     struct ps_reg *p_next, *c_next, *t_cnext;
     struct ps_reg *p_exp, *c_exp, *t_ack;
     struct ps_reg *t_xfer, *t_ptrs, *t_cva, *t_off;
     struct ps_reg *t_psn, *t_phase;
     struct zs_dp_stats st; /* counters (P4 Counter externs) */
+    uint64_t *ph_at_ns;    /* measurement only: when each thread entered its phase */
+    uint8_t *ph_cur;
 };
 
 /* t_flags bits */

@@ -672,7 +672,8 @@ static uint64_t total_bytes(const struct pu *u)
 
 struct cons_st {
     uint64_t t_first, t_last, next_series, first_bytes;
-    uint32_t tail;
+    uint64_t t_head; /* when the head was last seen to move */
+    uint32_t tail, head;
     bool done;
 };
 
@@ -689,6 +690,10 @@ static int consume_step(struct pu *u, struct cons_st *cs)
     if (n == 0) {
         cs->done = (head & ZS_DONE_BIT) != 0;
         return 0;
+    }
+    if (h != cs->head) {
+        cs->head = h;
+        cs->t_head = host_now_ns();
     }
     if (n > u->chunk)
         n = (uint32_t)u->chunk;
@@ -716,6 +721,15 @@ static int consume_step(struct pu *u, struct cons_st *cs)
                                    {"t_ns", (double)cs->next_series},
                                    {"bytes", (double)total_bytes(u)}};
             host_report("zs_series", kv, 3);
+            for (uint32_t q = 0;
+                 u->mode == ZS_REPLICATE && u->producers > 1 && q < ZS_MAX_PRODUCERS; q++)
+                if (u->src[q].bytes) { /* per producer (fairness, Fig. 14) */
+                    struct host_kv sk[] = {{"consumer", u->index},
+                                           {"producer", q},
+                                           {"t_ns", (double)cs->next_series},
+                                           {"bytes", (double)u->src[q].bytes}};
+                    host_report("zs_series_src", sk, 4);
+                }
             cs->next_series += u->series_ns;
         }
     }
@@ -725,15 +739,18 @@ static int consume_step(struct pu *u, struct cons_st *cs)
 static void consumer_report(struct pu *u, const struct cons_st *cs)
 {
     uint64_t bytes = total_bytes(u);
-    double secs = cs->t_last > cs->t_first ? (double)(cs->t_last - cs->t_first) * 1e-9 : 0;
+    /* arrival bandwidth: from the first look to the last time the head
+     * moved (not to the end of consuming the last batch) */
+    double secs = cs->t_head > cs->t_first ? (double)(cs->t_head - cs->t_first) * 1e-9 : 0;
     struct host_kv kv[] = {
         {"consumer", u->index},
         {"items", (double)u->checked},
         {"bytes", (double)bytes},
         {"t_first_ns", (double)cs->t_first},
         {"t_last_ns", (double)cs->t_last},
+        {"t_head_ns", (double)cs->t_head},
         {"first_bytes", (double)cs->first_bytes}, /* already there at the first look */
-        /* from the first items seen to the last: what arrived after the first look */
+        /* what arrived after the first look, per second until the last arrival */
         {"gbps", secs > 0 ? (double)(bytes - cs->first_bytes) * 8 / secs / 1e9 : 0},
     };
     host_report("zs_consumer", kv, sizeof(kv) / sizeof(kv[0]));

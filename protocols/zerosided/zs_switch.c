@@ -58,6 +58,7 @@ struct zs_sw {
     uint32_t mtu;
     bool doorbell;
     uint32_t active;
+    int64_t uplink_slots; /* -1: one producer node's share of the threads (shuffle) */
     struct sched_ev ev[MAX_EVENTS];
     uint32_t n_ev;
     struct zs_dp dp;
@@ -106,33 +107,28 @@ static void usage(void)
             "--consumers=M\n"
             "       [--batch=ITEMS | --batch-bytes=SIZE] [--poll=TIME | --doorbell] [--rto=TIME]\n"
             "       [--tick=TIME] [--mtu=BYTES] [--active=K] [--join=C@TIME,...] "
-            "[--leave=C@TIME,...]\n");
+            "[--leave=C@TIME,...]\n"
+            "       [--uplink-slots=N|auto]\n");
 }
 
 static int parse_args(struct zs_sw *z, int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"flow", required_argument, 0, 'f'},
-        {"mode", required_argument, 0, 'm'},
-        {"producers", required_argument, 0, 'n'},
-        {"consumers", required_argument, 0, 'c'},
-        {"batch", required_argument, 0, 'b'},
-        {"batch-bytes", required_argument, 0, 'B'},
-        {"poll", required_argument, 0, 'p'},
-        {"doorbell", no_argument, 0, 'd'},
-        {"rto", required_argument, 0, 'r'},
-        {"tick", required_argument, 0, 't'},
-        {"mtu", required_argument, 0, 'u'},
-        {"active", required_argument, 0, 'a'},
-        {"join", required_argument, 0, 'j'},
-        {"leave", required_argument, 0, 'l'},
-        {0, 0, 0, 0},
+        {"flow", required_argument, 0, 'f'},         {"mode", required_argument, 0, 'm'},
+        {"producers", required_argument, 0, 'n'},    {"consumers", required_argument, 0, 'c'},
+        {"batch", required_argument, 0, 'b'},        {"batch-bytes", required_argument, 0, 'B'},
+        {"poll", required_argument, 0, 'p'},         {"doorbell", no_argument, 0, 'd'},
+        {"rto", required_argument, 0, 'r'},          {"tick", required_argument, 0, 't'},
+        {"mtu", required_argument, 0, 'u'},          {"active", required_argument, 0, 'a'},
+        {"join", required_argument, 0, 'j'},         {"leave", required_argument, 0, 'l'},
+        {"uplink-slots", required_argument, 0, 's'}, {0, 0, 0, 0},
     };
     z->mode = -1;
     z->batch_bytes = 4u << 20; /* the paper's recommended cap: 4 MiB */
     z->poll_ns = 10000;
     z->rto_ns = 200000;
     z->mtu = 1024;
+    z->uplink_slots = -1;
     uint64_t v;
     int o;
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -185,6 +181,14 @@ static int parse_args(struct zs_sw *z, int argc, char **argv)
             if (!rc_conn_parse_uint(optarg, 1, 1024, &v))
                 goto bad;
             z->active = (uint32_t)v;
+            break;
+        case 's':
+            if (!strcmp(optarg, "auto"))
+                z->uplink_slots = -1;
+            else if (rc_conn_parse_uint(optarg, 0, 255, &v))
+                z->uplink_slots = (int64_t)v;
+            else
+                goto bad;
             break;
         case 'j':
         case 'l':
@@ -369,6 +373,24 @@ static uint32_t src_p(const struct zs_sw *z, uint32_t t, uint32_t slot)
     }
 }
 
+/* Transfers in flight out of one producer node at most: given, or (auto,
+ * shuffle) the threads spread evenly over the producers' nodes. */
+static uint32_t uplink_slots(const struct zs_sw *z, uint32_t ns)
+{
+    if (z->uplink_slots >= 0)
+        return ns > 1 && z->consumers <= 64 ? (uint32_t)z->uplink_slots : 0;
+    if (z->mode != ZS_SHUFFLE || ns <= 1 || z->consumers > 64) /* n_busy: one bit a thread */
+        return 0;
+    bool seen[ZS_SLOT_NODES] = {0};
+    uint32_t nodes = 0;
+    for (uint32_t p = 0; p < z->dp.np; p++)
+        if (!seen[z->pent[p].node % ZS_SLOT_NODES]) {
+            seen[z->pent[p].node % ZS_SLOT_NODES] = true;
+            nodes++;
+        }
+    return (z->consumers + nodes - 1) / nodes;
+}
+
 /* Table entries of thread t (consumer c). */
 static int program_thread(struct zs_sw *z, uint32_t t)
 {
@@ -387,6 +409,7 @@ static int program_thread(struct zs_sw *z, uint32_t t)
                             .max_batch = (uint32_t)max,
                             .item_bytes = c0->item_bytes,
                             .capacity = c0->capacity,
+                            .slots = uplink_slots(z, ns),
                             .cbase = c0->base,
                             .all_done = ns >= 64 ? UINT64_MAX : (1ull << ns) - 1};
     for (uint32_t s = 0; s < ns; s++) {
@@ -416,7 +439,12 @@ static int program_thread(struct zs_sw *z, uint32_t t)
         if (ps_mcast_set(dp->ps, 1, m, z->consumers) || ps_reg_set(dp->t_cnext, t, 0x00fff0u))
             goto full;
     }
-    if (ps_table_add(dp->thr, t, &th) || ps_table_add(dp->cons, t, c0))
+    /* thread t starts its round robin at slot t*N/M: were every consumer
+     * to begin at producer 0 (and then move in step) they would all pull
+     * from one producer's link at a time while the others idle */
+    uint32_t nt = z->mode == ZS_REPLICATE ? 1 : z->consumers;
+    if (ps_table_add(dp->thr, t, &th) || ps_table_add(dp->cons, t, c0) ||
+        ps_reg_set(dp->t_rr, t, (uint64_t)t * ns / nt % ns))
         goto full;
     return 0;
 full:
@@ -425,6 +453,11 @@ full:
 }
 
 /* ---------------------------------------------------------------- main */
+
+static double per_xfer_us(const struct zs_dp_stats *st, uint32_t phase)
+{
+    return st->transfers ? (double)st->phase_ns[phase] / 1e3 / (double)st->transfers : 0;
+}
 
 static void report(struct zs_sw *z, uint64_t t_start_ns, uint32_t fatal)
 {
@@ -449,6 +482,7 @@ static void report(struct zs_sw *z, uint64_t t_start_ns, uint32_t fatal)
         {"mean_batch_items", st->transfers ? (double)st->items / (double)st->transfers : 0},
         {"tokens_idle", (double)st->tokens_idle},
         {"lock_busy", (double)st->lock_busy},
+        {"slot_busy", (double)st->slot_busy},
         {"reissues_read", (double)st->reissues_read},
         {"reissues_ptr", (double)st->reissues_ptr},
         {"timeouts", (double)st->timeouts},
@@ -469,6 +503,14 @@ static void report(struct zs_sw *z, uint64_t t_start_ns, uint32_t fatal)
         {"reg_bytes_per_flow", (double)reg_bytes},
         {"table_bytes_per_flow", (double)tbl_bytes},
         {"run_ns", (double)(host_now_ns() - t_start_ns)},
+        /* where a thread's time goes, per transfer (us): the READ until the
+         * data are ACKed, the two pointer WRITEs, the release pass, and the
+         * search for the next batch (idle) */
+        {"read_us", per_xfer_us(st, ZS_PH_READ)},
+        {"chead_us", per_xfer_us(st, ZS_PH_CHEAD)},
+        {"ptail_us", per_xfer_us(st, ZS_PH_PTAIL)},
+        {"release_us", per_xfer_us(st, ZS_PH_RELEASE)},
+        {"idle_us", per_xfer_us(st, ZS_PH_IDLE)},
     };
     host_report("zs_switch", kv, sizeof(kv) / sizeof(kv[0]));
     printf(PROG ": %s: %" PRIu64 " transfers, %" PRIu64 " items, mean batch %.1f, "
@@ -513,7 +555,10 @@ int zs_switch_main(int argc, char **argv)
     z->pent = calloc(dp->np, sizeof(*z->pent));
     z->cent = calloc(dp->nc, sizeof(*z->cent));
     z->c_started = calloc(dp->nc, sizeof(*z->c_started));
-    if (!z->pdesc || !z->cdesc || !z->pent || !z->cent || !z->c_started)
+    dp->ph_at_ns = calloc(dp->nt, sizeof(*dp->ph_at_ns));
+    dp->ph_cur = calloc(dp->nt, sizeof(*dp->ph_cur));
+    if (!z->pdesc || !z->cdesc || !z->pent || !z->cent || !z->c_started || !dp->ph_at_ns ||
+        !dp->ph_cur)
         goto out;
     /* the endpoints present from the start */
     for (uint32_t p = 0; p < dp->np; p++)
@@ -606,6 +651,8 @@ out:
     free(z->pent);
     free(z->cent);
     free(z->c_started);
+    free(z->dp.ph_at_ns);
+    free(z->dp.ph_cur);
     free(z);
     return rc;
 }

@@ -287,6 +287,9 @@ int ps_table_add(struct ps_table *t, uint64_t key, const void *data)
         errno = EINVAL;
         return -1;
     }
+    /* the operation takes its time first, then the entry appears whole:
+     * the data plane never sees a half-written one */
+    ps_cp_charge(t->ps);
     struct ps_table_ent *e = find(t, key);
     if (!e) {
         if (t->used == t->entries) {
@@ -301,7 +304,6 @@ int ps_table_add(struct ps_table *t, uint64_t key, const void *data)
         e->key = key;
         t->used++;
     }
-    ps_cp_charge(t->ps);
     if (t->data_bytes)
         memcpy(e->data, data, t->data_bytes);
     return 0;
@@ -313,12 +315,12 @@ int ps_table_del(struct ps_table *t, uint64_t key)
         errno = EINVAL;
         return -1;
     }
+    ps_cp_charge(t->ps); /* first: e stays valid (no other operation meanwhile) */
     struct ps_table_ent *e = find(t, key);
     if (!e) {
         errno = ENOENT;
         return -1;
     }
-    ps_cp_charge(t->ps);
     /* backward-shift deletion keeps every probe chain intact */
     uint32_t i = (uint32_t)(e - t->slots);
     e->used = false;
