@@ -401,7 +401,8 @@ def plots(res, outdir, paper_note=True):
             ax.set_title(f"{it} items")
             ax.set_xlabel("concurrent flows")
         axs[0].set_ylabel("bandwidth (Gb/s)")
-        axs[0].legend(fontsize=8)
+        axs[0].set_ylim(0, 110)
+        axs[0].legend(fontsize=7, loc="lower right")
         save(fig, "fig06.png")
         fl = f6["flows"][-1]
         fig, ax = plt.subplots(figsize=(4.5, 3.2))
@@ -484,18 +485,17 @@ def plots(res, outdir, paper_note=True):
     if f13 and f13.get("series"):
         fig, ax = plt.subplots(figsize=(6, 3.4))
         ts = sorted({t for s in f13["series"].values() for t, _ in s})
-        ys = []
+        ys, w = [], 3  # rates over 3 samples (300 us): 64 KiB items are coarse
         for c in sorted(f13["series"], key=int):
-            d = dict(f13["series"][c])
-            rate, last, prev_t = [], 0, None
+            d, last, cum = dict(f13["series"][c]), 0, []
             for t in ts:
-                b = d.get(t, last)
-                rate.append((b - last) * 8 / (t - prev_t) if prev_t else 0)
-                last, prev_t = b, t
-            ys.append(rate)
+                last = d.get(t, last)
+                cum.append(last)
+            ys.append([(cum[i] - cum[max(i - w, 0)]) * 8 / (ts[i] - ts[max(i - w, 0)])
+                       if i else 0 for i in range(len(ts))])
         ax.stackplot([t / 1e6 for t in ts], ys, labels=[f"C{int(c) + 1}" for c in
                                                          sorted(f13["series"], key=int)])
-        ax.set_xlabel("time (ms)")
+        ax.set_xlabel("simulated time (ms)")
         ax.set_ylabel("bandwidth (Gb/s)")
         ax.legend(fontsize=8, loc="upper right")
         ax.set_title("Fig. 13: elastic load balancing (join / leave)")
@@ -515,6 +515,7 @@ def plots(res, outdir, paper_note=True):
         axs[0].legend(fontsize=8)
         for k in ks:
             axs[1].plot(range(1, 5), f14["consumer_gbps"][k], "o-", label=f"{k} producers")
+        axs[1].set_xticks([1, 2, 3, 4], ["C1", "C2", "C3", "C4"])
         axs[1].set_xlabel("consumer")
         axs[1].set_ylabel("Gb/s")
         axs[1].set_ylim(0, 100)
@@ -548,9 +549,10 @@ def plots(res, outdir, paper_note=True):
         axs[0].set_title("Fig. 16: heterogeneous consumers")
         if "lb" in f16:
             for n in names:
-                s = f16["lb"]["series"].get(n, [])
-                rate = [(b2 - b1) * 8 / (t2 - t1) for (t1, b1), (t2, b2) in zip(s, s[1:])]
-                axs[1].plot([t / 1e6 for t, _ in s[1:]], rate, label=n)
+                s = f16["lb"]["series"].get(n, [])  # rates over 3 samples (300 us)
+                rate = [(s[i][1] - s[i - 3][1]) * 8 / (s[i][0] - s[i - 3][0])
+                        for i in range(3, len(s))]
+                axs[1].plot([t / 1e6 for t, _ in s[3:]], rate, label=n)
             axs[1].set_xlabel("time (ms)")
             axs[1].set_ylabel("consumer bandwidth (Gb/s)")
             axs[1].legend(fontsize=8)

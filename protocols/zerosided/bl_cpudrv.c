@@ -408,6 +408,7 @@ int zs_cpudrv_main(int argc, char **argv)
     snprintf(gokey, sizeof(gokey), "zs/%s/start", d->flow);
     uint32_t go = 1;
     host_oob_put(gokey, &go, sizeof(go));
+    uint64_t t_start = host_now_ns();
     struct kern_arg ka[MAX_FLOWS];
     struct core_arg ca[MAX_CORES];
     int th[MAX_FLOWS + MAX_CORES], nth = 0;
@@ -427,6 +428,13 @@ int zs_cpudrv_main(int argc, char **argv)
         snprintf(key, sizeof(key), "zs/%s/pstat/%u/0", d->flow, d->f[i].id);
         uint64_t st[2] = {d->f[i].seq, d->f[i].hash};
         host_oob_put(key, st, sizeof(st));
+        /* as the zero-sided producers report it (the job's start) */
+        struct host_kv kv[] = {{"producer", d->f[i].id},
+                               {"items", (double)d->f[i].seq},
+                               {"bytes", (double)(d->f[i].seq * d->item)},
+                               {"t_start_ns", (double)t_start},
+                               {"t_drained_ns", (double)host_now_ns()}};
+        host_report("zs_producer", kv, sizeof(kv) / sizeof(kv[0]));
     }
     char key[128];
     snprintf(key, sizeof(key), "zs/%s/switch_done", d->flow);
