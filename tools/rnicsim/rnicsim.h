@@ -240,10 +240,9 @@ struct run {
     /* host_thread_start handles (index = handle) */
     struct run_thread **threads;
     size_t nthreads, threads_cap;
-    /* out-of-band board */
-    struct oob_entry *oob;
+    /* out-of-band board: hash table of entries (host_api.c) */
+    struct oob_entry **oob;
     size_t noob, oob_cap;
-    struct sim_waitq oob_wq;
     /* host_report tables, in order of first report */
     struct report_table *tables;
     size_t ntables, tables_cap;

@@ -155,7 +155,6 @@ struct run *run_scenario_opts(const struct scenario *s, const struct run_opts *o
         free(r);
         return NULL;
     }
-    sim_waitq_init(&r->oob_wq, "host_oob_get");
     if (start_programs(r, why, why_len)) {
         run_free(r);
         return NULL;
