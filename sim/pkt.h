@@ -50,8 +50,7 @@ struct pkt {
     /* fabric addressing */
     uint32_t src_node, dst_node; /* NIC node ids (index into the topology) */
     uint32_t frame_bytes;        /* Ethernet frame incl. FCS (no preamble/IFG) */
-    uint32_t flow_hash;          /* for ECMP (src/dst QPN, UDP source port) */
-    uint16_t udp_sport;
+    uint16_t udp_sport;          /* RoCEv2 UDP source port: the flow's ECMP entropy */
 
     /* BTH */
     uint8_t opcode;    /* IBA opcode (ib_opcode table in sim/nic/opcode.h) */

@@ -102,10 +102,21 @@ void link_set_trace_id(struct link *l, uint32_t id);
 
 /* ---------------------------------------------------------------- switch */
 
+/* The IPv4 address of node n: 10.a.b.c with a.b.c = n + 1 (node 0 is
+ * 10.0.0.1), the address in the NIC's GID and in captured frames. */
+static inline uint32_t fabric_node_ipv4(uint32_t node)
+{
+    return (10u << 24) | ((node + 1) & 0xffffffu);
+}
+enum { FABRIC_IPPROTO_UDP = 17 };
+/* The ECMP hash of a packet's RoCEv2 5-tuple (source/destination address,
+ * UDP source port, destination port 4791, protocol) with `seed`. */
+uint32_t fabric_ecmp_hash(uint32_t seed, const struct pkt *p);
+
 /* How a switch picks one of the equal-cost egress ports of a destination
  * (only ports whose link is up are candidates). */
 enum route_mode {
-    ROUTE_ECMP,     /* hash of pkt->flow_hash (salted per switch): a flow keeps one path */
+    ROUTE_ECMP,     /* hash of the RoCEv2 5-tuple, seeded per switch: a flow keeps one path */
     ROUTE_STATIC,   /* by destination: every flow to a node takes the same path */
     ROUTE_SPRAY,    /* per packet, uniformly at random (the switch's RNG stream) */
     ROUTE_SPRAY_RR, /* per packet, round robin per destination */

@@ -7,8 +7,11 @@
  * Route selection among the equal-cost ports of the destination whose
  * link is up (a down port is skipped at once, as hardware does on loss of
  * signal):
- *   ecmp      h = fmix32(flow_hash ^ salt), salt = FNV-1a of the switch
- *             name (so that two tiers do not hash alike); port h mod n, or
+ *   ecmp      h = hash of the RoCEv2 5-tuple (source and destination IPv4
+ *             address, UDP source port, destination port 4791, protocol
+ *             17) with the switch's own seed (drawn from the scenario seed
+ *             and the switch name, so that two tiers or two switches of a
+ *             tier do not hash alike: no polarisation); port h mod n, or
  *             if that one is down, the (h mod n_up)-th up port -- flows on
  *             healthy ports do not move (resilient hashing)
  *   static    the same with h = dst_node: one path per destination
@@ -55,7 +58,7 @@ struct fswitch {
 
     struct route *route; /* by dst_node */
     size_t n_route;
-    uint32_t salt;      /* ECMP hash salt */
+    uint32_t ecmp_seed; /* per-switch ECMP hash seed */
     struct sim_rng rng; /* spray */
 
     struct fwd_slot *fwd; /* forwarding pipeline ring */
@@ -93,11 +96,11 @@ struct fswitch *switch_create(struct sim *sim, const char *name, const struct sw
     sw->sim = sim;
     sw->p = *p;
     sw->pool = pool;
-    uint32_t h = 2166136261u; /* FNV-1a 32 */
-    for (const char *c = sw->name; *c; c++)
-        h = (h ^ (unsigned char)*c) * 16777619u;
-    sw->salt = h;
     char stream[96];
+    snprintf(stream, sizeof(stream), "%s.ecmp", sw->name);
+    struct sim_rng seed_rng;
+    sim_rng_stream(sim, &seed_rng, stream);
+    sw->ecmp_seed = (uint32_t)sim_rng_u64(&seed_rng);
     snprintf(stream, sizeof(stream), "%s.spray", sw->name);
     sim_rng_stream(sim, &sw->rng, stream);
     sim_event_init(&sw->fwd_ev, fwd_ready, sw, "switch.fwd");
@@ -222,6 +225,37 @@ static uint32_t fmix32(uint32_t h)
     return h;
 }
 
+static uint32_t rotl32(uint32_t x, int r)
+{
+    return (x << r) | (x >> (32 - r));
+}
+
+/* One 32-bit block of MurmurHash3_x86_32. */
+static uint32_t murmur_block(uint32_t h, uint32_t k)
+{
+    k *= 0xcc9e2d51u;
+    k = rotl32(k, 15);
+    k *= 0x1b873593u;
+    h ^= k;
+    h = rotl32(h, 13);
+    return h * 5 + 0xe6546b64u;
+}
+
+uint32_t fabric_ecmp_hash(uint32_t seed, const struct pkt *p)
+{
+    /* The 13 bytes switches hash for RoCEv2 (IPv4 source and destination,
+     * UDP source and destination port, IP protocol), as MurmurHash3_x86_32
+     * with the switch's seed.  Switch ASICs use CRC-based hash functions
+     * with a configurable seed (e.g. Broadcom's "RTAG7"); what matters for
+     * the model is that the result is uniform and differs per seed. */
+    uint32_t h = seed;
+    h = murmur_block(h, fabric_node_ipv4(p->src_node));
+    h = murmur_block(h, fabric_node_ipv4(p->dst_node));
+    h = murmur_block(h, ((uint32_t)p->udp_sport << 16) | PKT_ROCEV2_UDP_PORT);
+    h = murmur_block(h, FABRIC_IPPROTO_UDP);
+    return fmix32(h ^ 13u);
+}
+
 static bool port_up(const struct fswitch *sw, uint32_t port)
 {
     return port < sw->n_ports && link_is_up(sw->ports[port]);
@@ -263,7 +297,7 @@ static uint32_t pick_port(struct fswitch *sw, struct route *r, const struct pkt 
     case ROUTE_ECMP:
     case ROUTE_MODE_COUNT:
     default:
-        h = fmix32(p->flow_hash ^ sw->salt);
+        h = fabric_ecmp_hash(sw->ecmp_seed, p);
         break;
     }
     uint32_t port = r->ports[h % r->n];

@@ -342,11 +342,7 @@ void nic_pkt_address(const struct nic_qp *qp, struct pkt *p, uint8_t opcode, uin
     p->payload_len = payload_len;
     p->frame_bytes = nic_frame_bytes(opcode, payload_len);
     p->ext_hdrs = nic_opcode(opcode)->mask & NIC_OPF_EXT_HDRS;
-    p->udp_sport = qp->eng->udp_sport;
-    /* the same hash both ways, so ECMP keeps a connection on one path */
-    uint32_t lo = qp->qpn < p->dest_qpn ? qp->qpn : p->dest_qpn;
-    uint32_t hi = qp->qpn < p->dest_qpn ? p->dest_qpn : qp->qpn;
-    p->flow_hash = (lo * 0x9e3779b1u) ^ (hi * 0x85ebca6bu) ^ p->udp_sport;
+    p->udp_sport = qp->eng->udp_sport; /* switches hash the 5-tuple (ECMP) */
 }
 
 /* ---------------------------------------------------------------- transmit engine */

@@ -266,12 +266,12 @@ struct pkt *nic_pers_pkt(struct nic_pers *ps, uint8_t opcode, uint32_t psn, uint
     nic_pkt_address(qp, p, opcode, psn, payload_len);
     p->dst_node = dst_node;
     p->dest_qpn = dst_qpn & NIC_PSN_MASK;
-    /* per-packet path choice: ECMP hashes flow_hash, so a fresh value per
-     * packet sprays a QP's packets over every equal-cost path (SRD); the
-     * RoCEv2 source port range 0xc000..0xffff as the kernel uses */
+    /* per-packet path choice: ECMP hashes the UDP source port with the
+     * addresses, so a fresh port per packet sprays a QP's packets over
+     * every equal-cost path (SRD); the RoCEv2 source port range
+     * 0xc000..0xffff as the kernel uses */
     uint64_t r = sim_rng_u64(&ps->rng);
     p->udp_sport = (uint16_t)(0xc000u | (r & 0x3fffu));
-    p->flow_hash = (uint32_t)(r >> 32);
     return p;
 }
 
