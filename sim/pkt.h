@@ -57,6 +57,7 @@ struct pkt {
     uint32_t ext_hdrs; /* enum pkt_ext_hdr: extension headers present */
     uint8_t se : 1, ack_req : 1, migreq : 1;
     uint8_t ar_ctx : 1;     /* ib-ar placement context present (ar_msg_psn, RETH fields) */
+    uint8_t no_bytes : 1;   /* from a pool without payloads: p->payload must not be touched */
     uint32_t dest_qpn, psn; /* 24-bit values */
     uint32_t src_qpn;       /* not on the wire for RC; kept for traces/UD */
 
@@ -86,6 +87,9 @@ struct pkt {
     sim_time_t t_sent_ps; /* when the NIC handed it to the wire */
 
     uint32_t payload_len;
+    /* The bytes, when the pool carries payloads (pkt_pool_carries_payload);
+     * a pool without them (scenario `payload: none`) hands out packets
+     * that end here: sizes are modelled, contents are not. */
     uint8_t payload[PKT_MAX_PAYLOAD_BYTES];
 };
 
@@ -98,6 +102,15 @@ static inline uint32_t pkt_wire_bytes(const struct pkt *p)
 /* Packet pool (free list per simulation). */
 struct pkt_pool;
 struct pkt_pool *pkt_pool_create(void);
+/* A pool of packets without payload bytes (`payload: none`): each packet
+ * is offsetof(struct pkt, payload) bytes instead of ~4.3 KB, and nothing
+ * may read or write p->payload. */
+struct pkt_pool *pkt_pool_create_headers_only(void);
+bool pkt_pool_carries_payload(const struct pkt_pool *pool);
+/* Bytes one packet of the pool occupies (for the memory figures). */
+size_t pkt_pool_pkt_bytes(const struct pkt_pool *pool);
+/* Packets allocated from the system so far (in use + free). */
+uint64_t pkt_pool_allocated(const struct pkt_pool *pool);
 void pkt_pool_destroy(struct pkt_pool *pool);
 struct pkt *pkt_alloc(struct pkt_pool *pool); /* zeroed header, payload_len 0 */
 void pkt_free(struct pkt_pool *pool, struct pkt *p);

@@ -99,6 +99,7 @@ int link_add_capture(struct link *l, struct pcap_writer *w, enum link_tap where)
 /* Trace id written in TRACE_PKT_DROP records (trace_rec.node); the
  * topology sets it to the link's index (topo_link). */
 void link_set_trace_id(struct link *l, uint32_t id);
+uint32_t link_trace_id(const struct link *l);
 
 /* ---------------------------------------------------------------- switch */
 
@@ -149,6 +150,7 @@ unsigned switch_route_ports(const struct fswitch *sw, uint32_t dst_node, const u
 unsigned switch_n_ports(const struct fswitch *sw);
 struct link *switch_port(const struct fswitch *sw, unsigned port);
 const char *switch_name(const struct fswitch *sw);
+const struct switch_params *switch_get_params(const struct fswitch *sw);
 /* The sink that ingress links connect to. */
 struct fabric_sink switch_sink(struct fswitch *sw);
 
@@ -209,6 +211,20 @@ void topo_set_link_up(struct topology *t, struct link *l, bool up);
 int topo_schedule_link_state(struct topology *t, struct link *l, sim_time_t at_ps, bool up);
 /* Recompute routes now (normally automatic). */
 void topo_recompute_routes(struct topology *t);
+
+/* The first equal-cost path from node `src` to node `dst` (following each
+ * switch's route set), for what an unloaded fabric gives a flow: the one-way
+ * time of a frame of `frame_bytes` (cable delays, serialisation at each
+ * link's rate, store and forward, switch latencies), the number of links
+ * and the slowest link's rate.  -1 when there is no path. */
+struct topo_path_info {
+    unsigned links;
+    sim_time_t one_way_ps; /* for frame_bytes */
+    sim_time_t latency_ps; /* cable delays + switch latencies only */
+    uint64_t min_rate_bps; /* the bottleneck of the path */
+};
+int topo_path(const struct topology *t, uint32_t src, uint32_t dst, uint32_t frame_bytes,
+              struct topo_path_info *out);
 
 /* Per destination node: frames delivered, and frames that arrived after a
  * frame of the same flow (source node, source QP, destination QP) that was

@@ -240,6 +240,10 @@ void link_set_trace_id(struct link *l, uint32_t id)
 {
     l->trace_id = id;
 }
+uint32_t link_trace_id(const struct link *l)
+{
+    return l->trace_id;
+}
 
 int link_add_capture(struct link *l, struct pcap_writer *w, enum link_tap where)
 {

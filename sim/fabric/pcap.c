@@ -187,7 +187,10 @@ size_t roce_encode(const struct pkt *p, uint8_t *buf, size_t cap, bool bad_icrc)
         memcpy(b, &p->imm_data, 4);
         b += 4;
     }
-    memcpy(b, p->payload, len);
+    if (p->no_bytes) /* `payload: none`: the frame has the right size, zeros */
+        memset(b, 0, len);
+    else
+        memcpy(b, p->payload, len);
     b += len;
     memset(b, 0, pad);
     b += pad;

@@ -208,6 +208,10 @@ const char *switch_name(const struct fswitch *sw)
 {
     return sw->name;
 }
+const struct switch_params *switch_get_params(const struct fswitch *sw)
+{
+    return &sw->p;
+}
 
 const struct switch_counters *switch_get_counters(const struct fswitch *sw)
 {

@@ -553,6 +553,43 @@ struct link *topo_find_link(const struct topology *t, const char *name)
     return NULL;
 }
 
+int topo_path(const struct topology *t, uint32_t src, uint32_t dst, uint32_t frame_bytes,
+              struct topo_path_info *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (src >= t->p.n_nodes || dst >= t->p.n_nodes || src == dst)
+        return -1;
+    out->min_rate_bps = UINT64_MAX;
+    uint32_t n = t->p.n_nodes;
+    /* node src's uplink, then switch to switch (a link's trace id is its
+     * index in t->links) */
+    if (!t->nodes[src].uplink)
+        return -1;
+    unsigned e = link_trace_id(t->nodes[src].uplink);
+    for (unsigned guard = 0; e < t->n_links && guard <= t->n_links; guard++) {
+        const struct link_params *lp = link_get_params(t->links[e]);
+        out->links++;
+        out->latency_ps += lp->delay_ps;
+        out->one_way_ps +=
+            lp->delay_ps + sim_bytes_to_ps(frame_bytes + PKT_ETH_PREAMBLE_IFG_BYTES, lp->rate_bps);
+        if (lp->rate_bps < out->min_rate_bps)
+            out->min_rate_bps = lp->rate_bps;
+        uint32_t v = t->edges[e].to_v;
+        if (v == dst)
+            return 0;
+        if (v < n)
+            return -1; /* reached another node */
+        const struct fswitch *sw = t->switches[v - n];
+        const uint32_t *ports;
+        if (switch_route_ports(sw, dst, &ports) == 0)
+            return -1;
+        out->latency_ps += switch_get_params(sw)->latency_ps;
+        out->one_way_ps += switch_get_params(sw)->latency_ps;
+        e = link_trace_id(switch_port(sw, ports[0])); /* = its index in t->links */
+    }
+    return -1;
+}
+
 const struct topo_node_counters *topo_node_counters(const struct topology *t, uint32_t node)
 {
     return node < t->p.n_nodes ? &t->nodes[node].c : NULL;

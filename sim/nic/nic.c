@@ -234,6 +234,8 @@ bool nic_op_stale(const struct nic_op *op)
 
 void nic_copy_from_host(struct nic *nic, const struct nic_op *op, uint8_t *buf)
 {
+    if (nic->no_payload) /* `payload: none`: no bytes move */
+        return;
     uint32_t off = 0;
     for (uint32_t i = 0; i < op->n_seg; i++) {
         const struct nic_seg *s = &op->seg[i];
@@ -245,6 +247,8 @@ void nic_copy_from_host(struct nic *nic, const struct nic_op *op, uint8_t *buf)
 
 void nic_copy_to_host(struct nic *nic, const struct nic_op *op, const uint8_t *buf)
 {
+    if (nic->no_payload)
+        return;
     uint32_t off = 0;
     for (uint32_t i = 0; i < op->n_seg; i++) {
         const struct nic_seg *s = &op->seg[i];
@@ -624,6 +628,7 @@ struct nic *nic_create(struct sim *sim, struct host *host, uint32_t node_id,
     nic->p = *p;
     nic->pcie = pcie;
     nic->pool = pool;
+    nic->no_payload = !pkt_pool_carries_payload(pool);
     nic->next_pd_handle = 1;
     nic->next_cq_id = 1;
     /* QPNs 0 and 1 are the special QP0/QP1; start where mlx5 QPNs look real */
@@ -720,6 +725,10 @@ const struct nic_counters *nic_get_counters(struct nic *nic)
 void nic_note_wr_refused(struct nic *nic)
 {
     nic->cnt.wr_refused++;
+}
+bool nic_payload_carried(const struct nic *nic)
+{
+    return !nic->no_payload;
 }
 uint32_t nic_node_id(const struct nic *nic)
 {

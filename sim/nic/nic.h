@@ -357,6 +357,9 @@ const struct nic_counters *nic_get_counters(struct nic *nic);
  * opcode or size (counted; `rnicsim check-order` reports "not runnable"). */
 void nic_note_wr_refused(struct nic *nic);
 uint32_t nic_node_id(const struct nic *nic);
+/* False when the NIC's packet pool carries no payload bytes (`payload:
+ * none`): DMA moves sizes, no bytes are read or written in host memory. */
+bool nic_payload_carried(const struct nic *nic);
 struct host *nic_host(const struct nic *nic);
 /* Resolve a GID / LID to a fabric node id; -1 if unknown. */
 int64_t nic_node_from_gid(const union ibv_gid *gid);

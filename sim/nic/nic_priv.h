@@ -141,6 +141,7 @@ struct nic {
     struct nic_params p;
     struct pcie_link *pcie;
     struct pkt_pool *pool;
+    bool no_payload; /* `payload: none`: packets carry sizes, no bytes (pkt.h) */
     struct link *uplink;
     struct nic_counters cnt;
 

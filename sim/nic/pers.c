@@ -290,7 +290,8 @@ void nic_pers_send_req(struct nic_pers *ps, struct pkt *p, const struct nic_send
     if (!len || !w) {
         nic_stage_push(&ps->req_stage, p, true);
     } else if (w->send_flags & IBV_SEND_INLINE) {
-        memcpy(p->payload, w->inline_data, len);
+        if (!nic->no_payload)
+            memcpy(p->payload, w->inline_data, len);
         nic_stage_push(&ps->req_stage, p, true);
     } else {
         /* the payload is read from host memory by its own DMA read, each

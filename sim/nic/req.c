@@ -256,7 +256,8 @@ static void build_send_write(struct nic_qp *qp, struct nic_send_wqe *w, uint32_t
     if (!plen) {
         nic_stage_push(&e->req_stage, p, true);
     } else if (w->send_flags & IBV_SEND_INLINE) {
-        memcpy(p->payload, w->inline_data + off, plen);
+        if (!nic->no_payload)
+            memcpy(p->payload, w->inline_data + off, plen);
         nic_stage_push(&e->req_stage, p, true);
     } else {
         struct nic_op *op = nic_op_alloc(nic, NIC_OP_REQ_PAYLOAD, qp);

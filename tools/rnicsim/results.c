@@ -288,6 +288,7 @@ int results_write_json(const struct run *r, const char *path, char *why, size_t 
     write_params(w, s);
     write_programs(w, r);
     write_tables(w, r);
+    traffic_json(w, r);
     write_counters(w, r);
     json_object_end(w);
     int rc = json_finish(w);
@@ -417,6 +418,7 @@ void results_print_summary(const struct run *r, FILE *out)
     fprintf(out, "simulated %s, %" PRIu64 " events; wall %.3f s, %.2f M events/s\n", t, r->events,
             r->wall_s, evs / 1e6);
     print_fabric_summary(r, out);
+    traffic_print_summary(r, out);
     for (size_t i = 0; i < r->ntables; i++)
         print_table(&r->tables[i], out);
 }
