@@ -69,11 +69,34 @@ struct link_counters {
     uint64_t pkts_corrupted;        /* corrupt_prob: failed the ICRC at the far end */
     uint64_t pkts_dropped_down;     /* sent into, queued on or in flight on a failed link */
     uint64_t max_queue_bytes;
-    sim_time_t busy_ps; /* time spent serialising */
+    sim_time_t busy_ps;               /* time spent serialising */
+    uint64_t ecn_marked;              /* frames marked CE on enqueue */
+    uint64_t pfc_frames_sent;         /* PFC pause frames transmitted */
+    uint64_t pfc_xoff_rx, pfc_xon_rx; /* pauses / resumes applied to this transmitter */
 };
 const struct link_counters *link_get_counters(const struct link *l);
 const char *link_name(const struct link *l);
 const struct link_params *link_get_params(const struct link *l);
+/* A frame that was queued leaves the queue: transmitted, or dropped (the
+ * switch's PFC accounting, pfc.c, releases its bytes). */
+typedef void (*link_deq_fn)(void *ctx, struct pkt *p);
+void link_set_dequeue_hook(struct link *l, link_deq_fn fn, void *ctx);
+/* Priorities, PFC and ECN (link.c has the rules). */
+void link_set_peer(struct link *l, struct link *peer); /* the other direction of the cable */
+struct link *link_peer(const struct link *l);
+/* Enqueue a MAC control frame (a PFC pause): first in line, never dropped. */
+void link_send_ctrl(struct link *l, struct pkt *p);
+/* Priorities (bit mask) that drop-tail never drops (lossless under PFC). */
+void link_set_lossless(struct link *l, uint8_t prio_mask);
+/* RED-style ECN marking per priority queue (NULL: off). */
+struct link_ecn {
+    uint64_t kmin_bytes, kmax_bytes;
+    double pmax;
+};
+void link_set_ecn(struct link *l, const struct link_ecn *e);
+uint64_t link_prio_queued_bytes(const struct link *l, unsigned prio);
+bool link_prio_paused(const struct link *l, unsigned prio);
+
 /* Change rate, delay, queue or probabilities (between runs or before the
  * first frame; a frame on the wire keeps its old timing).  -1 (EINVAL) on
  * rate 0 or a probability outside 0..1. */
@@ -125,10 +148,23 @@ enum route_mode {
 };
 const char *route_mode_name(enum route_mode m); /* "ecmp", "static", "spray", "spray-rr" */
 
+/* PFC at the switch's ingress ports (pfc.c). */
+struct pfc_params {
+    bool enabled;
+    uint8_t prio_mask;       /* lossless priorities */
+    uint64_t xoff_bytes;     /* per ingress port and priority: pause upstream at this */
+    uint64_t xon_bytes;      /* ... and resume at or below this */
+    uint64_t headroom_bytes; /* admitted above xoff before a drop; 0 = from the cable */
+    uint16_t quanta;         /* pause time of an XOFF, in 512-bit-time quanta */
+};
+
 struct switch_params {
     sim_time_t latency_ps;      /* ingress-to-egress forwarding latency */
     uint64_t port_buffer_bytes; /* per output queue */
     enum route_mode routing;    /* 0 = ECMP */
+    struct pfc_params pfc;
+    bool ecn; /* RED-style ECN marking at every egress queue */
+    struct link_ecn ecn_red;
 };
 
 struct fswitch;
@@ -151,12 +187,16 @@ unsigned switch_n_ports(const struct fswitch *sw);
 struct link *switch_port(const struct fswitch *sw, unsigned port);
 const char *switch_name(const struct fswitch *sw);
 const struct switch_params *switch_get_params(const struct fswitch *sw);
-/* The sink that ingress links connect to. */
+/* The sink that ingress links connect to (an anonymous port: no PFC). */
 struct fabric_sink switch_sink(struct fswitch *sw);
+/* An ingress port fed by link `in` (its peer is where pauses go out). */
+struct fabric_sink switch_ingress_sink(struct fswitch *sw, struct link *in);
 
 struct switch_counters {
     uint64_t pkts_forwarded, pkts_dropped_no_route;
-    uint64_t pkts_dropped_down; /* a route exists but every port of it is down */
+    uint64_t pkts_dropped_down;           /* a route exists but every port of it is down */
+    uint64_t pfc_xoff_sent, pfc_xon_sent; /* pause / resume frames sent upstream */
+    uint64_t pfc_headroom_drops;          /* lossless frames dropped: headroom exceeded */
 };
 const struct switch_counters *switch_get_counters(const struct fswitch *sw);
 

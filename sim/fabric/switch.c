@@ -32,6 +32,7 @@
 
 #include "../trace.h"
 #include "fabric.h"
+#include "pfc.h"
 
 #define SWITCH_NO_PORT UINT32_MAX
 
@@ -47,6 +48,8 @@ struct fwd_slot {
     struct pkt *pkt;
 };
 
+struct switch_in;
+
 struct fswitch {
     struct sim *sim;
     char *name;
@@ -60,6 +63,10 @@ struct fswitch {
     size_t n_route;
     uint32_t ecmp_seed; /* per-switch ECMP hash seed */
     struct sim_rng rng; /* spray */
+
+    struct pfc_port **in; /* ingress ports (switch_ingress_sink); in_port = index + 1 */
+    struct switch_in **in_ctx;
+    unsigned n_in, cap_in;
 
     struct fwd_slot *fwd; /* forwarding pipeline ring */
     size_t fwd_cap, fwd_head, fwd_n;
@@ -126,6 +133,12 @@ void switch_destroy(struct fswitch *sw)
     for (size_t i = 0; i < sw->fwd_n; i++)
         pkt_free(sw->pool, sw->fwd[(sw->fwd_head + i) % sw->fwd_cap].pkt);
     free(sw->fwd);
+    for (unsigned i = 0; i < sw->n_in; i++) {
+        pfc_port_destroy(sw->in[i]);
+        free(sw->in_ctx[i]);
+    }
+    free(sw->in);
+    free(sw->in_ctx);
     for (size_t i = 0; i < sw->n_route; i++)
         free(sw->route[i].ports);
     free(sw->route);
@@ -134,8 +147,23 @@ void switch_destroy(struct fswitch *sw)
     free(sw);
 }
 
+/* An egress frame left its queue: the ingress port that admitted it lets
+ * its bytes go (PFC). */
+static void egress_dequeued(void *ctx, struct pkt *p)
+{
+    struct fswitch *sw = ctx;
+    if (p->in_port && p->in_port <= sw->n_in)
+        pfc_release(sw->in[p->in_port - 1], p);
+}
+
 unsigned switch_add_port(struct fswitch *sw, struct link *out)
 {
+    if (sw->p.pfc.enabled) {
+        link_set_lossless(out, sw->p.pfc.prio_mask);
+        link_set_dequeue_hook(out, egress_dequeued, sw);
+    }
+    if (sw->p.ecn)
+        link_set_ecn(out, &sw->p.ecn_red);
     if (sw->n_ports == sw->ports_cap) {
         sw->ports_cap = sw->ports_cap ? 2 * sw->ports_cap : 8;
         sw->ports = xrealloc(sw->ports, sw->ports_cap * sizeof(*sw->ports));
@@ -310,6 +338,8 @@ static uint32_t pick_port(struct fswitch *sw, struct route *r, const struct pkt 
 
 static void trace_drop(struct fswitch *sw, const struct pkt *p, const char *where)
 {
+    if (p->in_port && p->in_port <= sw->n_in) /* it leaves the switch here */
+        pfc_release(sw->in[p->in_port - 1], p);
     if (sim_trace_enabled(sw->sim))
         sim_trace(sw->sim, &(struct trace_rec){.kind = TRACE_PKT_DROP,
                                                .opcode = p->opcode,
@@ -351,6 +381,50 @@ static void fwd_ready(struct sim *sim, struct sim_event *ev)
     if (sw->fwd_n)
         sim_schedule_at(sim, &sw->fwd_ev, sw->fwd[sw->fwd_head].ready_ps);
     forward(sw, p);
+}
+
+static void switch_rx(struct sim *sim, void *ctx, struct pkt *p);
+
+/* One ingress port's sink context. */
+struct switch_in {
+    struct fswitch *sw;
+    uint16_t port; /* index + 1 */
+};
+
+static void switch_rx_port(struct sim *sim, void *ctx, struct pkt *p)
+{
+    struct switch_in *in = ctx;
+    struct fswitch *sw = in->sw;
+    p->in_port = in->port;
+    if (sw->p.pfc.enabled && !pfc_admit(sw->in[in->port - 1], p)) {
+        p->in_port = 0; /* not admitted: nothing to release */
+        if (sim_trace_enabled(sw->sim))
+            trace_drop(sw, p, "switch: PFC headroom exceeded");
+        pkt_free(sw->pool, p);
+        return;
+    }
+    switch_rx(sim, sw, p);
+}
+
+struct fabric_sink switch_ingress_sink(struct fswitch *sw, struct link *in)
+{
+    if (sw->n_in == sw->cap_in) {
+        sw->cap_in = sw->cap_in ? 2 * sw->cap_in : 8;
+        sw->in = xrealloc(sw->in, sw->cap_in * sizeof(*sw->in));
+        sw->in_ctx = xrealloc(sw->in_ctx, sw->cap_in * sizeof(*sw->in_ctx));
+    }
+    struct pfc_port *pt = pfc_port_create(sw->sim, sw->pool, in, &sw->p.pfc, &sw->c);
+    struct switch_in *ctx = calloc(1, sizeof(*ctx));
+    if (!pt || !ctx) {
+        fprintf(stderr, "rnicsim: switch: out of memory\n");
+        abort();
+    }
+    ctx->sw = sw;
+    ctx->port = (uint16_t)(sw->n_in + 1);
+    sw->in[sw->n_in] = pt;
+    sw->in_ctx[sw->n_in] = ctx;
+    sw->n_in++;
+    return (struct fabric_sink){.rx = switch_rx_port, .ctx = ctx};
 }
 
 /* A frame has fully arrived on an ingress port. */

@@ -209,7 +209,8 @@ static struct link *add_link(struct topology *t, const char *name, const struct 
     if (!l)
         return NULL;
     uint32_t n = t->p.n_nodes;
-    link_connect(l, to < n ? node_sink(&t->nodes[to]) : switch_sink(t->switches[to - n]));
+    link_connect(l,
+                 to < n ? node_sink(&t->nodes[to]) : switch_ingress_sink(t->switches[to - n], l));
     link_set_trace_id(l, t->n_links);
     struct topo_edge e = {.from_v = from, .to_v = to, .port = 0};
     if (from >= n)
@@ -314,6 +315,22 @@ static int build_adjacency(struct topology *t)
     return 0;
 }
 
+/* Each link's peer is the other direction of its cable (a PFC frame that
+ * arrives on a link pauses its peer): the link from its far end back. */
+static void pair_peers(struct topology *t)
+{
+    for (unsigned e = 0; e < t->n_links; e++) {
+        uint32_t u = t->edges[e].from_v, v = t->edges[e].to_v;
+        for (uint32_t k = t->in_start[u]; k < t->in_start[u + 1]; k++) {
+            uint32_t r = t->in_edges[k];
+            if (t->edges[r].from_v == v) {
+                link_set_peer(t->links[e], t->links[r]);
+                break;
+            }
+        }
+    }
+}
+
 struct topology *topo_create(struct sim *sim, const struct topo_params *p, struct pkt_pool *pool)
 {
     if (!sim || !p || !params_ok(p)) {
@@ -379,6 +396,7 @@ struct topology *topo_create(struct sim *sim, const struct topo_params *p, struc
     }
     if (build_adjacency(t))
         goto fail;
+    pair_peers(t);
     topo_recompute_routes(t);
     return t;
 

@@ -347,6 +347,9 @@ void nic_pkt_address(const struct nic_qp *qp, struct pkt *p, uint8_t opcode, uin
     p->frame_bytes = nic_frame_bytes(opcode, payload_len);
     p->ext_hdrs = nic_opcode(opcode)->mask & NIC_OPF_EXT_HDRS;
     p->udp_sport = qp->eng->udp_sport; /* switches hash the 5-tuple (ECMP) */
+    /* priority: the class selector of the QP's DSCP (traffic_class >> 2),
+     * as NICs map DSCP to an 802.1p priority by default */
+    p->prio = (qp->attr.ah_attr.grh.traffic_class >> 5) & 7;
 }
 
 /* ---------------------------------------------------------------- transmit engine */

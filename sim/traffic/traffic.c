@@ -145,7 +145,7 @@ void traffic_params_default(struct traffic_params *p)
     /* perftest's default local ACK timeout exponent (CALIBRATION.md,
      * Transports: t = 14, ~67 ms) */
     p->ack_timeout = 14;
-    p->traffic_class = 0;
+    p->traffic_class = 3; /* RoCE's usual lossless priority (DSCP 26) */
 }
 
 static int fail(char *why, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

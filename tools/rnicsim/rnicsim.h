@@ -299,6 +299,8 @@ struct json_writer;
 /* `payload:` and `traffic:` of a scenario (after the topology is read). */
 int scn_read_payload(struct scenario *s, struct cfg_node *root, struct cfg_error *err);
 int scn_read_traffic(struct scenario *s, struct cfg_node *root, struct cfg_error *err);
+/* topology.pfc and topology.ecn (switches; traffic_cli.c). */
+int scn_read_lossless(struct scenario *s, struct cfg_node *topo, struct cfg_error *err);
 /* The "traffic" object of the results, the summary table, the flows file. */
 void traffic_json(struct json_writer *w, const struct run *r);
 void traffic_print_summary(const struct run *r, FILE *out);

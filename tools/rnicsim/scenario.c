@@ -368,6 +368,8 @@ static int read_topology(struct scenario *s, struct cfg_node *root, struct name_
         return -1;
     s->topo.sw.routing = (enum route_mode)mode;
 
+    if (scn_read_lossless(s, topo, err))
+        return -1;
     struct cfg_node *seq;
     if ((seq = cfg_child(topo, "links")) && read_link_overrides(s, seq, nc, err))
         return -1;

@@ -79,7 +79,7 @@ int scn_read_traffic(struct scenario *s, struct cfg_node *root, struct cfg_error
         cfg_get_u64(tn, "senders", 16, &senders, err) || cfg_get_u64(tn, "flows", 0, &flows, err) ||
         cfg_get_u64(tn, "depth", 1, &depth, err) || cfg_get_size(tn, "mtu", 4096, &mtu, err) ||
         cfg_get_u64(tn, "ack_timeout", 14, &tmo, err) ||
-        cfg_get_u64(tn, "priority", 0, &prio, err) ||
+        cfg_get_u64(tn, "priority", 3, &prio, err) ||
         cfg_get_time(tn, "duration", 0, &p->duration_ps, err) ||
         cfg_get_time(tn, "start", 0, &p->start_ps, err) ||
         cfg_get_size(tn, "message", 0, &p->message_bytes, err) ||
@@ -172,6 +172,83 @@ int scn_read_traffic(struct scenario *s, struct cfg_node *root, struct cfg_error
     if (cfg_get_str(tn, "flows_file", "", &ff, err))
         return -1;
     s->traffic_flows_file = ff[0] ? xstrdup_or_die(ff) : NULL;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- PFC and ECN */
+
+/* Largest RoCEv2 frame of the 4 KiB MTU on the wire (payload + headers
+ * incl. RETH, ICRC, FCS, preamble and IFG). */
+#define MAX_FRAME_WIRE_BYTES (4096 + 98)
+
+/*   topology.pfc: {priorities: [3], xoff: 61KiB, xon: 49KiB, headroom: 20KiB, quanta: 65535}
+ *   topology.ecn: {kmin: 5KB, kmax: 200KB, pmax: 1%}
+ * Defaults and their sources: docs/lossless.md. */
+int scn_read_lossless(struct scenario *s, struct cfg_node *topo, struct cfg_error *err)
+{
+    struct switch_params *sw = &s->topo.sw;
+    struct cfg_node *pn = cfg_child(topo, "pfc"), *en = cfg_child(topo, "ecn");
+    if ((pn || en) && s->topo.kind == TOPO_BACK_TO_BACK)
+        return cfg_errorf(err, pn ? pn : en, "'topology.%s': a back-to-back topology has no switch",
+                          pn ? "pfc" : "ecn");
+    if (pn) {
+        if (pn->kind != CFG_MAP)
+            return cfg_errorf(err, pn,
+                              "'topology.pfc': expected a mapping {priorities, xoff, xon, "
+                              "headroom, quanta}");
+        struct pfc_params *p = &sw->pfc;
+        uint64_t quanta;
+        p->enabled = true;
+        /* htsim_roce's PFC thresholds (-pfc_thresholds low 12 high 15
+         * packets of the MTU), so the two simulators pause alike */
+        if (cfg_get_size(pn, "xoff", 15 * MAX_FRAME_WIRE_BYTES, &p->xoff_bytes, err) ||
+            cfg_get_size(pn, "xon", 12 * MAX_FRAME_WIRE_BYTES, &p->xon_bytes, err) ||
+            cfg_get_size(pn, "headroom", 0, &p->headroom_bytes, err) ||
+            cfg_get_u64(pn, "quanta", 65535, &quanta, err))
+            return -1;
+        if (quanta < 1 || quanta > 65535)
+            return cfg_errorf(err, cfg_child(pn, "quanta"),
+                              "'topology.pfc.quanta': expected 1..65535");
+        p->quanta = (uint16_t)quanta;
+        if (p->xoff_bytes == 0 || p->xon_bytes >= p->xoff_bytes)
+            return cfg_errorf(err, cfg_child(pn, "xon") ? cfg_child(pn, "xon") : pn,
+                              "'topology.pfc': xon (%llu B) must be below xoff (%llu B)",
+                              (unsigned long long)p->xon_bytes, (unsigned long long)p->xoff_bytes);
+        struct cfg_node *pr = cfg_child(pn, "priorities");
+        p->prio_mask = 1u << 3; /* RoCE on priority 3 (DSCP 26), the usual lossless class */
+        if (pr) {
+            if (pr->kind != CFG_SEQ || pr->n == 0)
+                return cfg_errorf(err, pr, "'topology.pfc.priorities': expected a list like [3]");
+            p->prio_mask = 0;
+            for (size_t i = 0; i < pr->n; i++) {
+                uint64_t v;
+                if (cfg_node_u64(pr->items[i], &v, err))
+                    return -1;
+                if (v > 7)
+                    return cfg_errorf(err, pr->items[i],
+                                      "'topology.pfc.priorities': 0..7, got %llu",
+                                      (unsigned long long)v);
+                p->prio_mask |= (uint8_t)(1u << v);
+            }
+        }
+    }
+    if (en) {
+        if (en->kind != CFG_MAP)
+            return cfg_errorf(err, en, "'topology.ecn': expected a mapping {kmin, kmax, pmax}");
+        sw->ecn = true;
+        /* DCQCN (Zhu et al., SIGCOMM 2015), section 6 / Fig. 14 settings:
+         * Kmin = 5 KB, Kmax = 200 KB, Pmax = 1 % */
+        if (cfg_get_size(en, "kmin", 5000, &sw->ecn_red.kmin_bytes, err) ||
+            cfg_get_size(en, "kmax", 200000, &sw->ecn_red.kmax_bytes, err))
+            return -1;
+        sw->ecn_red.pmax = 0.01;
+        struct cfg_node *pm = cfg_child(en, "pmax");
+        if (pm && scn_parse_prob(pm, &sw->ecn_red.pmax, err))
+            return -1;
+        if (sw->ecn_red.kmax_bytes <= sw->ecn_red.kmin_bytes)
+            return cfg_errorf(err, cfg_child(en, "kmax") ? cfg_child(en, "kmax") : en,
+                              "'topology.ecn': kmax must be above kmin");
+    }
     return 0;
 }
 
