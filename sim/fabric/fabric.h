@@ -179,6 +179,11 @@ unsigned switch_add_port(struct fswitch *sw, struct link *out);
 void switch_set_route(struct fswitch *sw, uint32_t dst_node, unsigned port);
 /* Add an equal-cost port for `dst_node` (no-op if already there). */
 void switch_add_route(struct fswitch *sw, uint32_t dst_node, unsigned port);
+/* Route sets shared by destinations: a set of `n` ports (increasing) made
+ * once, then given to any number of destinations (what the topology does:
+ * one set per switch and destination rack). */
+uint32_t switch_new_route_set(struct fswitch *sw, const uint32_t *ports, uint32_t n);
+void switch_use_route_set(struct fswitch *sw, uint32_t dst_node, uint32_t set);
 /* Forget every route (all destinations). */
 void switch_clear_routes(struct fswitch *sw);
 /* The equal-cost ports of `dst_node`, in increasing order; returns how many. */

@@ -36,11 +36,14 @@
 
 #define SWITCH_NO_PORT UINT32_MAX
 
-/* The equal-cost egress ports of one destination, in increasing order. */
+/* A set of equal-cost egress ports, in increasing order.  Destinations
+ * share sets: every host behind one leaf has the same set at a spine, so
+ * the table is an index per destination into a few distinct sets (what a
+ * switch's LPM table with one prefix per rack amounts to), and lookups
+ * touch one small array. */
 struct route {
     uint32_t *ports;
-    uint32_t n, cap;
-    uint32_t rr; /* spray-rr position */
+    uint32_t n;
 };
 
 struct fwd_slot {
@@ -59,8 +62,13 @@ struct fswitch {
     struct link **ports;
     unsigned n_ports, ports_cap;
 
-    struct route *route; /* by dst_node */
+    uint32_t *route_of_dst; /* by dst_node: index into `sets` (0 = the empty set) */
+    uint32_t *rr;           /* by dst_node: spray-rr position */
     size_t n_route;
+    struct route *sets;
+    uint32_t n_sets, cap_sets;
+    uint32_t *single; /* by port: the set {port} + 1, 0 = none yet */
+    uint32_t cap_single;
     uint32_t ecmp_seed; /* per-switch ECMP hash seed */
     struct sim_rng rng; /* spray */
 
@@ -139,9 +147,12 @@ void switch_destroy(struct fswitch *sw)
     }
     free(sw->in);
     free(sw->in_ctx);
-    for (size_t i = 0; i < sw->n_route; i++)
-        free(sw->route[i].ports);
-    free(sw->route);
+    for (uint32_t i = 0; i < sw->n_sets; i++)
+        free(sw->sets[i].ports);
+    free(sw->sets);
+    free(sw->route_of_dst);
+    free(sw->rr);
+    free(sw->single);
     free(sw->ports);
     free(sw->name);
     free(sw);
@@ -172,56 +183,105 @@ unsigned switch_add_port(struct fswitch *sw, struct link *out)
     return sw->n_ports++;
 }
 
-static struct route *route_of(struct fswitch *sw, uint32_t dst_node)
+/* The set holding `ports` (n of them, increasing): a new one each call,
+ * except single-port sets, which are made once per port. */
+uint32_t switch_new_route_set(struct fswitch *sw, const uint32_t *ports, uint32_t n)
 {
-    if (dst_node >= sw->n_route) {
-        size_t n = sw->n_route ? sw->n_route : 8;
-        while (n <= dst_node)
-            n *= 2;
-        sw->route = xrealloc(sw->route, n * sizeof(*sw->route));
-        memset(sw->route + sw->n_route, 0, (n - sw->n_route) * sizeof(*sw->route));
-        sw->n_route = n;
+    if (n == 1 && ports[0] < sw->cap_single && sw->single[ports[0]])
+        return sw->single[ports[0]] - 1;
+    if (sw->n_sets == sw->cap_sets) {
+        sw->cap_sets = sw->cap_sets ? 2 * sw->cap_sets : 16;
+        sw->sets = xrealloc(sw->sets, sw->cap_sets * sizeof(*sw->sets));
     }
-    return &sw->route[dst_node];
+    if (sw->n_sets == 0) /* set 0: empty, "no route" */
+        sw->sets[sw->n_sets++] = (struct route){NULL, 0};
+    struct route *r = &sw->sets[sw->n_sets];
+    r->n = n;
+    r->ports = n ? xrealloc(NULL, n * sizeof(*r->ports)) : NULL;
+    if (n)
+        memcpy(r->ports, ports, n * sizeof(*ports));
+    uint32_t idx = sw->n_sets++;
+    if (n == 1) {
+        if (ports[0] >= sw->cap_single) {
+            uint32_t cap = sw->cap_single ? sw->cap_single : 8;
+            while (cap <= ports[0])
+                cap *= 2;
+            sw->single = xrealloc(sw->single, cap * sizeof(*sw->single));
+            memset(sw->single + sw->cap_single, 0, (cap - sw->cap_single) * sizeof(*sw->single));
+            sw->cap_single = cap;
+        }
+        sw->single[ports[0]] = idx + 1;
+    }
+    return idx;
+}
+
+static void grow_dst(struct fswitch *sw, uint32_t dst_node)
+{
+    if (dst_node < sw->n_route)
+        return;
+    size_t n = sw->n_route ? sw->n_route : 8;
+    while (n <= dst_node)
+        n *= 2;
+    sw->route_of_dst = xrealloc(sw->route_of_dst, n * sizeof(*sw->route_of_dst));
+    sw->rr = xrealloc(sw->rr, n * sizeof(*sw->rr));
+    memset(sw->route_of_dst + sw->n_route, 0, (n - sw->n_route) * sizeof(*sw->route_of_dst));
+    memset(sw->rr + sw->n_route, 0, (n - sw->n_route) * sizeof(*sw->rr));
+    sw->n_route = n;
+}
+
+void switch_use_route_set(struct fswitch *sw, uint32_t dst_node, uint32_t set)
+{
+    grow_dst(sw, dst_node);
+    sw->route_of_dst[dst_node] = set < sw->n_sets ? set : 0;
 }
 
 void switch_set_route(struct fswitch *sw, uint32_t dst_node, unsigned port)
 {
-    route_of(sw, dst_node)->n = 0;
-    switch_add_route(sw, dst_node, port);
+    uint32_t pt = port;
+    switch_use_route_set(sw, dst_node, switch_new_route_set(sw, &pt, 1));
 }
 
 void switch_add_route(struct fswitch *sw, uint32_t dst_node, unsigned port)
 {
-    struct route *r = route_of(sw, dst_node);
-    uint32_t i = 0;
-    while (i < r->n && r->ports[i] < port)
-        i++;
-    if (i < r->n && r->ports[i] == port)
+    grow_dst(sw, dst_node);
+    const struct route *cur = sw->n_sets ? &sw->sets[sw->route_of_dst[dst_node]] : NULL;
+    uint32_t n = cur ? cur->n : 0, tmp[64], *ports = n < 64 ? tmp : xrealloc(NULL, (n + 1) * 4);
+    uint32_t k = 0, i = 0;
+    for (; i < n && cur->ports[i] < port; i++)
+        ports[k++] = cur->ports[i];
+    if (i < n && cur->ports[i] == port) {
+        if (ports != tmp)
+            free(ports);
         return;
-    if (r->n == r->cap) {
-        r->cap = r->cap ? 2 * r->cap : 2;
-        r->ports = xrealloc(r->ports, r->cap * sizeof(*r->ports));
     }
-    memmove(r->ports + i + 1, r->ports + i, (r->n - i) * sizeof(*r->ports));
-    r->ports[i] = port;
-    r->n++;
+    ports[k++] = port;
+    for (; i < n; i++)
+        ports[k++] = cur->ports[i];
+    switch_use_route_set(sw, dst_node, switch_new_route_set(sw, ports, k));
+    if (ports != tmp)
+        free(ports);
 }
 
 void switch_clear_routes(struct fswitch *sw)
 {
-    for (size_t i = 0; i < sw->n_route; i++)
-        sw->route[i].n = 0;
+    if (sw->n_route)
+        memset(sw->route_of_dst, 0, sw->n_route * sizeof(*sw->route_of_dst));
+    for (uint32_t i = 0; i < sw->n_sets; i++)
+        free(sw->sets[i].ports);
+    sw->n_sets = 0;
+    if (sw->cap_single)
+        memset(sw->single, 0, sw->cap_single * sizeof(*sw->single));
 }
 
 unsigned switch_route_ports(const struct fswitch *sw, uint32_t dst_node, const uint32_t **ports)
 {
-    if (dst_node >= sw->n_route) {
+    if (dst_node >= sw->n_route || !sw->n_sets) {
         *ports = NULL;
         return 0;
     }
-    *ports = sw->route[dst_node].ports;
-    return sw->route[dst_node].n;
+    const struct route *r = &sw->sets[sw->route_of_dst[dst_node]];
+    *ports = r->ports;
+    return r->n;
 }
 
 unsigned switch_n_ports(const struct fswitch *sw)
@@ -302,27 +362,33 @@ static uint32_t nth_up(const struct fswitch *sw, const struct route *r, uint32_t
     return SWITCH_NO_PORT;
 }
 
-/* One port of the route for `p`, or SWITCH_NO_PORT if all are down. */
-static uint32_t pick_port(struct fswitch *sw, struct route *r, const struct pkt *p)
+static uint32_t count_up(const struct fswitch *sw, const struct route *r)
 {
-    if (r->n == 1)
-        return port_up(sw, r->ports[0]) ? r->ports[0] : SWITCH_NO_PORT;
     uint32_t n_up = 0;
     for (uint32_t i = 0; i < r->n; i++)
         n_up += port_up(sw, r->ports[i]);
-    if (n_up == 0)
-        return SWITCH_NO_PORT;
-    uint32_t h;
+    return n_up;
+}
+
+/* One port of the route for `p`, or SWITCH_NO_PORT if all are down.  ECMP
+ * and static look at the other ports' state only when the hashed one is
+ * down (the common case costs one hash and one link). */
+static uint32_t pick_port(struct fswitch *sw, const struct route *r, const struct pkt *p)
+{
+    if (r->n == 1)
+        return port_up(sw, r->ports[0]) ? r->ports[0] : SWITCH_NO_PORT;
+    uint32_t h, n_up;
     switch (sw->p.routing) {
     case ROUTE_SPRAY:
-        return nth_up(sw, r, (uint32_t)sim_rng_below(&sw->rng, n_up));
+        n_up = count_up(sw, r);
+        return n_up ? nth_up(sw, r, (uint32_t)sim_rng_below(&sw->rng, n_up)) : SWITCH_NO_PORT;
     case ROUTE_SPRAY_RR:
         for (uint32_t i = 0; i < r->n; i++) {
-            uint32_t port = r->ports[r->rr++ % r->n];
+            uint32_t port = r->ports[sw->rr[p->dst_node]++ % r->n];
             if (port_up(sw, port))
                 return port;
         }
-        return SWITCH_NO_PORT; /* not reached: n_up > 0 */
+        return SWITCH_NO_PORT;
     case ROUTE_STATIC:
         h = p->dst_node;
         break;
@@ -333,7 +399,10 @@ static uint32_t pick_port(struct fswitch *sw, struct route *r, const struct pkt 
         break;
     }
     uint32_t port = r->ports[h % r->n];
-    return port_up(sw, port) ? port : nth_up(sw, r, h % n_up);
+    if (port_up(sw, port))
+        return port;
+    n_up = count_up(sw, r);
+    return n_up ? nth_up(sw, r, h % n_up) : SWITCH_NO_PORT;
 }
 
 static void trace_drop(struct fswitch *sw, const struct pkt *p, const char *where)
@@ -353,7 +422,8 @@ static void trace_drop(struct fswitch *sw, const struct pkt *p, const char *wher
 /* Route lookup and hand-off to the egress queue. */
 static void forward(struct fswitch *sw, struct pkt *p)
 {
-    struct route *r = p->dst_node < sw->n_route ? &sw->route[p->dst_node] : NULL;
+    const struct route *r =
+        p->dst_node < sw->n_route && sw->n_sets ? &sw->sets[sw->route_of_dst[p->dst_node]] : NULL;
     if (!r || r->n == 0) {
         sw->c.pkts_dropped_no_route++;
         trace_drop(sw, p, "switch: no route");
