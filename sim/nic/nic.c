@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "nic_priv.h"
+#include "ratelimit.h"
 
 /* ---------------------------------------------------------------- profile */
 
@@ -163,6 +164,25 @@ void nic_params_default(struct nic_params *p)
     p->rima_tpt_entries = 1024;
     p->rima_tpt_ps = 2 * SIM_NS;
     p->rima_alloc_ps = 1 * SIM_MS;
+    /* DCQCN (Zhu et al., SIGCOMM 2015; docs/lossless.md): off unless a
+     * scenario turns it on.  The paper's parameters: a QP sends at most
+     * one CNP per N = 50 us; the rate-increase timer T and the alpha
+     * timer K are 55 us; byte counter B = 10 MB; F = 5 fast-recovery
+     * stages; additive increase R_AI = 40 Mb/s.  Hyper increase and the
+     * floor, which the paper leaves to the implementation: R_HAI =
+     * 10 x R_AI and a 100 Mb/s minimum rate, the ratio and floor of the
+     * DCQCN model in HPCC's ns-3 simulator (RdmaHw RateAI 5 Mb/s, RateHAI
+     * 50 Mb/s, MinRate 100 Mb/s).  CNPs on priority 6, the priority
+     * NVIDIA's RoCE configuration gives them (DSCP 48). */
+    p->dcqcn = false;
+    p->cnp_interval_ps = 50 * SIM_US;
+    p->dcqcn_timer_ps = 55 * SIM_US;
+    p->dcqcn_byte_counter_bytes = 10 * 1000 * 1000;
+    p->dcqcn_rai_bps = 40 * 1000 * 1000ull;
+    p->dcqcn_rhai_bps = 400 * 1000 * 1000ull;
+    p->dcqcn_min_rate_bps = 100 * 1000 * 1000ull;
+    p->dcqcn_f = 5;
+    p->cnp_prio = 6;
 }
 
 const char *const nic_transport_names[] = {"ib", "ib-ar", "efa-srd", "1rma", NULL};
@@ -350,6 +370,8 @@ void nic_pkt_address(const struct nic_qp *qp, struct pkt *p, uint8_t opcode, uin
     /* priority: the class selector of the QP's DSCP (traffic_class >> 2),
      * as NICs map DSCP to an 802.1p priority by default */
     p->prio = (qp->attr.ah_attr.grh.traffic_class >> 5) & 7;
+    if (qp->nic->p.dcqcn)
+        p->ecn = PKT_ECN_ECT0; /* ECN-capable: switches may mark it (dcqcn.c) */
 }
 
 /* ---------------------------------------------------------------- transmit engine */
@@ -402,7 +424,9 @@ static struct pkt *tx_take(struct nic *nic)
         src->next = NULL;
         struct nic_qp *qp = src->qp;
         struct nic_stage *s = src->stage;
-        if (qp->eng->dead || s->head == s->tail || !s->e[s->head % NIC_STAGE_SLOTS].ready) {
+        if (qp->eng->dead || s->head == s->tail || !s->e[s->head % NIC_STAGE_SLOTS].ready ||
+            (src->kind == NIC_TXSRC_REQ && qp->eng->rl && nic_rl_hold(qp, src))) {
+            /* (a rate-limited QP's source is offered again when it may go) */
             src->queued = false;
             nic_qp_put(qp);
             continue;
@@ -422,6 +446,8 @@ static struct pkt *tx_take(struct nic *nic)
         } else {
             src->queued = false;
         }
+        if (src->kind == NIC_TXSRC_REQ && qp->eng->rl)
+            nic_rl_on_tx(qp, p);
         if (src->kind == NIC_TXSRC_REQ)
             nic_req_on_tx(qp, p);
         else if (src->kind == NIC_TXSRC_RESP)
@@ -515,6 +541,11 @@ static void rx_process(struct nic *nic, struct pkt *p)
     nic->cnt.pkts_rx++;
     nic->cnt.bytes_rx += p->frame_bytes;
     nic_trace_pkt(nic, TRACE_PKT_RX, p, p->dest_qpn, "nic rx");
+    if (p->opcode == NIC_OPCODE_CNP) { /* DCQCN reaction point (dcqcn.c) */
+        nic_dcqcn_rp_cnp(nic, p);
+        pkt_free(nic->pool, p);
+        return;
+    }
     const struct nic_opcode_info *info = nic_opcode(p->opcode);
     struct nic_qp *qp = info->name ? nic_qp_lookup(nic, p->dest_qpn) : NULL;
     if (!qp) {
@@ -534,6 +565,8 @@ static void rx_process(struct nic *nic, struct pkt *p)
             rx_drop(nic, p, "nic: QP not receiving");
             return;
         }
+        if (p->ecn == PKT_ECN_CE && nic->p.dcqcn) /* DCQCN notification point */
+            nic_dcqcn_np_rx(qp, p);
         nic_resp_rx(qp, p);
         return;
     }

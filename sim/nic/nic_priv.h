@@ -341,6 +341,8 @@ struct nic_qp_engine {
 
     /* transport personality state (pers.c), allocated on first use */
     struct nic_pers *pers;
+    /* rate limiter and congestion control (ratelimit.c, dcqcn.c), on first use */
+    struct nic_rl *rl;
 };
 
 /* ---------------------------------------------------------------- nic.c */

@@ -156,6 +156,8 @@ static void write_nic(struct json_writer *w, const struct nic_counters *c)
     json_kv_u64(w, "wqes_fetched", c->wqes_fetched);
     json_kv_u64(w, "wqes_completed", c->wqes_completed);
     json_kv_u64(w, "pkts_tx", c->pkts_tx);
+    json_kv_u64(w, "cnps_tx", c->cnps_tx);
+    json_kv_u64(w, "cnps_rx", c->cnps_rx);
     json_kv_u64(w, "pkts_rx", c->pkts_rx);
     json_kv_u64(w, "bytes_tx", c->bytes_tx);
     json_kv_u64(w, "bytes_rx", c->bytes_rx);
@@ -246,6 +248,10 @@ static void write_counters(struct json_writer *w, const struct run *r)
         json_kv_u64(w, "pkts_dropped_down", c->pkts_dropped_down);
         json_kv_u64(w, "max_queue_bytes", c->max_queue_bytes);
         json_kv_u64(w, "busy_ps", c->busy_ps);
+        json_kv_u64(w, "ecn_marked", c->ecn_marked);
+        json_kv_u64(w, "pfc_frames_sent", c->pfc_frames_sent);
+        json_kv_u64(w, "pfc_xoff_rx", c->pfc_xoff_rx);
+        json_kv_u64(w, "pfc_xon_rx", c->pfc_xon_rx);
         json_object_end(w);
     }
     json_object_end(w);
@@ -257,6 +263,9 @@ static void write_counters(struct json_writer *w, const struct run *r)
         json_kv_u64(w, "pkts_forwarded", c->pkts_forwarded);
         json_kv_u64(w, "pkts_dropped_no_route", c->pkts_dropped_no_route);
         json_kv_u64(w, "pkts_dropped_down", c->pkts_dropped_down);
+        json_kv_u64(w, "pfc_xoff_sent", c->pfc_xoff_sent);
+        json_kv_u64(w, "pfc_xon_sent", c->pfc_xon_sent);
+        json_kv_u64(w, "pfc_headroom_drops", c->pfc_headroom_drops);
         json_object_end(w);
     }
     json_object_end(w);
