@@ -658,6 +658,12 @@ static int read_programs(struct scenario *s, struct cfg_node *root, struct cfg_e
     struct cfg_node *progs;
     if (s->has_traffic && !cfg_child(root, "programs"))
         return 0; /* the traffic generator alone */
+    if (s->payload_none && cfg_child(root, "programs"))
+        return cfg_errorf(err, cfg_child(root, "programs"),
+                          "'programs': with 'payload: none' no byte that RDMA moves reaches "
+                          "memory, so programs (which poll and check what RDMA writes) cannot "
+                          "run: their data checks would read nothing; use the built-in "
+                          "generator ('traffic:') or drop 'payload: none'");
     if (cfg_req_node(root, "programs", CFG_SEQ, &progs, err))
         return -1;
     if (progs->n == 0)
