@@ -16,7 +16,7 @@
  *   every K w/o CNP:   alpha = (1-g) alpha
  *   timer (every T) or byte counter (every B bytes sent), stage i = that
  *   counter, j = the other:
- *     max(i, j) < F    fast recovery:  Rc = (Rt + Rc) / 2
+ *     max(i, j) <= F   fast recovery:  Rc = (Rt + Rc) / 2
  *     min(i, j) > F    hyper increase: Rt += (min(i, j) - F) R_HAI; Rc = (Rt + Rc) / 2
  *     otherwise        additive:       Rt += R_AI;                  Rc = (Rt + Rc) / 2
  *   Rates stay within [min rate, line rate]; when Rc is back at line rate
@@ -70,8 +70,8 @@ static void increase(struct nic_rl *rl, bool by_timer)
     uint32_t hi = d->t_count > d->bc_count ? d->t_count : d->bc_count;
     uint32_t lo = d->t_count < d->bc_count ? d->t_count : d->bc_count;
     uint32_t f = nic->p.dcqcn_f;
-    if (hi < f) {
-        /* fast recovery: towards the rate before the cut */
+    if (hi <= f) {
+        /* fast recovery (the first F stages): towards the rate before the cut */
     } else if (lo > f) {
         d->rt_bps += (uint64_t)(lo - f) * nic->p.dcqcn_rhai_bps;
     } else {

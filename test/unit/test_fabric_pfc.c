@@ -52,7 +52,8 @@ static void test_pause_resume(void)
     struct sim *sim = sim_create(1);
     struct pkt_pool *pool = pkt_pool_create();
     struct link_params lp = {.rate_bps = 100000000000ull, .delay_ps = 0};
-    struct link *ab = link_create(sim, "a->b", &lp, pool), *ba = link_create(sim, "b->a", &lp, pool);
+    struct link *ab = link_create(sim, "a->b", &lp, pool),
+                *ba = link_create(sim, "b->a", &lp, pool);
     link_set_peer(ab, ba);
     link_set_peer(ba, ab);
     struct rec *rb = calloc(1, sizeof(*rb)), *ra = calloc(1, sizeof(*ra));
@@ -198,7 +199,8 @@ static void test_ecn_thresholds(void)
             int band = q <= e.kmin_bytes ? 0 : q < e.kmax_bytes ? 1 : 2;
             total[band]++;
             if (band == 1 && round == 0)
-                expect_mid += e.pmax * (double)(q - e.kmin_bytes) / (double)(e.kmax_bytes - e.kmin_bytes);
+                expect_mid +=
+                    e.pmax * (double)(q - e.kmin_bytes) / (double)(e.kmax_bytes - e.kmin_bytes);
             marked[band] += p->ecn == PKT_ECN_CE;
         }
         sim_run(sim, SIM_TIME_NEVER);
