@@ -203,6 +203,9 @@ int shim_req_notify_cq(struct ibv_cq *cq, int solicited_only);
 
 int shim_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad_wr);
 int shim_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr);
+/* Is `op` an opcode a send queue of type `t` takes (the IBA table; RIMA
+ * append on RC)?  Also what emulation mode checks a client's WQEs with. */
+bool shim_send_opcode_ok(enum ibv_qp_type t, enum ibv_wr_opcode op);
 /* Build the NIC's receive WQE from `wr` (at most max_sge SGEs): 0 or EINVAL. */
 int shim_recv_wqe(const struct ibv_recv_wr *wr, uint32_t max_sge, struct nic_recv_wqe *wqe);
 

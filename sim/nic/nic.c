@@ -237,8 +237,9 @@ void nic_copy_from_host(struct nic *nic, const struct nic_op *op, uint8_t *buf)
     uint32_t off = 0;
     for (uint32_t i = 0; i < op->n_seg; i++) {
         const struct nic_seg *s = &op->seg[i];
-        if (s->len && nic_mr_lookup(nic, s->key))
-            memcpy(buf + off, s->host, s->len);
+        const struct nic_mr *mr = s->len ? nic_mr_lookup(nic, s->key) : NULL;
+        if (mr)
+            nic_host_read(mr, buf + off, s->host, s->len);
         off += s->len;
     }
 }
@@ -248,8 +249,9 @@ void nic_copy_to_host(struct nic *nic, const struct nic_op *op, const uint8_t *b
     uint32_t off = 0;
     for (uint32_t i = 0; i < op->n_seg; i++) {
         const struct nic_seg *s = &op->seg[i];
-        if (s->len && nic_mr_lookup(nic, s->key))
-            memcpy(s->host, buf + off, s->len);
+        const struct nic_mr *mr = s->len ? nic_mr_lookup(nic, s->key) : NULL;
+        if (mr)
+            nic_host_write(mr, s->host, buf + off, s->len);
         off += s->len;
     }
 }

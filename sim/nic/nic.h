@@ -123,6 +123,18 @@ struct nic_mr {
     bool valid;
     uint8_t page_shift; /* translation page: 12 (4 KiB) or 21 (2 MiB huge pages) */
     struct nic_dm *dm;  /* registered on device memory (ibv_reg_dm_mr), else NULL */
+    /* Whose memory the bytes are (hostmem.c): NULL = the simulator's own,
+     * at host_addr; else an accessor (emulation mode: another process's
+     * registered memory, emu/daemon/remote_mem.c). */
+    const struct nic_host_mem *mem;
+    void *mem_ctx;
+};
+
+/* Access to memory behind an MR that is not the simulator's own.  Each
+ * call names a range inside the MR (hostmem.c checks); 0 or an errno. */
+struct nic_host_mem {
+    int (*read)(void *ctx, const struct nic_mr *mr, void *dst, const uint8_t *host, size_t len);
+    int (*write)(void *ctx, const struct nic_mr *mr, uint8_t *host, const void *src, size_t len);
 };
 
 /* Device memory (ibv_alloc_dm): bytes inside the NIC.  RDMA to an MR on
@@ -368,6 +380,12 @@ int nic_pd_free(struct nic_pd *pd); /* EBUSY while in use */
 struct nic_mr *nic_mr_reg(struct nic_pd *pd, void *addr, uint64_t length, uint64_t iova,
                           int access);
 int nic_mr_dereg(struct nic_mr *mr);
+/* The NIC's reads and writes of an MR's bytes (hostmem.c): a memcpy, or
+ * mr->mem.  A range that is not inside the MR is refused (EFAULT) and
+ * nothing is copied; a refused or failed read leaves zeros in `dst`. */
+void nic_mr_set_host_mem(struct nic_mr *mr, const struct nic_host_mem *mem, void *ctx);
+int nic_host_read(const struct nic_mr *mr, void *dst, const uint8_t *host, size_t len);
+int nic_host_write(const struct nic_mr *mr, uint8_t *host, const void *src, size_t len);
 /* Device memory: NULL with errno ENOMEM past nic.dm_bytes in all (EINVAL
  * for length 0, EOPNOTSUPP when the NIC has none); free: EBUSY while MRs
  * use it. */
