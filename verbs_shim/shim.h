@@ -156,6 +156,18 @@ static inline struct shim_channel *shim_channel(struct ibv_comp_channel *c)
     return shim_container_of(c, struct shim_channel, ch);
 }
 
+/* The destination of an address vector, or -1 if no node of the fabric
+ * answers to it: a GID (mandatory on a RoCE port: GRH required), or on an
+ * InfiniBand port (nic.link_layer ib) a unicast LID. */
+static inline int64_t shim_av_node(const struct nic *nic, const struct ibv_ah_attr *ah)
+{
+    if (ah->is_global)
+        return ah->grh.sgid_index < SHIM_GID_TBL_LEN ? nic_node_from_gid(&ah->grh.dgid) : -1;
+    if (nic_get_params(nic)->link_layer != NIC_LINK_IB || ah->dlid == 0 || ah->dlid >= 0xc000)
+        return -1;
+    return (int64_t)ah->dlid - 1;
+}
+
 /* ---------------------------------------------------------------- cost.c-like helpers (device.c)
  */
 

@@ -27,6 +27,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/timerfd.h>
@@ -152,6 +153,8 @@ int emu_pace_loop(struct emu *e)
         if (overdue || near || polling) {
             e->stats.spins++;
             ev_run(e->loop, EVRUN_NOWAIT);
+            if (!overdue)
+                sched_yield(); /* a client may need this CPU to post what comes next */
             continue;
         }
         sim_time_t wake = next < e->stop_ps ? next : e->stop_ps;

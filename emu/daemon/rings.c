@@ -239,17 +239,26 @@ static void forward_async(struct emu_client *c)
     }
 }
 
-void emu_rings_publish(struct emu_client *c)
+/* Queue state goes out before CQEs: a client that takes a CQE must find
+ * the WQE's slot free (on the NIC, sq_comp and the receive head move
+ * before the CQE is written). */
+static void publish_queues(struct emu_client *c)
 {
     for (uint32_t i = 0; i < c->nobjs; i++) {
         struct emu_obj *o = &c->objs[i];
-        if (o->kind == OBJ_CQ)
-            forward_cq(o->u.cq);
-        else if (o->kind == OBJ_QP)
+        if (o->kind == OBJ_QP)
             publish_qp(o->u.qp);
         else if (o->kind == OBJ_SRQ)
             publish_srq(o->u.srq);
     }
+}
+
+void emu_rings_publish(struct emu_client *c)
+{
+    publish_queues(c);
+    for (uint32_t i = 0; i < c->nobjs; i++)
+        if (c->objs[i].kind == OBJ_CQ)
+            forward_cq(c->objs[i].u.cq);
     forward_async(c);
 }
 
@@ -264,6 +273,7 @@ void emu_rings_arm(struct emu_client *c)
             continue;
         bool solicited = (arm & EMU_ARM_SOLICITED) != 0;
         uint64_t seen = arm >> 2;
+        publish_queues(c);
         forward_cq(ecq); /* what the NIC has made visible so far */
         uint64_t prod = atomic_load_explicit(&ecq->shm->prod, memory_order_relaxed);
         bool fire = false;

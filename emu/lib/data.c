@@ -11,6 +11,7 @@
  * this world).  Receive rings have no doorbell, as on hardware: the daemon
  * looks at them whenever the model runs. */
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -160,6 +161,12 @@ static int cl_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
     if (n)
         atomic_store_explicit(&cq->shm->cons, cq->cons, memory_order_release);
     pthread_spin_unlock(&cq->lock);
+    /* An empty poll gives up the CPU: here the "NIC" is a process
+     * (rnicsimd) that needs a CPU to make the CQE this loop waits for, and
+     * programs that spin on a CQ would otherwise take it from the daemon
+     * whenever there are fewer cores than spinning processes. */
+    if (n == 0)
+        sched_yield();
     return n;
 }
 

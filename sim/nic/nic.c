@@ -97,6 +97,7 @@ void nic_params_default(struct nic_params *p)
      * by default (relaxed ordering is opt-in per MR). */
     p->transport = NIC_TRANSPORT_IB;
     p->dma_ordering = NIC_DMA_STRICT;
+    p->link_layer = NIC_LINK_ETHERNET; /* RoCEv2, as ConnectX-5 Ethernet ports */
     /* Estimate: SRD retransmits "at microsecond granularity" with a timeout
      * tracking the datacenter RTT (Shalev et al., IEEE Micro 2020, gives no
      * number); 100 us is a few times a loaded RTT of a small fabric
@@ -167,6 +168,7 @@ void nic_params_default(struct nic_params *p)
 
 const char *const nic_transport_names[] = {"ib", "ib-ar", "efa-srd", "1rma", NULL};
 const char *const nic_dma_ordering_names[] = {"strict", "relaxed", NULL};
+const char *const nic_link_layer_names[] = {"ethernet", "ib", NULL};
 
 /* ---------------------------------------------------------------- op pool */
 

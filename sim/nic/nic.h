@@ -52,6 +52,16 @@ enum nic_dma_ordering {
 };
 extern const char *const nic_dma_ordering_names[]; /* "strict", "relaxed", NULL */
 
+/* What the port reports itself as: a RoCEv2 (Ethernet) port, with GIDs
+ * and no LIDs, or an InfiniBand port with LID node_id + 1, which
+ * addresses without a GRH work on (e.g. ibv_rc_pingpong without -g).  The
+ * packets and their timing are the same model either way. */
+enum nic_link_layer {
+    NIC_LINK_ETHERNET,
+    NIC_LINK_IB,
+};
+extern const char *const nic_link_layer_names[]; /* "ethernet", "ib", NULL */
+
 struct nic_params {
     uint64_t port_rate_bps;      /* reported by query_port; the link sets the real rate */
     enum ibv_mtu max_mtu;        /* largest path MTU the port accepts */
@@ -72,6 +82,7 @@ struct nic_params {
     sim_time_t atomic_proc_ps; /* atomic unit occupancy per op (plus the PCIe RMW) */
     uint32_t transport;        /* enum nic_transport */
     uint32_t dma_ordering;     /* enum nic_dma_ordering */
+    uint32_t link_layer;       /* enum nic_link_layer (what query_port reports) */
     /* transport personalities (srd.c, onerma.c; docs/nic.md) */
     sim_time_t srd_rto_ps;        /* EFA SRD: retransmission timeout of an unacknowledged packet */
     sim_time_t onerma_timeout_ps; /* 1RMA: an op not completed by then fails (fail-fast) */
