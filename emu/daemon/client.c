@@ -891,6 +891,13 @@ void emu_clients_close_all(struct emu *e)
         emu_client_fail(c, NULL);
 }
 
+void emu_clients_drain(struct emu *e)
+{
+    for (struct emu_client *c = e->clients; c; c = c->next)
+        if (c->ctx && !c->closing)
+            emu_rings_drain(c);
+}
+
 void emu_after_batch(struct emu *e)
 {
     struct emu_client **pp = &e->clients;

@@ -82,6 +82,9 @@ int emu_listen(struct emu *e, const char *path, char *why, size_t why_len);
 void emu_clients_close_all(struct emu *e);
 /* At exit: let every agent tear its client's objects down, free all. */
 void emu_clients_free_all(struct emu *e);
+/* Before every batch: take what every client wrote into its rings
+ * (receive rings have no doorbell, as on hardware). */
+void emu_clients_drain(struct emu *e);
 /* After every batch: forward CQEs and events, publish queue state, free
  * clients whose agent has finished. */
 void emu_after_batch(struct emu *e);
