@@ -252,7 +252,7 @@ struct emu_comp_event {
 
 /* One asynchronous event (read from the context's async_fd). */
 struct emu_async_event {
-    uint32_t type;   /* enum ibv_event_type */
+    uint32_t type; /* enum ibv_event_type */
     uint32_t pad;
     uint64_t cookie; /* the client's object (SRQ limit: its ibv_srq) */
 };

@@ -58,8 +58,7 @@ static int private_dir(const char *dir, char *why, size_t why_len)
     }
     if (st.st_mode & 077) {
         if (chmod(dir, 0700) != 0) {
-            snprintf(why, why_len, "cannot make %s private (mode 0700): %s", dir,
-                     strerror(errno));
+            snprintf(why, why_len, "cannot make %s private (mode 0700): %s", dir, strerror(errno));
             return -1;
         }
     }
@@ -197,8 +196,8 @@ static int do_reg_mr(struct emu_client *c, const struct emu_req *q, struct emu_r
     if (!o)
         return EINVAL;
     const unsigned acc = q->u.reg_mr.access;
-    bool write = (acc & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-                         IBV_ACCESS_REMOTE_ATOMIC)) != 0;
+    bool write =
+        (acc & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) != 0;
     /* The shim's argument checks first (errno as rdma-core), then whether
      * the pages exist in the client (pinning: EFAULT). */
     struct ibv_mr *mr = ibv_reg_mr_iova2(o->u.pd, (void *)(uintptr_t)q->u.reg_mr.addr,
@@ -217,8 +216,7 @@ static int do_reg_mr(struct emu_client *c, const struct emu_req *q, struct emu_r
     return 0;
 }
 
-static int do_create_cq(struct emu_client *c, const struct emu_req *q, struct emu_rep *r,
-                        int *fd)
+static int do_create_cq(struct emu_client *c, const struct emu_req *q, struct emu_rep *r, int *fd)
 {
     struct emu_channel *ch = NULL;
     if (q->u.create_cq.channel) {
@@ -262,8 +260,7 @@ static void cq_free(struct emu_cq *ecq)
     free(ecq);
 }
 
-static int do_create_qp(struct emu_client *c, const struct emu_req *q, struct emu_rep *r,
-                        int *fd)
+static int do_create_qp(struct emu_client *c, const struct emu_req *q, struct emu_rep *r, int *fd)
 {
     struct emu_obj *po = obj_get(c, q->handle, OBJ_PD);
     struct emu_obj *so = obj_get(c, q->u.create_qp.send_cq, OBJ_CQ);
@@ -346,8 +343,7 @@ static int do_modify_qp(struct emu_client *c, const struct emu_req *q)
     return rc;
 }
 
-static int do_create_srq(struct emu_client *c, const struct emu_req *q, struct emu_rep *r,
-                         int *fd)
+static int do_create_srq(struct emu_client *c, const struct emu_req *q, struct emu_rep *r, int *fd)
 {
     struct emu_obj *po = obj_get(c, q->handle, OBJ_PD);
     if (!po)
@@ -425,7 +421,7 @@ static int destroy_simple(struct emu_client *c, uint32_t h, enum emu_obj_kind ki
     struct emu_obj *o = obj_get(c, h, kind);
     if (!o)
         return EINVAL;
-    int rc = kind == OBJ_PD ? ibv_dealloc_pd(o->u.pd)
+    int rc = kind == OBJ_PD   ? ibv_dealloc_pd(o->u.pd)
              : kind == OBJ_MR ? ibv_dereg_mr(o->u.mr)
                               : ibv_destroy_ah(o->u.ah);
     if (rc == 0)
@@ -459,8 +455,8 @@ static int handle_req(struct emu_client *c, const struct emu_req *q, struct emu_
         memset(&r->u.device, 0, sizeof(r->u.device));
         if (q->u.query.index == 0)
             return ibv_query_device(c->ctx, &r->u.device.orig_attr);
-        size_t size = q->u.query.index < sizeof(r->u.device) ? q->u.query.index
-                                                             : sizeof(r->u.device);
+        size_t size =
+            q->u.query.index < sizeof(r->u.device) ? q->u.query.index : sizeof(r->u.device);
         return shim_query_device_ex(c->ctx, NULL, &r->u.device, size);
     }
     case EMU_OP_QUERY_PORT:
@@ -635,7 +631,7 @@ static void open_context(struct emu_client *c, struct emu_rep *r, int fds[2], in
 /* Tear down everything the client left, in dependency order. */
 static void teardown(struct emu_client *c)
 {
-    static const enum emu_obj_kind order[] = {OBJ_QP, OBJ_SRQ, OBJ_AH, OBJ_MR,
+    static const enum emu_obj_kind order[] = {OBJ_QP, OBJ_SRQ,     OBJ_AH, OBJ_MR,
                                               OBJ_CQ, OBJ_CHANNEL, OBJ_PD};
     uint32_t qps = 0;
     for (uint32_t i = 0; i < c->nobjs; i++)
@@ -644,7 +640,7 @@ static void teardown(struct emu_client *c)
             ibv_modify_qp(c->objs[i].u.qp->qp, &a, IBV_QP_STATE); /* flush */
             qps++;
         }
-    if (qps && c->emu->verbose)
+    if (qps)
         fprintf(stderr, "rnicsimd: %s went away with %u QP(s) open: flushed and destroyed\n",
                 c->name, qps);
     if (qps)
@@ -744,11 +740,17 @@ void emu_client_fail(struct emu_client *c, const char *why)
     }
     c->closing = true;
     client_stop_io(c);
+    /* What the kernel does at once when a process dies: its QPs stop
+     * (ERR, outstanding WRs flushed), so peers no longer get answers and
+     * their WRs fail when the retries run out; the agent destroys the rest
+     * in its turn (which may be late when the model lags the clock). */
+    for (uint32_t i = 0; i < c->nobjs; i++)
+        if (c->objs[i].kind == OBJ_QP)
+            nic_qp_to_error(c->objs[i].u.qp->nqp);
     if (c->agent) {
         c->inflight++;
         emu_inject(c->emu, agent_wake, c, NULL);
-    }
-    else
+    } else
         c->agent_done = true;
 }
 

@@ -45,11 +45,11 @@ struct emu {
     int timer_fd; /* timerfd (CLOCK_MONOTONIC, absolute): the next event */
     ev_io timer_w;
     ev_signal sigint_w, sigterm_w;
-    uint64_t t0_ns;      /* CLOCK_MONOTONIC of simulated time 0 */
-    sim_time_t spin_ps;  /* busy-wait instead of sleeping when the next event is closer */
-    sim_time_t poll_ps;  /* keep polling the doorbells this long after activity */
-    sim_time_t stop_ps;  /* stop here (SIM_TIME_NEVER: until a signal) */
-    uint64_t budget_ns;  /* longest batch before the loop looks at its sockets again */
+    uint64_t t0_ns;     /* CLOCK_MONOTONIC of simulated time 0 */
+    sim_time_t spin_ps; /* busy-wait instead of sleeping when the next event is closer */
+    sim_time_t poll_ps; /* keep polling the doorbells this long after activity */
+    sim_time_t stop_ps; /* stop here (SIM_TIME_NEVER: until a signal) */
+    uint64_t budget_ns; /* longest batch before the loop looks at its sockets again */
     uint64_t last_activity_ns;
     uint64_t batch_deadline_ns;
     bool stopping;
@@ -117,6 +117,5 @@ int emu_check_mapped(pid_t pid, uint64_t addr, uint64_t len, bool write);
 
 /* `rnicsimd FILE.yaml [options]` and `rnicsim emulate FILE.yaml [options]`. */
 int emulate_main(const char *prog, int argc, char **argv);
-
 
 #endif /* RNICSIM_EMU_DAEMON_H */

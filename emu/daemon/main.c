@@ -110,7 +110,8 @@ static void print_attach(const struct emu *e, bool custom_socket)
     if (custom_socket)
         snprintf(sock, sizeof(sock), "RNICSIM_SOCKET=%s ", e->sock_path);
     printf("rnicsimd: emulating '%s' (%s): hosts h0..h%zu, profile %s\n", e->scn->name,
-           e->scn->file, e->w->nhosts - 1, e->scn->profile_name[0] ? e->scn->profile_name : "C defaults");
+           e->scn->file, e->w->nhosts - 1,
+           e->scn->profile_name[0] ? e->scn->profile_name : "C defaults");
     printf("rnicsimd: listening on %s\n", e->sock_path);
     printf("rnicsimd: attach unmodified verbs programs, e.g. in two shells:\n");
     printf("    %sLD_LIBRARY_PATH=%s RNICSIM_HOST=h0 ibv_rc_pingpong\n", sock, dir);

@@ -83,7 +83,8 @@ struct emu_client {
     struct sim_proc *agent;
     struct sim_waitq agent_wq;
     bool have_req, closing, crashed, agent_done, io_stopped;
-    uint32_t inflight; /* injected events not yet run (the client is freed after) */
+    uint32_t inflight;   /* injected events not yet run (the client is freed after) */
+    uint64_t dma_faults; /* DMA into its memory that failed (it unmapped registered pages) */
     struct emu_req req;
     struct ibv_context *ctx;
     struct emu_obj *objs;

@@ -27,6 +27,8 @@
 static int vm_copy(struct emu_client *c, bool write, void *local, uint64_t remote, size_t len)
 {
     size_t done = 0;
+    if (c->closing) /* the process is gone or going: its memory with it */
+        return ESRCH;
     while (done < len) {
         struct iovec l = {.iov_base = (char *)local + done, .iov_len = len - done};
         struct iovec r = {.iov_base = (void *)(uintptr_t)(remote + done), .iov_len = len - done};
@@ -35,10 +37,9 @@ static int vm_copy(struct emu_client *c, bool write, void *local, uint64_t remot
         if (n <= 0) {
             int e = n < 0 ? errno : EFAULT;
             c->emu->dma_faults++;
-            if (c->emu->verbose)
+            if (c->dma_faults++ == 0) /* the first of each client */
                 fprintf(stderr, "rnicsimd: %s: DMA %s of %zu bytes at 0x%" PRIx64 " failed: %s\n",
-                        c->name, write ? "write" : "read", len - done, remote + done,
-                        strerror(e));
+                        c->name, write ? "write" : "read", len - done, remote + done, strerror(e));
             return e;
         }
         done += (size_t)n;

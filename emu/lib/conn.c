@@ -68,8 +68,7 @@ out:
     return fd;
 }
 
-int cl_call_fd(int fd, const struct emu_req *q, struct emu_rep *r, int *fds, int max_fds,
-               int *nfds)
+int cl_call_fd(int fd, const struct emu_req *q, struct emu_rep *r, int *fds, int max_fds, int *nfds)
 {
     if (nfds)
         *nfds = 0;
@@ -86,8 +85,8 @@ int cl_call_fd(int fd, const struct emu_req *q, struct emu_rep *r, int *fds, int
         char buf[CMSG_SPACE(sizeof(int) * 4)];
         struct cmsghdr align;
     } u;
-    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                       .msg_controllen = sizeof(u.buf)};
+    struct msghdr m = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
     do
         n = recvmsg(fd, &m, MSG_CMSG_CLOEXEC);
     while (n < 0 && errno == EINTR);

@@ -89,8 +89,7 @@ static struct cl_qp *qp_of(struct ibv_qp *qp)
 /* The NIC's QP state as the daemon published it (ERR after a failure). */
 static void refresh_state(struct cl_qp *qp)
 {
-    qp->nqp.state = (enum ibv_qp_state)atomic_load_explicit(&qp->shm->state,
-                                                            memory_order_acquire);
+    qp->nqp.state = (enum ibv_qp_state)atomic_load_explicit(&qp->shm->state, memory_order_acquire);
 }
 
 static int cl_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad_wr)
@@ -186,8 +185,8 @@ static int cl_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
             from = old >> 2;
         }
         want = from << 2 | (sol ? EMU_ARM_SOLICITED : 0) | EMU_ARM_VALID;
-    } while (!atomic_compare_exchange_weak_explicit(&cq->shm->arm, &old, want,
-                                                    memory_order_acq_rel, memory_order_acquire));
+    } while (!atomic_compare_exchange_weak_explicit(&cq->shm->arm, &old, want, memory_order_acq_rel,
+                                                    memory_order_acquire));
     doorbell(cl_ctx(ibcq->context));
     return 0;
 }

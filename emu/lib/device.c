@@ -278,8 +278,8 @@ static void gid_entry(const struct emu_rep *r, uint32_t port, uint32_t index,
     e->gid = r->u.gid.gid;
     e->gid_index = index;
     e->port_num = port;
-    e->gid_type = r->u.gid.type == EMU_GID_TYPE_SYSFS_ROCE_V2 ? IBV_GID_TYPE_ROCE_V2
-                                                              : IBV_GID_TYPE_IB;
+    e->gid_type =
+        r->u.gid.type == EMU_GID_TYPE_SYSFS_ROCE_V2 ? IBV_GID_TYPE_ROCE_V2 : IBV_GID_TYPE_IB;
     e->ndev_ifindex = 0;
 }
 

@@ -12,9 +12,7 @@ struct host *host_of_current(void)
     return NULL;
 }
 
-void host_note_call(void)
-{
-}
+void host_note_call(void) {}
 
 void host_charge(sim_time_t ps)
 {

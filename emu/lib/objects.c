@@ -72,7 +72,8 @@ struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t length, ui
         errno = EINVAL;
         return NULL;
     }
-    struct emu_req q = {.op = EMU_OP_REG_MR, .handle = cl_container_of(pd, struct cl_pd, pd)->handle};
+    struct emu_req q = {.op = EMU_OP_REG_MR,
+                        .handle = cl_container_of(pd, struct cl_pd, pd)->handle};
     q.u.reg_mr.addr = (uintptr_t)addr;
     q.u.reg_mr.length = length;
     q.u.reg_mr.iova = iova;

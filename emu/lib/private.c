@@ -30,9 +30,7 @@
     }
 #define PRIVATE_VOID(name)                                                                         \
     void name(void);                                                                               \
-    void name(void)                                                                                \
-    {                                                                                              \
-    }
+    void name(void) {}
 
 /* providers register themselves from their constructors: nothing to do */
 PRIVATE_VOID(verbs_register_driver_34)
