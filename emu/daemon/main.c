@@ -98,8 +98,27 @@ static void lib_dir(char *out, size_t len)
         return;
     }
     snprintf(probe, sizeof(probe), "%s/emu/libibverbs.so.1", exe);
-    if (access(probe, F_OK) == 0)
+    if (access(probe, F_OK) == 0) {
         snprintf(out, len, "%s/emu", exe);
+        return;
+    }
+    /* installed: <prefix>/bin and <prefix>/<libdir>/rnicsim */
+    static const char *const libdirs[] = {"lib/x86_64-linux-gnu", "lib64", "lib",
+                                          "lib/aarch64-linux-gnu"};
+    for (size_t i = 0; i < sizeof(libdirs) / sizeof(libdirs[0]); i++) {
+        snprintf(probe, sizeof(probe), "%s/../%s/rnicsim/libibverbs.so.1", exe, libdirs[i]);
+        if (access(probe, F_OK) == 0) {
+            char *real = realpath(probe, NULL);
+            if (real) {
+                char *sl = strrchr(real, '/');
+                if (sl)
+                    *sl = '\0';
+                snprintf(out, len, "%s", real);
+                free(real);
+            }
+            return;
+        }
+    }
 }
 
 static void print_attach(const struct emu *e, bool custom_socket)
