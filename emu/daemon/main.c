@@ -287,7 +287,7 @@ int emulate_main(const char *prog, int argc, char **argv)
     if (!quiet) {
         if (e.stop_signal)
             printf("\nrnicsimd: stopped by signal %d\n", e.stop_signal);
-        results_print_summary(r, stdout);
+        results_print_summary(r, false, out, stdout);
         printf("rnicsimd: served %llu contexts (%llu went away with QPs open), %llu protocol "
                "errors, %llu failed DMAs\n",
                (unsigned long long)e.clients_served, (unsigned long long)e.clients_crashed,
