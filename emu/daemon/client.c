@@ -767,6 +767,35 @@ static void client_free(struct emu_client *c)
     free(c);
 }
 
+static void agent_start(struct sim *sim, void *a, void *b)
+{
+    (void)sim;
+    (void)b;
+    struct emu_client *c = a;
+    struct emu *e = c->emu;
+    c->inflight--;
+    if (c->closing) {
+        c->agent_done = true;
+        return;
+    }
+    char pname[80];
+    snprintf(pname, sizeof(pname), "%s/rnicsimd-agent", c->name);
+    c->agent = host_spawn(&e->w->hosts[c->host], pname, agent_main, c, NULL, 0);
+    if (!c->agent) {
+        struct emu_rep r;
+        memset(&r, 0, sizeof(r));
+        r.rc = ENOMEM;
+        send_reply(c, &r, NULL, 0);
+        emu_client_fail(c, "cannot start its agent");
+        c->agent_done = true;
+        return;
+    }
+    sim_proc_set_daemon(c->agent, true);
+    e->clients_served++;
+    if (e->verbose)
+        fprintf(stderr, "rnicsimd: %s attached\n", c->name);
+}
+
 static void hello(struct emu_client *c, const struct emu_req *q)
 {
     struct emu *e = c->emu;
@@ -805,21 +834,10 @@ static void hello(struct emu_client *c, const struct emu_req *q)
     c->attached = true;
     snprintf(c->name, sizeof(c->name), "h%u/pid %d", c->host, (int)c->pid);
     sim_waitq_init(&c->agent_wq, "rnicsimd agent");
-    char pname[80];
-    snprintf(pname, sizeof(pname), "%s/rnicsimd-agent", c->name);
-    c->agent = host_spawn(&e->w->hosts[c->host], pname, agent_main, c, NULL, 0);
-    if (!c->agent) {
-        r.rc = ENOMEM;
-        send_reply(c, &r, NULL, 0);
-        emu_client_fail(c, "cannot start its agent");
-        return;
-    }
-    sim_proc_set_daemon(c->agent, true);
-    e->clients_served++;
-    if (e->verbose)
-        fprintf(stderr, "rnicsimd: %s attached\n", c->name);
     c->req = *q;
     c->have_req = true; /* the agent starts with the hello */
+    c->inflight++;
+    emu_inject(e, agent_start, c, NULL); /* at the wall-clock time of the hello */
 }
 
 static void client_io_cb(struct ev_loop *loop, ev_io *w, int revents)

@@ -23,9 +23,14 @@ struct emu_client;
 
 /* How well the pacer kept up with the wall clock (pace.c). */
 struct emu_pace_stats {
-    uint64_t batches;         /* runs of the event loop over the events due */
-    uint64_t events;          /* simulator events executed */
-    struct sim_hist late_ps;  /* per batch: wall time at its start - time of its first event */
+    uint64_t batches; /* runs of the event loop over the events due */
+    uint64_t events;  /* simulator events executed */
+    /* per step: wall time at its start - time of its first event, in the
+     * log-linear buckets of sim_hist_bucket (counts only: a daemon runs
+     * for days, so the samples are not kept) */
+    uint64_t late_buckets[64 * 8];
+    uint64_t late_n;
+    sim_time_t late_max_ps;
     uint64_t behind_batches;  /* batches stopped by the budget with events still due */
     sim_time_t max_behind_ps; /* largest wall - simulated time seen after such a batch */
     double behind_s;          /* wall seconds spent with events overdue */
@@ -74,7 +79,7 @@ sim_time_t emu_wall_ps(const struct emu *e);
 void emu_inject(struct emu *e, sim_cb_fn fn, void *a, void *b);
 /* The main loop: returns when stopping (signal, stop time). */
 int emu_pace_loop(struct emu *e);
-void emu_pace_report(struct emu *e, FILE *out);
+void emu_pace_report(const struct emu *e, FILE *out);
 
 /* ---------------------------------------------------------------- client.c */
 

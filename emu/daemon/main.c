@@ -166,7 +166,6 @@ int emulate_main(const char *prog, int argc, char **argv)
     struct emu e;
     memset(&e, 0, sizeof(e));
     e.listen_fd = e.timer_fd = -1;
-    sim_hist_init(&e.stats.late_ps);
 
     for (int i = 0; i < argc; i++) {
         bool missing = false;
@@ -309,7 +308,6 @@ out:
         unlink(e.sock_path);
     free(e.sock_path);
     free(e.sock_dir);
-    sim_hist_free(&e.stats.late_ps);
     world_free(e.w);
     scenario_free(e.scn);
     free(sets);
