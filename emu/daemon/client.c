@@ -757,6 +757,7 @@ void emu_client_fail(struct emu_client *c, const char *why)
 static void client_free(struct emu_client *c)
 {
     client_stop_io(c);
+    emu_remote_free(c);
     if (c->fd >= 0)
         close(c->fd);
     if (c->db_fd >= 0)
@@ -920,6 +921,7 @@ void emu_clients_drain(struct emu *e)
 
 void emu_after_batch(struct emu *e)
 {
+    emu_remote_flush_all(e); /* the bytes of the step before its CQEs */
     struct emu_client **pp = &e->clients;
     while (*pp) {
         struct emu_client *c = *pp;

@@ -85,6 +85,7 @@ struct emu_client {
     bool have_req, closing, crashed, agent_done, io_stopped;
     uint32_t inflight;   /* injected events not yet run (the client is freed after) */
     uint64_t dma_faults; /* DMA into its memory that failed (it unmapped registered pages) */
+    struct emu_wc *wc;   /* DMA writes gathered for one process_vm_writev (remote_mem.c) */
     struct emu_req req;
     struct ibv_context *ctx;
     struct emu_obj *objs;
@@ -96,6 +97,13 @@ struct emu_client {
 void emu_client_fail(struct emu_client *c, const char *why);
 /* Start watching the client's doorbell eventfd (client.c). */
 void emu_client_watch_doorbell(struct emu_client *c);
+/* Write the DMA writes gathered for the client (remote_mem.c): at the end
+ * of every step of the model, before its CQEs go out. */
+int emu_remote_flush(struct emu_client *c);
+/* ... of every client: a CQE of one may report data placed in another's
+ * memory (a sender's completion after the receiver's placement). */
+void emu_remote_flush_all(struct emu *e);
+void emu_remote_free(struct emu_client *c);
 /* A CQ was created: its NIC notifications come to the daemon (rings.c). */
 void emu_rings_cq_created(struct emu_client *c, struct emu_cq *ecq);
 

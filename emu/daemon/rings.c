@@ -255,6 +255,7 @@ static void publish_queues(struct emu_client *c)
 
 void emu_rings_publish(struct emu_client *c)
 {
+    emu_remote_flush_all(c->emu); /* the data of this step's CQEs first, everyone's */
     publish_queues(c);
     for (uint32_t i = 0; i < c->nobjs; i++)
         if (c->objs[i].kind == OBJ_CQ)
@@ -273,6 +274,7 @@ void emu_rings_arm(struct emu_client *c)
             continue;
         bool solicited = (arm & EMU_ARM_SOLICITED) != 0;
         uint64_t seen = arm >> 2;
+        emu_remote_flush_all(c->emu);
         publish_queues(c);
         forward_cq(ecq); /* what the NIC has made visible so far */
         uint64_t prod = atomic_load_explicit(&ecq->shm->prod, memory_order_relaxed);

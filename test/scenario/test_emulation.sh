@@ -141,14 +141,14 @@ check "DMA stays inside MRs (local -> LOC_PROT_ERR, remote -> REM_ACCESS_ERR, ne
 # A client that dies mid-run: its QPs stop at once, the peer's writes fail
 # when their retries run out, the daemon serves the next pair.
 port=$((port + 1))
-emu h0 ib_write_bw -p "$port" -n 1000000 >"$scratch/crash.srv.log" 2>&1 &
+emu h0 ib_write_bw -p "$port" -s 4096 -n 1000000 >"$scratch/crash.srv.log" 2>&1 &
 spid=$!
 wait_port "$port"
-emu h1 ib_write_bw -p "$port" -n 1000000 localhost >"$scratch/crash.cli.log" 2>&1 &
+emu h1 ib_write_bw -p "$port" -s 4096 -n 1000000 localhost >"$scratch/crash.cli.log" 2>&1 &
 cpid=$!
 for _ in $(seq 100); do grep -q "#bytes" "$scratch/crash.cli.log" && break; sleep 0.1; done
 sleep 0.5
-pkill -9 -f "^ib_write_bw -p $port -n 1000000\$" # the server itself (not its timeout)
+pkill -9 -f "^ib_write_bw -p $port -s 4096 -n 1000000\$" # the server itself (not its timeout)
 wait "$spid" 2>/dev/null
 wait "$cpid"
 crc=$?
