@@ -8,9 +8,12 @@ source "$(dirname "$0")/lib.sh"
 builddir=$(dirname "$bin")
 lib="$builddir/emu"
 guard="$lib/emu_dma_guard"
-sock_dir="$scratch/sock"
+# a short path (a Unix socket path has at most 107 bytes), removed at exit
+tmp=$(mktemp -d /tmp/rnicsim-emu-test.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+sock_dir="$tmp/sock"
 sock="$sock_dir/rnicsimd.sock"
-rm -rf "$sock_dir" "$scratch"/*.log "$scratch/emu.json"
+rm -f "$scratch"/*.log "$scratch/emu.json"
 
 for need in ibv_devices ibv_devinfo ibv_rc_pingpong ibv_uc_pingpong ibv_ud_pingpong \
     ibv_srq_pingpong ib_write_lat ib_read_lat ib_write_bw ib_send_bw; do
@@ -22,6 +25,11 @@ for need in ibv_devices ibv_devinfo ibv_rc_pingpong ibv_uc_pingpong ibv_ud_pingp
 done
 check "the drop-in library and the test program are built" \
     '[ -e "$lib/libibverbs.so.1" ] && [ -x "$guard" ]'
+check "rnicsimd is the same daemon (its --help)" \
+    '"$builddir/rnicsimd" --help | grep -q "RNICSIM_HOST=h<i>"'
+"$builddir/rnicsimd" >/dev/null 2>&1
+rc=$?
+check "rnicsimd without a scenario: usage, exit 2" '[ $rc -eq 2 ]'
 
 # ------------------------------------------------------------------ the ABI
 sys=$(readlink -f /usr/lib/x86_64-linux-gnu/libibverbs.so.1 2>/dev/null || true)
@@ -68,7 +76,9 @@ check "the socket's directory is private to the user (0700) and the socket 0600"
     '[ "$(stat -c %a "$sock_dir")" = 700 ] && [ "$(stat -c %a "$sock")" = 600 ] &&
      [ "$(stat -c %u "$sock_dir")" = "$(id -u)" ]'
 if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
-    other=$(RNICSIM_SOCKET="$sock" LD_LIBRARY_PATH="$lib" RNICSIM_HOST=h0 \
+    # the library where user nobody can load it (the build may be under /root)
+    mkdir -p "$tmp/lib" && cp "$lib/libibverbs.so.1" "$tmp/lib/" && chmod 755 "$tmp" "$tmp/lib"
+    other=$(RNICSIM_SOCKET="$sock" LD_LIBRARY_PATH="$tmp/lib" RNICSIM_HOST=h0 \
         setpriv --reuid 65534 --regid 65534 --clear-groups ibv_devices 2>&1)
     check "another user cannot attach (Permission denied, no device)" \
         'echo "$other" | grep -q "cannot reach rnicsimd.*Permission denied" && ! echo "$other" | grep -q rnicsim0'
