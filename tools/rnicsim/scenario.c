@@ -24,7 +24,7 @@
  *     - {all: out/pcap}                                every link, <dir>/<from>-to-<to>.pcap
  *   vars: {qps: 4, size: 4096}  optional variables: ${qps} in a program's host,
  *                               program and args ($$ is a literal $)
- *   programs:                   required, at least one
+ *   programs:                   required, at least one (absent in emulation mode)
  *     - {host: h1, program: perftest, args: [...], daemon: false, stack: 256KiB}
  *
  * Order: C defaults -> profile file -> `hardware:` -> --set (the --set
@@ -653,13 +653,23 @@ static int read_program(struct scenario *s, struct cfg_node *item, size_t idx,
     return 0;
 }
 
-static int read_programs(struct scenario *s, struct cfg_node *root, struct cfg_error *err)
+static int read_programs(struct scenario *s, struct cfg_node *root, const struct scenario_opts *o,
+                         struct cfg_error *err)
 {
-    struct cfg_node *progs;
-    if (s->has_traffic && !cfg_child(root, "programs"))
+    struct cfg_node *progs = cfg_child(root, "programs");
+    if (o && o->emulate) {
+        /* emulation mode (emu/): the programs are real processes */
+        if (progs)
+            return cfg_errorf(err, progs,
+                              "'programs': emulation mode runs no simulated programs; attach real "
+                              "ones with RNICSIM_HOST=<host> (docs/emulation.md), or use 'rnicsim "
+                              "run' for this file");
+        return 0;
+    }
+    if (s->has_traffic && !progs)
         return 0; /* the traffic generator alone */
-    if (s->payload_none && cfg_child(root, "programs"))
-        return cfg_errorf(err, cfg_child(root, "programs"),
+    if (s->payload_none && progs)
+        return cfg_errorf(err, progs,
                           "'programs': with 'payload: none' no byte that RDMA moves reaches "
                           "memory, so programs (which poll and check what RDMA writes) cannot "
                           "run: their data checks would read nothing; use the built-in "
@@ -717,7 +727,7 @@ static int read_scenario(struct scenario *s, const struct scenario_opts *o, stru
     int rc = read_topology(s, root, &nc, err) || read_captures(s, root, &nc, err);
     name_check_free(&nc);
     if (rc || scn_read_payload(s, root, err) || scn_read_traffic(s, root, err) ||
-        read_programs(s, root, err))
+        read_programs(s, root, o, err))
         return -1;
     return cfg_check_unused(root, "", err);
 }
