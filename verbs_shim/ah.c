@@ -23,17 +23,16 @@ struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
         errno = EINVAL;
         return NULL;
     }
-    /* a node's GID, or a multicast group's (UD multicast, mcast.c) */
-    int64_t node = nic_node_from_gid(&attr->grh.dgid);
-    int64_t group = nic_mcast_group_of_gid(&attr->grh.dgid);
+    struct shim_pd *spd = shim_pd(pd);
+    int64_t node = shim_av_node(spd->ctx->nic, attr);
+    /* a multicast group's GID (UD multicast, mcast.c) */
+    int64_t group = attr->is_global ? nic_mcast_group_of_gid(&attr->grh.dgid) : -1;
     if (group >= 0)
         node = (int64_t)(PKT_MCAST_NODE | (uint32_t)group);
-    if (!attr->is_global || attr->port_num != SHIM_PORT_NUM ||
-        attr->grh.sgid_index >= SHIM_GID_TBL_LEN || node < 0) {
+    if (attr->port_num != SHIM_PORT_NUM || node < 0) {
         errno = EINVAL;
         return NULL;
     }
-    struct shim_pd *spd = shim_pd(pd);
     struct shim_ah *sah = calloc(1, sizeof(*sah));
     if (!sah) {
         errno = ENOMEM;

@@ -100,12 +100,7 @@ void nic_mcast_rx(struct nic *nic, struct pkt *p)
         if (!qp || !nic_qp_can_receive(qp))
             continue;
         if (last) { /* every member but the last gets a copy */
-            struct pkt *c = pkt_alloc(nic->pool);
-            uint64_t id = c->id;
-            memcpy(c, p, offsetof(struct pkt, payload) + p->payload_len);
-            c->id = id;
-            c->next = NULL;
-            nic_resp_rx(last, c);
+            nic_resp_rx(last, pkt_clone(nic->pool, p));
         }
         last = qp;
     }

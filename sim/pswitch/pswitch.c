@@ -128,21 +128,10 @@ static struct ps_pkt *pp_alloc(struct pswitch *ps, struct pkt *p)
 static void pp_free(struct pswitch *ps, struct ps_pkt *pp, bool with_pkt)
 {
     if (with_pkt && pp->pkt)
-        pkt_free(ps->pool, pp->pkt);
+        switch_drop(ps->sw, pp->pkt); /* PFC: its ingress port lets its bytes go */
     pp->pkt = NULL;
     pp->next = ps->pp_free;
     ps->pp_free = pp;
-}
-
-/* A copy of packet p (headers and payload bytes) with a new id. */
-static struct pkt *pkt_clone(struct pswitch *ps, const struct pkt *p)
-{
-    struct pkt *c = pkt_alloc(ps->pool);
-    uint64_t id = c->id;
-    memcpy(c, p, offsetof(struct pkt, payload) + p->payload_len);
-    c->id = id;
-    c->next = NULL;
-    return c;
 }
 
 /* An internal packet (generator, CPU port): no RoCE headers. */
@@ -301,7 +290,7 @@ static void ing_ev(struct sim *sim, struct sim_event *ev)
     for (uint32_t i = 0; i < g->n; i++) {
         struct ps_pkt *r = pp;
         if (i + 1 < g->n) { /* the original goes to the last member */
-            r = pp_alloc(ps, pkt_clone(ps, pp->pkt));
+            r = pp_alloc(ps, pkt_clone(ps->pool, pp->pkt));
             r->meta = pp->meta;
             r->action = PS_ACT_FWD;
         }

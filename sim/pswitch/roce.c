@@ -53,5 +53,4 @@ void ps_roce_address(struct pswitch *ps, struct pkt *p, uint32_t dst_node, uint3
     p->src_qpn = src_qpn;
     p->psn = psn & NIC_PSN_MASK;
     p->udp_sport = nic_roce_udp_sport(src_qpn, dest_qpn);
-    p->flow_hash = (src_qpn * 0x9e3779b1u) ^ (dest_qpn * 0x85ebca6bu) ^ p->udp_sport;
 }
