@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <strings.h>
 
 #include "protocols/common/rc_conn.h"
@@ -66,5 +67,24 @@ bool rc_conn_parse_time(const char *s, uint64_t *ns)
             return true;
         }
     }
+    return false;
+}
+
+bool rc_conn_parse_rate(const char *s, uint64_t *bytes_per_s)
+{
+    static const struct {
+        const char *suffix;
+        double bytes; /* per unit */
+    } units[] = {{"", 1},           {"Bps", 1},    {"Gbps", 1e9 / 8},
+                 {"Mbps", 1e6 / 8}, {"GBps", 1e9}, {"MBps", 1e6}};
+    char *end;
+    if (!s || *s < '0' || *s > '9')
+        return false;
+    double v = strtod(s, &end);
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+        if (strcmp(end, units[i].suffix) == 0 && v * units[i].bytes < 1.8e19) {
+            *bytes_per_s = (uint64_t)(v * units[i].bytes);
+            return true;
+        }
     return false;
 }

@@ -314,14 +314,10 @@ static int parse(struct cdrv *d, int argc, char **argv)
         case 'K':
             d->kind = strcmp(optarg, "cpu") == 0 ? ZS_PU_CPU : ZS_PU_GPU;
             break;
-        case 'R': {
-            char *end;
-            double g = strtod(optarg, &end);
-            if (end == optarg || strcmp(end, "Gbps"))
+        case 'R':
+            if (!rc_conn_parse_rate(optarg, &d->rate_bps))
                 goto bad;
-            d->rate_bps = (uint64_t)(g * 1e9 / 8);
             break;
-        }
         case 'h':
             if (!rc_conn_parse_time(optarg, &d->head_read_ns))
                 goto bad;

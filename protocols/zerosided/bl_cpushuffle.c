@@ -716,14 +716,10 @@ int zs_cpushuffle_main(int argc, char **argv)
                 goto bad;
             node = (int)v;
             break;
-        case 'T': {
-            char *end;
-            double g = strtod(optarg, &end);
-            if (end == optarg || strcmp(end, "GBps"))
+        case 'T':
+            if (!rc_conn_parse_rate(optarg, &proto.target_rate))
                 goto bad;
-            proto.target_rate = (uint64_t)(g * 1e9);
             break;
-        }
         default:
             return 1;
         }

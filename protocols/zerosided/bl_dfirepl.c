@@ -325,14 +325,10 @@ int zs_dfirepl_main(int argc, char **argv)
                 goto bad;
             d->window = (uint32_t)v;
             break;
-        case 'R': {
-            char *end;
-            double g = strtod(optarg, &end);
-            if (end == optarg || (strcmp(end, "GBps") && strcmp(end, "Gbps")))
+        case 'R':
+            if (!rc_conn_parse_rate(optarg, &d->rate))
                 goto bad;
-            d->rate = (uint64_t)(strcmp(end, "GBps") == 0 ? g * 1e9 : g * 1e9 / 8);
             break;
-        }
         default:
             goto out;
         }

@@ -50,6 +50,20 @@ enum zs_mode {
 };
 extern const char *const zs_mode_names[]; /* "pairs", "shuffle", "lb", "replicate", NULL */
 
+/* Per-flow QoS (Fig. 11): the switch's control plane publishes a schedule
+ * of per-flow rates (host_oob key zs/<flow>/qos) before the start; from the
+ * start on, the coordinator side of each producer applies step k at at_ns[k]
+ * to the producer's data QP with ibv_modify_qp_rate_limit: its NIC's per-QP
+ * rate limiter then paces the READ responses that carry the flow's data.
+ * The PU itself never learns of it. */
+#define ZS_QOS_STEPS 8
+#define ZS_QOS_FLOWS 8
+struct zs_qos {
+    uint32_t n_steps, n_flows;
+    uint64_t at_ns[ZS_QOS_STEPS];                   /* from the start */
+    uint64_t rate_bps[ZS_QOS_STEPS][ZS_QOS_FLOWS];  /* by producer index */
+};
+
 /* PU kinds (where the ring lives and what produces / consumes it). */
 enum zs_pu_kind { ZS_PU_CPU, ZS_PU_GPU, ZS_PU_FPGA };
 extern const char *const zs_pu_kind_names[]; /* "cpu", "gpu", "fpga", NULL */

@@ -10,7 +10,7 @@
  *         --item=SIZE (--capacity=ITEMS | --ring=BYTES) [--items=COUNT | --bytes=SIZE]
  *         [--kind=cpu|gpu|fpga] [--rate=RATE] [--mtu=BYTES] [--doorbell] [--series=TIME]
  *         [--start=TIME] [--echo-rate=ITEMS_PER_S] [--chunk=ITEMS] [--rings=K]
- *         [--exclude=FIRST:COUNT] [--active-below=K]
+ *         [--exclude=FIRST:COUNT] [--active-below=K] [--qos]
  *
  * --rings=K runs K PUs of the same role, indices I .. I+K-1, as threads of
  * one program (several kernels of one GPU, several CPU cores).  --exclude
@@ -88,6 +88,7 @@ struct pu {
     uint64_t rate_bps; /* bytes per second; 0 = not the limit */
     uint32_t mtu;
     bool doorbell;
+    bool qos; /* --qos: apply the switch's per-flow rate schedule (zs.h) */
     uint64_t series_ns, start_ns, chunk;
     bool chunk_set, consumers_set, producers_set;
     uint64_t echo_rate;
@@ -113,29 +114,6 @@ struct pu {
 };
 
 /* ---------------------------------------------------------------- options */
-
-static bool parse_rate(const char *s, uint64_t *bytes_per_s)
-{
-    char *end;
-    double v = strtod(s, &end);
-    if (end == s || v < 0)
-        return false;
-    double mult;
-    if (!strcmp(end, "") || !strcmp(end, "Bps"))
-        mult = 1;
-    else if (!strcmp(end, "Gbps"))
-        mult = 1e9 / 8;
-    else if (!strcmp(end, "Mbps"))
-        mult = 1e6 / 8;
-    else if (!strcmp(end, "GBps"))
-        mult = 1e9;
-    else if (!strcmp(end, "MBps"))
-        mult = 1e6;
-    else
-        return false;
-    *bytes_per_s = (uint64_t)(v * mult);
-    return true;
-}
 
 static int find_name(const char *s, const char *const *names)
 {
@@ -170,6 +148,7 @@ static int parse_args(struct pu *u, int argc, char **argv)
         {"ring", required_argument, 0, 'G'},
         {"exclude", required_argument, 0, 'x'},
         {"active-below", required_argument, 0, 'A'},
+        {"qos", no_argument, 0, 'q'},
         {0, 0, 0, 0},
     };
     static const char *const roles[] = {"producer",    "consumer", "echo-client",
@@ -230,7 +209,7 @@ static int parse_args(struct pu *u, int argc, char **argv)
                 goto bad;
             break;
         case 'R':
-            if (!parse_rate(optarg, &u->rate_bps))
+            if (!rc_conn_parse_rate(optarg, &u->rate_bps))
                 goto bad;
             break;
         case 'u':
@@ -240,6 +219,9 @@ static int parse_args(struct pu *u, int argc, char **argv)
             break;
         case 'd':
             u->doorbell = true;
+            break;
+        case 'q':
+            u->qos = true;
             break;
         case 'S':
             if (!rc_conn_parse_time(optarg, &u->series_ns) || !u->series_ns)
@@ -502,6 +484,35 @@ static void pu_wait(struct pu *u)
 {
     db_reap(u);
     host_relax();
+}
+
+/* ---------------------------------------------------------------- QoS */
+
+/* --qos: the control path next to a producer (zs.h): from the start on,
+ * step k of the switch's schedule sets this flow's data QP to its rate with
+ * ibv_modify_qp_rate_limit; the NIC's per-QP limiter paces the READ
+ * responses that carry the flow.  The producing PU knows nothing of it. */
+static void qos_agent(void *arg)
+{
+    struct pu *u = arg;
+    struct zs_qos q;
+    char key[160];
+    snprintf(key, sizeof(key), "zs/%s/qos", u->flow);
+    if (host_oob_get(key, &q, sizeof(q)) || u->index >= q.n_flows)
+        return;
+    uint64_t t0 = host_now_ns();
+    for (uint32_t k = 0; k < q.n_steps; k++) {
+        uint64_t now = host_now_ns();
+        if (now < t0 + q.at_ns[k])
+            host_compute(t0 + q.at_ns[k] - now);
+        struct ibv_qp_rate_limit_attr a = {.rate_limit =
+                                               (uint32_t)(q.rate_bps[k][u->index] / 1000)};
+        if (!a.rate_limit && q.rate_bps[k][u->index])
+            a.rate_limit = 1; /* 0 would lift the limit */
+        int err = ibv_modify_qp_rate_limit(u->rings[0].dqp, &a);
+        if (err)
+            fprintf(stderr, PROG ": qos: ibv_modify_qp_rate_limit: %s\n", strerror(err));
+    }
 }
 
 /* ---------------------------------------------------------------- producer */
@@ -1045,7 +1056,14 @@ static int pu_run(struct pu *u)
         u->n_prod_rings = u->n_rings;
         if (connect_all(u))
             goto out;
-        rc = run_producer(u);
+        {
+            int agent = u->qos ? host_thread_start(qos_agent, u) : -1;
+            if (u->qos && agent < 0)
+                goto out;
+            rc = run_producer(u);
+            if (agent >= 0 && host_thread_join(agent))
+                rc = 1;
+        }
         break;
     case R_WORKER:
         if (u->mode != ZS_SHUFFLE) {

@@ -59,6 +59,8 @@ struct zs_sw {
     bool doorbell;
     uint32_t active;
     int64_t uplink_slots; /* -1: one producer node's share of the threads (shuffle) */
+    struct zs_qos qos;    /* --qos: per-flow rate schedule (n_steps 0: none) */
+    uint64_t qos_rate_bps;
     struct sched_ev ev[MAX_EVENTS];
     uint32_t n_ev;
     struct zs_dp dp;
@@ -108,7 +110,55 @@ static void usage(void)
             "       [--batch=ITEMS | --batch-bytes=SIZE] [--poll=TIME | --doorbell] [--rto=TIME]\n"
             "       [--tick=TIME] [--mtu=BYTES] [--active=K] [--join=C@TIME,...] "
             "[--leave=C@TIME,...]\n"
-            "       [--uplink-slots=N|auto]\n");
+            "       [--uplink-slots=N|auto] [--qos=TIME:R1/R2/...,TIME:...] [--qos-rate=RATE]\n");
+}
+
+/* --qos=TIME:R1/R2/...,TIME:...: from TIME on (after the start) flow i
+ * gets the share Ri / sum of the link (the ratios; 0 stops a flow). */
+static int parse_qos(struct zs_sw *z, const char *arg)
+{
+    struct zs_qos *q = &z->qos;
+    char buf[512];
+    snprintf(buf, sizeof(buf), "%s", arg);
+    char *save = NULL;
+    q->n_steps = 0;
+    for (char *step = strtok_r(buf, ",", &save); step; step = strtok_r(NULL, ",", &save)) {
+        char *colon = strchr(step, ':');
+        if (!colon || q->n_steps == ZS_QOS_STEPS)
+            return -1;
+        *colon = 0;
+        uint64_t at;
+        if (!rc_conn_parse_time(step, &at) || (q->n_steps && at <= q->at_ns[q->n_steps - 1]))
+            return -1;
+        uint32_t n = 0;
+        char *save2 = NULL;
+        for (char *r = strtok_r(colon + 1, "/", &save2); r; r = strtok_r(NULL, "/", &save2)) {
+            uint64_t v;
+            if (n == ZS_QOS_FLOWS || !rc_conn_parse_uint(r, 0, 1000000, &v))
+                return -1;
+            q->rate_bps[q->n_steps][n++] = v; /* the ratio, made a rate below */
+        }
+        if (!n || (q->n_flows && n != q->n_flows))
+            return -1;
+        q->n_flows = n;
+        q->at_ns[q->n_steps++] = at;
+    }
+    return q->n_steps ? 0 : -1;
+}
+
+/* The ratios as rates: shares of --qos-rate. */
+static void qos_rates(struct zs_sw *z)
+{
+    struct zs_qos *q = &z->qos;
+    for (uint32_t k = 0; k < q->n_steps; k++) {
+        uint64_t sum = 0;
+        for (uint32_t i = 0; i < q->n_flows; i++)
+            sum += q->rate_bps[k][i];
+        for (uint32_t i = 0; i < q->n_flows; i++)
+            q->rate_bps[k][i] =
+                sum ? (uint64_t)((double)z->qos_rate_bps * (double)q->rate_bps[k][i] / (double)sum)
+                    : 0;
+    }
 }
 
 static int parse_args(struct zs_sw *z, int argc, char **argv)
@@ -121,7 +171,8 @@ static int parse_args(struct zs_sw *z, int argc, char **argv)
         {"rto", required_argument, 0, 'r'},          {"tick", required_argument, 0, 't'},
         {"mtu", required_argument, 0, 'u'},          {"active", required_argument, 0, 'a'},
         {"join", required_argument, 0, 'j'},         {"leave", required_argument, 0, 'l'},
-        {"uplink-slots", required_argument, 0, 's'}, {0, 0, 0, 0},
+        {"uplink-slots", required_argument, 0, 's'}, {"qos", required_argument, 0, 'q'},
+        {"qos-rate", required_argument, 0, 'Q'},     {0, 0, 0, 0},
     };
     z->mode = -1;
     z->batch_bytes = 4u << 20; /* the paper's recommended cap: 4 MiB */
@@ -129,6 +180,7 @@ static int parse_args(struct zs_sw *z, int argc, char **argv)
     z->rto_ns = 200000;
     z->mtu = 1024;
     z->uplink_slots = -1;
+    z->qos_rate_bps = 100000000000ull;
     uint64_t v;
     int o;
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -190,6 +242,15 @@ static int parse_args(struct zs_sw *z, int argc, char **argv)
             else
                 goto bad;
             break;
+        case 'q':
+            if (parse_qos(z, optarg))
+                goto bad;
+            break;
+        case 'Q':
+            if (!rc_conn_parse_rate(optarg, &v) || !v)
+                goto bad;
+            z->qos_rate_bps = v * 8;
+            break;
         case 'j':
         case 'l':
             if (parse_sched(z, optarg, o == 'j'))
@@ -213,6 +274,11 @@ static int parse_args(struct zs_sw *z, int argc, char **argv)
         fprintf(stderr, PROG ": replicate: at most %d consumers\n", ZS_MAX_CONSUMERS);
         return -1;
     }
+    if (z->qos.n_steps && (z->mode != ZS_PAIRS || z->qos.n_flows != z->producers)) {
+        fprintf(stderr, PROG ": --qos needs --mode=pairs and one ratio per flow\n");
+        return -1;
+    }
+    qos_rates(z);
     if (!z->tick_ns)
         z->tick_ns = z->rto_ns / 4;
     if (!z->active || z->mode != ZS_LB)
@@ -592,6 +658,10 @@ int zs_switch_main(int argc, char **argv)
         goto out;
     t0 = host_now_ns();
     char skey[160];
+    if (z->qos.n_steps) { /* before the start: the producers' side reads it then */
+        snprintf(skey, sizeof(skey), "zs/%s/qos", z->flow);
+        host_oob_put(skey, &z->qos, sizeof(z->qos));
+    }
     snprintf(skey, sizeof(skey), "zs/%s/start", z->flow);
     uint32_t go = 1;
     host_oob_put(skey, &go, sizeof(go));

@@ -410,6 +410,16 @@ static void tx_send(struct nic *nic, struct pkt *p)
 
 /* Take the next packet: control packets first, then the head of the next
  * source in round-robin order. */
+
+/* What the per-QP rate limiter paces (ratelimit.c): the requester's
+ * packets, and the READ response data the QP's responder sends (a limited
+ * QP's outgoing data either way: zero-sided RDMA throttles a flow by its
+ * producer's READ responses); ACKs are never held. */
+static bool rl_paced(const struct nic_txsrc *src, const struct pkt *p)
+{
+    return src->kind == NIC_TXSRC_REQ || (src->kind == NIC_TXSRC_RESP && p->payload_len);
+}
+
 static struct pkt *tx_take(struct nic *nic)
 {
     if (nic->ctrl_head) {
@@ -429,7 +439,8 @@ static struct pkt *tx_take(struct nic *nic)
         struct nic_qp *qp = src->qp;
         struct nic_stage *s = src->stage;
         if (qp->eng->dead || s->head == s->tail || !s->e[s->head % NIC_STAGE_SLOTS].ready ||
-            (src->kind == NIC_TXSRC_REQ && qp->eng->rl && nic_rl_hold(qp, src))) {
+            (qp->eng->rl && rl_paced(src, s->e[s->head % NIC_STAGE_SLOTS].pkt) &&
+             nic_rl_hold(qp, src))) {
             /* (a rate-limited QP's source is offered again when it may go) */
             src->queued = false;
             nic_qp_put(qp);
@@ -450,7 +461,7 @@ static struct pkt *tx_take(struct nic *nic)
         } else {
             src->queued = false;
         }
-        if (src->kind == NIC_TXSRC_REQ && qp->eng->rl)
+        if (qp->eng->rl && rl_paced(src, p))
             nic_rl_on_tx(qp, p);
         if (src->kind == NIC_TXSRC_REQ)
             nic_req_on_tx(qp, p);

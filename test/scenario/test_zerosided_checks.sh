@@ -3,26 +3,26 @@
 # spec section 2.10) that the model meets, from small runs of the figure
 # scenarios through tools/plot_zerosided.py --quick --checks:
 #   2 batching (Fig. 7), 3 CPU-driven baseline (Fig. 6), 6 and 7 latency and
-#   saturation (Fig. 10), 9 replication (Fig. 12), 10 fairness (Fig. 14),
-#   11 load balancing (Fig. 16).
+#   saturation (Fig. 10), 8 QoS (Fig. 11), 9 replication (Fig. 12),
+#   10 fairness (Fig. 14), 11 load balancing (Fig. 16).
 # Every number is simulated time, so the verdicts are deterministic.
 # Args: rnicsim binary, source dir, scratch dir (test/scenario/lib.sh).
 set -u
 . "$(dirname "$0")/lib.sh"
 
 timeout 600 $py "$src/tools/plot_zerosided.py" --quick --checks --rnicsim "$bin" -j 2 \
-    --only fig06,fig07,fig10,fig12,fig14,fig16 -o "$scratch/out" >"$scratch/checks.md" \
+    --only fig06,fig07,fig10,fig11,fig12,fig14,fig16 -o "$scratch/out" >"$scratch/checks.md" \
     2>"$scratch/checks.err"
 rc=$?
 cat "$scratch/checks.md"
 check "plot_zerosided.py --checks exits 0 (got $rc)" "[ $rc -eq 0 ] || { tail -5 '$scratch/checks.err'; false; }"
-for n in 2 3 6 7 9 10 11; do
+for n in 2 3 6 7 8 9 10 11; do
     check "check $n holds" "grep -q '^| $n | .* | yes |\$' '$scratch/checks.md'"
 done
 check "results.json has every figure's run time" "$py - '$scratch/out/results.json' <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
-assert set(d['run_seconds']) == {'fig06', 'fig07', 'fig10', 'fig12', 'fig14', 'fig16'}, d['run_seconds']
+assert set(d["run_seconds"]) == {"fig06", "fig07", "fig10", "fig11", "fig12", "fig14", "fig16"}, d["run_seconds"]
 assert d['quick'] is True
 PY"
 finish
