@@ -22,7 +22,7 @@ done
 check "results.json has every figure's run time" "$py - '$scratch/out/results.json' <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
-assert set(d["run_seconds"]) == {"fig06", "fig07", "fig10", "fig11", "fig12", "fig14", "fig16"}, d["run_seconds"]
+assert set(d['run_seconds']) == {'fig06', 'fig07', 'fig10', 'fig11', 'fig12', 'fig14', 'fig16'}, d['run_seconds']
 assert d['quick'] is True
 PY"
 finish

@@ -179,9 +179,9 @@ const struct param_def hw_params[] = {
     /* Programmable switch (sim/pswitch/pswitch.h, struct ps_params) */
     PMIN("pswitch.stages", PARAM_COUNT, pswitch, stages, 1,
          "match-action stages of each pipeline (at most 32)"),
-    PMIN("pswitch.salus_per_stage", PARAM_COUNT, pswitch, salus_per_stage, 1,
+    PMIN("pswitch.stage_salus", PARAM_COUNT, pswitch, salus_per_stage, 1,
          "register arrays (stateful ALUs) one stage holds"),
-    PMIN("pswitch.tables_per_stage", PARAM_COUNT, pswitch, tables_per_stage, 1,
+    PMIN("pswitch.stage_tables", PARAM_COUNT, pswitch, tables_per_stage, 1,
          "match-action tables one stage holds"),
     P("pswitch.stage_sram", PARAM_SIZE, pswitch, stage_sram_bytes,
       "register + table memory of one stage"),
