@@ -504,6 +504,27 @@ static void emit_ptr_write(struct zs_dp *dp, struct ps_pass *x, struct pkt *p,
     ps_fwd(x, ep->node);
 }
 
+/* Replication: the 4-byte head WRITE to every consumer of thread t's group
+ * (one multicast packet; the egress pass gives each copy its consumer's
+ * QPN, PSN offset, address and rkey, table mcc). */
+static void emit_mcast_head_write(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, uint32_t t,
+                                  const struct zs_thr_ent *th, uint32_t psn, uint32_t value)
+{
+    struct zs_br b = {.type = ZS_BR_SCAN, .t = (uint16_t)t, .v = value};
+    memcpy(ps_pass_meta(x)->bridge, &b, sizeof(b));
+    uint8_t le[4];
+    zs_store_le32(le, value);
+    clear_bth_flags(p);
+    p->payload_len = 0;
+    ps_roce_set_opcode(p, IB_OPCODE_RC_RDMA_WRITE_ONLY);
+    ps_roce_set_inline(p, le, 4);
+    ps_roce_address(dp->ps, p, dp->sw_node, 0, 0, psn);
+    p->reth_va = ZS_HEAD_OFF; /* + each consumer's base in egress */
+    p->reth_dma_len = 4;
+    p->ack_req = 1;
+    ps_mcast(x, th->group);
+}
+
 static uint32_t npkts(const struct zs_dp *dp, uint64_t bytes)
 {
     return bytes ? (uint32_t)((bytes + dp->mtu_bytes - 1) / dp->mtu_bytes) : 1;
@@ -566,21 +587,7 @@ static void issue_final(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, uint
         ps_reg_exec(x, dp->t_ack, t, act_tack, &ae);
         ps_reg_write(x, dp->t_ptrs, t, chead | ZS_DONE_BIT);
         set_phase(dp, x, t, ZS_PH_FINAL);
-        /* one WRITE per consumer: the egress rewrites each copy */
-        struct zs_br b = {.type = ZS_BR_SCAN, .t = (uint16_t)t, .v = chead | ZS_DONE_BIT};
-        struct ps_meta *m = ps_pass_meta(x);
-        memcpy(m->bridge, &b, sizeof(b));
-        uint8_t le[4];
-        zs_store_le32(le, chead | ZS_DONE_BIT);
-        clear_bth_flags(p);
-        p->payload_len = 0;
-        ps_roce_set_opcode(p, IB_OPCODE_RC_RDMA_WRITE_ONLY);
-        ps_roce_set_inline(p, le, 4);
-        ps_roce_address(dp->ps, p, dp->sw_node, 0, 0, psn);
-        p->reth_va = ZS_HEAD_OFF; /* + each consumer's base in egress */
-        p->reth_dma_len = 4;
-        p->ack_req = 1;
-        ps_mcast(x, th->group);
+        emit_mcast_head_write(dp, x, p, t, th, psn, chead | ZS_DONE_BIT);
         return;
     }
     uint32_t psn = (uint32_t)ps_reg_exec(x, dp->c_next, th->c, act_alloc, &one);
@@ -950,19 +957,7 @@ static void cons_ack(struct zs_dp *dp, struct ps_pass *x, struct pkt *p,
         set_phase(dp, x, t, ZS_PH_CHEAD);
         uint32_t psn = (uint32_t)(v >> 8);
         if (dp->mode == ZS_REPLICATE) {
-            uint8_t le[4];
-            zs_store_le32(le, chead_new);
-            clear_bth_flags(p);
-            p->payload_len = 0;
-            ps_roce_set_opcode(p, IB_OPCODE_RC_RDMA_WRITE_ONLY);
-            ps_roce_set_inline(p, le, 4);
-            ps_roce_address(dp->ps, p, dp->sw_node, 0, 0, psn);
-            p->reth_va = ZS_HEAD_OFF;
-            p->reth_dma_len = 4;
-            p->ack_req = 1;
-            struct zs_br b = {.type = ZS_BR_SCAN, .t = (uint16_t)t};
-            memcpy(ps_pass_meta(x)->bridge, &b, sizeof(b));
-            ps_mcast(x, th->group);
+            emit_mcast_head_write(dp, x, p, t, th, psn, chead_new);
             return;
         }
         const struct zs_ep_ent *c = ps_table_apply(x, dp->cons, t);
@@ -1213,19 +1208,7 @@ static void reissue(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, struct z
         set_phase(dp, x, t, b.phase);
         dp->st.reissues_ptr++;
         if (repl) {
-            uint8_t le[4];
-            zs_store_le32(le, value);
-            clear_bth_flags(p);
-            p->payload_len = 0;
-            ps_roce_set_opcode(p, IB_OPCODE_RC_RDMA_WRITE_ONLY);
-            ps_roce_set_inline(p, le, 4);
-            ps_roce_address(dp->ps, p, dp->sw_node, 0, 0, psn);
-            p->reth_va = ZS_HEAD_OFF;
-            p->reth_dma_len = 4;
-            p->ack_req = 1;
-            struct zs_br mb = {.type = ZS_BR_SCAN, .t = (uint16_t)t};
-            memcpy(ps_pass_meta(x)->bridge, &mb, sizeof(mb));
-            ps_mcast(x, th->group);
+            emit_mcast_head_write(dp, x, p, t, th, psn, value);
             return;
         }
         const struct zs_ep_ent *c_ep = ps_table_apply(x, dp->cons, t);
