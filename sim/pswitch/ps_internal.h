@@ -106,6 +106,8 @@ struct pswitch {
 
     struct ps_dataplane dp;
     void *prog;
+    const struct sim_proc *loader; /* the process that loaded the data plane */
+    bool unloaded;                 /* its program returned: no data plane again */
 
     struct ps_fifo ing_wait, ing, eg_wait, eg, recirc;
     sim_time_t ing_next_free, eg_next_free, recirc_free;

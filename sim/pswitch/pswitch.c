@@ -525,14 +525,34 @@ int ps_load(struct pswitch *ps, const struct ps_dataplane *dp, void *prog)
         ps_set_last_error(ps, EINVAL, "a data plane needs an ingress function");
         return -1;
     }
-    if (ps->dp.ingress) {
-        ps_set_last_error(ps, EBUSY, "a data plane ('%s') is loaded already", ps->dp.name);
+    if (ps->dp.ingress || ps->unloaded) {
+        ps_set_last_error(ps, EBUSY, "a data plane ('%s') was loaded already (one per run)",
+                          ps->dp.name ? ps->dp.name : "?");
         return -1;
     }
     ps_cp_charge(ps);
     ps->dp = *dp;
     ps->prog = prog;
+    ps->loader = sim_proc_current();
     return 0;
+}
+
+void ps_unload(struct pswitch *ps)
+{
+    if (!ps->dp.ingress)
+        return;
+    for (uint32_t i = 0; i < ps->n_pktgen; i++)
+        sim_cancel(ps->sim, &ps->pktgen[i]->ev);
+    memset(&ps->dp, 0, sizeof(ps->dp));
+    ps->prog = NULL;
+    ps->loader = NULL;
+    ps->unloaded = true;
+}
+
+void ps_proc_exit(struct pswitch *ps, const struct sim_proc *proc)
+{
+    if (ps && ps->dp.ingress && ps->loader == proc)
+        ps_unload(ps);
 }
 
 /* A control-plane operation: the calling process spends cp_op_ps. */

@@ -186,8 +186,16 @@ struct ps_reg *ps_reg_declare(struct pswitch *ps, const char *name, enum ps_gres
 struct ps_table *ps_table_declare(struct pswitch *ps, const char *name, enum ps_gress g,
                                   uint32_t stage, uint32_t entries, uint32_t data_bytes);
 const char *ps_last_error(const struct pswitch *ps);
-/* Install the data plane; -1 EBUSY if one is loaded. */
+/* Install the data plane; -1 EBUSY if one is (or was) loaded: one per run.
+ * `prog` (the program's state) must live until ps_unload; the data plane
+ * is unloaded when the process that loaded it returns (ps_proc_exit). */
 int ps_load(struct pswitch *ps, const struct ps_dataplane *dp, void *prog);
+/* Remove the data plane: the packet generator stops, the switch forwards
+ * like a fixed one and drops what is addressed to it (unhandled). */
+void ps_unload(struct pswitch *ps);
+/* A process ended (the runner calls it for every program): if it loaded
+ * the data plane, unload it (its state is about to be freed). */
+void ps_proc_exit(struct pswitch *ps, const struct sim_proc *proc);
 
 /* Control-plane operations (each costs cp_op_ps of the calling process's
  * time; free outside a process).  0 or -1 with errno. */

@@ -38,7 +38,7 @@ static bool name_taken(const struct pswitch *ps, const char *name)
 static int declare_check(struct pswitch *ps, const char *what, const char *name, enum ps_gress g,
                          uint32_t stage, uint32_t entries, uint64_t sram)
 {
-    if (ps->dp.ingress) {
+    if (ps->dp.ingress || ps->unloaded) {
         ps_set_last_error(ps, EBUSY, "%s '%s': declared after the data plane was loaded", what,
                           name ? name : "?");
         return -1;

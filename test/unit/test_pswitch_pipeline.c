@@ -390,6 +390,25 @@ static void test_pktgen_tables_digest(void)
     CHECK_EQ_U64(ps_digest_recv(r.ps, &msg, sizeof(msg), 0), sizeof(msg));
     CHECK_EQ_U64(msg & 0xffffffffu, 77);
     CHECK_EQ_U64(ps_digest_recv(r.ps, &msg, sizeof(msg), 0), 0);
+    /* the loading program returns: the data plane and its generator stop,
+     * the switch forwards like a fixed one, and nothing loads again */
+    uint64_t gen = ps_get_counters(r.ps)->pktgen_pkts;
+    CHECK(ps_pktgen_enable(r.ps, 1, SIM_US, 4) == 0);
+    ps_proc_exit(r.ps, (const struct sim_proc *)&g); /* not the loader: no effect */
+    sim_run(r.sim, sim_now(r.sim) + 5 * SIM_US);
+    CHECK(ps_get_counters(r.ps)->pktgen_pkts > gen);
+    ps_proc_exit(r.ps, NULL); /* the loader (outside a process: NULL) */
+    uint64_t hits = g.hits, misses = g.misses;
+    gen = ps_get_counters(r.ps)->pktgen_pkts;
+    sim_run(r.sim, sim_now(r.sim) + 20 * SIM_US);
+    CHECK_EQ_U64(ps_get_counters(r.ps)->pktgen_pkts, gen);
+    CHECK_EQ_U64(g.hits, hits);
+    CHECK_EQ_U64(g.misses, misses);
+    send(&r, 0, 1, 5);
+    uint64_t got = r.sinks[1].n;
+    sim_run(r.sim, sim_now(r.sim) + 10 * SIM_US);
+    CHECK_EQ_U64(r.sinks[1].n, got + 1);
+    CHECK(ps_load(r.ps, &gen_dp, &g) == -1 && errno == EBUSY);
     rig_free(&r);
 }
 

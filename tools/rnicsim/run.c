@@ -56,6 +56,8 @@ static void program_entry(void *arg)
     optind = 0; /* a fresh getopt scan for programs that parse options */
     pi->exit_code = pi->def->main(pi->argc, pi->argv);
     pi->finished = true;
+    /* a switch program's data plane goes with the program's state */
+    ps_proc_exit(pi->run->world->pswitch, sim_proc_current());
     if (pi->exit_code != 0 && pi->run->stop_on_failure)
         sim_stop(pi->run->world->sim);
     run_process_finished(pi);
