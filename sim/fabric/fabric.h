@@ -114,9 +114,11 @@ enum route_mode {
 const char *route_mode_name(enum route_mode m); /* "ecmp", "static", "spray", "spray-rr" */
 
 struct switch_params {
-    sim_time_t latency_ps;      /* ingress-to-egress forwarding latency */
+    sim_time_t latency_ps;      /* forwarding latency: first bit in -> first bit out (cut-through),
+                                   last bit in -> first bit out (store-and-forward) */
     uint64_t port_buffer_bytes; /* per output queue */
     enum route_mode routing;    /* 0 = ECMP */
+    bool store_and_forward;     /* false (default): cut-through after the header */
 };
 
 struct fswitch;

@@ -62,6 +62,8 @@ struct link {
     struct pkt *tx;
     uint64_t queued_bytes; /* queue + tx, wire bytes */
     struct sim_event tx_ev;
+    sim_time_t tx_start_ps; /* when `tx`'s first bit went onto the wire */
+    sim_time_t free_at_ps;  /* when the wire last became free */
 
     /* pipe: ring of frames in flight */
     struct pipe_slot *pipe;
@@ -290,7 +292,13 @@ void link_set_idle_hook(struct link *l, sim_cb_fn fn, void *a, void *b)
     l->idle_b = b;
 }
 
-/* Take the head of the queue onto the wire. */
+/* Take the head of the queue onto the wire.  Cut-through: a frame whose
+ * head was available before now (pkt.head_ps, set by a cut-through switch
+ * or a NIC streaming its payload from PCIe) starts when its head was there
+ * if the wire was free by then, but its last bit never leaves before now,
+ * when it was all here: start = max(head, free_at), end = max(start + ser,
+ * now).  A frame without an earlier head (head_ps 0 or >= now) is
+ * store-and-forward, as before. */
 static void tx_start(struct link *l)
 {
     struct pkt *p = l->q_head;
@@ -299,9 +307,15 @@ static void tx_start(struct link *l)
         l->q_tail = NULL;
     p->next = NULL;
     l->tx = p;
+    sim_time_t now = sim_now(l->sim);
     sim_time_t ser_ps = sim_bytes_to_ps(pkt_wire_bytes(p), l->p.rate_bps);
+    sim_time_t start = now;
+    if (p->head_ps && p->head_ps < now)
+        start = p->head_ps > l->free_at_ps ? p->head_ps : l->free_at_ps;
+    sim_time_t end = start + ser_ps > now ? start + ser_ps : now;
+    l->tx_start_ps = start;
     l->c.busy_ps += ser_ps;
-    sim_schedule_in(l->sim, &l->tx_ev, ser_ps);
+    sim_schedule_at(l->sim, &l->tx_ev, end);
 }
 
 bool link_send(struct link *l, struct pkt *p)
@@ -358,6 +372,9 @@ static void tx_done(struct sim *sim, struct sim_event *ev)
     uint64_t wire = pkt_wire_bytes(p);
     l->tx = NULL;
     l->queued_bytes -= wire;
+    l->free_at_ps = sim_now(sim);
+    /* the far end sees the first bit one cable delay after it left */
+    p->head_ps = l->tx_start_ps + l->p.delay_ps;
     if (!l->up) {
         drop(l, p, DROP_DOWN);
     } else {

@@ -55,7 +55,7 @@ static void addr_release(struct nic *nic, const uint8_t *addr)
 static void atomic_finish(struct nic *nic, struct nic_op *op)
 {
     struct pkt *p = op->pkt;
-    if (nic_op_stale(op) || !nic_stage_mark_ready(&op->qp->eng->resp_stage, p))
+    if (nic_op_stale(op) || !nic_stage_mark_ready(nic, &op->qp->eng->resp_stage, p))
         pkt_free(nic->pool, p);
     else
         nic_tx_src_ready(nic, &op->qp->eng->resp_src);

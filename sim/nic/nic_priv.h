@@ -13,8 +13,8 @@
 /* Model constants (structure of the engines, not calibrated hardware
  * numbers; docs/nic.md explains each). */
 enum {
-    NIC_STAGE_SLOTS = 32,            /* packets a QP half may hold between build and wire */
-    NIC_STAGE_MAX_BYTES = 64 * 1024, /* payload bytes a QP half may prefetch by DMA */
+    NIC_STAGE_SLOTS = 256,           /* packets a QP half may hold between build and wire */
+    NIC_STAGE_MAX_BYTES = 32 * 1024, /* payload bytes a QP half may prefetch by DMA */
     NIC_RESP_WORK_SLOTS = 64,        /* responder work FIFO (ACKs, reads, atomics) */
     NIC_TX_LINK_PKTS = 2,            /* frames the NIC keeps queued on its uplink */
     NIC_ATOMIC_HISTORY = 16,         /* most replies kept for duplicate atomics (the QP keeps
@@ -27,6 +27,8 @@ enum {
     NIC_MTT_LINE = 8,                /* MTT entries fetched together (8 x 8 B = 64 B) */
     NIC_MINI_CQE_BYTES = 8,          /* mlx5 CQE compression: a mini-CQE (Linux mlx5 en_rx.c) */
     NIC_CQE_MINI_PER_TITLE = 8,      /* ... at most 8 mini-CQEs per compressed block */
+    NIC_FETCH_STREAM_BYTES = 4096,   /* a message's payload is fetched as host streams of one
+                                        4 KiB page each, whatever the MTU (docs/nic.md) */
 };
 
 /* ---------------------------------------------------------------- staging rings */
@@ -37,14 +39,26 @@ enum {
  * engine only ever takes the head, so packets leave in PSN order. */
 struct nic_stage_ent {
     struct pkt *pkt;
+    struct nic_op *pend; /* its payload read is done, waiting for earlier entries (nic.c) */
     bool ready;
 };
 
 struct nic_stage {
-    struct nic_stage_ent e[NIC_STAGE_SLOTS];
+    struct nic_stage_ent *e; /* ring of `cap` entries (a power of two), grown on demand */
+    uint32_t cap;
     uint32_t head, tail; /* free-running; count = tail - head */
     uint32_t bytes;      /* payload bytes staged */
 };
+/* Entry i (free-running index) of a stage ring. */
+static inline struct nic_stage_ent *nic_stage_at(const struct nic_stage *s, uint32_t i)
+{
+    return &s->e[i & (s->cap - 1)];
+}
+/* The head entry is a packet ready to send. */
+static inline bool nic_stage_head_ready(const struct nic_stage *s)
+{
+    return s->head != s->tail && nic_stage_at(s, s->head)->ready;
+}
 
 /* A packet source the transmit engine serves round robin. */
 enum nic_txsrc_kind { NIC_TXSRC_REQ, NIC_TXSRC_RESP, NIC_TXSRC_PERS /* srd.c, onerma.c */ };
@@ -104,9 +118,10 @@ struct nic_op {
     const uint8_t *dma_src;
     const char *dma_where;
     uint32_t dma_qpn, dma_psn;
-    uint32_t dma_len;  /* bytes placed */
-    uint32_t dma_left; /* relaxed: chunks not yet visible */
-    uint64_t dma_seq0; /* relaxed: issue number of the first chunk */
+    uint32_t dma_len;       /* bytes placed */
+    sim_time_t dma_head_ps; /* cut-through: the payload's first bytes were here then (0: now) */
+    uint32_t dma_left;      /* relaxed: chunks not yet visible */
+    uint64_t dma_seq0;      /* relaxed: issue number of the first chunk */
     /* address translation and host-memory access (xlate.c) */
     struct nic_op *xl_next;           /* translation FIFO */
     struct nic_qp *place_qp;          /* placement: counted in its QP (dma.c), a ref */
@@ -118,6 +133,7 @@ struct nic_op {
     uint64_t mem_bytes;
     sim_cb_fn mem_done;
     void *mem_b;
+    sim_time_t *mem_chain; /* payload reads: the host fetch stream it continues (xlate.c) */
 };
 
 /* DMA ordering state of a NIC (dma.c): relaxed chunks may pass earlier
@@ -172,7 +188,8 @@ struct nic {
 
     /* receive pipeline */
     struct pkt *rx_head, *rx_tail;
-    uint32_t rx_units_busy; /* processing units holding a packet (nic.pus of them) */
+    uint32_t rx_units_busy;     /* processing units holding a packet (nic.pus of them) */
+    sim_time_t rx_unit_free_ps; /* since then at least one unit has been free */
 
     /* atomic unit (atomic.c): ops waiting, addresses being updated */
     struct nic_op *atom_head, *atom_tail;
@@ -295,6 +312,7 @@ struct nic_qp_engine {
     uint32_t rd_outstanding;        /* READ/atomic WQEs started, not completed */
     uint32_t rd_posted;             /* READ/atomic WQEs in [sq_comp, sq_tail) */
     uint32_t tx_psn_hi;             /* highest PSN covered by a transmitted request */
+    sim_time_t req_fetch_chain;     /* payload fetch stream of the WQE being built (req.c) */
     struct nic_stage req_stage;
     struct nic_txsrc req_src;
 
@@ -309,6 +327,10 @@ struct nic_qp_engine {
     struct sim_event timer_ev;
     struct sim_event rnr_ev;
 
+    /* receive pipeline (nic.c): when the QP's latest packet leaves its
+     * processing unit - a later one never leaves before it */
+    sim_time_t rx_done_ps;
+
     /* responder */
     uint32_t epsn, msn;
     bool nak_sent;      /* one NAK per sequence gap / RNR until the PSN arrives */
@@ -320,6 +342,7 @@ struct nic_qp_engine {
     uint8_t *resp_host; /* WRITE: where byte 0 of the message goes */
     uint32_t pkts_since_ack;
     uint32_t rd_resp_outstanding;
+    sim_time_t resp_fetch_chain; /* READ response payload fetch stream (resp.c) */
     struct nic_resp_work work[NIC_RESP_WORK_SLOTS];
     uint32_t work_head, work_tail;
     struct nic_atomic_hist atomic_hist[NIC_ATOMIC_HISTORY];
@@ -360,6 +383,7 @@ void nic_pkt_address(const struct nic_qp *qp, struct pkt *p, uint8_t opcode, uin
 void nic_copy_from_host(struct nic *nic, const struct nic_op *op, uint8_t *buf);
 void nic_copy_to_host(struct nic *nic, const struct nic_op *op, const uint8_t *buf);
 void nic_stage_init(struct nic_stage *s);
+void nic_stage_fini(struct nic_stage *s);
 static inline uint32_t nic_stage_count(const struct nic_stage *s)
 {
     return s->tail - s->head;
@@ -371,12 +395,13 @@ static inline bool nic_stage_full(const struct nic_stage *s, uint32_t more_bytes
 }
 static inline struct nic_stage_ent *nic_stage_tail_ent(struct nic_stage *s)
 {
-    return s->tail == s->head ? NULL : &s->e[(s->tail - 1) % NIC_STAGE_SLOTS];
+    return s->tail == s->head ? NULL : nic_stage_at(s, s->tail - 1);
 }
 void nic_stage_push(struct nic_stage *s, struct pkt *p, bool ready);
-/* Mark the entry holding `p` ready; false if the ring no longer holds it
- * (cleared by an error or a rewind: the caller frees the packet). */
-bool nic_stage_mark_ready(struct nic_stage *s, const struct pkt *p);
+/* Mark the entry holding `p` ready (and the payload reads behind it that
+ * waited for it: nic_payload_fetched); false if the ring no longer holds
+ * it (cleared by an error or a rewind: the caller frees the packet). */
+bool nic_stage_mark_ready(struct nic *nic, struct nic_stage *s, const struct pkt *p);
 /* sim_cb_fn for the DMA read that fills a staged packet (a = the op,
  * b = the struct nic_txsrc whose stage holds it): copy the bytes, mark the
  * packet ready and wake the transmit engine; a stale op frees its packet. */

@@ -215,6 +215,10 @@ static void resp_stage_fill(struct nic_qp *qp)
                 op->pkt = p;
                 op->n_seg = 1;
                 op->seg[0] = (struct nic_seg){w->host + off, w->key, plen};
+                /* one host fetch stream per 4 KiB of the READ (docs/nic.md) */
+                if (off % NIC_FETCH_STREAM_BYTES == 0 || w->done_pkts == 1)
+                    e->resp_fetch_chain = 0;
+                op->mem_chain = &e->resp_fetch_chain;
                 nic_stage_push(s, p, false);
                 nic_mem_read(nic, op, PCIE_K_PAYLOAD_RD, plen, read_fetched, &qp->eng->resp_src);
             }
@@ -262,7 +266,7 @@ static void resp_stage_run(struct nic_qp *qp)
     struct nic_qp_engine *e = qp->eng;
     resp_stage_fill(qp);
     struct nic_stage *s = &e->resp_stage;
-    if (s->head != s->tail && s->e[s->head % NIC_STAGE_SLOTS].ready)
+    if (nic_stage_head_ready(s))
         nic_tx_src_ready(qp->nic, &e->resp_src);
 }
 

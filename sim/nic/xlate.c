@@ -160,7 +160,8 @@ static void mem_go(struct nic_op *op)
     else if (op->mem_write)
         pcie_dma_write_k(nic->pcie, op->mem_kind, 0, op->mem_bytes, op->mem_done, op, op->mem_b);
     else
-        pcie_dma_read_k(nic->pcie, op->mem_kind, 0, op->mem_bytes, op->mem_done, op, op->mem_b);
+        pcie_dma_read_chain_k(nic->pcie, op->mem_kind, 0, op->mem_bytes, op->mem_chain,
+                              op->mem_done, op, op->mem_b);
 }
 
 static void mem_access(struct nic *nic, struct nic_op *op, bool write, unsigned kind,
@@ -171,6 +172,8 @@ static void mem_access(struct nic *nic, struct nic_op *op, bool write, unsigned 
     op->mem_bytes = bytes;
     op->mem_done = done;
     op->mem_b = b;
+    if (write)
+        op->mem_chain = NULL;
     nic_xlate(nic, op, mem_go);
 }
 
