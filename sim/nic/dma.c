@@ -238,7 +238,7 @@ static void dma_place_go(struct nic_op *op)
     uint32_t len = op->dma_len;
     if (op->xl_dm) { /* device memory: no PCIe, no host ordering to keep */
         nic->cnt.dm_accesses++;
-        sim_call_in(nic->sim, nic->p.dm_access_ps, dma_strict_land, op, NULL);
+        sim_call_in(nic->sim, nic_dm_access_delay(nic, op), dma_strict_land, op, NULL);
         return;
     }
     nic->cnt.dma_writes++;

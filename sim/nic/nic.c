@@ -143,6 +143,38 @@ void nic_params_default(struct nic_params *p)
     p->mtt_bytes = 8;
     /* Estimate: as many translation fetches in flight as processing units. */
     p->xlate_max_misses = 16;
+    /* Estimate: 8-way set-associative caches with random replacement inside
+     * a set (NVIDIA publishes neither; large on-chip caches are rarely true
+     * LRU).  With round-robin use of many QPs or pages this gives the
+     * gradual decline of hit rate that published QP-count sweeps show,
+     * where a fully associative LRU cache falls off a cliff
+     * (docs/calibration.md; test_nic_cache). */
+    p->qpc_ways = 8;
+    p->mpt_ways = 8;
+    p->mtt_ways = 8;
+    p->cache_replacement = NIC_CACHE_RANDOM;
+    /* Requester READ/atomic contexts (comp.c / nic.c; docs/nic.md "READ and
+     * atomic engines"): fitted to the ConnectX-6 QP-scaling comment (32
+     * threads: READ 83 Mops at 32 QPs, 55 at 64 - docs/validation.md rows
+     * qp-cx6-read-*): the drop between 32 and 64 QPs with READs outstanding
+     * puts the on-chip state at a few tens of QPs; 48 entries, 4-way.  A
+     * miss re-reads the READ's WQE (one 64 B basic block, mlx5 PRM). */
+    p->rd_ctx_entries = 48;
+    p->rd_ctx_ways = 4;
+    p->rd_ctx_bytes = 64;
+    /* Responder READ engine (resp.c, readeng.c): fitted to the SMART
+     * (ASPLOS'24) ConnectX-6 READ peak of 111 Mops (ae/raw-reference
+     * fig4a.csv: 8 B READs, 48 threads x 24 in flight): 1 / 111 M = 9 ns
+     * per READ request; ConnectX-5 scaled by the product briefs' message
+     * rates (200 vs 215 M/s): 9.7 ns.  Estimate: no limit on READs in
+     * service per NIC beyond max_dest_rd_atomic per QP (the device's
+     * max_res_rd_atom, 4194304 on ConnectX-5, never binds). */
+    p->rd_req_proc_ps = 9700;
+    p->max_rd_resp = 0;
+    /* Estimate: device memory as 4 banks, each busy dm_access per access
+     * (so atomics on one counter in device memory are bounded by one bank,
+     * and device memory has a bandwidth). */
+    p->dm_banks = 4;
     /* Linux default: registered memory on 4 KiB pages unless the program
      * uses hugetlbfs / THP (then set host.hugepages). */
     p->hugepages = false;
@@ -168,6 +200,7 @@ void nic_params_default(struct nic_params *p)
 
 const char *const nic_transport_names[] = {"ib", "ib-ar", "efa-srd", "1rma", NULL};
 const char *const nic_dma_ordering_names[] = {"strict", "relaxed", NULL};
+const char *const nic_cache_replacement_names[] = {"random", "lru", NULL};
 
 /* ---------------------------------------------------------------- op pool */
 
@@ -648,17 +681,37 @@ static void rx_unit_done(struct sim *sim, void *a, void *b)
     nic_rx_pump(nic);
 }
 
-/* The QP context a unit waited for arrived (ctx.c): now the packet's work
- * (no cut-through: the unit starts on it now). */
-static void rx_unit_ctx_ready(struct sim *sim, void *a, void *b)
+/* A context a unit waited for arrived (ctx.c): now the packet's work (no
+ * cut-through: the unit starts on it now). */
+static void rx_unit_work(struct sim *sim, struct nic *nic, struct pkt *p)
 {
-    struct nic *nic = a;
-    struct pkt *p = b;
     p->head_ps = 0;
     struct nic_qp *qp = nic_qp_lookup(nic, p->dest_qpn);
     if (qp)
         qp->eng->rx_done_ps = sim_now(sim) + nic->p.rx_pkt_proc_ps;
-    sim_call_in(sim, nic->p.rx_pkt_proc_ps, rx_unit_done, a, b);
+    sim_call_in(sim, nic->p.rx_pkt_proc_ps, rx_unit_done, nic, p);
+}
+
+/* A READ response or atomic ACK needs its QP's requester READ/atomic
+ * context (docs/nic.md "READ and atomic engines"). */
+static bool rx_needs_rdctx(const struct pkt *p)
+{
+    return (nic_opcode(p->opcode)->mask & (NIC_OPF_READ | NIC_OPF_ATOMIC_ACK)) &&
+           !(nic_opcode(p->opcode)->mask & NIC_OPF_REQ);
+}
+
+static void rx_unit_rdc_ready(struct sim *sim, void *a, void *b)
+{
+    rx_unit_work(sim, a, b);
+}
+
+static void rx_unit_ctx_ready(struct sim *sim, void *a, void *b)
+{
+    struct nic *nic = a;
+    struct pkt *p = b;
+    if (rx_needs_rdctx(p) && !nic_rdctx_access(nic, p->dest_qpn, rx_unit_rdc_ready, nic, p))
+        return;
+    rx_unit_work(sim, nic, p);
 }
 
 /* When a unit taking packet p now could have started on it: cut-through,
@@ -702,7 +755,8 @@ void nic_rx_pump(struct nic *nic)
         p->next = NULL;
         nic->rx_units_busy++;
         nic->rx_stalled = false;
-        if (nic_ctx_access(nic, p->dest_qpn, rx_unit_ctx_ready, nic, p))
+        if (nic_ctx_access(nic, p->dest_qpn, rx_unit_ctx_ready, nic, p) &&
+            (!rx_needs_rdctx(p) || nic_rdctx_access(nic, p->dest_qpn, rx_unit_rdc_ready, nic, p)))
             sim_call_in(nic->sim, rx_unit_time(nic, p), rx_unit_done, nic, p);
     }
     if (nic->rx_head && !nic->rx_stalled) { /* every unit busy: packets wait */
@@ -768,6 +822,7 @@ struct nic *nic_create(struct sim *sim, struct host *host, uint32_t node_id,
         return NULL;
     }
     sim_event_init(&nic->tx_ev, tx_ev_fn, nic, "nic.tx");
+    nic_rdeng_init(nic);
     if (nic_ctx_init(nic) || nic_xlate_init(nic)) {
         nic_ctx_fini(nic);
         nic_xlate_fini(nic);
@@ -796,6 +851,7 @@ void nic_destroy(struct nic *nic)
     if (nic->uplink)
         link_set_idle_hook(nic->uplink, NULL, NULL, NULL);
     nic->txq_head = nic->txq_tail = NULL;
+    nic_rdeng_teardown(nic);
     nic_qp_teardown(nic);
     nic_atomic_teardown(nic);
     nic_aq_teardown(nic);
@@ -847,6 +903,8 @@ const struct nic_counters *nic_get_counters(struct nic *nic)
     c->mtt_hits = nic->mtt.c.hits;
     c->mtt_misses = nic->mtt.c.misses;
     c->mtt_evictions = nic->mtt.c.evictions;
+    c->rd_ctx_hits = nic->rdc.c.hits;
+    c->rd_ctx_misses = nic->rdc.c.misses;
     return &nic->cnt;
 }
 void nic_note_wr_refused(struct nic *nic)

@@ -52,6 +52,13 @@ enum nic_dma_ordering {
 };
 extern const char *const nic_dma_ordering_names[]; /* "strict", "relaxed", NULL */
 
+/* Replacement inside a set of the NIC's caches (cache.h). */
+enum nic_cache_replacement {
+    NIC_CACHE_RANDOM,
+    NIC_CACHE_LRU,
+};
+extern const char *const nic_cache_replacement_names[]; /* "random", "lru", NULL */
+
 struct nic_params {
     uint64_t port_rate_bps;      /* reported by query_port; the link sets the real rate */
     enum ibv_mtu max_mtu;        /* largest path MTU the port accepts */
@@ -88,7 +95,23 @@ struct nic_params {
     uint32_t mtt_cache_entries; /* page translations (MTT) held (0 = no model) */
     uint32_t mtt_bytes;         /* one MTT entry, read on a miss */
     uint32_t xlate_max_misses;  /* translation fetches in flight at most */
-    bool hugepages;             /* host memory on 2 MiB pages: one MTT entry per 2 MiB */
+    uint32_t qpc_ways, mpt_ways, mtt_ways; /* set-associativity (0 = fully associative) */
+    uint32_t cache_replacement;            /* enum nic_cache_replacement */
+    /* requester READ/atomic contexts (comp.c): QPs with READs or atomics
+     * outstanding whose response state the NIC holds on chip; a response
+     * for a QP that is not there waits for a PCIe read of it */
+    uint32_t rd_ctx_entries; /* 0 = no model */
+    uint32_t rd_ctx_ways;
+    uint32_t rd_ctx_bytes;
+    /* responder READ engine (resp.c): every accepted READ request occupies
+     * it this long, one after the other; at most max_rd_resp READs are
+     * served (responses not yet all built) at once per NIC (0 = no limit) */
+    sim_time_t rd_req_proc_ps;
+    uint32_t max_rd_resp;
+    /* atomics (atomic.c): device memory is dm_banks banks, each busy
+     * dm_access_ps per access (its bandwidth) */
+    uint32_t dm_banks;
+    bool hugepages; /* host memory on 2 MiB pages: one MTT entry per 2 MiB */
     /* device memory (dm.c) */
     uint64_t dm_bytes;       /* on-NIC memory for ibv_alloc_dm (0 = none) */
     sim_time_t dm_access_ps; /* one access to device memory by the NIC */
@@ -330,11 +353,13 @@ struct nic_counters {
     /* caches inside the RNIC: copied from the caches' own counters when read */
     uint64_t qpc_hits, qpc_misses, qpc_evictions;
     uint64_t mpt_hits, mpt_misses, mtt_hits, mtt_misses, mtt_evictions;
-    uint64_t rx_pu_stalls;    /* times the receive pipeline stopped: every PU waited */
-    uint64_t xlate_waits;     /* DMA operations held in the in-order translation unit */
-    uint64_t dm_accesses;     /* NIC accesses to device memory (no PCIe) */
-    uint64_t atomic_waits;    /* atomics held behind one on the same address */
-    uint64_t cqes_compressed; /* CQEs written as 8 B mini-CQEs */
+    uint64_t rd_ctx_hits, rd_ctx_misses; /* requester READ/atomic contexts */
+    uint64_t rd_engine_waits;            /* READ requests that waited for the READ engine */
+    uint64_t rx_pu_stalls;               /* times the receive pipeline stopped: every PU waited */
+    uint64_t xlate_waits;                /* DMA operations held in the in-order translation unit */
+    uint64_t dm_accesses;                /* NIC accesses to device memory (no PCIe) */
+    uint64_t atomic_waits;               /* atomics held behind one on the same address */
+    uint64_t cqes_compressed;            /* CQEs written as 8 B mini-CQEs */
     /* RIMA (aq.c) */
     uint64_t rima_appends;  /* append messages accepted (tail advanced) */
     uint64_t rima_rnr_naks; /* append messages refused for want of room */

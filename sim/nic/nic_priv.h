@@ -86,6 +86,7 @@ enum nic_op_kind {
     NIC_OP_PLACE,        /* packet / 8 bytes -> host */
     NIC_OP_CQE,
     NIC_OP_ATOMIC,
+    NIC_OP_RD_ENGINE, /* a READ request waiting for the responder's READ engine */
 };
 
 struct nic_seg {
@@ -191,8 +192,14 @@ struct nic {
     uint32_t rx_units_busy;     /* processing units holding a packet (nic.pus of them) */
     sim_time_t rx_unit_free_ps; /* since then at least one unit has been free */
 
+    /* responder READ engine (readeng.c): READ requests waiting, in work */
+    struct nic_op *rde_head, *rde_tail, *rde_cur;
+    uint32_t rd_in_service;
+    struct sim_event rde_ev;
+
     /* atomic unit (atomic.c): ops waiting, addresses being updated */
     struct nic_op *atom_head, *atom_tail;
+    sim_time_t atom_alu_free_ps; /* the unit's ALU is busy until then */
     uint8_t **atom_busy;
     uint32_t n_atom_busy, cap_atom_busy;
 
@@ -201,6 +208,7 @@ struct nic {
 
     /* caches inside the RNIC (ctx.c, xlate.c; docs/nic.md "Caches") */
     struct nic_cache qpc;             /* QP contexts, key = QPN; fetches hold a processing unit */
+    struct nic_cache rdc;             /* requester READ/atomic contexts, key = QPN (ctx.c) */
     struct nic_cache mpt, mtt;        /* memory keys (key = MR index), pages (mr index, page) */
     struct nic_op *xl_head, *xl_tail; /* DMA operations in translation, issue order */
     bool xl_pumping;
@@ -210,6 +218,7 @@ struct nic {
     struct nic_dm **dms;
     uint32_t n_dms, cap_dms;
     uint64_t dm_used_bytes;
+    sim_time_t *dm_bank_free_ps; /* per bank (nic.dm_banks): busy until then */
 
     /* RIMA tail pointer table (aq.c): rima_tpt_entries slots */
     struct nic_aq **tpt;
@@ -260,7 +269,9 @@ enum nic_resp_work_kind {
 
 struct nic_resp_work {
     uint8_t kind;
-    bool dup; /* re-executed READ: not counted in rd_resp_outstanding */
+    bool dup;         /* re-executed READ: not counted in rd_resp_outstanding */
+    bool eng_wait;    /* READ: not yet through the NIC's READ engine (readeng.c) */
+    bool eng_counted; /* READ: counted in the engine's READs in service */
     uint8_t syndrome;
     uint8_t atomic_opcode;
     uint32_t psn, msn;
@@ -579,6 +590,19 @@ void nic_resp_stop(struct nic_qp *qp);
  * (ib-ar request packets: uniform on [0, ar_max_delay_ps]; else 0). */
 sim_time_t nic_ar_skew_ps(struct nic *nic, const struct pkt *p);
 
+/* ---------------------------------------------------------------- readeng.c */
+
+void nic_rdeng_init(struct nic *nic);
+/* READ work item `idx` (free-running index into qp's work FIFO) waits for
+ * the READ engine; resp.c builds its response packets once it is through
+ * (nic_resp_kick). */
+void nic_rdeng_submit(struct nic_qp *qp, uint32_t idx);
+/* A READ counted in service has all its response packets built. */
+void nic_rdeng_done(struct nic *nic);
+void nic_rdeng_teardown(struct nic *nic);
+/* resp.c: build what the QP's work FIFO allows now. */
+void nic_resp_kick(struct nic_qp *qp);
+
 /* ---------------------------------------------------------------- atomic.c */
 
 /* Carry out the atomic `op` (seg[0] = the 8 target bytes, atomic_opcode,
@@ -612,8 +636,17 @@ void nic_ctx_fini(struct nic *nic);
  * cache; else fn(a, b) runs when it has been fetched (the fetch holds one
  * of the nic.pus processing units). */
 bool nic_ctx_access(struct nic *nic, uint32_t qpn, sim_cb_fn fn, void *a, void *b);
-/* The QP went away: its context leaves the cache. */
+/* The QP went away: its contexts leave the caches. */
 void nic_ctx_forget(struct nic *nic, uint32_t qpn);
+/* Requester READ/atomic context of QP `qpn` (docs/nic.md "READ and atomic
+ * engines"): the requester started a READ/atomic (the NIC writes the
+ * context: present), or a response arrived and needs it (true if present;
+ * else fn(a, b) when fetched, the fetch holding a processing unit). */
+void nic_rdctx_started(struct nic *nic, uint32_t qpn);
+bool nic_rdctx_access(struct nic *nic, uint32_t qpn, sim_cb_fn fn, void *a, void *b);
+/* Make cache c set-associative / random as the profile says (cache `name`
+ * of this NIC names its random stream). */
+int nic_cache_configure(struct nic *nic, struct nic_cache *c, uint32_t ways);
 /* nic.c: give waiting received packets to free processing units. */
 void nic_rx_pump(struct nic *nic);
 
@@ -660,6 +693,9 @@ void nic_aq_teardown(struct nic *nic);
 /* ---------------------------------------------------------------- dm.c */
 
 void nic_dm_teardown(struct nic *nic);
+/* An access by `op` to device memory starting now: the delay until it is
+ * done, its bank (by the address of its first segment) busy meanwhile. */
+sim_time_t nic_dm_access_delay(struct nic *nic, const struct nic_op *op);
 
 /* ---------------------------------------------------------------- pers.c, srd.c, onerma.c */
 

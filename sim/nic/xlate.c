@@ -57,11 +57,13 @@ static void xl_fetch(struct nic_cache *c, uint64_t key, void *owner)
 int nic_xlate_init(struct nic *nic)
 {
     uint32_t mm = nic->p.xlate_max_misses ? nic->p.xlate_max_misses : 1;
-    if (nic_cache_init(&nic->mpt, nic->sim, "mpt", nic->p.mpt_cache_entries, mm, xl_fetch, nic))
+    if (nic_cache_init(&nic->mpt, nic->sim, "mpt", nic->p.mpt_cache_entries, mm, xl_fetch, nic) ||
+        nic_cache_configure(nic, &nic->mpt, nic->p.mpt_ways))
         return ENOMEM;
     /* the MTT cache holds lines of NIC_MTT_LINE entries (a 64 B read) */
     uint32_t lines = (nic->p.mtt_cache_entries + NIC_MTT_LINE - 1) / NIC_MTT_LINE;
-    if (nic_cache_init(&nic->mtt, nic->sim, "mtt", lines, mm, xl_fetch, nic)) {
+    if (nic_cache_init(&nic->mtt, nic->sim, "mtt", lines, mm, xl_fetch, nic) ||
+        nic_cache_configure(nic, &nic->mtt, nic->p.mtt_ways)) {
         nic_cache_fini(&nic->mpt);
         return ENOMEM;
     }
@@ -148,7 +150,7 @@ static void mem_go(struct nic_op *op)
     struct nic *nic = op->nic;
     if (op->xl_dm) {
         nic->cnt.dm_accesses++;
-        sim_call_in(nic->sim, nic->p.dm_access_ps, op->mem_done, op, op->mem_b);
+        sim_call_in(nic->sim, nic_dm_access_delay(nic, op), op->mem_done, op, op->mem_b);
         return;
     }
     if (op->mem_write)
