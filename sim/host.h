@@ -29,6 +29,8 @@ struct host_cpu_params {
     sim_time_t poll_cq_ps;       /* one ibv_poll_cq call */
     sim_time_t poll_cqe_ps;      /* extra per CQE returned */
     sim_time_t control_verb_ps;  /* create/modify/destroy/reg_mr (non data path) */
+    sim_time_t mr_pin_page_ps;   /* ibv_reg_mr: pinning one page of the region */
+    sim_time_t mr_unpin_page_ps; /* ibv_dereg_mr: unpinning one page */
     uint64_t memcpy_bytes_per_s; /* host_memcpy cost */
     sim_time_t wakeup_ps;        /* a parked poller notices new data */
 };

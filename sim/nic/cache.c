@@ -308,6 +308,37 @@ void nic_cache_invalidate(struct nic_cache *c, uint64_t key)
     }
 }
 
+uint64_t nic_cache_invalidate_if(struct nic_cache *c, bool (*match)(uint64_t key, const void *arg),
+                                 const void *arg)
+{
+    uint64_t gone = 0;
+    if (!c->cap)
+        return 0;
+    if (c->ways) {
+        for (uint32_t s = 0; s < c->n_sets; s++) {
+            uint64_t *set = &c->sa_key[(size_t)s * c->ways];
+            uint16_t keep = 0;
+            for (uint16_t i = 0; i < c->sa_n[s]; i++)
+                if (match && !match(set[i], arg))
+                    set[keep++] = set[i];
+            gone += c->sa_n[s] - keep;
+            c->sa_n[s] = keep;
+        }
+        return gone;
+    }
+    /* fully associative: collect, then remove one by one */
+    for (uint32_t s = c->lru_head; s != NO_SLOT;) {
+        uint32_t nx = c->next[s];
+        if (!match || match(c->slot_key[s], arg)) {
+            nic_cache_invalidate(c, c->slot_key[s]);
+            gone++;
+            nx = c->lru_head; /* slots moved: start again (rare, control path) */
+        }
+        s = nx;
+    }
+    return gone;
+}
+
 uint32_t nic_cache_lru_keys(const struct nic_cache *c, uint64_t *keys, uint32_t n)
 {
     uint32_t i = 0;

@@ -118,6 +118,10 @@ bool nic_cache_contains(const struct nic_cache *c, uint64_t key);
 void nic_cache_insert(struct nic_cache *c, uint64_t key);
 /* Drop `key` if present (the object it describes went away). */
 void nic_cache_invalidate(struct nic_cache *c, uint64_t key);
+/* Drop every entry for which match(key, arg) is true (all with NULL);
+ * O(capacity).  Returns how many went. */
+uint64_t nic_cache_invalidate_if(struct nic_cache *c, bool (*match)(uint64_t key, const void *arg),
+                                 const void *arg);
 /* The set `key` maps to (set-associative caches; tests). */
 uint32_t nic_cache_set_of(const struct nic_cache *c, uint64_t key);
 /* Keys from most to least recently used, up to n of them (tests; for a

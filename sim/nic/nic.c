@@ -175,6 +175,17 @@ void nic_params_default(struct nic_params *p)
      * (so atomics on one counter in device memory are bounded by one bank,
      * and device memory has a bandwidth). */
     p->dm_banks = 4;
+    /* Memory registration (mr.c, xlate.c).  Estimates: a firmware command
+     * takes a few microseconds (mlx5 commands are mailbox round trips
+     * through the NIC's firmware); one 4 KiB mailbox page carries 512
+     * 8-byte translations (mlx5 PRM: MTT entries of 8 B).  Registration
+     * writes the MR's translations through the NIC's caches and
+     * deregistration invalidates the MR's own entries (Husky, NSDI'23:
+     * control verbs evict other tenants' cached state). */
+    p->cmd_proc_ps = 3 * SIM_US;
+    p->mtt_per_cmd = 512;
+    p->mr_write_allocate = true;
+    p->dereg_flush = NIC_DEREG_FLUSH_MR;
     /* Linux default: registered memory on 4 KiB pages unless the program
      * uses hugetlbfs / THP (then set host.hugepages). */
     p->hugepages = false;
@@ -201,6 +212,7 @@ void nic_params_default(struct nic_params *p)
 const char *const nic_transport_names[] = {"ib", "ib-ar", "efa-srd", "1rma", NULL};
 const char *const nic_dma_ordering_names[] = {"strict", "relaxed", NULL};
 const char *const nic_cache_replacement_names[] = {"random", "lru", NULL};
+const char *const nic_dereg_flush_names[] = {"mr", "all", NULL};
 
 /* ---------------------------------------------------------------- op pool */
 

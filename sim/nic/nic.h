@@ -52,6 +52,14 @@ enum nic_dma_ordering {
 };
 extern const char *const nic_dma_ordering_names[]; /* "strict", "relaxed", NULL */
 
+/* What deregistering an MR invalidates in the NIC's translation caches:
+ * its own entries, or everything (a cache-wide flush). */
+enum nic_dereg_flush {
+    NIC_DEREG_FLUSH_MR,
+    NIC_DEREG_FLUSH_ALL,
+};
+extern const char *const nic_dereg_flush_names[]; /* "mr", "all", NULL */
+
 /* Replacement inside a set of the NIC's caches (cache.h). */
 enum nic_cache_replacement {
     NIC_CACHE_RANDOM,
@@ -111,7 +119,17 @@ struct nic_params {
     /* atomics (atomic.c): device memory is dm_banks banks, each busy
      * dm_access_ps per access (its bandwidth) */
     uint32_t dm_banks;
-    bool hugepages; /* host memory on 2 MiB pages: one MTT entry per 2 MiB */
+    /* memory registration (mr.c; docs/nic.md "Memory registration"): the
+     * driver talks to the NIC through a command interface that executes
+     * one command at a time, cmd_proc_ps each; a registration writes its
+     * page translations mtt_per_cmd per command.  mr_write_allocate: the
+     * NIC's MPT/MTT caches take the entries a registration writes (evicting
+     * others); dereg_flush: what a deregistration invalidates. */
+    sim_time_t cmd_proc_ps;
+    uint32_t mtt_per_cmd;
+    bool mr_write_allocate;
+    uint32_t dereg_flush; /* enum nic_dereg_flush */
+    bool hugepages;       /* host memory on 2 MiB pages: one MTT entry per 2 MiB */
     /* device memory (dm.c) */
     uint64_t dm_bytes;       /* on-NIC memory for ibv_alloc_dm (0 = none) */
     sim_time_t dm_access_ps; /* one access to device memory by the NIC */
@@ -366,6 +384,8 @@ struct nic_counters {
     /* memory registration (mr.c): bytes of the MRs registered now, and the
      * most ever registered at once (rnicsim table2's memory columns) */
     uint64_t mr_bytes, mr_bytes_peak;
+    uint64_t nic_cmds;          /* commands executed by the command interface (mr.c) */
+    uint64_t xlate_invalidated; /* MPT/MTT cache entries dropped by (de/re)registration */
 };
 
 /* `node_id` is the NIC's fabric address (LID = node_id + 1, GID index 0 is
@@ -393,6 +413,18 @@ int nic_pd_free(struct nic_pd *pd); /* EBUSY while in use */
 struct nic_mr *nic_mr_reg(struct nic_pd *pd, void *addr, uint64_t length, uint64_t iova,
                           int access);
 int nic_mr_dereg(struct nic_mr *mr);
+/* Change an MR in place (ibv_rereg_mr): flags are enum ibv_rereg_mr_flags;
+ * CHANGE_TRANSLATION takes addr / length / iova, CHANGE_PD pd,
+ * CHANGE_ACCESS access.  The keys stay; the NIC's cached translations of
+ * the MR are invalidated.  Returns 0 or an errno (the MR is unchanged). */
+int nic_mr_rereg(struct nic_mr *mr, int flags, struct nic_pd *pd, void *addr, uint64_t length,
+                 uint64_t iova, int access);
+/* Pages (of the NIC's translation page size) that [addr, addr+length) spans. */
+uint64_t nic_mr_pages(const struct nic *nic, const void *addr, uint64_t length);
+/* `n` commands through the NIC's command interface issued now (after those
+ * already queued): the delay until they are done.  The verbs layer sleeps
+ * the calling thread that long (ibv_reg_mr waits for the firmware). */
+sim_time_t nic_cmd_delay(struct nic *nic, uint32_t n);
 /* Device memory: NULL with errno ENOMEM past nic.dm_bytes in all (EINVAL
  * for length 0, EOPNOTSUPP when the NIC has none); free: EBUSY while MRs
  * use it. */

@@ -214,6 +214,9 @@ struct nic {
     bool xl_pumping;
     bool rx_stalled; /* every processing unit busy: received packets wait */
 
+    /* command interface (mr.c): busy until then */
+    sim_time_t cmd_free_ps;
+
     /* device memory (dm.c) */
     struct nic_dm **dms;
     uint32_t n_dms, cap_dms;
@@ -667,8 +670,12 @@ void nic_mem_read(struct nic *nic, struct nic_op *op, unsigned kind, uint64_t by
                   void *b);
 void nic_mem_write(struct nic *nic, struct nic_op *op, unsigned kind, uint64_t bytes,
                    sim_cb_fn done, void *b);
-/* The MR is going away: forget its key and page translations. */
+/* The MR is going away or changing: its cached key and page translations
+ * are invalidated (everything, with nic.dereg_flush all). */
 void nic_xlate_forget_mr(struct nic *nic, const struct nic_mr *mr);
+/* A registration wrote the MR's key and translations: with
+ * nic.mr_write_allocate the caches take them (evicting others). */
+void nic_xlate_learn_mr(struct nic *nic, const struct nic_mr *mr);
 
 /* ---------------------------------------------------------------- aq.c */
 

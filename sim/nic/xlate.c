@@ -143,6 +143,41 @@ void nic_xlate(struct nic *nic, struct nic_op *op, void (*go)(struct nic_op *op)
     xl_pump(nic);
 }
 
+/* ---------------------------------------------------------------- registration */
+
+static bool mtt_of_key(uint64_t line, const void *arg)
+{
+    return (line >> 32) == *(const uint32_t *)arg;
+}
+
+void nic_xlate_forget_mr(struct nic *nic, const struct nic_mr *mr)
+{
+    if (nic->p.dereg_flush == NIC_DEREG_FLUSH_ALL) {
+        nic->cnt.xlate_invalidated += nic_cache_invalidate_if(&nic->mpt, NULL, NULL);
+        nic->cnt.xlate_invalidated += nic_cache_invalidate_if(&nic->mtt, NULL, NULL);
+        return;
+    }
+    uint32_t key = mr->lkey;
+    if (nic_cache_contains(&nic->mpt, key >> 8)) {
+        nic_cache_invalidate(&nic->mpt, key >> 8);
+        nic->cnt.xlate_invalidated++;
+    }
+    nic->cnt.xlate_invalidated += nic_cache_invalidate_if(&nic->mtt, mtt_of_key, &key);
+}
+
+void nic_xlate_learn_mr(struct nic *nic, const struct nic_mr *mr)
+{
+    if (!nic->p.mr_write_allocate || mr->dm)
+        return;
+    nic_cache_insert(&nic->mpt, mr->lkey >> 8);
+    uint64_t pages = nic_mr_pages(nic, mr->host_addr, mr->length);
+    uint64_t lines = (pages + NIC_MTT_LINE - 1) / NIC_MTT_LINE;
+    if (lines > nic->mtt.cap)
+        lines = nic->mtt.cap; /* the last ones written would evict the first */
+    for (uint64_t ln = 0; ln < lines; ln++)
+        nic_cache_insert(&nic->mtt, (uint64_t)mr->lkey << 32 | (ln & 0xffffffffu));
+}
+
 /* ---------------------------------------------------------------- memory access */
 
 static void mem_go(struct nic_op *op)
