@@ -44,6 +44,7 @@ void host_cpu_params_default(struct host_cpu_params *p)
     p->mr_unpin_page_ps = 57 * SIM_NS;
     p->memcpy_bytes_per_s = 7000000000ull;
     p->wakeup_ps = 50 * SIM_NS;
+    p->wakeup_noise = 0; /* none; the calibrated profiles turn it on (docs/noise.md) */
 }
 
 void host_init(struct host *h, struct sim *sim, uint32_t id, const char *name,
@@ -56,6 +57,9 @@ void host_init(struct host *h, struct sim *sim, uint32_t id, const char *name,
     h->cpu = *cpu;
     sim_waitq_init(&h->relax_wq, "host_relax");
     sim_waitq_init(&h->cqe_wq, "ibv_poll_cq");
+    char stream[64];
+    snprintf(stream, sizeof(stream), "noise/wakeup/%s", h->name);
+    noise_init_preset(&h->wakeup_noise, sim, cpu->wakeup_noise, stream);
 }
 
 void host_dma_landed(struct host *h)
@@ -198,6 +202,7 @@ void host_park(const char *why)
         sim_waitq_wake_all(t->host->sim, &t->host->relax_wq);
     sim_waitq_wait(&t->host->relax_wq, t->why);
     thread_new_turn(t);
-    if (t->host->cpu.wakeup_ps)
-        sim_proc_sleep(t->host->cpu.wakeup_ps);
+    sim_time_t wake = noise_apply(&t->host->wakeup_noise, t->host->cpu.wakeup_ps);
+    if (wake)
+        sim_proc_sleep(wake);
 }

@@ -11,6 +11,7 @@
 
 #include <stdint.h>
 
+#include "noise.h"
 #include "sim.h"
 
 struct nic;
@@ -32,7 +33,8 @@ struct host_cpu_params {
     sim_time_t mr_pin_page_ps;   /* ibv_reg_mr: pinning one page of the region */
     sim_time_t mr_unpin_page_ps; /* ibv_dereg_mr: unpinning one page */
     uint64_t memcpy_bytes_per_s; /* host_memcpy cost */
-    sim_time_t wakeup_ps;        /* a parked poller notices new data */
+    sim_time_t wakeup_ps;        /* a parked poller notices new data (median) */
+    uint32_t wakeup_noise;       /* its variation: a noise preset (sim/noise.h), 0 = none */
 };
 
 void host_cpu_params_default(struct host_cpu_params *p);
@@ -49,6 +51,7 @@ struct host {
     /* Changes a parked thread could observe: DMA writes and CQEs landed and
      * CPU time charged by any thread of the host (host_park compares). */
     uint64_t activity_gen;
+    struct noise wakeup_noise; /* draws for cpu.wakeup_ps (stream "noise/wakeup/<name>") */
 };
 
 /* Per-process state of a program running on a host (the sim_proc user

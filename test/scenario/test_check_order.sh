@@ -124,8 +124,11 @@ timeout 120 "$bin" check-order "$L/header_flag.yaml" --runs 3 "${hdr[@]}" \
 rc=$?
 check "--vary: violation in run 2 of 6 (seed 1, max_mtu 1024), exit 1 (got $rc)" \
     "[ $rc -eq 1 ] && grep -q '^check-order: VIOLATION in run 2 of 6 (seed 1, --set hardware.nic.max_mtu=1024)' '$scratch/vary.out'"
-check "--vary: first bad byte 1024 (the second 1 KiB packet)" \
-    "[ \"\$(jget '$scratch/vary.json' violation.report.first_bad_byte)\" = 1024 ]"
+# which packet the reader catches missing depends on when its poll sees the
+# header (seeded poll-wakeup noise, docs/noise.md): a packet boundary after
+# the first packet
+check "--vary: first bad byte at a 1 KiB packet boundary after the first packet" \
+    "fb=\$(jget '$scratch/vary.json' violation.report.first_bad_byte); [ \$((fb % 1024)) = 0 ] && [ \$fb -ge 1024 ] && [ \$fb -le 3072 ]"
 repro=$(sed -n 's/^  reproduce: //p' "$scratch/vary.out")
 check "--vary: reproduce command names the configuration" \
     "grep -qF -- '--seed 1' <<<\"\$repro\" && grep -qF -- '--set hardware.nic.max_mtu=1024' <<<\"\$repro\""

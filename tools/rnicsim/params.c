@@ -193,7 +193,10 @@ const struct param_def hw_params[] = {
       "ibv_dereg_mr: unpinning one page"),
     P("host.cpu.memcpy_rate", PARAM_BYTE_RATE, cpu, memcpy_bytes_per_s,
       "host_memcpy copy rate (written in bits/s, e.g. 56Gbps = 7 GB/s)"),
-    P("host.cpu.wakeup", PARAM_TIME, cpu, wakeup_ps, "a parked poller notices new data"),
+    P("host.cpu.wakeup", PARAM_TIME, cpu, wakeup_ps,
+      "a parked poller notices new data (the median; host.cpu.wakeup_noise adds variation)"),
+    PE("host.cpu.wakeup_noise", cpu, wakeup_noise, noise_preset_names,
+       "variation of host.cpu.wakeup: a named distribution (docs/noise.md), none = off"),
 };
 
 const size_t hw_params_count = sizeof(hw_params) / sizeof(hw_params[0]);
