@@ -34,14 +34,16 @@ void host_cpu_params_default(struct host_cpu_params *p)
     p->poll_cq_ps = 30 * SIM_NS;
     p->poll_cqe_ps = 20 * SIM_NS;
     p->control_verb_ps = 2 * SIM_US;
-    /* Registration (docs/nic.md "Memory registration"): CALIBRATION.md
-     * "Host" row "memory allocate + pin latency ~1 ms for 16 MiB (median
-     * 0.97 ms)" (RIMA seed, Sec. 5.2.1): 0.97 ms / 4096 pages = 237 ns per
-     * 4 KiB page.  Unpinning: the ratio of deregistration to registration
-     * time Mooncake measured for 500 GB sequentially (PR 855: 11.754 s vs
-     * 49.198 s = 0.239): 57 ns per page. */
-    p->mr_pin_page_ps = 237 * SIM_NS;
-    p->mr_unpin_page_ps = 57 * SIM_NS;
+    /* Registration (docs/nic.md "Memory registration"): fitted to one
+     * ibv_reg_mr of 256 GB through libfabric's verbs provider taking "more
+     * than 20 seconds" (github.com/ofiwg/libfabric issue 4738): 20 s less
+     * the NIC commands (nic.cmd_proc per nic.mtt_per_cmd pages), over
+     * 67.1 M pages of 4 KiB = 292 ns per page (validate row reg-256g-
+     * libfabric; checked on UCX issue 10719 and Mooncake PR 855).
+     * Unpinning: Mooncake PR 855 measured deregistration at 0.239x the
+     * registration of the same 500 GB (11.754 s vs 49.198 s): 71 ns. */
+    p->mr_pin_page_ps = 292 * SIM_NS;
+    p->mr_unpin_page_ps = 71 * SIM_NS;
     p->memcpy_bytes_per_s = 7000000000ull;
     p->wakeup_ps = 50 * SIM_NS;
     p->wakeup_noise = 0; /* none; the calibrated profiles turn it on (docs/noise.md) */

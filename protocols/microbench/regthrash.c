@@ -2,8 +2,11 @@
  * loop and report what the calls cost.
  *
  *   regthrash [--bytes=B] [--count=N] [--duration=US] [--mode=reg|rereg]
- *             [--gap=NS] [--name=TABLE]
+ *             [--gap=NS] [--name=TABLE] [--no-touch]
  *
+ * --no-touch reserves the buffers without touching them (mmap
+ * MAP_NORESERVE), so a registration of hundreds of GiB can be timed; the
+ * buffers must then carry no traffic.
  * --count=0 does nothing (a scenario switches the load off that way).
  * --mode=reg   each iteration ibv_reg_mr + ibv_dereg_mr of a B-byte buffer
  * --mode=rereg one MR; each iteration ibv_rereg_mr moves its translation
@@ -26,13 +29,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "protocols/common/rc_conn.h"
 #include "rnicsim/host.h"
 
 struct rt_opts {
     uint64_t bytes, count, duration_us, gap_ns;
-    bool rereg;
+    bool rereg, no_touch;
     const char *name;
 };
 
@@ -41,7 +45,7 @@ static int rt_usage(const char *prog, const char *bad)
     if (bad)
         fprintf(stderr, "%s: bad option '%s'\n", prog, bad);
     printf("usage: %s [--bytes=B] [--count=N] [--duration=US] [--mode=reg|rereg] [--gap=NS] "
-           "[--name=TABLE]\n",
+           "[--name=TABLE] [--no-touch]\n",
            prog);
     return bad ? 2 : 0;
 }
@@ -64,6 +68,10 @@ static int rt_parse(int argc, char **argv, struct rt_opts *o)
             continue;
         if (!strcmp(a, "--mode=reg") || !strcmp(a, "--mode=rereg")) {
             o->rereg = !strcmp(a + 7, "rereg");
+            continue;
+        }
+        if (!strcmp(a, "--no-touch")) {
+            o->no_touch = true;
             continue;
         }
         if (!strncmp(a, "--name=", 7) && a[7]) {
@@ -90,14 +98,22 @@ int regthrash_main(int argc, char **argv)
     ibv_free_device_list(devs);
     struct ibv_pd *pd = ctx ? ibv_alloc_pd(ctx) : NULL;
     uint8_t *buf[2];
-    buf[0] = aligned_alloc(4096, (o.bytes + 4095) / 4096 * 4096);
-    buf[1] = aligned_alloc(4096, (o.bytes + 4095) / 4096 * 4096);
+    size_t alloc = (size_t)((o.bytes + 4095) / 4096 * 4096);
+    for (int i = 0; i < 2; i++) {
+        if (o.no_touch) {
+            void *m = mmap(NULL, alloc, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+            buf[i] = m == MAP_FAILED ? NULL : m;
+        } else {
+            buf[i] = aligned_alloc(4096, alloc);
+            if (buf[i])
+                memset(buf[i], 0, o.bytes);
+        }
+    }
     if (!pd || !buf[0] || !buf[1]) {
         fprintf(stderr, "%s: setup failed\n", argv[0]);
         return 1;
     }
-    memset(buf[0], 0, o.bytes);
-    memset(buf[1], 0, o.bytes);
     const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ;
     uint64_t it = 0, t_reg = 0, t_dereg = 0, t_rereg = 0;
     struct ibv_mr *keep = o.rereg ? ibv_reg_mr(pd, buf[0], o.bytes, access) : NULL;
@@ -150,7 +166,11 @@ int regthrash_main(int argc, char **argv)
         ibv_dereg_mr(keep);
     ibv_dealloc_pd(pd);
     ibv_close_device(ctx);
-    free(buf[0]);
-    free(buf[1]);
+    for (int i = 0; i < 2; i++) {
+        if (o.no_touch)
+            munmap(buf[i], alloc);
+        else
+            free(buf[i]);
+    }
     return 0;
 }

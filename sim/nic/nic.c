@@ -154,11 +154,13 @@ void nic_params_default(struct nic_params *p)
     p->mtt_ways = 8;
     p->cache_replacement = NIC_CACHE_RANDOM;
     /* Requester READ/atomic contexts (comp.c / nic.c; docs/nic.md "READ and
-     * atomic engines"): fitted to the ConnectX-6 QP-scaling comment (32
-     * threads: READ 83 Mops at 32 QPs, 55 at 64 - docs/validation.md rows
-     * qp-cx6-read-*): the drop between 32 and 64 QPs with READs outstanding
-     * puts the on-chip state at a few tens of QPs; 48 entries, 4-way.  A
-     * miss re-reads the READ's WQE (one 64 B basic block, mlx5 PRM). */
+     * atomic engines"): an estimate from the ConnectX-6 QP-scaling comment
+     * (32 threads: READ 83 Mops at 32 QPs, 55 at 64 - docs/validation.md
+     * points qp-cx6-read-*): the drop between 32 and 64 QPs with READs
+     * outstanding puts the on-chip state at a few tens of QPs; 48 entries,
+     * 4-way.  A miss re-reads the READ's WQE (one 64 B basic block, mlx5
+     * PRM).  Known limit: with misses that cheap the model's collapse starts
+     * near 512 QPs, not 64. */
     p->rd_ctx_entries = 48;
     p->rd_ctx_ways = 4;
     p->rd_ctx_bytes = 64;
