@@ -156,6 +156,18 @@ static inline struct shim_channel *shim_channel(struct ibv_comp_channel *c)
     return shim_container_of(c, struct shim_channel, ch);
 }
 
+/* The destination of an address vector, or -1 if no node of the fabric
+ * answers to it: a GID (mandatory on a RoCE port: GRH required), or on an
+ * InfiniBand port (nic.link_layer ib) a unicast LID. */
+static inline int64_t shim_av_node(const struct nic *nic, const struct ibv_ah_attr *ah)
+{
+    if (ah->is_global)
+        return ah->grh.sgid_index < SHIM_GID_TBL_LEN ? nic_node_from_gid(&ah->grh.dgid) : -1;
+    if (nic_get_params(nic)->link_layer != NIC_LINK_IB || ah->dlid == 0 || ah->dlid >= 0xc000)
+        return -1;
+    return (int64_t)ah->dlid - 1;
+}
+
 /* ---------------------------------------------------------------- cost.c-like helpers (device.c)
  */
 
@@ -203,6 +215,9 @@ int shim_req_notify_cq(struct ibv_cq *cq, int solicited_only);
 
 int shim_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad_wr);
 int shim_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr);
+/* Is `op` an opcode a send queue of type `t` takes (the IBA table; RIMA
+ * append on RC)?  Also what emulation mode checks a client's WQEs with. */
+bool shim_send_opcode_ok(enum ibv_qp_type t, enum ibv_wr_opcode op);
 /* Build the NIC's receive WQE from `wr` (at most max_sge SGEs): 0 or EINVAL. */
 int shim_recv_wqe(const struct ibv_recv_wr *wr, uint32_t max_sge, struct nic_recv_wqe *wqe);
 

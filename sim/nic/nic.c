@@ -98,6 +98,7 @@ void nic_params_default(struct nic_params *p)
      * by default (relaxed ordering is opt-in per MR). */
     p->transport = NIC_TRANSPORT_IB;
     p->dma_ordering = NIC_DMA_STRICT;
+    p->link_layer = NIC_LINK_ETHERNET; /* RoCEv2, as ConnectX-5 Ethernet ports */
     /* Estimate: SRD retransmits "at microsecond granularity" with a timeout
      * tracking the datacenter RTT (Shalev et al., IEEE Micro 2020, gives no
      * number); 100 us is a few times a loaded RTT of a small fabric
@@ -215,6 +216,7 @@ const char *const nic_transport_names[] = {"ib", "ib-ar", "efa-srd", "1rma", NUL
 const char *const nic_dma_ordering_names[] = {"strict", "relaxed", NULL};
 const char *const nic_cache_replacement_names[] = {"random", "lru", NULL};
 const char *const nic_dereg_flush_names[] = {"mr", "all", NULL};
+const char *const nic_link_layer_names[] = {"ethernet", "ib", NULL};
 
 /* ---------------------------------------------------------------- op pool */
 
@@ -286,8 +288,9 @@ void nic_copy_from_host(struct nic *nic, const struct nic_op *op, uint8_t *buf)
     uint32_t off = 0;
     for (uint32_t i = 0; i < op->n_seg; i++) {
         const struct nic_seg *s = &op->seg[i];
-        if (s->len && nic_mr_lookup(nic, s->key))
-            memcpy(buf + off, s->host, s->len);
+        const struct nic_mr *mr = s->len ? nic_mr_lookup(nic, s->key) : NULL;
+        if (mr)
+            nic_host_read(mr, buf + off, s->host, s->len);
         off += s->len;
     }
 }
@@ -297,8 +300,9 @@ void nic_copy_to_host(struct nic *nic, const struct nic_op *op, const uint8_t *b
     uint32_t off = 0;
     for (uint32_t i = 0; i < op->n_seg; i++) {
         const struct nic_seg *s = &op->seg[i];
-        if (s->len && nic_mr_lookup(nic, s->key))
-            memcpy(s->host, buf + off, s->len);
+        const struct nic_mr *mr = s->len ? nic_mr_lookup(nic, s->key) : NULL;
+        if (mr)
+            nic_host_write(mr, s->host, buf + off, s->len);
         off += s->len;
     }
 }

@@ -67,6 +67,16 @@ enum nic_cache_replacement {
 };
 extern const char *const nic_cache_replacement_names[]; /* "random", "lru", NULL */
 
+/* What the port reports itself as: a RoCEv2 (Ethernet) port, with GIDs
+ * and no LIDs, or an InfiniBand port with LID node_id + 1, which
+ * addresses without a GRH work on (e.g. ibv_rc_pingpong without -g).  The
+ * packets and their timing are the same model either way. */
+enum nic_link_layer {
+    NIC_LINK_ETHERNET,
+    NIC_LINK_IB,
+};
+extern const char *const nic_link_layer_names[]; /* "ethernet", "ib", NULL */
+
 struct nic_params {
     uint64_t port_rate_bps;      /* reported by query_port; the link sets the real rate */
     enum ibv_mtu max_mtu;        /* largest path MTU the port accepts */
@@ -87,6 +97,7 @@ struct nic_params {
     sim_time_t atomic_proc_ps; /* atomic unit occupancy per op (plus the PCIe RMW) */
     uint32_t transport;        /* enum nic_transport */
     uint32_t dma_ordering;     /* enum nic_dma_ordering */
+    uint32_t link_layer;       /* enum nic_link_layer (what query_port reports) */
     /* transport personalities (srd.c, onerma.c; docs/nic.md) */
     sim_time_t srd_rto_ps;        /* EFA SRD: retransmission timeout of an unacknowledged packet */
     sim_time_t onerma_timeout_ps; /* 1RMA: an op not completed by then fails (fail-fast) */
@@ -164,6 +175,18 @@ struct nic_mr {
     bool valid;
     uint8_t page_shift; /* translation page: 12 (4 KiB) or 21 (2 MiB huge pages) */
     struct nic_dm *dm;  /* registered on device memory (ibv_reg_dm_mr), else NULL */
+    /* Whose memory the bytes are (hostmem.c): NULL = the simulator's own,
+     * at host_addr; else an accessor (emulation mode: another process's
+     * registered memory, emu/daemon/remote_mem.c). */
+    const struct nic_host_mem *mem;
+    void *mem_ctx;
+};
+
+/* Access to memory behind an MR that is not the simulator's own.  Each
+ * call names a range inside the MR (hostmem.c checks); 0 or an errno. */
+struct nic_host_mem {
+    int (*read)(void *ctx, const struct nic_mr *mr, void *dst, const uint8_t *host, size_t len);
+    int (*write)(void *ctx, const struct nic_mr *mr, uint8_t *host, const void *src, size_t len);
 };
 
 /* Device memory (ibv_alloc_dm): bytes inside the NIC.  RDMA to an MR on
@@ -425,6 +448,13 @@ uint64_t nic_mr_pages(const struct nic *nic, const void *addr, uint64_t length);
  * already queued): the delay until they are done.  The verbs layer sleeps
  * the calling thread that long (ibv_reg_mr waits for the firmware). */
 sim_time_t nic_cmd_delay(struct nic *nic, uint32_t n);
+
+/* The NIC's reads and writes of an MR's bytes (hostmem.c): a memcpy, or
+ * mr->mem.  A range that is not inside the MR is refused (EFAULT) and
+ * nothing is copied; a refused or failed read leaves zeros in `dst`. */
+void nic_mr_set_host_mem(struct nic_mr *mr, const struct nic_host_mem *mem, void *ctx);
+int nic_host_read(const struct nic_mr *mr, void *dst, const uint8_t *host, size_t len);
+int nic_host_write(const struct nic_mr *mr, uint8_t *host, const void *src, size_t len);
 /* Device memory: NULL with errno ENOMEM past nic.dm_bytes in all (EINVAL
  * for length 0, EOPNOTSUPP when the NIC has none); free: EBUSY while MRs
  * use it. */

@@ -11,6 +11,7 @@
  *                  [--update FILE.md]   (table2.c)
  *   rnicsim sweep FILE.yaml --set KEY=V1,V2,...  [-j N] [-o DIR] [--seed N]
  *                 [--profiles DIR] [--plot x=KEY,y=COL[,series=KEY]]   (sweep.c)
+ *   rnicsim emulate FILE.yaml [options]   (emu/daemon/main.c: emulation mode)
  *
  * Exit status of `run`: 0 done; 1 a program returned non-zero; 2 bad
  * command line or scenario (nothing ran); 3 deadlock; 4 stop_time reached
@@ -23,6 +24,9 @@
 #include <unistd.h>
 
 #include "tools/rnicsim/rnicsim.h"
+#ifdef RNICSIM_HAVE_EMU
+#include "emu/daemon/emu.h"
+#endif
 
 #define EXIT_USAGE 2
 #define EXIT_INTERNAL 5
@@ -61,6 +65,12 @@ static void usage(FILE *out)
                  "validate: run the published data points (validation/points.yaml) and\n"
                  "  compare; exit status: 0 all within tolerance or known limits, 1 a point\n"
                  "  outside or in error, 2 bad input, 5 output error.\n");
+#ifdef RNICSIM_HAVE_EMU
+    fprintf(out, "emulate FILE.yaml [-o RESULTS.json] [--socket PATH] [--duration DUR] ...:\n"
+                 "  run the scenario's hardware paced by the wall clock for unmodified verbs\n"
+                 "  programs (docs/emulation.md); JSON results when stopped (SIGINT/SIGTERM);\n"
+                 "  all options: rnicsim emulate --help.\n");
+#endif
 }
 
 /* "--opt VALUE" or "--opt=VALUE"; advances *i.  NULL if not this option. */
@@ -267,6 +277,10 @@ int main(int argc, char **argv)
         return sweep_main(argc - 2, argv + 2);
     if (!strcmp(cmd, "validate"))
         return validate_main(argc - 2, argv + 2);
+#ifdef RNICSIM_HAVE_EMU
+    if (!strcmp(cmd, "emulate"))
+        return emulate_main("rnicsim emulate", argc - 2, argv + 2);
+#endif
     if (!strcmp(cmd, "programs")) {
         programs_list(stdout);
         return 0;

@@ -75,6 +75,8 @@ const struct param_def hw_params[] = {
       "atomic unit occupancy per operation (plus the PCIe read-modify-write)"),
     PE("nic.transport", nic, transport, nic_transport_names,
        "transport personality of RC QPs: ib, ib-ar (adaptive routing), efa-srd, 1rma"),
+    PE("nic.link_layer", nic, link_layer, nic_link_layer_names,
+       "port type reported to verbs: ethernet (RoCEv2: GIDs, no LIDs) or ib (LID = node + 1)"),
     PE("nic.dma_ordering", nic, dma_ordering, nic_dma_ordering_names,
        "payload DMA writes: strict (address order, before the CQE) or relaxed"),
     P("nic.srd_rto", PARAM_TIME, nic, srd_rto_ps,

@@ -162,6 +162,7 @@ struct scenario_opts {
     size_t nsets;
     bool have_seed; /* --seed */
     uint64_t seed;
+    bool emulate; /* emulation mode (emu/): no `programs:` */
 };
 
 /* Load a scenario file (or, when `text` is non-NULL, that text under the

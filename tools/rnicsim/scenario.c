@@ -24,7 +24,7 @@
  *     - {all: out/pcap}                                every link, <dir>/<from>-to-<to>.pcap
  *   vars: {qps: 4, size: 4096}  optional variables: ${qps} in a program's host,
  *                               program and args ($$ is a literal $)
- *   programs:                   required, at least one
+ *   programs:                   required, at least one (absent in emulation mode)
  *     - {host: h1, program: perftest, args: [...], daemon: false, stack: 256KiB}
  *
  * Order: C defaults -> profile file -> `hardware:` -> --set (the --set
@@ -651,9 +651,19 @@ static int read_program(struct scenario *s, struct cfg_node *item, size_t idx,
     return 0;
 }
 
-static int read_programs(struct scenario *s, struct cfg_node *root, struct cfg_error *err)
+static int read_programs(struct scenario *s, struct cfg_node *root, const struct scenario_opts *o,
+                         struct cfg_error *err)
 {
-    struct cfg_node *progs;
+    struct cfg_node *progs = cfg_child(root, "programs");
+    if (o && o->emulate) {
+        /* emulation mode (emu/): the programs are real processes */
+        if (progs)
+            return cfg_errorf(err, progs,
+                              "'programs': emulation mode runs no simulated programs; attach real "
+                              "ones with RNICSIM_HOST=<host> (docs/emulation.md), or use 'rnicsim "
+                              "run' for this file");
+        return 0;
+    }
     if (cfg_req_node(root, "programs", CFG_SEQ, &progs, err))
         return -1;
     if (progs->n == 0)
@@ -706,7 +716,7 @@ static int read_scenario(struct scenario *s, const struct scenario_opts *o, stru
     struct name_check nc = {0};
     int rc = read_topology(s, root, &nc, err) || read_captures(s, root, &nc, err);
     name_check_free(&nc);
-    if (rc || read_programs(s, root, err))
+    if (rc || read_programs(s, root, o, err))
         return -1;
     return cfg_check_unused(root, "", err);
 }
