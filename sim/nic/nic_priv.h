@@ -14,7 +14,7 @@
  * numbers; docs/nic.md explains each). */
 enum {
     NIC_STAGE_SLOTS = 256,           /* packets a QP half may hold between build and wire */
-    NIC_STAGE_MAX_BYTES = 32 * 1024, /* payload bytes a QP half may prefetch by DMA */
+    NIC_STAGE_MAX_BYTES = 64 * 1024, /* payload bytes a QP half may prefetch by DMA */
     NIC_RESP_WORK_SLOTS = 64,        /* responder work FIFO (ACKs, reads, atomics) */
     NIC_TX_LINK_PKTS = 2,            /* frames the NIC keeps queued on its uplink */
     NIC_ATOMIC_HISTORY = 16,         /* most replies kept for duplicate atomics (the QP keeps

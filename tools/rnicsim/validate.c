@@ -111,7 +111,14 @@ static int v_parse_args(int argc, char **argv, struct v_opts *o)
             dst = &o->doc;
         else if (!strcmp(a, "--profiles"))
             dst = &o->profiles;
-        else if (!strcmp(a, "-j")) {
+        else if (!strncmp(a, "-j", 2) && a[2]) {
+            if (atoi(a + 2) < 1) {
+                fprintf(stderr, "rnicsim validate: -j needs a number >= 1\n");
+                return -1;
+            }
+            o->jobs = (unsigned)atoi(a + 2);
+            continue;
+        } else if (!strcmp(a, "-j")) {
             if (i + 1 >= argc || atoi(argv[i + 1]) < 1) {
                 fprintf(stderr, "rnicsim validate: -j needs a number >= 1\n");
                 return -1;
