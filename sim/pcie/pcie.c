@@ -523,11 +523,20 @@ static void pump_event(struct sim *sim, struct sim_event *ev)
     sim_time_t now = sim_now(sim);
     while (l->rq_head) {
         struct pcie_read_op *op = l->rq_head;
-        fc_pool_release_until(&l->tags, now);
-        fc_pool_release_until(&l->nph, now);
-        uint64_t free_tags = fc_pool_hdr_free(&l->tags, l->tags_unknown);
-        uint64_t free_nph = fc_pool_hdr_free(&l->nph, 0);
         uint64_t k = op->n_req - op->n_sent;
+        /* Releases are lazy: a pool is brought up to date only when what it
+         * counts as held would limit this op (the units held are bounded by
+         * its capacity either way). */
+        uint64_t free_tags = fc_pool_hdr_free(&l->tags, l->tags_unknown);
+        if (free_tags < k) {
+            fc_pool_release_until(&l->tags, now);
+            free_tags = fc_pool_hdr_free(&l->tags, l->tags_unknown);
+        }
+        uint64_t free_nph = fc_pool_hdr_free(&l->nph, 0);
+        if (free_nph < k) {
+            fc_pool_release_until(&l->nph, now);
+            free_nph = fc_pool_hdr_free(&l->nph, 0);
+        }
         k = free_tags < k ? free_tags : k;
         k = free_nph < k ? free_nph : k;
         if (k == 0) {

@@ -70,10 +70,13 @@ static int grp_release_until(struct fc_pool *p, struct fc_group *g, sim_time_t t
 void fc_pool_set_unordered(struct fc_pool *p)
 {
     p->unordered = 1;
+    p->min_next = SIM_TIME_NEVER;
 }
 
 void fc_pool_release_until(struct fc_pool *p, sim_time_t t)
 {
+    if (p->unordered && t < p->min_next)
+        return; /* nothing is due in any group */
     while (p->len) {
         struct fc_group *g = &p->g[p->head];
         if (!grp_release_until(p, g, t))
@@ -83,12 +86,24 @@ void fc_pool_release_until(struct fc_pool *p, sim_time_t t)
     }
     if (!p->unordered)
         return;
-    for (size_t k = 1; k < p->len; k++)
-        grp_release_until(p, &p->g[(p->head + k) & (p->size - 1)], t);
+    sim_time_t next = SIM_TIME_NEVER;
+    for (size_t k = 0; k < p->len; k++) {
+        struct fc_group *g = &p->g[(p->head + k) & (p->size - 1)];
+        if (k)
+            grp_release_until(p, g, t);
+        if (g->i < g->n) {
+            sim_time_t r = grp_release(g, g->i);
+            if (r < next)
+                next = r;
+        }
+    }
+    p->min_next = next;
 }
 
 sim_time_t fc_pool_next_release(const struct fc_pool *p)
 {
+    if (p->unordered)
+        return p->len ? p->min_next : SIM_TIME_NEVER;
     sim_time_t best = SIM_TIME_NEVER;
     for (size_t k = 0; k < p->len; k++) {
         const struct fc_group *g = &p->g[(p->head + k) & (p->size - 1)];
@@ -148,6 +163,11 @@ int fc_pool_push(struct fc_pool *p, const struct fc_group *g)
     }
     p->g[(p->head + p->len) & (p->size - 1)] = *g;
     p->len++;
+    if (p->unordered && g->i < g->n) {
+        sim_time_t r = grp_release(g, g->i);
+        if (r < p->min_next)
+            p->min_next = r;
+    }
     p->hdr_out += g->n;
     p->data_out += (g->n - 1) * g->data_each + g->data_last;
     return 0;

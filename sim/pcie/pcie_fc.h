@@ -15,7 +15,8 @@
  * times are non-decreasing along the ring and only its head is examined;
  * an unordered pool (tags, non-posted credits, whose reads the host
  * fetches at their own pace: docs/pcie.md "Read fetch rate") examines
- * every group, O(groups held). */
+ * every group, O(groups held), but only when a release is due: it keeps
+ * the earliest next release over its groups (min_next). */
 #ifndef RNICSIM_PCIE_FC_H
 #define RNICSIM_PCIE_FC_H
 
@@ -36,6 +37,7 @@ struct fc_pool {
     struct fc_group *g;
     size_t size, head, len; /* ring; size is a power of two (index & (size - 1)) */
     int unordered;          /* groups may release out of ring order */
+    sim_time_t min_next;    /* unordered: no unit is released before this (a cache) */
 };
 
 void fc_pool_init(struct fc_pool *p, uint64_t hdr_cap, uint64_t data_cap);
