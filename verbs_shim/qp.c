@@ -463,6 +463,24 @@ int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask)
     return 0;
 }
 
+/* ibv_modify_qp_rate_limit: packet pacing of one QP (mlx5 offers it as
+ * per-QP packet pacing) at rate_limit kbit/s; 0 removes the limit.
+ * max_burst_sz and typical_pkt_sz are accepted: the NIC paces packet by
+ * packet (sim/nic/ratelimit.c), so there is no burst to size.  EINVAL for
+ * NULL arguments, a comp_mask bit the provider does not know, or a QP in
+ * RESET (rdma-core: the QP must be at least INIT for a modify). */
+int shim_modify_qp_rate_limit(struct ibv_qp *qp, struct ibv_qp_rate_limit_attr *attr)
+{
+    shim_charge_control();
+    if (!qp || !attr || attr->comp_mask)
+        return EINVAL;
+    struct shim_qp *sqp = shim_qp(qp);
+    if (sqp->nqp->state == IBV_QPS_RESET)
+        return EINVAL;
+    sqp->nqp->attr.rate_limit = attr->rate_limit;
+    return nic_qp_set_rate_limit(sqp->nqp, (uint64_t)attr->rate_limit * 1000);
+}
+
 /* ---------------------------------------------------------------- query */
 
 /* Returns 0 with every attribute filled (whatever attr_mask asks, as

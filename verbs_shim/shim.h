@@ -197,6 +197,8 @@ int shim_query_device_ex(struct ibv_context *context, const struct ibv_query_dev
 /* The node GUID (network byte order) derived from the fabric node id. */
 __be64 shim_node_guid(const struct nic *nic);
 /* verbs_context.query_port: copies min(port_attr_len, ours), zeroes the rest. */
+/* qp.c: ibv_modify_qp_rate_limit (the NIC's per-QP pacing, sim/nic/ratelimit.c) */
+int shim_modify_qp_rate_limit(struct ibv_qp *qp, struct ibv_qp_rate_limit_attr *attr);
 int shim_query_port_ex(struct ibv_context *context, uint8_t port_num,
                        struct ibv_port_attr *port_attr, size_t port_attr_len);
 int shim_query_device_attr(struct ibv_context *context, struct ibv_device_attr *attr);

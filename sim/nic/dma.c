@@ -98,7 +98,8 @@ static void dma_copy(struct nic *nic, const struct nic_op *op, uint32_t off, uin
         if (off < end) {
             uint32_t in = off - pos;
             uint32_t n = s->len - in < len ? s->len - in : len;
-            const struct nic_mr *mr = nic_mr_lookup(nic, s->key);
+            /* `payload: none`: no bytes move (pkt.h) */
+            const struct nic_mr *mr = nic->no_payload ? NULL : nic_mr_lookup(nic, s->key);
             if (mr)
                 nic_host_write(mr, s->host + in, op->dma_src + off, n);
             if (trace) {

@@ -149,6 +149,16 @@ struct nic_params {
     uint32_t rima_tpt_entries; /* tail pointer table entries = AQs at most (0 = no RIMA) */
     sim_time_t rima_tpt_ps;    /* one TPT lookup + tail add (per appended message) */
     sim_time_t rima_alloc_ps;  /* host: background allocation of one chunk after a watermark IRQ */
+    /* DCQCN congestion control (dcqcn.c; docs/lossless.md) */
+    bool dcqcn;                        /* ECT on sent packets, CNPs, rate control */
+    sim_time_t cnp_interval_ps;        /* a QP sends at most one CNP per this */
+    sim_time_t dcqcn_timer_ps;         /* rate-increase timer T and alpha timer K */
+    uint64_t dcqcn_byte_counter_bytes; /* byte counter B */
+    uint64_t dcqcn_rai_bps;            /* additive increase R_AI */
+    uint64_t dcqcn_rhai_bps;           /* hyper increase R_HAI */
+    uint64_t dcqcn_min_rate_bps;       /* a QP is never cut below this */
+    uint32_t dcqcn_f;                  /* fast-recovery stages F */
+    uint32_t cnp_prio;                 /* priority of CNPs */
 };
 
 /* ConnectX-5-like defaults; each field's source is in nic.c. */
@@ -404,6 +414,8 @@ struct nic_counters {
     /* RIMA (aq.c) */
     uint64_t rima_appends;  /* append messages accepted (tail advanced) */
     uint64_t rima_rnr_naks; /* append messages refused for want of room */
+    /* DCQCN (dcqcn.c) */
+    uint64_t cnps_tx, cnps_rx; /* congestion notification packets sent / received */
     /* memory registration (mr.c): bytes of the MRs registered now, and the
      * most ever registered at once (rnicsim table2's memory columns) */
     uint64_t mr_bytes, mr_bytes_peak;
@@ -425,6 +437,9 @@ const struct nic_counters *nic_get_counters(struct nic *nic);
  * opcode or size (counted; `rnicsim check-order` reports "not runnable"). */
 void nic_note_wr_refused(struct nic *nic);
 uint32_t nic_node_id(const struct nic *nic);
+/* False when the NIC's packet pool carries no payload bytes (`payload:
+ * none`): DMA moves sizes, no bytes are read or written in host memory. */
+bool nic_payload_carried(const struct nic *nic);
 struct host *nic_host(const struct nic *nic);
 /* Resolve a GID / LID to a fabric node id; -1 if unknown. */
 int64_t nic_node_from_gid(const union ibv_gid *gid);
@@ -528,6 +543,12 @@ void nic_aq_set_flags(struct nic_aq *aq, uint32_t flags);
  * crosses PCIe (carrying the WQE itself when BlueFlame applies) and the
  * requester starts when it arrives. */
 void nic_sq_doorbell(struct nic_qp *qp);
+/* Per-QP rate limit (IBV_QP_RATE_LIMIT, ibv_modify_qp_rate_limit):
+ * pacing of the QP's requester packets at `rate_bps` (0 = none); the
+ * rate in force is also bounded by DCQCN's (ratelimit.c). */
+int nic_qp_set_rate_limit(struct nic_qp *qp, uint64_t rate_bps);
+/* The QP's rate in force now (0 = line rate). */
+uint64_t nic_qp_rate_bps(const struct nic_qp *qp);
 /* Move the QP to the error state now and flush every outstanding WR
  * with IBV_WC_WR_FLUSH_ERR (used by modify-to-ERR and by the engines). */
 void nic_qp_to_error(struct nic_qp *qp);

@@ -102,6 +102,11 @@ static void report_outcome(const struct run *r)
             fprintf(stderr, "rnicsim: program '%s' on %s (programs[%zu]) exited with status %d\n",
                     pi->def->program, pi->def->host, i, pi->exit_code);
     }
+    if (r->traffic && traffic_unfinished(r->traffic) && r->sim_result == SIM_RUN_DONE)
+        fprintf(stderr,
+                "deadlock at %s: no event is pending and %llu flows of the traffic generator "
+                "are unfinished (a PFC deadlock holds its frames paused)\n",
+                t, (unsigned long long)traffic_unfinished(r->traffic));
     if (r->sim_result == SIM_RUN_DEADLOCK) {
         fprintf(stderr, "deadlock at %s: no event is pending and these programs are blocked:\n", t);
         sim_deadlock_report(sim, stderr);
@@ -191,6 +196,10 @@ static int cmd_run(int argc, char **argv)
     report_outcome(r);
     rc = run_exit_code(r->result);
     if (out && results_write_json(r, out, why, sizeof(why))) {
+        fprintf(stderr, "rnicsim: %s\n", why);
+        rc = rc ? rc : EXIT_INTERNAL;
+    }
+    if (traffic_write_outputs(r, why, sizeof(why))) {
         fprintf(stderr, "rnicsim: %s\n", why);
         rc = rc ? rc : EXIT_INTERNAL;
     }

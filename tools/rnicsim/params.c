@@ -140,6 +140,21 @@ const struct param_def hw_params[] = {
     P("nic.dm_access", PARAM_TIME, nic, dm_access_ps, "one NIC access to device memory"),
     P("nic.cqe_compression", PARAM_BOOL, nic, cqe_compression,
       "CQE compression: 7 of every 8 CQEs of a CQ written as 8 B mini-CQEs"),
+    /* DCQCN congestion control (sim/nic/dcqcn.c, docs/lossless.md) */
+    P("nic.dcqcn", PARAM_BOOL, nic, dcqcn,
+      "DCQCN: ECT on sent packets, CNPs for CE-marked ones, per-QP rate control"),
+    P("nic.cnp_interval", PARAM_TIME, nic, cnp_interval_ps,
+      "DCQCN: a QP sends at most one CNP per this (Zhu et al. N = 50 us)"),
+    PMIN("nic.dcqcn_timer", PARAM_TIME, nic, dcqcn_timer_ps, 1,
+         "DCQCN: rate-increase timer T and alpha timer K (55 us)"),
+    PMIN("nic.dcqcn_byte_counter", PARAM_SIZE, nic, dcqcn_byte_counter_bytes, 1,
+         "DCQCN: byte counter B (10 MB)"),
+    P("nic.dcqcn_rai", PARAM_RATE, nic, dcqcn_rai_bps, "DCQCN: additive increase R_AI (40 Mb/s)"),
+    P("nic.dcqcn_rhai", PARAM_RATE, nic, dcqcn_rhai_bps, "DCQCN: hyper increase R_HAI (400 Mb/s)"),
+    P("nic.dcqcn_min_rate", PARAM_RATE, nic, dcqcn_min_rate_bps,
+      "DCQCN: a QP's rate is never cut below this (100 Mb/s)"),
+    P("nic.dcqcn_f", PARAM_COUNT, nic, dcqcn_f, "DCQCN: fast-recovery stages F (5)"),
+    P("nic.cnp_prio", PARAM_COUNT, nic, cnp_prio, "priority (0..7) of CNPs (6)"),
     /* RIMA append queues (sim/nic/aq.c, docs/rima.md) */
     P("rima.tpt_entries", PARAM_COUNT, nic, rima_tpt_entries,
       "RIMA tail pointer table entries = append queues at most (0 = no RIMA); Xue et al. 3.2 "
