@@ -216,6 +216,15 @@ static int v_load_point(struct cfg_node *n, struct v_point *p, struct cfg_error 
 
 static const char *const v_top_keys[] = {"points", NULL};
 
+static void v_free_points(struct v_point *pts, size_t n)
+{
+    for (size_t i = 0; pts && i < n; i++) {
+        free(pts[i].set);
+        free(pts[i].per);
+    }
+    free(pts);
+}
+
 static int v_load(struct cfg_doc *doc, struct v_point **out, size_t *n, struct cfg_error *err)
 {
     struct cfg_node *root = doc->root, *seq;
@@ -224,19 +233,18 @@ static int v_load(struct cfg_doc *doc, struct v_point **out, size_t *n, struct c
     if (cfg_req_node(root, "points", CFG_SEQ, &seq, err))
         return -1;
     struct v_point *pts = xcalloc_or_die(seq->n + 1, sizeof(*pts));
-    for (size_t i = 0; i < seq->n; i++) {
-        if (v_load_point(seq->items[i], &pts[i], err)) {
-            free(pts);
-            return -1;
-        }
-        for (size_t j = 0; j < i; j++)
-            if (!strcmp(pts[j].id, pts[i].id)) {
-                free(pts);
-                return cfg_errorf(err, seq->items[i], "duplicate point id '%s'", pts[i].id);
-            }
+    int rc = 0;
+    size_t i = 0;
+    for (; i < seq->n && !rc; i++) {
+        rc = v_load_point(seq->items[i], &pts[i], err);
+        for (size_t j = 0; j < i && !rc; j++)
+            if (!strcmp(pts[j].id, pts[i].id))
+                rc = cfg_errorf(err, seq->items[i], "duplicate point id '%s'", pts[i].id);
     }
-    if (cfg_check_unused_known(root, "points file", v_top_keys, err)) {
-        free(pts);
+    if (!rc)
+        rc = cfg_check_unused_known(root, "points file", v_top_keys, err);
+    if (rc) {
+        v_free_points(pts, i);
         return -1;
     }
     *out = pts;
@@ -749,6 +757,7 @@ int validate_main(int argc, char **argv)
         base[0] = '\0';
     struct v_run *runs = NULL;
     size_t nruns = 0, nsel = 0;
+    int rc = 0;
     for (size_t i = 0; i < n; i++) {
         struct v_point *p = &pts[i];
         p->selected = o.only ? v_in_list(o.only, p->id) : (o.full || p->quick);
@@ -762,9 +771,8 @@ int validate_main(int argc, char **argv)
             fprintf(stderr, "%s:%u: point '%s': scenario %s: %s\n", points, p->line, p->id, sc,
                     strerror(errno));
             free(sc);
-            free(base);
-            free(points);
-            return EXIT_USAGE;
+            rc = EXIT_USAGE;
+            goto out;
         }
         char *sc2 = xstrdup_or_die(sc);
         p->run = v_run_for(&runs, &nruns, sc, p->set, p->nset);
@@ -775,11 +783,13 @@ int validate_main(int argc, char **argv)
     }
     if (o.only && !nsel) {
         fprintf(stderr, "rnicsim validate: --only %s matches no point\n", o.only);
-        return EXIT_USAGE;
+        rc = EXIT_USAGE;
+        goto out;
     }
     if (v_make_dir(o.dir)) {
         fprintf(stderr, "rnicsim validate: cannot create %s: %s\n", o.dir, strerror(errno));
-        return EXIT_OUTPUT;
+        rc = EXIT_OUTPUT;
+        goto out;
     }
     printf("rnicsim validate: %zu points (%s), %zu runs, -j %u, outputs in %s/\n", nsel,
            o.only   ? "--only"
@@ -802,22 +812,19 @@ int validate_main(int argc, char **argv)
             ok += pts[i].status == VS_OK;
         }
     printf("%zu ok, %zu known limits, %zu outside or in error\n", ok, lim, bad);
-    int rc = bad ? EXIT_OUT : 0;
+    rc = bad ? EXIT_OUT : 0;
     if (o.doc) {
         int drc = v_write_doc(&o, pts, n);
         if (drc)
             rc = drc;
     }
+out:
     for (size_t r = 0; r < nruns; r++) {
         jv_free(runs[r].json);
         free(runs[r].scenario);
     }
-    for (size_t i = 0; i < n; i++) {
-        free(pts[i].set);
-        free(pts[i].per);
-    }
+    v_free_points(pts, n);
     free(runs);
-    free(pts);
     free(base);
     free(points);
     cfg_free(doc);
