@@ -159,9 +159,11 @@ struct pfc_params {
 };
 
 struct switch_params {
-    sim_time_t latency_ps;      /* ingress-to-egress forwarding latency */
+    sim_time_t latency_ps;      /* forwarding latency: first bit in -> first bit out (cut-through),
+                                   last bit in -> first bit out (store-and-forward) */
     uint64_t port_buffer_bytes; /* per output queue */
     enum route_mode routing;    /* 0 = ECMP */
+    bool store_and_forward;     /* false (default): cut-through after the header */
     struct pfc_params pfc;
     bool ecn; /* RED-style ECN marking at every egress queue */
     struct link_ecn ecn_red;
@@ -203,7 +205,7 @@ struct fabric_sink switch_ingress_sink(struct fswitch *sw, struct link *in);
 void switch_set_ingress_hook(struct fswitch *sw, struct fabric_sink hook);
 /* Route `p` by its dst_node and give it to the egress port's queue now, as
  * the fixed pipeline does when its latency has passed (drops counted as
- * there). */
+ * there); the egress starts no earlier than now (no cut-through). */
 void switch_forward(struct fswitch *sw, struct pkt *p);
 /* A frame the hook consumes or drops leaves the switch: its ingress port's
  * PFC accounting lets its bytes go; then it is freed. */
