@@ -360,7 +360,7 @@ void sim_proc_sleep(sim_time_t delay_ps)
 {
     struct sim_proc *p = must_be_in_process("sim_proc_sleep");
     p->state = PROC_SLEEPING;
-    sim_schedule_at(p->sim, &p->wake_ev, p->sim->now + delay_ps);
+    sim_schedule_at(p->sim, &p->wake_ev, sim_time_add(p->sim->now, delay_ps));
     switch_out(p);
 }
 

@@ -130,7 +130,7 @@ void sim_call_in(struct sim *sim, sim_time_t delay_ps, sim_cb_fn fn, void *a, vo
     c->fn = fn;
     c->a = a;
     c->b = b;
-    sim_schedule_at(sim, &c->ev, sim->now + delay_ps);
+    sim_schedule_at(sim, &c->ev, sim_time_add(sim->now, delay_ps));
 }
 
 /* ---------------------------------------------------------------- the loop */

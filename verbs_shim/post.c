@@ -267,7 +267,8 @@ int shim_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr
 
     struct host *h = host_of_current();
     if (h && attempted)
-        host_charge(h->cpu.post_send_ps + (sim_time_t)attempted * h->cpu.post_send_wqe_ps);
+        host_charge(
+            sim_time_add(h->cpu.post_send_ps, sim_time_mul(attempted, h->cpu.post_send_wqe_ps)));
     if (posted)
         nic_sq_doorbell(sqp->nqp);
     if (h && posted && sim_trace_enabled(h->sim)) /* TRACE_POST (sim/trace.h) */
@@ -329,7 +330,7 @@ int shim_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr
 
     struct host *h = host_of_current();
     if (h && attempted)
-        host_charge((sim_time_t)attempted * h->cpu.post_recv_ps);
+        host_charge(sim_time_mul(attempted, h->cpu.post_recv_ps));
     if (h && sim_trace_enabled(h->sim)) /* TRACE_POST (sim/trace.h) */
         for (const struct ibv_recv_wr *w = head; w && w != wr; w = w->next)
             sim_trace_post(h->sim, h->id, qp->qp_num, TRACE_POST_RECV,

@@ -367,7 +367,7 @@ static void tx_done(struct sim *sim, struct sim_event *ev)
         if (draw(l, &l->loss))
             drop(l, p, DROP_LOST);
         else
-            pipe_push(l, sim_now(sim) + l->p.delay_ps, p, draw(l, &l->corrupt));
+            pipe_push(l, sim_time_add(sim_now(sim), l->p.delay_ps), p, draw(l, &l->corrupt));
     }
     if (l->q_head)
         tx_start(l);

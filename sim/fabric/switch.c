@@ -333,7 +333,7 @@ static void switch_rx(struct sim *sim, void *ctx, struct pkt *p)
         sw->fwd_cap = cap;
         sw->fwd_head = 0;
     }
-    sim_time_t ready = sim_now(sim) + sw->p.latency_ps;
+    sim_time_t ready = sim_time_add(sim_now(sim), sw->p.latency_ps);
     sw->fwd[(sw->fwd_head + sw->fwd_n) % sw->fwd_cap] = (struct fwd_slot){ready, p};
     sw->fwd_n++;
     if (!sim_event_pending(&sw->fwd_ev))

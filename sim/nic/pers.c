@@ -183,7 +183,7 @@ struct nic_pers_op *nic_pers_op_new(struct nic_pers *ps, uint64_t idx)
     op->deadline_ps = SIM_TIME_NEVER;
     ps->seq_next = nic_psn_add(ps->seq_next, 1);
     ps->inflight++;
-    ps->busy_until = sim_now(qp->nic->sim) + qp->nic->p.wqe_proc_ps;
+    ps->busy_until = sim_time_add(sim_now(qp->nic->sim), qp->nic->p.wqe_proc_ps);
     nic_sq_wqe(qp, idx)->state = NIC_WQE_STARTED;
     nic_sq_wqe(qp, idx)->first_psn = nic_sq_wqe(qp, idx)->last_psn = op->seq;
     return op;

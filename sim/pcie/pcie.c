@@ -443,7 +443,7 @@ static void send_group(struct pcie_link *l, struct pcie_read_op *op, uint64_t k)
     g->op = op;
     g->k = k;
     g->has_last = op->n_sent + k == op->n_req;
-    g->a0l = a0 + l->p.read_latency_ps;
+    g->a0l = sim_time_add(a0, l->p.read_latency_ps);
     /* Reads do not pass posted writes, unless relaxed. */
     g->w = (op->flags & PCIE_F_RELAXED) ? 0 : l->last_write_visible_ps;
     op->n_sent += k;
@@ -571,7 +571,7 @@ void pcie_dma_write_k(struct pcie_link *l, enum pcie_kind kind, unsigned flags, 
     if (!limited || fc_pool_fits(&l->posted, 0, s.n, (s.n - 1) * l->pd_full + d_last)) {
         /* the common case: credits for every TLP now, one closed form */
         end = start + split_ps(l, s, l->p.mwr_hdr_bytes, l->mwr_full_ps);
-        visible = max_time(end + wl, guard);
+        visible = max_time(sim_time_add(end, wl), guard);
         if (limited) {
             struct fc_group g = {.n = s.n,
                                  .a = start + l->mwr_full_ps + wl,
@@ -595,7 +595,7 @@ void pcie_dma_write_k(struct pcie_link *l, enum pcie_kind kind, unsigned flags, 
                 l->c.credit_stalls++;
             end = t2 + (last ? sim_bytes_to_ps(s.last + l->p.mwr_hdr_bytes, l->rate_bps)
                              : l->mwr_full_ps);
-            visible = max_time(end + wl, guard);
+            visible = max_time(sim_time_add(end, wl), guard);
             struct fc_group g = {.n = 1, .t_last = visible, .data_last = (uint32_t)d};
             pool_push(l, &l->posted, &g);
             t = end;
@@ -637,7 +637,7 @@ void pcie_mmio_write_k(struct pcie_link *l, enum pcie_kind kind, uint64_t bytes,
     l->c.kind_tlps[kind] += s.n;
     l->c.kind_bytes[kind] += bytes + s.n * l->p.mwr_hdr_bytes;
     if (done)
-        sim_call_in(sim, end + l->p.mmio_latency_ps - sim_now(sim), done, a, b);
+        sim_call_in(sim, sim_time_add(end, l->p.mmio_latency_ps) - sim_now(sim), done, a, b);
 }
 
 void pcie_mmio_write(struct pcie_link *l, uint64_t bytes, sim_cb_fn done, void *a, void *b)

@@ -215,16 +215,20 @@ static int cmd_params(int argc, char **argv)
         profile_print_dirs(&ps, stdout);
     }
     if (markdown) {
-        printf("| key | kind | %s | meaning |\n|---|---|---|---|\n", profile ? profile : "default");
+        printf("| key | kind | %s | range | meaning |\n|---|---|---|---|---|\n",
+               profile ? profile : "default");
     }
     for (size_t i = 0; i < hw_params_count; i++) {
         const struct param_def *d = &hw_params[i];
-        char val[64];
+        char val[64], range[64];
         param_format(&hw, d, val, sizeof(val));
+        param_format_range(d, range, sizeof(range));
         if (markdown)
-            printf("| `%s` | %s | `%s` | %s |\n", d->key, param_kind_name(d->kind), val, d->doc);
+            printf("| `%s` | %s | `%s` | %s | %s |\n", d->key, param_kind_name(d->kind), val, range,
+                   d->doc);
         else
-            printf("%-26s %-5s %10s  %s\n", d->key, param_kind_name(d->kind), val, d->doc);
+            printf("%-26s %-5s %10s  %-16s %s\n", d->key, param_kind_name(d->kind), val, range,
+                   d->doc);
     }
     return 0;
 }

@@ -49,7 +49,11 @@ struct param_def {
     const char *doc;          /* one line */
     const char *const *names; /* PARAM_ENUM: the values' names, NULL-terminated */
     const uint64_t *choices;  /* if set: the only values allowed, ending with 0 */
-    uint64_t min;             /* smallest value allowed (0: no bound) */
+    /* The range checked where the value is read (base units).  max 0
+     * means the kind's default range (param_range: times 0..1h, rates
+     * 0..100Tbps, sizes 0..1GiB, counts 0..2^24); a count or a size whose
+     * meaning needs other bounds gives them (PR in params.c). */
+    uint64_t min, max;
 };
 
 extern const struct param_def hw_params[];
@@ -68,6 +72,11 @@ uint64_t param_value(const struct hw_profile *hw, const struct param_def *d);
 /* Human form with a unit ("5ns", "100Gbps", "4KiB"), as a file would say. */
 void param_format(const struct hw_profile *hw, const struct param_def *d, char *buf, size_t len);
 const char *param_kind_name(enum param_kind k);
+/* The allowed range of a numeric parameter in base units ([min, max]);
+ * false for kinds without one (bool, mtu, enum). */
+bool param_range(const struct param_def *d, uint64_t *min, uint64_t *max);
+/* "0..3600s", "1..16": the range as a scenario writes it ("" if none). */
+void param_format_range(const struct param_def *d, char *buf, size_t len);
 /* Apply a (possibly nested) map of parameters: nested maps flatten to
  * dotted keys ("nic: {mtu: 4096}" == "nic.mtu: 4096").  Unknown keys are
  * errors with a suggestion.  `where` names the map in messages. */
