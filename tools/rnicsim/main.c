@@ -26,12 +26,16 @@
 
 #define EXIT_USAGE 2
 #define EXIT_INTERNAL 5
+/* --wall-limit default: generous (an hour of wall-clock time), so that a
+ * run that makes no progress that matters still ends on its own. */
+#define DEFAULT_WALL_LIMIT_S 3600.0
 
 static void usage(FILE *out)
 {
     fprintf(out, "usage:\n"
                  "  rnicsim run FILE.yaml [-o RESULTS.json] [--set KEY=VALUE]... [--seed N]\n"
-                 "                        [--profiles DIR] [--quiet]\n"
+                 "                        [--profiles DIR] [--wall-limit SECONDS] [--keep-going]\n"
+                 "                        [--quiet]\n"
                  "  rnicsim params [--profile NAME] [--profiles DIR] [--markdown]\n"
                  "  rnicsim programs\n"
                  "  rnicsim bench [--reps N] [--json FILE]\n"
@@ -46,7 +50,8 @@ static void usage(FILE *out)
                  "\n"
                  "run: simulate a scenario, print a summary, write JSON results (-o).\n"
                  "  exit status: 0 done, 1 a program failed, 2 bad input, 3 deadlock,\n"
-                 "  4 stop_time reached with programs running, 5 internal error.\n"
+                 "  4 stop_time or --wall-limit reached with programs running, 5 internal\n"
+                 "  error or an output (results, capture) not written in full.\n"
                  "params: list every hardware parameter with its effective value.\n"
                  "programs: list the built-in programs.\n"
                  "bench: measure simulator speed (events/s, simulated packets/s).\n"
@@ -84,9 +89,32 @@ static void report_outcome(const struct run *r)
     format_time(r->sim_time_ps, t, sizeof(t));
     for (size_t i = 0; i < r->ninsts; i++) {
         const struct prog_inst *pi = &r->insts[i];
-        if (pi->finished && pi->exit_code != 0)
-            fprintf(stderr, "rnicsim: program '%s' on %s (programs[%zu]) exited with status %d\n",
-                    pi->def->program, pi->def->host, i, pi->exit_code);
+        if (pi->finished && pi->exit_code != 0) {
+            char ft[32];
+            format_time(pi->finished_ps, ft, sizeof(ft));
+            fprintf(stderr,
+                    "rnicsim: program '%s' on %s (programs[%zu]) exited with status %d at %s\n",
+                    pi->def->program, pi->def->host, i, pi->exit_code, ft);
+        }
+    }
+    if (r->first_failed && r->stop_on_failure) {
+        bool others = false;
+        for (size_t i = 0; i < r->ninsts; i++)
+            others = others || (!r->insts[i].finished && !r->insts[i].def->daemon);
+        if (others) {
+            fprintf(stderr,
+                    "rnicsim: the run was stopped at %s, when %s failed (--keep-going lets the "
+                    "others run on); these programs were still running:\n",
+                    t, r->first_failed->proc_name);
+            sim_deadlock_report(sim, stderr);
+        }
+    }
+    if (r->result == RUN_WALL_LIMIT) {
+        fprintf(stderr,
+                "rnicsim: --wall-limit %g s reached at simulated time %s with programs still "
+                "running:\n",
+                r->wall_limit_s, t);
+        sim_deadlock_report(sim, stderr);
     }
     if (r->sim_result == SIM_RUN_DEADLOCK) {
         fprintf(stderr, "deadlock at %s: no event is pending and these programs are blocked:\n", t);
@@ -104,7 +132,8 @@ static int cmd_run(int argc, char **argv)
     const char *file = NULL, *out = NULL;
     const char **sets = xcalloc_or_die((size_t)argc, sizeof(char *));
     struct scenario_opts o = {.sets = sets};
-    bool quiet = false;
+    bool quiet = false, keep_going = false;
+    double wall_limit = DEFAULT_WALL_LIMIT_S;
     int rc = EXIT_USAGE;
     for (int i = 0; i < argc; i++) {
         bool missing = false;
@@ -123,9 +152,23 @@ static int cmd_run(int argc, char **argv)
             o.have_seed = true;
         } else if ((v = opt_value(argc, argv, &i, "--profiles", &missing))) {
             o.profiles_dir = v;
+        } else if ((v = opt_value(argc, argv, &i, "--wall-limit", &missing))) {
+            char *end = NULL;
+            errno = 0;
+            wall_limit = strtod(v, &end);
+            /* seconds, 0 = none; at most a year (a typo, not a plan) */
+            if (!end || end == v || *end || errno || !(wall_limit >= 0 && wall_limit <= 3.2e7)) {
+                fprintf(stderr,
+                        "rnicsim run: bad --wall-limit '%s': expected seconds, 0 (no limit) to "
+                        "32000000\n",
+                        v);
+                goto out;
+            }
         } else if (missing) {
             fprintf(stderr, "rnicsim: %s needs a value\n", argv[i]);
             goto out;
+        } else if (!strcmp(argv[i], "--keep-going")) {
+            keep_going = true;
         } else if (!strcmp(argv[i], "--quiet") || !strcmp(argv[i], "-q")) {
             quiet = true;
         } else if (argv[i][0] == '-' && argv[i][1]) {
@@ -146,14 +189,21 @@ static int cmd_run(int argc, char **argv)
         goto out;
     }
 
+    char why[512];
+    if (out && check_output_path(out, false, false, why, sizeof(why))) {
+        fprintf(stderr, "rnicsim run: -o: %s\n", why);
+        goto out;
+    }
     struct cfg_error err = {{0}};
     struct scenario *s = scenario_load(file, NULL, &o, &err);
     if (!s) {
         fprintf(stderr, "%s\n", err.msg);
         goto out;
     }
-    char why[512];
-    struct run *r = run_scenario(s, !quiet && isatty(STDERR_FILENO), why, sizeof(why));
+    struct run_opts ro = {.progress = !quiet && isatty(STDERR_FILENO),
+                          .stop_on_failure = !keep_going,
+                          .wall_limit_s = wall_limit};
+    struct run *r = run_scenario_opts(s, &ro, why, sizeof(why));
     fflush(stdout);
     if (!r) {
         fprintf(stderr, "rnicsim: %s\n", why);
@@ -163,6 +213,8 @@ static int cmd_run(int argc, char **argv)
     }
     report_outcome(r);
     rc = run_exit_code(r->result);
+    if (world_close_captures(r->world)) /* a capture that is not all there */
+        rc = rc ? rc : EXIT_INTERNAL;
     if (out && results_write_json(r, out, why, sizeof(why))) {
         fprintf(stderr, "rnicsim: %s\n", why);
         rc = rc ? rc : EXIT_INTERNAL;

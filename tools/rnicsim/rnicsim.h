@@ -178,6 +178,11 @@ struct scenario_opts {
 struct scenario *scenario_load(const char *file, const char *text, const struct scenario_opts *o,
                                struct cfg_error *err);
 void scenario_free(struct scenario *s);
+/* Can `path` be written (`dir`: as a directory, created if missing; else
+ * as a file; `make_parents`: missing parent directories will be created)?
+ * 0, or -1 with the reason in `why` (empty, a directory, not writable, a
+ * file in the way, no parent).  Creates nothing. */
+int check_output_path(const char *path, bool dir, bool make_parents, char *why, size_t why_len);
 
 /* ---------------------------------------------------------------- world.c */
 
@@ -197,9 +202,11 @@ struct world {
 
 /* Build the simulator and the hardware of a scenario (with per-link
  * overrides, scheduled failures and capture files).  NULL with a message
- * in `why` if something cannot be created.  world_free closes the capture
- * files (a write error is reported on stderr). */
+ * in `why` if something cannot be created. */
 struct world *world_build(const struct scenario *s, char *why, size_t why_len);
+/* Close the capture files: 0, or -1 after one stderr line per file that
+ * could not be written in full.  world_free closes what is still open. */
+int world_close_captures(struct world *w);
 void world_free(struct world *w);
 /* Links named `name` in `t`: "A->B" is one direction, "A<->B" both; "h<i>"
  * may stand for "node<i>".  Returns how many were found (0, 1 or 2). */
@@ -224,7 +231,7 @@ struct report_table {
     size_t nrows, cap;
 };
 
-enum run_result { RUN_DONE, RUN_DEADLOCK, RUN_PROGRAM_FAILED, RUN_TIME_LIMIT };
+enum run_result { RUN_DONE, RUN_DEADLOCK, RUN_PROGRAM_FAILED, RUN_TIME_LIMIT, RUN_WALL_LIMIT };
 
 struct run;
 
@@ -239,6 +246,7 @@ struct prog_inst {
     char proc_name[96]; /* "h1/perftest#0": the process name (kept alive) */
     int exit_code;
     bool finished;
+    sim_time_t finished_ps; /* when it returned */
 };
 
 struct run {
@@ -269,6 +277,13 @@ struct run {
     double progress_t0, progress_last;
     /* stop the simulation as soon as a program returns non-zero */
     bool stop_on_failure;
+    const struct prog_inst *first_failed; /* the first program that returned non-zero */
+    /* --wall-limit: stop when the run has taken this many seconds (0: none) */
+    double wall_limit_s, wall_t0;
+    bool wall_limit_hit;
+    /* the observer of run_opts, called from run.c's own tick */
+    sim_progress_fn observe;
+    void *observe_arg;
 };
 
 /* Options of run_scenario_opts (run_scenario = {.progress = progress}). */
@@ -279,6 +294,7 @@ struct run_opts {
     sim_progress_fn observe; /* called every `observe_every` events during the run */
     void *observe_arg;
     uint64_t observe_every;
+    double wall_limit_s; /* > 0: stop after this much wall-clock time (result wall-limit) */
 };
 
 /* Build the world, start every program, run the simulation.  Fills the

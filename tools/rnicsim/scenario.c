@@ -33,6 +33,9 @@
  * A --set of vars.NAME must name a variable the file defines. */
 #include <dlfcn.h>
 #include <errno.h>
+#include <stdarg.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -405,6 +408,93 @@ static int read_topology(struct scenario *s, struct cfg_node *root, struct name_
     return 0;
 }
 
+/* An output path of the scenario (`dir`: a directory to create or fill,
+ * else a file to create), checked before anything runs: not empty, not a
+ * directory where a file is wanted (nor a file where a directory is), and
+ * creatable: every existing component a directory, the deepest existing
+ * one writable (`make_parents`: missing directories will be created; else
+ * the parent must exist).  Nothing is created here (loading has no side
+ * effects). */
+static int path_fail(char *why, size_t why_len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int path_fail(char *why, size_t why_len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, why_len, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+int check_output_path(const char *path, bool dir, bool make_parents, char *why, size_t why_len)
+{
+    struct stat st;
+    size_t len = strlen(path);
+    if (!len)
+        return path_fail(why, why_len, "empty path");
+    if (len >= 4096)
+        return path_fail(why, why_len, "path longer than 4095 bytes");
+    if (!dir && path[len - 1] == '/')
+        return path_fail(why, why_len, "'%s' names a directory, not a file", path);
+    if (stat(path, &st) == 0) {
+        if (dir && !S_ISDIR(st.st_mode))
+            return path_fail(why, why_len, "'%s' exists and is not a directory", path);
+        if (!dir && S_ISDIR(st.st_mode))
+            return path_fail(why, why_len, "'%s' is a directory, not a file", path);
+        if (access(path, dir ? W_OK | X_OK : W_OK) != 0)
+            return path_fail(why, why_len, "'%s' is not writable: %s", path, strerror(errno));
+        return 0;
+    }
+    if (errno != ENOENT)
+        return path_fail(why, why_len, "'%s': %s", path, strerror(errno));
+    /* the deepest existing ancestor must be a writable directory */
+    char *p = xstrdup_or_die(path);
+    int rc = 0;
+    for (;;) {
+        char *slash = strrchr(p, '/');
+        while (slash && slash > p && slash[-1] == '/')
+            slash--; /* "a//b" */
+        const char *parent = ".";
+        if (slash == p) {
+            parent = "/";
+        } else if (slash) {
+            *slash = '\0';
+            parent = p;
+        }
+        if (stat(parent, &st) == 0) {
+            if (!S_ISDIR(st.st_mode))
+                rc = path_fail(why, why_len, "cannot create '%s': '%s' is not a directory", path,
+                               parent);
+            else if (access(parent, W_OK | X_OK) != 0)
+                rc = path_fail(why, why_len, "cannot create '%s': directory '%s' is not writable",
+                               path, parent);
+            break;
+        }
+        if (errno != ENOENT) {
+            rc = path_fail(why, why_len, "cannot create '%s': '%s': %s", path, parent,
+                           strerror(errno));
+            break;
+        }
+        if (!make_parents) {
+            rc = path_fail(why, why_len, "cannot create '%s': directory '%s' does not exist", path,
+                           parent);
+            break;
+        }
+        if (!slash || slash == p)
+            break;
+    }
+    free(p);
+    return rc;
+}
+
+static int capture_path(struct cfg_node *n, const char *path, bool dir, struct cfg_error *err)
+{
+    char why[400];
+    if (check_output_path(path, dir, true, why, sizeof(why)))
+        return cfg_errorf(err, n, "'%s': %s", n->path, why);
+    return 0;
+}
+
 /* capture: [{link, file, at}, {host, file}, {all: DIR}] */
 static int read_captures(struct scenario *s, struct cfg_node *root, struct name_check *nc,
                          struct cfg_error *err)
@@ -434,7 +524,7 @@ static int read_captures(struct scenario *s, struct cfg_node *root, struct name_
                               it->path);
         s->ncaptures++;
         if (an) {
-            if (cfg_node_str(an, &str, err))
+            if (cfg_node_str(an, &str, err) || capture_path(an, str, true, err))
                 return -1;
             c->kind = CAPTURE_ALL;
             c->path = xstrdup_or_die(str);
@@ -459,10 +549,9 @@ static int read_captures(struct scenario *s, struct cfg_node *root, struct name_
             c->kind = CAPTURE_HOST;
             c->host = (uint32_t)hi;
         }
-        if (cfg_req_node(it, "file", CFG_SCALAR, &v, err) || cfg_node_str(v, &str, err))
+        if (cfg_req_node(it, "file", CFG_SCALAR, &v, err) || cfg_node_str(v, &str, err) ||
+            capture_path(v, str, false, err))
             return -1;
-        if (!str[0])
-            return cfg_errorf(err, v, "'%s.file': empty file name", it->path);
         c->path = xstrdup_or_die(str);
     }
     return 0;

@@ -49,6 +49,10 @@ unsigned world_find_links(const struct topology *t, const char *name, struct lin
 /* mkdir -p of `dir` (a writable copy is made). */
 static int make_dirs(const char *dir)
 {
+    if (!dir[0]) {
+        errno = ENOENT;
+        return -1;
+    }
     char *p = xstrdup_or_die(dir);
     int rc = 0;
     for (char *c = p + 1; *c && rc == 0; c++) {
@@ -239,6 +243,20 @@ struct world *world_build(const struct scenario *s, char *why, size_t why_len)
     return w;
 }
 
+int world_close_captures(struct world *w)
+{
+    int rc = 0;
+    for (size_t i = 0; i < w->npcaps; i++) {
+        char why[600];
+        if (pcap_close(w->pcaps[i], why, sizeof(why))) {
+            fprintf(stderr, "rnicsim: capture: %s\n", why);
+            rc = -1;
+        }
+    }
+    w->npcaps = 0; /* closed (the links' taps are not used again) */
+    return rc;
+}
+
 /* Teardown order: processes (with the simulator) last, since NIC and
  * topology destructors only free their own memory. */
 void world_free(struct world *w)
@@ -253,11 +271,7 @@ void world_free(struct world *w)
     }
     if (w->topo)
         topo_destroy(w->topo);
-    for (size_t i = 0; i < w->npcaps; i++) {
-        char why[600];
-        if (pcap_close(w->pcaps[i], why, sizeof(why)))
-            fprintf(stderr, "rnicsim: capture: %s\n", why);
-    }
+    world_close_captures(w);
     free(w->pcaps);
     if (w->sim)
         sim_destroy(w->sim);
