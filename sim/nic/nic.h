@@ -122,6 +122,7 @@ struct nic_mr {
     int access; /* enum ibv_access_flags */
     bool valid;
     uint8_t page_shift; /* translation page: 12 (4 KiB) or 21 (2 MiB huge pages) */
+    uint64_t wire_base; /* the address iova stands for on the wire (nic_wire_va) */
     struct nic_dm *dm;  /* registered on device memory (ibv_reg_dm_mr), else NULL */
 };
 
@@ -377,6 +378,18 @@ int nic_dm_free(struct nic_dm *dm);
  * zero-based (iova = offset 0 of the MR), as mlx5 requires. */
 struct nic_mr *nic_mr_reg_dm(struct nic_pd *pd, struct nic_dm *dm, uint64_t offset, uint64_t length,
                              int access);
+
+/* The address a packet carries for `va` in the MR of key `rkey` (RETH,
+ * AtomicETH), as packet captures write it: an MR registered at its
+ * process address (iova == the buffer) is given, at registration, a wire
+ * address of its own (NIC_WIRE_VA_BASE upwards, page-aligned, in
+ * registration order), as if the simulated host had mapped its buffers
+ * one after another; so a capture is the same bytes in every run although
+ * the buffers' process addresses differ.  An MR with an iova the program
+ * chose (ibv_reg_mr_iova2, device memory) keeps it.  False if no MR has
+ * that key. */
+bool nic_wire_va(struct nic *nic, uint32_t rkey, uint64_t va, uint64_t *wire_va);
+#define NIC_WIRE_VA_BASE 0x100000000ull
 
 /* CQ */
 struct nic_cq *nic_cq_create(struct nic *nic, uint32_t depth);

@@ -159,6 +159,7 @@ struct nic {
     struct nic_mr **mr_tbl; /* index = key >> 8 */
     uint8_t *mr_gen;
     uint32_t mr_cap, n_mrs, mr_next_free_hint;
+    uint64_t wire_va_next; /* next MR's wire address (nic_wire_va) */
 
     /* transmit engine: round robin over QP halves with a ready packet;
      * NIC-level control packets (a NAK sent as the QP enters ERR) first */

@@ -69,6 +69,21 @@ static int make_dirs(const char *dir)
     return rc;
 }
 
+/* pcap_va_fn: a RETH / AtomicETH address as the wire shows it, from the
+ * MR of its key at the destination (requests) or else at the source; 0
+ * when no MR has the key any more (deterministic either way). */
+static uint64_t capture_va(void *ctx, const struct pkt *p, uint32_t rkey, uint64_t va)
+{
+    struct world *w = ctx;
+    uint64_t out;
+    uint32_t nodes[2] = {p->dst_node, p->src_node};
+    for (int i = 0; i < 2; i++)
+        if (nodes[i] < w->nhosts && w->nics && w->nics[nodes[i]] &&
+            nic_wire_va(w->nics[nodes[i]], rkey, va, &out))
+            return out;
+    return 0;
+}
+
 /* The writer of `path` (opened once, shared by every tap that names it). */
 static struct pcap_writer *capture_file(struct world *w, const char *path, char *why,
                                         size_t why_len)
@@ -90,6 +105,7 @@ static struct pcap_writer *capture_file(struct world *w, const char *path, char 
     struct pcap_writer *pw = pcap_open(path, why, why_len);
     if (!pw)
         return NULL;
+    pcap_set_va_map(pw, capture_va, w);
     w->pcaps = xrealloc_or_die(w->pcaps, (w->npcaps + 1) * sizeof(*w->pcaps));
     w->pcaps[w->npcaps++] = pw;
     return pw;
