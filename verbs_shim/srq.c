@@ -129,7 +129,7 @@ int ibv_destroy_srq(struct ibv_srq *srq)
     int rc = nic_srq_destroy(ssrq->nsrq);
     if (rc)
         return rc;
-    shim_async_drop_srq(ssrq->ctx, srq);
+    shim_async_drop(ssrq->ctx, srq);
     ssrq->pd->n_srqs--;
     pthread_cond_destroy(&srq->cond);
     pthread_mutex_destroy(&srq->mutex);

@@ -143,7 +143,11 @@ struct nic_cq {
     struct ibv_wc *ring; /* visible CQEs; written by nic_cq_push() */
     uint32_t depth;
     uint64_t prod, cons;
-    bool overflowed;
+    bool overflowed;       /* a CQE found the ring full: the CQ is in error (cq.c) */
+    uint64_t cqes_dropped; /* CQEs not written because the CQ is in error */
+    /* CQ error (overrun): one call, when it happens (IBV_EVENT_CQ_ERR) */
+    sim_cb_fn error_fn;
+    void *error_a, *error_b;
     uint32_t n_qps; /* QPs attached (destroy -> EBUSY) */
     /* completion-channel notification: one call per arm, for the next CQE */
     bool armed, armed_solicited_only;
@@ -252,6 +256,10 @@ struct nic_qp {
     bool srq_held;
 
     struct nic_qp_engine *eng;
+    /* the QP went to error because it cannot report completions (its CQ
+     * overran): one call (IBV_EVENT_QP_FATAL) */
+    sim_cb_fn fatal_fn;
+    void *fatal_a, *fatal_b;
 };
 
 /* RIMA append queue (aq.c; include/rnicsim/rima.h, docs/rima.md): a
@@ -402,11 +410,18 @@ int nic_cq_poll(struct nic_cq *cq, int n, struct ibv_wc *wc);
 void nic_cq_push(struct nic_cq *cq, const struct ibv_wc *wc);
 void nic_cq_arm(struct nic_cq *cq, bool solicited_only);
 void nic_cq_set_notify(struct nic_cq *cq, sim_cb_fn fn, void *a, void *b);
+/* fn(sim, a, b) once when the CQ overruns (a CQE finds the ring full): the
+ * CQ is then in error and takes no more CQEs, and every QP completing into
+ * it goes to the error state with its fatal_fn called (IBA 11.6.3.1, CQ
+ * error and local work queue catastrophic error). */
+void nic_cq_set_error_notify(struct nic_cq *cq, sim_cb_fn fn, void *a, void *b);
 
 /* QP.  The shim has validated the transition and attribute mask. */
 struct nic_qp *nic_qp_create(struct nic *nic, const struct nic_qp_init *init);
 int nic_qp_destroy(struct nic_qp *qp);
 int nic_qp_modify(struct nic_qp *qp, const struct ibv_qp_attr *attr, int attr_mask);
+/* fn(sim, a, b) when the QP goes to error because its CQ overran. */
+void nic_qp_set_fatal_notify(struct nic_qp *qp, sim_cb_fn fn, void *a, void *b);
 struct nic_qp *nic_qp_lookup(struct nic *nic, uint32_t qpn);
 
 /* Append WQEs to the queues (the CPU writing into the host-memory rings).

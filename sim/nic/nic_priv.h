@@ -658,5 +658,8 @@ void nic_pers_on_tx(struct nic_qp *qp, struct nic_txsrc *src, const struct pkt *
 void nic_pers_stop(struct nic_qp *qp);
 /* qp.c: the QP's memory goes. */
 void nic_pers_free(struct nic_qp *qp);
+/* qp.c: the send queue is full; free the slots of WQEs that completed out
+ * of order (true if any was freed). */
+bool nic_pers_sq_reclaim(struct nic_qp *qp);
 
 #endif /* RNICSIM_NIC_PRIV_H */
