@@ -92,10 +92,16 @@ for t in "${targets[@]}"; do
     log="$bd/fuzz-$t.log"
     echo "[fuzz] $t: ${secs} s (log $log)"
     rc=0
-    (cd "$bd" && nice -n 19 "./fuzz_$t" "$corpus" "${seeds[@]}" -max_total_time="$secs" \
-        -timeout=20 -rss_limit_mb=4096 -max_len=8192 -close_fd_mask=3 -dict="$dict" \
-        -artifact_prefix="$bd/findings/$t-" -print_final_stats=1) >"$log" 2>&1 || rc=$?
-    execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
+    # -fork=1: one worker process at a time, restarted every few minutes
+    # with the merged corpus, so memory that a run's abandoned programs
+    # keep (they are stopped mid-flight, like killed processes) does not
+    # pile up; its output (and a crash's report) is in $bd/fuzz-$t.log
+    (cd "$bd" && nice -n 19 "./fuzz_$t" -fork=1 -ignore_crashes=0 -ignore_timeouts=0 \
+        -ignore_ooms=0 -max_total_time="$secs" -timeout=20 -rss_limit_mb=4096 -max_len=8192 \
+        -close_fd_mask=1 -dict="$dict" -artifact_prefix="$bd/findings/$t-" \
+        "$corpus" "${seeds[@]}") >"$log" 2>&1 || rc=$?
+    # fork mode's status lines: "#<executions>: cov: ... corp: ... crash: ..."
+    execs=$(grep -o '^#[0-9]*: cov' "$log" | tail -1 | grep -o '[0-9]*' || echo "?")
     n=$(find "$corpus" -type f | wc -l)
     found=$(find "$bd/findings" -name "$t-*" -type f | wc -l)
     summary+=("$t: $execs executions in ${secs} s, corpus $n inputs, findings $found (exit $rc)")
