@@ -495,6 +495,43 @@ static int apply_level(struct hw_profile *hw, struct cfg_node *map, const char *
     return 0;
 }
 
+/* The node that set parameter `key` in a hardware map (dotted or nested),
+ * or NULL. */
+static struct cfg_node *param_node(struct cfg_node *map, const char *key)
+{
+    if (!map || map->kind != CFG_MAP)
+        return NULL;
+    for (size_t i = 0; i < map->n; i++) {
+        size_t n = strlen(map->keys[i]);
+        if (strcmp(map->keys[i], key) == 0)
+            return map->items[i];
+        if (strncmp(map->keys[i], key, n) == 0 && key[n] == '.') {
+            struct cfg_node *in = param_node(map->items[i], key + n + 1);
+            if (in)
+                return in;
+        }
+    }
+    return NULL;
+}
+
+int params_check(const struct hw_profile *hw, struct cfg_node *map, struct cfg_node *fallback,
+                 struct cfg_error *err)
+{
+    /* posted-data credits (16 B each) must hold one MPS-sized write, or
+     * no write could ever be sent (pcie.c) */
+    uint64_t need = (hw->pcie.mps_bytes + 15) / 16;
+    if (hw->pcie.fc_pd_credits && hw->pcie.fc_pd_credits < need) {
+        struct cfg_node *at = param_node(map, "pcie.fc_pd_credits");
+        if (!at)
+            at = param_node(map, "pcie.mps");
+        return cfg_errorf(err, at ? at : fallback,
+                          "'pcie.fc_pd_credits': %u credits of 16 B cannot hold one TLP of "
+                          "pcie.mps = %u bytes (at least %llu, or 0 for unlimited)",
+                          hw->pcie.fc_pd_credits, hw->pcie.mps_bytes, (unsigned long long)need);
+    }
+    return 0;
+}
+
 int params_apply_map(struct hw_profile *hw, struct cfg_node *map, const char *where,
                      struct cfg_error *err)
 {

@@ -82,6 +82,11 @@ void param_format_range(const struct param_def *d, char *buf, size_t len);
  * errors with a suggestion.  `where` names the map in messages. */
 int params_apply_map(struct hw_profile *hw, struct cfg_node *map, const char *where,
                      struct cfg_error *err);
+/* Checks between parameters (each is in range already): 0, or -1 with the
+ * error at the node of `map` (a hardware map) that set one of them, else
+ * at `fallback` (the profile: value, or the top of the file). */
+int params_check(const struct hw_profile *hw, struct cfg_node *map, struct cfg_node *fallback,
+                 struct cfg_error *err);
 
 /* ---------------------------------------------------------------- profile.c */
 

@@ -813,7 +813,8 @@ static int read_scenario(struct scenario *s, const struct scenario_opts *o, stru
     } else {
         s->profile_name = xstrdup_or_die("");
     }
-    if (params_apply_map(&s->hw, cfg_child(root, "hardware"), "hardware", err))
+    if (params_apply_map(&s->hw, cfg_child(root, "hardware"), "hardware", err) ||
+        params_check(&s->hw, cfg_child(root, "hardware"), pn ? pn : root, err))
         return -1;
 
     if (read_vars(s, root, err))
