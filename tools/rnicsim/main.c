@@ -35,7 +35,7 @@ static void usage(FILE *out)
     fprintf(out, "usage:\n"
                  "  rnicsim run FILE.yaml [-o RESULTS.json] [--set KEY=VALUE]... [--seed N]\n"
                  "                        [--profiles DIR] [--wall-limit SECONDS] [--keep-going]\n"
-                 "                        [--quiet]\n"
+                 "                        [--tables] [--quiet]\n"
                  "  rnicsim params [--profile NAME] [--profiles DIR] [--markdown]\n"
                  "  rnicsim programs\n"
                  "  rnicsim bench [--reps N] [--json FILE]\n"
@@ -124,6 +124,21 @@ static void report_outcome(const struct run *r)
         format_time(r->scn->stop_time_ps, st, sizeof(st));
         fprintf(stderr, "rnicsim: stop_time %s reached with programs still running:\n", st);
         sim_deadlock_report(sim, stderr);
+        char longer[32];
+        sim_time_t twice = sim_time_mul(2, r->scn->stop_time_ps);
+        if (twice >= SIM_TIME_LIMIT_PS) { /* the latest stop_time allowed, exactly */
+            snprintf(longer, sizeof(longer), "%llups", (unsigned long long)SIM_TIME_LIMIT_PS);
+        } else {
+            format_time(twice, longer, sizeof(longer));
+            for (char *c = longer; *c; c++)
+                if (*c == ' ')
+                    memmove(c, c + 1, strlen(c)); /* "20.000 ms" -> "20.000ms", one shell word */
+        }
+        if (r->scn->stop_time_ps < SIM_TIME_LIMIT_PS)
+            fprintf(stderr,
+                    "rnicsim: to simulate longer, add --set stop_time=%s (or set stop_time: in "
+                    "the scenario)\n",
+                    longer);
     }
 }
 
@@ -132,7 +147,7 @@ static int cmd_run(int argc, char **argv)
     const char *file = NULL, *out = NULL;
     const char **sets = xcalloc_or_die((size_t)argc, sizeof(char *));
     struct scenario_opts o = {.sets = sets};
-    bool quiet = false, keep_going = false;
+    bool quiet = false, keep_going = false, tables = false;
     double wall_limit = DEFAULT_WALL_LIMIT_S;
     int rc = EXIT_USAGE;
     for (int i = 0; i < argc; i++) {
@@ -171,6 +186,8 @@ static int cmd_run(int argc, char **argv)
             keep_going = true;
         } else if (!strcmp(argv[i], "--quiet") || !strcmp(argv[i], "-q")) {
             quiet = true;
+        } else if (!strcmp(argv[i], "--tables")) {
+            tables = true;
         } else if (argv[i][0] == '-' && argv[i][1]) {
             fprintf(stderr, "rnicsim run: unknown option '%s'\n", argv[i]);
             usage(stderr);
@@ -220,7 +237,7 @@ static int cmd_run(int argc, char **argv)
         rc = rc ? rc : EXIT_INTERNAL;
     }
     if (!quiet)
-        results_print_summary(r, stdout);
+        results_print_summary(r, tables, out, stdout);
     fflush(stdout);
     run_free(r);
     scenario_free(s);
