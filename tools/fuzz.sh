@@ -65,14 +65,20 @@ dict="$bd/scenario.dict"
         sort -u | sed 's/^/kw_param=/'
 } >"$dict"
 
+# findings of this run only (a fixed one lives on in test/fuzz/regress/)
+rm -rf "$bd/findings"
 mkdir -p "$bd/findings"
 share() { # seconds for target $1
     local pct
     case "$1" in scenario) pct=50 ;; set) pct=30 ;; json) pct=20 ;; esac
     if [ ${#targets[@]} -eq 1 ]; then echo "$total"; else echo $((total * pct / 100)); fi
 }
-export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}
-export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+# Sanitizer reports go to files (the targets silence the programs' own
+# output during a run, stderr included); a finding prints them.
+rm -rf "$bd/sanitizer"
+mkdir -p "$bd/sanitizer"
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1:log_path=$bd/sanitizer/asan}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1:log_path=$bd/sanitizer/ubsan}
 status=0
 summary=()
 for t in "${targets[@]}"; do
@@ -92,16 +98,30 @@ for t in "${targets[@]}"; do
     log="$bd/fuzz-$t.log"
     echo "[fuzz] $t: ${secs} s (log $log)"
     rc=0
-    # -fork=1: one worker process at a time, restarted every few minutes
-    # with the merged corpus, so memory that a run's abandoned programs
-    # keep (they are stopped mid-flight, like killed processes) does not
-    # pile up; its output (and a crash's report) is in $bd/fuzz-$t.log
-    (cd "$bd" && nice -n 19 "./fuzz_$t" -fork=1 -ignore_crashes=0 -ignore_timeouts=0 \
-        -ignore_ooms=0 -max_total_time="$secs" -timeout=20 -rss_limit_mb=4096 -max_len=8192 \
-        -close_fd_mask=1 -dict="$dict" -artifact_prefix="$bd/findings/$t-" \
-        "$corpus" "${seeds[@]}") >"$log" 2>&1 || rc=$?
-    # fork mode's status lines: "#<executions>: cov: ... corp: ... crash: ..."
-    execs=$(grep -o '^#[0-9]*: cov' "$log" | tail -1 | grep -o '[0-9]*' || echo "?")
+    # Sessions of at most a minute, one after the other, each resuming from
+    # the corpus: a run's abandoned programs keep their memory (they are
+    # stopped mid-flight, like killed processes), which must not pile up
+    # for an hour in one process.  One fuzzing process at a time.
+    : >"$log"
+    execs=0
+    end=$((SECONDS + secs))
+    while [ "$SECONDS" -lt "$end" ]; do
+        chunk=$((end - SECONDS))
+        [ "$chunk" -gt 60 ] && chunk=60
+        (cd "$bd" && nice -n 19 "./fuzz_$t" -max_total_time="$chunk" -timeout=20 \
+            -rss_limit_mb=8192 -malloc_limit_mb=8192 -max_len=8192 -dict="$dict" \
+            -artifact_prefix="$bd/findings/$t-" -print_final_stats=1 \
+            "$corpus" "${seeds[@]}") >>"$log" 2>&1 || rc=$?
+        k=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | tail -1 | grep -o '[0-9]*$' || echo 0)
+        execs=$((execs + k))
+        [ "$rc" -ne 0 ] && break
+    done
+    # a report (not a warning such as a refused huge allocation) is a finding
+    if grep -lqE 'ERROR: |runtime error' "$bd/sanitizer"/* 2>/dev/null; then
+        [ "$rc" -eq 0 ] && rc=1
+        cat "$bd/sanitizer"/* >>"$log"
+    fi
+    rm -f "$bd/sanitizer"/*
     n=$(find "$corpus" -type f | wc -l)
     found=$(find "$bd/findings" -name "$t-*" -type f | wc -l)
     summary+=("$t: $execs executions in ${secs} s, corpus $n inputs, findings $found (exit $rc)")

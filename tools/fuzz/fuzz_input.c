@@ -28,10 +28,12 @@
  * at most FUZZ_STOP_PS, at most FUZZ_MAX_EVENTS events, capture files are
  * not written (their paths are still checked by the loader) and shared
  * objects are not loaded (programs_load.c, RNICSIM_FUZZ). */
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tools/rnicsim/rnicsim.h"
 
@@ -116,11 +118,34 @@ static void load_and_run(const char *text, const char *const *sets, size_t nsets
         s->stop_time_ps = FUZZ_STOP_PS;
     struct run_opts ro = {.stop_on_failure = true, .observe = budget, .observe_every = 4096};
     char why[512] = "";
+    /* The programs' own output (usage messages, results) is not wanted:
+     * stdout and stderr go to /dev/null during the run (sanitizer reports
+     * go where ASAN_OPTIONS=log_path says; tools/fuzz.sh sets it). */
+    fflush(stdout);
+    fflush(stderr);
+    int null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    int out_fd = dup(STDOUT_FILENO), err_fd = dup(STDERR_FILENO);
+    if (null_fd >= 0) {
+        dup2(null_fd, STDOUT_FILENO);
+        dup2(null_fd, STDERR_FILENO);
+    }
     /* Programs stopped mid-run own what they allocated (run.c): not leaks. */
     LSAN_DISABLE();
     struct run *r = run_scenario_opts(s, &ro, why, sizeof(why));
     run_free(r);
     LSAN_ENABLE();
+    fflush(stdout);
+    fflush(stderr);
+    if (out_fd >= 0) {
+        dup2(out_fd, STDOUT_FILENO);
+        close(out_fd);
+    }
+    if (err_fd >= 0) {
+        dup2(err_fd, STDERR_FILENO);
+        close(err_fd);
+    }
+    if (null_fd >= 0)
+        close(null_fd);
     s->ncaptures = ncap;
     s->stop_time_ps = stop;
     scenario_free(s);
