@@ -55,6 +55,13 @@ size_t sim_events_pending(const struct sim *sim)
 {
     return sim->n - (sim->ghost ? 1 : 0);
 }
+sim_time_t sim_next_event_time(const struct sim *sim)
+{
+    /* heap[0] is the running event itself while a callback runs (ghost) */
+    if (sim->n == 0 || (sim->ghost && sim->n == 1))
+        return SIM_TIME_NEVER;
+    return sim->heap[0].time;
+}
 void sim_stop(struct sim *sim)
 {
     sim->stop = true;

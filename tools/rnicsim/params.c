@@ -39,6 +39,13 @@
         .width = sizeof(((struct hw_profile *)0)->blk.fld), .doc = (d), .min = (lo), .max = (hi)   \
     }
 
+/* A parameter with a lower bound and its kind's default upper bound. */
+#define PMIN(k, kd, blk, fld, m, d)                                                                \
+    {                                                                                              \
+        .key = (k), .kind = (kd), .offset = offsetof(struct hw_profile, blk.fld),                  \
+        .width = sizeof(((struct hw_profile *)0)->blk.fld), .doc = (d), .min = (m)                 \
+    }
+
 /* Default ranges by kind (docs/scenarios.md "Ranges"): a duration is at
  * most SIM_DURATION_MAX_PS (one hour) so that no sum of a few of them
  * with the current time can wrap the 64-bit clock; rates up to 100 Tb/s;
@@ -89,6 +96,8 @@ const struct param_def hw_params[] = {
       "atomic unit occupancy per operation (plus the PCIe read-modify-write)"),
     PE("nic.transport", nic, transport, nic_transport_names,
        "transport personality of RC QPs: ib, ib-ar (adaptive routing), efa-srd, 1rma"),
+    PE("nic.link_layer", nic, link_layer, nic_link_layer_names,
+       "port type reported to verbs: ethernet (RoCEv2: GIDs, no LIDs) or ib (LID = node + 1)"),
     PE("nic.dma_ordering", nic, dma_ordering, nic_dma_ordering_names,
        "payload DMA writes: strict (address order, before the CQE) or relaxed"),
     PR("nic.srd_rto", PARAM_TIME, nic, srd_rto_ps, SIM_NS, SIM_DURATION_MAX_PS,
@@ -128,6 +137,21 @@ const struct param_def hw_params[] = {
     P("nic.dm_access", PARAM_TIME, nic, dm_access_ps, "one NIC access to device memory"),
     P("nic.cqe_compression", PARAM_BOOL, nic, cqe_compression,
       "CQE compression: 7 of every 8 CQEs of a CQ written as 8 B mini-CQEs"),
+    /* DCQCN congestion control (sim/nic/dcqcn.c, docs/lossless.md) */
+    P("nic.dcqcn", PARAM_BOOL, nic, dcqcn,
+      "DCQCN: ECT on sent packets, CNPs for CE-marked ones, per-QP rate control"),
+    P("nic.cnp_interval", PARAM_TIME, nic, cnp_interval_ps,
+      "DCQCN: a QP sends at most one CNP per this (Zhu et al. N = 50 us)"),
+    PMIN("nic.dcqcn_timer", PARAM_TIME, nic, dcqcn_timer_ps, 1,
+         "DCQCN: rate-increase timer T and alpha timer K (55 us)"),
+    PMIN("nic.dcqcn_byte_counter", PARAM_SIZE, nic, dcqcn_byte_counter_bytes, 1,
+         "DCQCN: byte counter B (10 MB)"),
+    P("nic.dcqcn_rai", PARAM_RATE, nic, dcqcn_rai_bps, "DCQCN: additive increase R_AI (40 Mb/s)"),
+    P("nic.dcqcn_rhai", PARAM_RATE, nic, dcqcn_rhai_bps, "DCQCN: hyper increase R_HAI (400 Mb/s)"),
+    P("nic.dcqcn_min_rate", PARAM_RATE, nic, dcqcn_min_rate_bps,
+      "DCQCN: a QP's rate is never cut below this (100 Mb/s)"),
+    P("nic.dcqcn_f", PARAM_COUNT, nic, dcqcn_f, "DCQCN: fast-recovery stages F (5)"),
+    PR("nic.cnp_prio", PARAM_COUNT, nic, cnp_prio, 0, PKT_PRIOS - 1, "priority (0..7) of CNPs (6)"),
     /* RIMA append queues (sim/nic/aq.c, docs/rima.md) */
     PR("rima.tpt_entries", PARAM_COUNT, nic, rima_tpt_entries, 0, NIC_AQ_MAX_TPT_ENTRIES,
        "RIMA tail pointer table entries = append queues at most (0 = no RIMA); Xue et al. 3.2 "
@@ -410,6 +434,17 @@ bool param_range(const struct param_def *d, uint64_t *min, uint64_t *max)
 
 void param_format_range(const struct param_def *d, char *buf, size_t len)
 {
+    if (d->choices) { /* "1,2,4,8": the values allowed */
+        size_t off = 0;
+        buf[0] = '\0';
+        for (size_t i = 0; d->choices[i] && off < len; i++) {
+            char v[32];
+            format_value(d->kind, d->choices[i], v, sizeof(v));
+            int k = snprintf(buf + off, len - off, "%s%s", i ? "," : "", v);
+            off += k > 0 ? (size_t)k : 0;
+        }
+        return;
+    }
     uint64_t lo, hi;
     if (!param_range(d, &lo, &hi)) {
         snprintf(buf, len, "%s", "");
