@@ -259,7 +259,9 @@ void pcie_link_destroy(struct pcie_link *l)
         return;
     /* Pending callbacks point into the link and its chunks: destroy the
      * link only after the simulation stopped running (or with no read in
-     * flight). */
+     * flight).  Its own event leaves the queue, which outlives it (a run
+     * stopped mid-flight is torn down with events pending). */
+    sim_cancel(l->sim, &l->pump_ev);
     for (struct pcie_slot_chunk *ch = l->chunks, *next; ch; ch = next) {
         next = ch->next;
         free(ch);
