@@ -156,6 +156,7 @@ struct nic_mr *nic_mr_reg(struct nic_pd *pd, void *addr, uint64_t length, uint64
     } else {
         mr->wire_base = iova;
     }
+    mr->peer = nic_peer_link_of(nic, addr, length);
     nic->mr_tbl[idx] = mr;
     nic->mr_next_free_hint = idx + 1;
     nic->n_mrs++;
