@@ -60,8 +60,8 @@ extern const char *const zs_mode_names[]; /* "pairs", "shuffle", "lb", "replicat
 #define ZS_QOS_FLOWS 8
 struct zs_qos {
     uint32_t n_steps, n_flows;
-    uint64_t at_ns[ZS_QOS_STEPS];                   /* from the start */
-    uint64_t rate_bps[ZS_QOS_STEPS][ZS_QOS_FLOWS];  /* by producer index */
+    uint64_t at_ns[ZS_QOS_STEPS];                  /* from the start */
+    uint64_t rate_bps[ZS_QOS_STEPS][ZS_QOS_FLOWS]; /* by producer index */
 };
 
 /* PU kinds (where the ring lives and what produces / consumes it). */
