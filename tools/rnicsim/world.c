@@ -250,6 +250,8 @@ void world_free(struct world *w)
             nic_destroy(w->nics[i]);
         if (w->pcie && w->pcie[i])
             pcie_link_destroy(w->pcie[i]);
+        if (w->hosts)
+            host_fini(&w->hosts[i]);
     }
     if (w->topo)
         topo_destroy(w->topo);
