@@ -161,28 +161,25 @@ static void dma_strict_land(struct sim *sim, void *a, void *b)
     dma_free(op->nic, op);
 }
 
-/* The placement is ordered: memory on the other socket than the NIC is
- * still one inter-socket link away (host.numa.*); later strict writes
- * and reads may not pass it, so it moves the horizon they wait for. */
-static void dma_strict_numa(struct sim *sim, void *a, void *b)
+/* Memory on the other socket than the NIC is one inter-socket link
+ * further (host.numa.*): the write lands after it, never before the
+ * writes issued before it (their visibility is the horizon), and the
+ * writes and reads after it may not pass it (it becomes the horizon). */
+static void dma_strict_visible(struct sim *sim, void *a, void *b)
 {
     struct nic_op *op = a;
     struct nic *nic = op->nic;
     sim_time_t extra = nic_dma_numa_delay(nic, op, 0, op->dma_len, true);
     if (!extra) {
-        dma_strict_land(sim, a, b);
+        if (!nic_dma_wait_relaxed(nic, dma_strict_land, a, b))
+            dma_strict_land(sim, a, b);
         return;
     }
-    if (sim_now(sim) + extra > nic->dma.horizon_ps)
-        nic->dma.horizon_ps = sim_now(sim) + extra;
-    sim_call_in(sim, extra, dma_strict_land, a, b);
-}
-
-static void dma_strict_visible(struct sim *sim, void *a, void *b)
-{
-    struct nic_op *op = a;
-    if (!nic_dma_wait_relaxed(op->nic, dma_strict_numa, a, b))
-        dma_strict_numa(sim, a, b);
+    sim_time_t now = sim_now(sim), t = now + extra;
+    if (nic->dma.horizon_ps > t)
+        t = nic->dma.horizon_ps;
+    nic->dma.horizon_ps = t;
+    sim_call_in(sim, t - now, dma_strict_land, a, b);
 }
 
 bool nic_dma_numa_remote(const struct nic *nic, const struct nic_op *op)

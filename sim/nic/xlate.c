@@ -196,10 +196,12 @@ static void mem_write_numa(struct sim *sim, void *a, void *b)
     (void)b;
     struct nic_op *op = a;
     struct nic *nic = op->nic;
-    sim_time_t extra = nic_dma_numa_delay(nic, op, 0, (uint32_t)op->mem_bytes, true);
-    if (sim_now(sim) + extra > nic->dma.horizon_ps)
-        nic->dma.horizon_ps = sim_now(sim) + extra;
-    sim_call_in(sim, extra, op->mem_done, op, op->mem_b);
+    sim_time_t now = sim_now(sim);
+    sim_time_t t = now + nic_dma_numa_delay(nic, op, 0, (uint32_t)op->mem_bytes, true);
+    if (nic->dma.horizon_ps > t)
+        t = nic->dma.horizon_ps; /* not before the writes issued before it */
+    nic->dma.horizon_ps = t;
+    sim_call_in(sim, t - now, op->mem_done, op, op->mem_b);
 }
 
 static void mem_go(struct nic_op *op)
