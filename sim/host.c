@@ -123,6 +123,8 @@ bool host_mem_is_remote(const struct host *h, const void *addr)
 
 sim_time_t host_mmio_numa_delay(struct host *h)
 {
+    if (!h->n_remote_threads)
+        return 0;
     struct host_thread *t = host_thread_current();
     if (!t || t->host != h || !t->vcpu || t->vcpu->socket == h->cpu.topo.nic_socket)
         return 0;
@@ -132,7 +134,8 @@ sim_time_t host_mmio_numa_delay(struct host *h)
 sim_time_t host_remote_line_extra(void)
 {
     struct host_thread *t = host_thread_current();
-    if (!t || !t->vcpu || t->vcpu->socket == t->host->cpu.topo.nic_socket)
+    if (!t || !t->host->n_remote_threads || !t->vcpu ||
+        t->vcpu->socket == t->host->cpu.topo.nic_socket)
         return 0;
     const struct host_mem_params *p = &t->host->cpu.mem;
     return p->remote_cache_ps > p->llc_ps ? p->remote_cache_ps - p->llc_ps : 0;

@@ -127,6 +127,7 @@ struct host {
     /* sim/host/cpu.c: the hardware threads, created with the first thread */
     struct host_vcpu *vcpus;
     uint32_t nvcpus;
+    uint32_t n_remote_threads; /* live threads on a socket other than the NIC's */
     /* sim/host/mem.c: NUMA placement and cache-line state (NULL until a
      * program first allocates on a socket, touches or copies memory) */
     struct host_mem *mem;

@@ -382,6 +382,15 @@ static void leave_cpu(struct host_thread *t)
 
 /* ---------------------------------------------------------------- placement */
 
+/* A thread comes to / leaves v; the host counts its threads away from the
+ * NIC's socket (none: the NUMA paths need not look at the thread). */
+static void vcpu_place(struct host_vcpu *v, int d)
+{
+    v->n_placed += (uint32_t)d;
+    if (v->socket != v->host->cpu.topo.nic_socket)
+        v->host->n_remote_threads += (uint32_t)d;
+}
+
 /* Lower is better: an idle core on the NIC's socket, an idle core, an
  * idle hyper-thread (NIC's socket first), then the least loaded. */
 static uint64_t place_score(const struct host_vcpu *v, uint32_t nic_socket)
@@ -425,7 +434,7 @@ int host_sched_place(struct host_thread *t, int cpu, int socket)
     if (!best)
         return EINVAL; /* no CPU on that socket (cannot happen: sockets have cores) */
     t->vcpu = best;
-    best->n_placed++;
+    vcpu_place(best, 1);
     snprintf(t->cpu_why, sizeof(t->cpu_why), "runnable, waiting for CPU %u (time-sliced)",
              best->id);
     make_runnable(t, false, false);
@@ -437,7 +446,7 @@ void host_sched_exit(struct host_thread *t)
     if (!t->vcpu)
         return;
     leave_cpu(t);
-    t->vcpu->n_placed--;
+    vcpu_place(t->vcpu, -1);
 }
 
 void host_sched_block(struct host_thread *t)
@@ -462,9 +471,9 @@ int host_sched_pin(struct host_thread *t, int cpu)
     if (to == t->vcpu)
         return 0;
     leave_cpu(t);
-    t->vcpu->n_placed--;
+    vcpu_place(t->vcpu, -1);
     t->vcpu = to;
-    to->n_placed++;
+    vcpu_place(to, 1);
     snprintf(t->cpu_why, sizeof(t->cpu_why), "runnable, waiting for CPU %u (time-sliced)", to->id);
     make_runnable(t, false, true); /* a migration costs a switch */
     host_sched_acquire(t);
@@ -519,9 +528,26 @@ void host_sched_run(struct host_thread *t, sim_time_t work_ps, bool stretch)
     struct host *h = t->host;
     t->work_left_ps = work_ps;
     t->stretch = stretch;
+    struct host_vcpu *v = t->vcpu;
+    sim_time_t now = sim_now(h->sim);
+    if (t->cpu_state == HOST_CPU_ON && now >= v->switch_done_ps && !v->n_ready &&
+        !noise_periodic(&v->os_noise) && !(stretch && vcpu_busy(v->sibling))) {
+        /* alone on a core: the work takes its time, unless the sibling
+         * wakes meanwhile (thread_replan moves the wake-up) */
+        t->rate_permil = 1000;
+        t->seg_start_ps = now;
+        t->seg_end_ps = now + work_ps;
+        t->charging = true;
+        sim_proc_sleep(work_ps);
+        t->charging = false;
+        if (sim_now(h->sim) >= t->seg_end_ps)
+            return;
+        seg_account(t, sim_now(h->sim));
+    }
     while (t->work_left_ps) {
         wait_turn(t);
-        sim_time_t now = sim_now(h->sim), end = seg_plan(t, now);
+        now = sim_now(h->sim);
+        sim_time_t end = seg_plan(t, now);
         t->charging = true;
         sim_proc_sleep(end - now);
         t->charging = false;

@@ -169,7 +169,8 @@ static void dma_strict_visible(struct sim *sim, void *a, void *b)
 {
     struct nic_op *op = a;
     struct nic *nic = op->nic;
-    sim_time_t extra = nic_dma_numa_delay(nic, op, 0, op->dma_len, true);
+    sim_time_t extra =
+        nic->host && nic->host->mem ? nic_dma_numa_delay(nic, op, 0, op->dma_len, true) : 0;
     if (!extra) {
         if (!nic_dma_wait_relaxed(nic, dma_strict_land, a, b))
             dma_strict_land(sim, a, b);
