@@ -27,6 +27,16 @@ struct host_cpu_params {
     sim_time_t control_verb_ps;  /* create/modify/destroy/reg_mr (non data path) */
     uint64_t memcpy_bytes_per_s; /* host_memcpy cost */
     sim_time_t wakeup_ps;        /* a parked poller notices new data */
+    /* The simulated POSIX layer of programs loaded from shared objects
+     * (posix/, docs/user-programs.md) */
+    sim_time_t clock_read_ps; /* clock_gettime / gettimeofday / time */
+    sim_time_t tsc_read_ps;   /* an rdtsc / rdtscp instruction */
+    sim_time_t syscall_ps;    /* any other system call (sockets, sleep, poll entry) */
+    sim_time_t lock_ps;       /* an uncontended pthread mutex lock + unlock */
+    /* The management network (TCP sockets between hosts): one-way latency
+     * of a segment and the rate it is serialised at */
+    sim_time_t mgmt_latency_ps;
+    uint64_t mgmt_rate_bps;
 };
 
 void host_cpu_params_default(struct host_cpu_params *p);
@@ -39,6 +49,10 @@ struct host {
     struct nic *nic;
     struct sim_waitq relax_wq; /* host_relax(): woken by any DMA write / CQE / local proc */
     struct sim_waitq cqe_wq;   /* empty ibv_poll_cq(): woken by any CQE on this host */
+    /* poll()/select()/epoll_wait() of the simulated POSIX layer (posix/):
+     * woken whenever a file descriptor of this host may have become ready
+     * (a socket segment arrived, a completion or async event was queued) */
+    struct sim_waitq fd_wq;
     uint64_t dma_writes_landed, cqes_landed;
     /* Changes a parked thread could observe: DMA writes and CQEs landed and
      * CPU time charged by any thread of the host (host_park compares). */
@@ -69,6 +83,16 @@ struct host_thread {
      * (a CQE landed while its poll was being charged), host_park returns at
      * once instead of parking: the thread has not seen it yet. */
     uint64_t seen_gen, own_gen;
+    /* CPU time used but not slept yet (host_charge_soon): paid by the next
+     * host_charge / host_note_call / host_park, or as soon as it would
+     * reach the next pending event. */
+    sim_time_t owed_ps;
+    /* The simulated POSIX state of a program loaded from a shared object
+     * (posix/), or NULL; its hook runs whenever the thread enters the
+     * simulator (host_note_call, after a park): pending simulated signals
+     * are delivered there. */
+    void *os;
+    void (*on_enter)(struct host_thread *t);
 };
 
 void host_init(struct host *h, struct sim *sim, uint32_t id, const char *name,
@@ -83,8 +107,21 @@ struct host *host_of_current(void);
  * host_thread owned by the simulator run; freed with the sim). */
 struct sim_proc *host_spawn(struct host *h, const char *name, sim_proc_fn fn, void *arg,
                             void *program, size_t stack_bytes);
-/* Record a call other than an empty poll (resets the poll heuristic). */
+/* Record a call other than an empty poll (resets the poll heuristic); pays
+ * the thread's owed CPU time first and runs its on_enter hook. */
 void host_note_call(void);
+/* Account `ps` of CPU time to the running process without yielding, unless
+ * that would reach the next pending event (then it sleeps it all off now).
+ * Exact: nothing can change what the thread observes before that event.
+ * Used for cheap frequent calls (clock reads, locks) so that a loop over
+ * them does not cost a context switch per call. */
+void host_charge_soon(sim_time_t ps);
+/* The running thread's view of the current time: sim_now plus its owed
+ * CPU time (plain sim_now outside a process). */
+sim_time_t host_now_ps(void);
+/* Something a poll()/select() of this host's programs may wait for
+ * happened: wake them (posix/fd.c). */
+void host_fd_activity(struct host *h);
 /* Charge `ps` of CPU time to the running process (sleeps it).  Before
  * giving up the CPU it wakes this host's host_relax() waiters, since the
  * running thread may have written memory they poll. */

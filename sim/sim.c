@@ -55,6 +55,19 @@ size_t sim_events_pending(const struct sim *sim)
 {
     return sim->n - (sim->ghost ? 1 : 0);
 }
+sim_time_t sim_next_event_time(const struct sim *sim)
+{
+    if (!sim->ghost)
+        return sim->n ? sim->heap[0].time : SIM_TIME_NEVER;
+    /* heap[0] is the event being executed: the next one is the earliest
+     * of its children (4-ary heap: 1..4) */
+    sim_time_t t = SIM_TIME_NEVER;
+    for (size_t i = 1; i <= 4 && i < sim->n; i++)
+        if (sim->heap[i].time < t)
+            t = sim->heap[i].time;
+    return t;
+}
+
 void sim_stop(struct sim *sim)
 {
     sim->stop = true;

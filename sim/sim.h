@@ -105,6 +105,10 @@ size_t sim_events_pending(const struct sim *sim);
 /* Run events in (time, seq) order until one of the results above. */
 enum sim_run_result sim_run(struct sim *sim, sim_time_t until);
 void sim_stop(struct sim *sim);
+/* Time of the earliest pending event other than the one being executed
+ * (SIM_TIME_NEVER if none): a running process may account CPU time up to
+ * there without yielding, since nothing else can happen before it. */
+sim_time_t sim_next_event_time(const struct sim *sim);
 const char *sim_run_result_str(enum sim_run_result r);
 /* Print one line per unfinished non-daemon process with the point where
  * it is blocked ("  h1/perftest#0: ibv_poll_cq(cq 3): CQ empty"), or
@@ -134,6 +138,21 @@ typedef void (*sim_proc_fn)(void *arg);
  * with errno set if the stack cannot be mapped. */
 struct sim_proc *sim_proc_create(struct sim *sim, const char *name, sim_proc_fn fn, void *arg,
                                  size_t stack_bytes);
+/* Called on the scheduler's stack just before `p` resumes (in = true) and
+ * just after it gives the CPU back (in = false): what a process-private
+ * view of global state (errno, stdout, getopt's variables) needs to be
+ * swapped in and out (posix/). */
+typedef void (*sim_switch_hook_fn)(void *arg, bool in);
+void sim_proc_set_switch_hook(struct sim_proc *p, sim_switch_hook_fn fn, void *arg);
+/* End a process that is not running (parked, sleeping or not yet started):
+ * it leaves its wait queue, its wake-up is cancelled, joiners are woken and
+ * its stack is released.  Nothing of its own code runs any more (an exit()
+ * of another thread of the same program). */
+void sim_proc_kill(struct sim_proc *p);
+/* Take `p` off the wait queue it is blocked on and resume it now, as if
+ * its deadline had passed (sim_waitq_wait_until returns false).  Returns
+ * false if it was not waiting on a queue.  (A simulated signal.) */
+bool sim_proc_interrupt(struct sim_proc *p);
 /* Daemon processes do not keep the run alive and are not reported as
  * deadlocked (servers that loop forever). */
 void sim_proc_set_daemon(struct sim_proc *p, bool daemon);

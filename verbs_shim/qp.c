@@ -276,9 +276,8 @@ static int check_qp_type(enum ibv_qp_type type)
  * the device limits;
  * EOPNOTSUPP for QP types the model lacks (raw packet, XRC); the NIC's
  * errno otherwise. */
-struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *init)
+struct shim_qp *shim_qp_create(struct ibv_pd *pd, struct ibv_qp_init_attr *init)
 {
-    shim_charge_control();
     if (!pd || !init || !init->send_cq || !init->recv_cq || init->send_cq->context != pd->context ||
         init->recv_cq->context != pd->context || (init->srq && init->srq->context != pd->context)) {
         errno = EINVAL;
@@ -356,7 +355,14 @@ struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *init)
     sqp->recv_cq->n_qps++;
     if (sqp->srq)
         sqp->srq->n_qps++;
-    return qp;
+    return sqp;
+}
+
+struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *init)
+{
+    shim_charge_control();
+    struct shim_qp *sqp = shim_qp_create(pd, init);
+    return sqp ? &sqp->qp : NULL;
 }
 
 /* Returns 0, EINVAL for NULL, or the NIC's errno. */
@@ -376,6 +382,7 @@ int ibv_destroy_qp(struct ibv_qp *qp)
         sqp->srq->n_qps--;
     pthread_cond_destroy(&qp->cond);
     pthread_mutex_destroy(&qp->mutex);
+    shim_wr_batch_free(sqp);
     free(sqp);
     return 0;
 }

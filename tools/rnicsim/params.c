@@ -159,6 +159,16 @@ const struct param_def hw_params[] = {
     P("host.cpu.memcpy_rate", PARAM_BYTE_RATE, cpu, memcpy_bytes_per_s,
       "host_memcpy copy rate (written in bits/s, e.g. 56Gbps = 7 GB/s)"),
     P("host.cpu.wakeup", PARAM_TIME, cpu, wakeup_ps, "a parked poller notices new data"),
+    P("host.cpu.clock_read", PARAM_TIME, cpu, clock_read_ps,
+      "clock_gettime/gettimeofday/time of a program (docs/user-programs.md)"),
+    P("host.cpu.tsc_read", PARAM_TIME, cpu, tsc_read_ps, "an rdtsc/rdtscp of a program"),
+    P("host.cpu.syscall", PARAM_TIME, cpu, syscall_ps,
+      "any other system call of a program (sockets, sleep, poll)"),
+    P("host.cpu.lock", PARAM_TIME, cpu, lock_ps,
+      "a program's pthread mutex lock + unlock, uncontended"),
+    P("host.mgmt.latency", PARAM_TIME, cpu, mgmt_latency_ps,
+      "management network (programs' TCP sockets): one-way latency"),
+    P("host.mgmt.rate", PARAM_RATE, cpu, mgmt_rate_bps, "management network: per-host rate"),
 };
 
 const size_t hw_params_count = sizeof(hw_params) / sizeof(hw_params[0]);

@@ -98,6 +98,9 @@ struct scn_program {
     uint32_t host_index;
     char *program; /* as written (argv[0]) */
     char *so_path; /* resolved shared-object path, or NULL for a built-in */
+    int so_fd;     /* memfd of a private copy (a second instance), or -1 */
+    uintptr_t so_base; /* where the object was loaded, and its extent */
+    size_t so_size;
     program_main_fn main;
     char **args; /* NULL-terminated */
     size_t nargs;
@@ -218,6 +221,8 @@ struct report_table {
 enum run_result { RUN_DONE, RUN_DEADLOCK, RUN_PROGRAM_FAILED, RUN_TIME_LIMIT };
 
 struct run;
+struct posix_world;
+struct posix_prog;
 
 /* One program instance (and, shared, its threads): the host_thread.program
  * pointer of its processes. */
@@ -230,6 +235,7 @@ struct prog_inst {
     char proc_name[96]; /* "h1/perftest#0": the process name (kept alive) */
     int exit_code;
     bool finished;
+    struct posix_prog *os; /* a shared object's simulated POSIX (posix/), or NULL */
 };
 
 struct run {
@@ -260,6 +266,8 @@ struct run {
     double progress_t0, progress_last;
     /* stop the simulation as soon as a program returns non-zero */
     bool stop_on_failure;
+    /* the simulated POSIX of the shared-object programs (posix/), or NULL */
+    struct posix_world *os;
 };
 
 /* Options of run_scenario_opts (run_scenario = {.progress = progress}). */
@@ -270,6 +278,7 @@ struct run_opts {
     sim_progress_fn observe; /* called every `observe_every` events during the run */
     void *observe_arg;
     uint64_t observe_every;
+    double watchdog_s; /* spin watchdog of shared-object programs: 0 default, < 0 off */
 };
 
 /* Build the world, start every program, run the simulation.  Fills the

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "posix/posix.h"
 #include "sim/trace.h"
 #include "tools/rnicsim/rnicsim.h"
 
@@ -49,16 +50,50 @@ int run_exit_code(enum run_result r)
     return run_exit_codes[r];
 }
 
-/* Body of every program process. */
-static void program_entry(void *arg)
+static void program_ended(struct prog_inst *pi, int exit_code)
 {
-    struct prog_inst *pi = arg;
-    optind = 0; /* a fresh getopt scan for programs that parse options */
-    pi->exit_code = pi->def->main(pi->argc, pi->argv);
+    pi->exit_code = exit_code;
     pi->finished = true;
     if (pi->exit_code != 0 && pi->run->stop_on_failure)
         sim_stop(pi->run->world->sim);
     run_process_finished(pi);
+}
+
+/* Body of every program process. */
+static void program_entry(void *arg)
+{
+    struct prog_inst *pi = arg;
+    if (pi->os) {
+        program_ended(pi, posix_prog_run_main(pi->os, pi->def->main, pi->argc, pi->argv));
+        return;
+    }
+    optind = 0; /* a fresh getopt scan for programs that parse options */
+    program_ended(pi, pi->def->main(pi->argc, pi->argv));
+}
+
+/* posix/ ended the threads of a program that exit()ed from another one. */
+static void os_main_ended(void *arg, int status)
+{
+    program_ended(arg, status);
+}
+
+static void os_thread_ended(void *arg)
+{
+    run_process_finished(arg);
+}
+
+/* "h1/rc_pingpong#1": host, the object's name without directory and
+ * ".so", instance number. */
+static void program_label(const struct prog_inst *pi, size_t i, char *buf, size_t len)
+{
+    const char *name = pi->def->program;
+    const char *slash = strrchr(name, '/');
+    if (slash)
+        name = slash + 1;
+    size_t n = strlen(name);
+    if (n > 3 && strcmp(name + n - 3, ".so") == 0)
+        n -= 3;
+    snprintf(buf, len, "%s/%.*s#%zu", pi->def->host, (int)n, name, i);
 }
 
 void run_process_finished(struct prog_inst *pi)
@@ -110,8 +145,11 @@ static int start_programs(struct run *r, char *why, size_t why_len)
     }
     for (size_t i = 0; i < s->nprogs; i++) {
         struct prog_inst *pi = &r->insts[i];
-        snprintf(pi->proc_name, sizeof(pi->proc_name), "%s/%s#%zu", pi->def->host, pi->def->program,
-                 i);
+        if (pi->def->so_path)
+            program_label(pi, i, pi->proc_name, sizeof(pi->proc_name));
+        else
+            snprintf(pi->proc_name, sizeof(pi->proc_name), "%s/%s#%zu", pi->def->host,
+                     pi->def->program, i);
         struct sim_proc *p =
             host_spawn(pi->host, pi->proc_name, program_entry, pi, pi, pi->def->stack_bytes);
         if (!p) {
@@ -120,6 +158,21 @@ static int start_programs(struct run *r, char *why, size_t why_len)
             return -1;
         }
         sim_proc_set_daemon(p, pi->def->daemon);
+        if (pi->def->so_path) {
+            if (!r->os)
+                r->os = posix_world_create(r->world->sim, r->world->hosts, r->world->nhosts);
+            struct posix_prog_hooks hooks = {
+                .arg = pi, .main_ended = os_main_ended, .thread_ended = os_thread_ended};
+            pi->os = r->os ? posix_prog_create(r->os, pi->host, pi->proc_name, pi->def->so_path,
+                                               pi->def->so_base, pi->def->so_size, &hooks)
+                           : NULL;
+            if (!pi->os) {
+                snprintf(why, why_len, "cannot set up program %s on %s (out of memory)",
+                         pi->def->program, pi->def->host);
+                return -1;
+            }
+            posix_prog_attach_main(pi->os, p);
+        }
     }
     return 0;
 }
@@ -173,9 +226,20 @@ struct run *run_scenario_opts(const struct scenario *s, const struct run_opts *o
         sim_set_progress(sim, o->observe_every ? o->observe_every : 1, o->observe, o->observe_arg);
     else if (progress)
         sim_set_progress(sim, 1u << 16, progress_cb, r);
+    if (r->os) {
+        if (o->watchdog_s != 0)
+            posix_world_set_watchdog(r->os, o->watchdog_s > 0 ? o->watchdog_s : 0);
+        posix_guard_start(r->os);
+    }
     double t0 = wall_seconds();
     enum sim_run_result res = sim_run(sim, s->stop_time_ps);
     r->wall_s = wall_seconds() - t0;
+    if (r->os) {
+        posix_guard_stop(r->os);
+        for (size_t i = 0; i < r->ninsts; i++)
+            if (r->insts[i].os)
+                posix_prog_flush(r->insts[i].os);
+    }
     if (progress)
         fprintf(stderr, "\r%60s\r", "");
     r->sim_time_ps = sim_now(sim);
@@ -209,6 +273,7 @@ void run_free(struct run *r)
     if (!r)
         return;
     host_api_free_run(r);
+    posix_world_free(r->os); /* its descriptors and programs, before the hosts */
     world_free(r->world);
     for (size_t i = 0; i < r->ninsts; i++) {
         for (int k = 0; k < r->insts[i].argc; k++)
