@@ -42,8 +42,8 @@ struct pfile *posix_file(struct posix_world *w, int fd)
     return w->files[fd];
 }
 
-struct pfile *posix_file_new(struct posix_world *w, struct posix_prog *owner,
-                             enum pfile_kind kind, void *obj)
+struct pfile *posix_file_new(struct posix_world *w, struct posix_prog *owner, enum pfile_kind kind,
+                             void *obj)
 {
     int fd = eventfd(0, EFD_CLOEXEC);
     if (fd < 0)
@@ -291,8 +291,7 @@ int __wrap_fcntl(int fd, int cmd, ...)
     case F_SETFD:
         return fcntl(fd, cmd, arg); /* FD_CLOEXEC of the placeholder */
     default:
-        posix_refuse(t, EINVAL, "fcntl(fd %d, %d) on a simulated socket: not supported", fd,
-                     cmd);
+        posix_refuse(t, EINVAL, "fcntl(fd %d, %d) on a simulated socket: not supported", fd, cmd);
         return -1;
     }
 }
@@ -503,9 +502,9 @@ int __wrap_ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts, const 
     struct posix_thread *t = posix_enter();
     if (!t)
         return ppoll(fds, n, ts, mask);
-    sim_time_t d = ts ? posix_now_ps() + (sim_time_t)ts->tv_sec * SIM_S +
-                            (sim_time_t)ts->tv_nsec * SIM_NS
-                      : SIM_TIME_NEVER;
+    sim_time_t d =
+        ts ? posix_now_ps() + (sim_time_t)ts->tv_sec * SIM_S + (sim_time_t)ts->tv_nsec * SIM_NS
+           : SIM_TIME_NEVER;
     return posix_poll(t, fds, n, d, "ppoll()");
 }
 
@@ -591,9 +590,9 @@ int __wrap_pselect(int nfds, fd_set *r, fd_set *wr, fd_set *ex, const struct tim
     struct posix_thread *t = posix_enter();
     if (!t)
         return pselect(nfds, r, wr, ex, ts, mask);
-    sim_time_t d = ts ? posix_now_ps() + (sim_time_t)ts->tv_sec * SIM_S +
-                            (sim_time_t)ts->tv_nsec * SIM_NS
-                      : SIM_TIME_NEVER;
+    sim_time_t d =
+        ts ? posix_now_ps() + (sim_time_t)ts->tv_sec * SIM_S + (sim_time_t)ts->tv_nsec * SIM_NS
+           : SIM_TIME_NEVER;
     return select_common(t, nfds, r, wr, ex, d, "pselect()");
 }
 

@@ -55,9 +55,9 @@ static void move_options_first(char **argv, struct getopt_state *st)
 /* st->nextchar is the option name (after "--", "-" or "-W ").  Returns
  * what getopt returns, or -1 if it is not a long option and should be
  * read as short options (getopt_long_only only). */
-static int long_option(int argc, char **argv, const char *optstring,
-                       const struct option *longopts, int *longind, bool long_only,
-                       struct getopt_state *st, bool print, const char *prefix)
+static int long_option(int argc, char **argv, const char *optstring, const struct option *longopts,
+                       int *longind, bool long_only, struct getopt_state *st, bool print,
+                       const char *prefix)
 {
     char *name = st->nextchar;
     char *end = name;
@@ -161,9 +161,9 @@ static int long_option(int argc, char **argv, const char *optstring,
 /* The next ARGV-element: returns 0 with st->nextchar set to a group of
  * short options, or the value getopt returns (-1 at the end, 1 for an
  * in-order non-option, a long option's result). */
-static int next_element(int argc, char **argv, const char *optstring,
-                        const struct option *longopts, int *longind, bool long_only,
-                        struct getopt_state *st, bool print, bool *done)
+static int next_element(int argc, char **argv, const char *optstring, const struct option *longopts,
+                        int *longind, bool long_only, struct getopt_state *st, bool print,
+                        bool *done)
 {
     *done = true;
     if (st->last_nonopt > optind)
@@ -250,8 +250,8 @@ int posix_getopt(int argc, char **argv, const char *optstring, const struct opti
 
     if (!st->nextchar || !*st->nextchar) {
         bool done;
-        int rc = next_element(argc, argv, optstring, longopts, longind, long_only, st, print,
-                              &done);
+        int rc =
+            next_element(argc, argv, optstring, longopts, longind, long_only, st, print, &done);
         if (done)
             return rc;
     }

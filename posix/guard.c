@@ -17,19 +17,33 @@
  * instruction (perftest's get_cycles()); no library call to redirect.
  * prctl(PR_SET_TSC, PR_TSC_SIGSEGV) makes the instruction fault for the
  * simulator's thread; the SIGSEGV handler recognises rdtsc / rdtscp at
- * the faulting address and emulates it: the program gets (1000 s +
+ * the faulting address and sends the program through a trampoline
+ * (tramp_x86_64.S) that reads the simulated clock like clock_gettime
+ * does, host.cpu.tsc_read of CPU time: the program gets (1000 s +
  * simulated time) x the "cpu MHz" of /proc/cpuinfo -- what perftest
- * divides cycles by -- and pays host.cpu.tsc_read of CPU time at its next
- * call into the simulator (a signal handler cannot switch processes).
- * The simulator's own clock reads (the vDSO uses rdtscp) are served with
- * the real counter.
+ * divides cycles by.  The simulator's own clock reads (the vDSO uses
+ * rdtscp) are served with the real counter.
  *
- * Spinning.  A watchdog thread watches the context switches of programs:
- * if one program has run for longer than the limit (10 s of real time,
+ * Spinning on memory.  A loop like perftest's
+ *     while (*poll_buf != (char)rcnt);
+ * waits for a DMA write, but in simulated time nothing happens until the
+ * program calls into the simulator.  A timer signals the simulator's
+ * thread every 50 us; when a program has run a whole tick without a
+ * context switch and is executing its own code, it is preempted: the
+ * trampoline makes it call what <rnicsim/host.h>'s host_relax() does --
+ * park until a DMA write or CQE lands in its host's memory or a sibling
+ * thread runs -- and resume where it was.  So such loops run unmodified,
+ * at the simulated instant the awaited write lands.  A program computing
+ * (not waiting) for that long in its own code is parked the same way; if
+ * the run would then stop with every program blocked, it is woken again
+ * (posix_wake_spinners), so computation is delayed, never lost -- it is
+ * free in simulated time either way (declare it with host_compute()).
+ *
+ * The watchdog.  A thread watches the context switches of programs: if one
+ * program has run for longer than the limit (10 s of real time,
  * `rnicsim run --watchdog SECONDS`, $RNICSIM_WATCHDOG) without giving the
- * CPU back to the simulator -- a loop reading memory that only the NIC or
- * another program could change, which in simulated time never changes --
- * it interrupts it, prints where it spins and what to do, and the run
+ * CPU back -- stuck in a real blocking call, or spinning outside its own
+ * code -- it interrupts it, prints where it is and what to do, and the run
  * ends with status 1.
  *
  * Signal handlers are process-wide, so one guarded world at a time is
@@ -53,12 +67,29 @@
 #include "posix/posix_priv.h"
 
 enum { GUARD_ALTSTACK_BYTES = 256 * 1024, GUARD_MAX_FRAMES = 48 };
+/* The spin preemption's tick: a program that runs one whole tick in its
+ * own code without a context switch is preempted at the next. */
+#define PREEMPT_TICK_NS 50000
 
 static const int crash_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS, SIGABRT};
 #define N_CRASH_SIGNALS (sizeof(crash_signals) / sizeof(crash_signals[0]))
 
 struct posix_guard {
     struct posix_world *w;
+    bool tramp;      /* XSAVE available: trampolines usable */
+    timer_t preempt; /* the preemption tick (PREEMPT_TICK_NS) */
+    bool preempt_on, preempt_always;
+    /* spin detection: the running program's calls at the last tick, and
+     * the single-stepped check of a candidate loop */
+    struct posix_thread *tick_t;
+    uint64_t tick_entries;
+    bool stepping;
+    unsigned steps, backoff, skip;
+    struct posix_thread *step_t;
+    uint64_t step_entries;
+    greg_t step_regs[NGREG];
+    unsigned char step_xmm[256];
+    struct sigaction old_preempt;
     void *altstack_mem;
     stack_t old_altstack;
     struct sigaction old_crash[N_CRASH_SIGNALS], old_wd;
@@ -78,6 +109,62 @@ static int wd_signal(void)
 {
     return SIGRTMIN + 2;
 }
+
+static int preempt_signal(void)
+{
+    return SIGRTMIN + 3;
+}
+
+/* ---------------------------------------------------------------- trampolines */
+
+/* Bytes of the XSAVE area (tramp_x86_64.S reads it). */
+uint64_t rnicsim_xsave_bytes;
+
+/* What tramp_x86_64.S saved, in push order reversed. */
+struct tramp_regs {
+    uint64_t r15, r14, r13, r12, r11, r10, r9, r8, rdi, rsi, rbp, rbx, rdx, rcx, rax, rflags;
+    uint64_t kind, rip;
+};
+enum { TRAMP_PREEMPT, TRAMP_RDTSC, TRAMP_RDTSCP };
+
+void rnicsim_tramp_preempt(void);
+void rnicsim_tramp_rdtsc(void);
+void rnicsim_tramp_rdtscp(void);
+void rnicsim_tramp_c(struct tramp_regs *r);
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+
+/* XSAVE enabled by the OS, and its area size for the enabled features. */
+static bool xsave_setup(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 26)) || !(c & (1u << 27)))
+        return false;
+    if (__get_cpuid_max(0, NULL) < 0xd)
+        return false;
+    __cpuid_count(0xd, 0, a, b, c, d);
+    if (b < 576)
+        return false;
+    rnicsim_xsave_bytes = (uint64_t)b + 64; /* + room to align down to 64 */
+    return true;
+}
+
+/* Make the interrupted program call `entry` (a trampoline) before it goes
+ * on at its pc: push the pc below the red zone.  The slot may hold stale
+ * AddressSanitizer poison from deeper calls: written unchecked. */
+__attribute__((no_sanitize("address"))) static void tramp_inject(ucontext_t *uc,
+                                                                 void (*entry)(void), int skip)
+{
+    greg_t *g = uc->uc_mcontext.gregs;
+    uint64_t *slot = (uint64_t *)(uintptr_t)(g[REG_RSP] - 128 - 8);
+    *slot = (uint64_t)g[REG_RIP] + (uint64_t)skip;
+    g[REG_RSP] = (greg_t)(uintptr_t)slot;
+    uintptr_t e;
+    memcpy(&e, &entry, sizeof(e));
+    g[REG_RIP] = (greg_t)e;
+}
+#endif
 
 /* ---------------------------------------------------------------- the TSC */
 
@@ -113,7 +200,13 @@ static bool emulate_tsc(ucontext_t *uc)
     uint64_t v;
     unsigned aux = 0;
     struct posix_thread *t = posix_self();
-    if (t) {
+    if (t && guarded->guard->tramp) {
+        /* read the simulated clock in the program's context, where it may
+         * give the CPU to events that come first */
+        tramp_inject(uc, len == 2 ? rnicsim_tramp_rdtsc : rnicsim_tramp_rdtscp, len);
+        return true;
+    }
+    if (t) { /* no XSAVE: the cost is paid at the next call */
         t->ht->owed_ps += t->prog->host->cpu.tsc_read_ps;
         v = posix_tsc_now(t->prog->w);
     } else {
@@ -270,8 +363,7 @@ static void print_backtrace(struct posix_prog *p, uintptr_t pc)
         } else if (dladdr((void *)a, &di) && di.dli_fname) {
             const char *base = strrchr(di.dli_fname, '/');
             sayf("    #%-2d %s+0x%lx  %s\n", i - first, base ? base + 1 : di.dli_fname,
-                 (unsigned long)(a - (uintptr_t)di.dli_fbase),
-                 di.dli_sname ? di.dli_sname : "");
+                 (unsigned long)(a - (uintptr_t)di.dli_fbase), di.dli_sname ? di.dli_sname : "");
         } else {
             sayf("    #%-2d 0x%lx\n", i - first, (unsigned long)a);
         }
@@ -310,15 +402,15 @@ static const char *signal_detail(int sig, const siginfo_t *si, char *buf, size_t
     }
 }
 
-static _Noreturn void program_crashed(struct posix_thread *t, int sig, siginfo_t *si,
-                                      uintptr_t pc, uintptr_t sp)
+static _Noreturn void program_crashed(struct posix_thread *t, int sig, siginfo_t *si, uintptr_t pc,
+                                      uintptr_t sp)
 {
     struct posix_prog *p = t->prog;
     char when[48], detail[160];
     format_sim_time(sim_now(p->w->sim), when, sizeof(when));
     fflush(p->w->real_out);
-    sayf("\nrnicsim: program %s (%s) on host %s crashed at simulated time %s: %s, %s\n",
-         p->label, p->so_path, p->host->name, when, sigabbrev_np(sig),
+    sayf("\nrnicsim: program %s (%s) on host %s crashed at simulated time %s: %s, %s\n", p->label,
+         p->so_path, p->host->name, when, sigabbrev_np(sig),
          signal_detail(sig, si, detail, sizeof(detail)));
     uintptr_t a = (uintptr_t)si->si_addr;
     if (sig == SIGSEGV && si->si_code == SEGV_ACCERR && a < sp && sp - a < 64 * 1024)
@@ -334,6 +426,10 @@ static _Noreturn void program_crashed(struct posix_thread *t, int sig, siginfo_t
 
 /* ---------------------------------------------------------------- handlers */
 
+#if defined(__x86_64__)
+static void step_trap(struct posix_guard *g, ucontext_t *uc);
+#endif
+
 static void crash_handler(int sig, siginfo_t *si, void *ctx)
 {
     ucontext_t *uc = ctx;
@@ -342,6 +438,11 @@ static void crash_handler(int sig, siginfo_t *si, void *ctx)
 #if defined(__x86_64__)
     if (sig == SIGSEGV && w && w->guard && w->guard->tsc_trap && si->si_code == SI_KERNEL &&
         emulate_tsc(uc)) {
+        errno = saved;
+        return;
+    }
+    if (sig == SIGTRAP && w && w->guard && w->guard->stepping) {
+        step_trap(w->guard, uc);
         errno = saved;
         return;
     }
@@ -406,6 +507,186 @@ static void watchdog_handler(int sig, siginfo_t *si, void *ctx)
     say("rnicsim: the run is stopped (exit status 1: a program failed)\n");
     flush_all_programs(w);
     _exit(1);
+}
+
+/* ---------------------------------------------------------------- preemption */
+
+static void spin_park(struct posix_thread *t, uintptr_t pc)
+{
+    struct posix_prog *p = t->prog;
+    t->spinning = true;
+    t->spin_pc = pc;
+    const char *name = strrchr(p->so_path, '/');
+    snprintf(t->ht->why, sizeof(t->ht->why),
+             "spinning at %s+0x%lx without calls into rnicsim (parked until memory of %s changes)",
+             name ? name + 1 : p->so_path, (unsigned long)(pc - p->base), p->host->name);
+    char why[sizeof(t->ht->why)];
+    memcpy(why, t->ht->why, sizeof(why));
+    host_note_call();
+    host_park(why);
+    t->spinning = false;
+}
+
+/* Called by the trampolines, on the program's stack, in its context. */
+void rnicsim_tramp_c(struct tramp_regs *r)
+{
+    int saved = errno;
+    struct posix_thread *t = posix_self();
+    if (r->kind == TRAMP_PREEMPT) {
+        if (t && guarded->guard->preempt_always) {
+            host_note_call(); /* the trampoline test: give the CPU away, go on */
+            host_charge(1);
+        } else if (t) {
+            spin_park(t, (uintptr_t)r->rip);
+        }
+    } else {
+        uint64_t v;
+        if (t) {
+            host_charge_soon(t->prog->host->cpu.tsc_read_ps);
+            v = posix_tsc_now(t->prog->w);
+        } else {
+            v = real_tsc(NULL);
+        }
+        r->rax = (uint32_t)v;
+        r->rdx = v >> 32;
+        if (r->kind == TRAMP_RDTSCP)
+            r->rcx = 0; /* IA32_TSC_AUX: CPU 0 */
+    }
+    errno = saved;
+}
+
+/* The general registers a loop without progress leaves alone (not the
+ * flags, nor the fault fields of the context), and the vector registers. */
+static bool same_state(const struct posix_guard *g, const ucontext_t *uc)
+{
+#if defined(__x86_64__)
+    static const int regs[] = {REG_R8,  REG_R9,  REG_R10, REG_R11, REG_R12, REG_R13,
+                               REG_R14, REG_R15, REG_RDI, REG_RSI, REG_RBP, REG_RBX,
+                               REG_RDX, REG_RAX, REG_RCX, REG_RSP, REG_RIP};
+    for (size_t i = 0; i < sizeof(regs) / sizeof(regs[0]); i++)
+        if (uc->uc_mcontext.gregs[regs[i]] != g->step_regs[regs[i]])
+            return false;
+    return !uc->uc_mcontext.fpregs ||
+           memcmp(uc->uc_mcontext.fpregs->_xmm, g->step_xmm, sizeof(g->step_xmm)) == 0;
+#else
+    (void)g;
+    (void)uc;
+    return false;
+#endif
+}
+
+#if defined(__x86_64__)
+enum { EFLAGS_TF = 0x100, SPIN_MAX_STEPS = 256, SPIN_MAX_BACKOFF = 1024 };
+
+static bool in_program(const struct posix_thread *t, uintptr_t pc)
+{
+    const struct posix_prog *p = t ? t->prog : NULL;
+    return p && p->size && pc >= p->base && pc < p->base + p->size;
+}
+
+static void step_stop(struct posix_guard *g, ucontext_t *uc, bool spin)
+{
+    g->stepping = false;
+    uc->uc_mcontext.gregs[REG_EFL] &= ~(greg_t)EFLAGS_TF;
+    if (spin) {
+        g->backoff = 0;
+        tramp_inject(uc, rnicsim_tramp_preempt, 0);
+    } else {
+        /* a computing loop: look again only after a while */
+        g->backoff = g->backoff ? 2 * g->backoff : 1;
+        if (g->backoff > SPIN_MAX_BACKOFF)
+            g->backoff = SPIN_MAX_BACKOFF;
+        g->skip = g->backoff;
+    }
+}
+
+/* SIGTRAP after one single-stepped instruction of a candidate loop: it is
+ * a spin if it comes back to where it started with every register as it
+ * was -- one whole iteration changed nothing, so it only re-reads memory
+ * that nothing can change while it runs -- without calling anything. */
+static void step_trap(struct posix_guard *g, ucontext_t *uc)
+{
+    struct posix_thread *t = posix_self();
+    uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+    g->steps++;
+    if (t != g->step_t || !in_program(t, pc) || t->ht->entries != g->step_entries ||
+        g->steps > SPIN_MAX_STEPS) {
+        step_stop(g, uc, false);
+        return;
+    }
+    if (pc == (uintptr_t)g->step_regs[REG_RIP])
+        step_stop(g, uc, same_state(g, uc));
+}
+#endif
+
+/* The tick: a program that made no call into the simulator since the
+ * previous tick and is in its own code is a candidate; it is then
+ * single-stepped (the trap flag) through one iteration of its loop
+ * (step_trap).  Spins are recognised by what the loop does, not by when
+ * the tick came, so the simulated outcome does not depend on real time;
+ * a computing loop is left alone (the watchdog reports it if it runs for
+ * too long). */
+static void preempt_handler(int sig, siginfo_t *si, void *ctx)
+{
+    (void)sig;
+    (void)si;
+    struct posix_world *w = guarded;
+    if (!w || !w->guard)
+        return;
+    struct posix_guard *g = w->guard;
+#if defined(__x86_64__)
+    ucontext_t *uc = ctx;
+    struct posix_thread *t = posix_self();
+    uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+    if (g->stepping || !g->tramp)
+        return;
+    if (!t || !in_program(t, pc)) {
+        g->tick_t = NULL;
+        return;
+    }
+    uint64_t entries = t->ht->entries;
+    bool candidate = g->tick_t == t && g->tick_entries == entries;
+    g->tick_t = t;
+    g->tick_entries = entries;
+    if (g->preempt_always) {
+        tramp_inject(uc, rnicsim_tramp_preempt, 0);
+        return;
+    }
+    if (!candidate)
+        return;
+    if (g->skip) {
+        g->skip--;
+        return;
+    }
+    g->stepping = true;
+    g->steps = 0;
+    g->step_t = t;
+    g->step_entries = entries;
+    memcpy(g->step_regs, uc->uc_mcontext.gregs, sizeof(g->step_regs));
+    if (uc->uc_mcontext.fpregs)
+        memcpy(g->step_xmm, uc->uc_mcontext.fpregs->_xmm, sizeof(g->step_xmm));
+    uc->uc_mcontext.gregs[REG_EFL] |= EFLAGS_TF;
+#else
+    (void)ctx;
+#endif
+}
+
+bool posix_wake_spinners(struct posix_world *w)
+{
+    bool woke = false;
+    for (struct posix_prog *p = w->progs; p; p = p->next)
+        for (struct posix_thread *t = p->threads; t; t = t->next) {
+            if (!t->spinning || t->finished || !t->proc)
+                continue;
+            uint64_t gen = p->host->activity_gen;
+            if (t->spin_woken && t->spin_woken_gen == gen)
+                continue; /* it spun again with nothing changed: it waits forever */
+            t->spin_woken = true;
+            t->spin_woken_gen = gen;
+            if (sim_proc_interrupt(t->proc))
+                woke = true;
+        }
+    return woke;
 }
 
 /* ---------------------------------------------------------------- the watchdog thread */
@@ -492,11 +773,33 @@ void posix_guard_start(struct posix_world *w)
         g->wd_running = true;
 
 #if defined(__x86_64__)
+    g->tramp = xsave_setup();
     int mode = 0;
-    if (prctl(PR_GET_TSC, &mode, 0, 0, 0) == 0 &&
-        prctl(PR_SET_TSC, PR_TSC_SIGSEGV, 0, 0, 0) == 0) {
+    if (prctl(PR_GET_TSC, &mode, 0, 0, 0) == 0 && prctl(PR_SET_TSC, PR_TSC_SIGSEGV, 0, 0, 0) == 0) {
         g->old_tsc_mode = mode;
         g->tsc_trap = true;
+    }
+    /* RNICSIM_PREEMPT=0 turns the spin preemption off, =always makes every
+     * tick in a program's code preempt it (a test of the trampoline) */
+    const char *pe = getenv("RNICSIM_PREEMPT");
+    g->preempt_always = pe && !strcmp(pe, "always");
+    if (g->tramp && !(pe && !strcmp(pe, "0"))) {
+        sa.sa_sigaction = preempt_handler;
+        sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+        sigaction(preempt_signal(), &sa, &g->old_preempt);
+        struct sigevent sev;
+        memset(&sev, 0, sizeof(sev));
+        sev.sigev_notify = SIGEV_THREAD_ID;
+        sev.sigev_signo = preempt_signal();
+        sev._sigev_un._tid = gettid();
+        /* CLOCK_MONOTONIC, not the thread's CPU clock: CPU-time timers
+         * only fire at scheduler ticks (1-4 ms) */
+        if (timer_create(CLOCK_MONOTONIC, &sev, &g->preempt) == 0) {
+            struct itimerspec its = {.it_value = {0, PREEMPT_TICK_NS},
+                                     .it_interval = {0, PREEMPT_TICK_NS}};
+            timer_settime(g->preempt, 0, &its, NULL);
+            g->preempt_on = true;
+        }
     }
 #endif
 }
@@ -506,6 +809,10 @@ void posix_guard_stop(struct posix_world *w)
     struct posix_guard *g = w->guard;
     if (!g)
         return;
+    if (g->preempt_on) {
+        timer_delete(g->preempt);
+        sigaction(preempt_signal(), &g->old_preempt, NULL);
+    }
     if (g->tsc_trap)
         prctl(PR_SET_TSC, g->old_tsc_mode ? g->old_tsc_mode : PR_TSC_ENABLE, 0, 0, 0);
     if (g->wd_running) {

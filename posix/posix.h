@@ -53,6 +53,12 @@ void posix_world_set_watchdog(struct posix_world *w, double seconds);
 void posix_guard_start(struct posix_world *w);
 void posix_guard_stop(struct posix_world *w);
 
+/* The run stopped with every program blocked: wake the threads that the
+ * spin preemption parked (guard.c) -- they may have been computing, not
+ * waiting -- unless nothing changed on their host since a deadlock last
+ * woke them.  Returns true if any was woken (run the simulation on). */
+bool posix_wake_spinners(struct posix_world *w);
+
 /* What the runner does when the threads of an exiting program are ended
  * without returning (exit() in another thread): its bookkeeping. */
 struct posix_prog_hooks {

@@ -57,6 +57,12 @@ struct posix_thread {
     int handle; /* host_thread_start handle; -1 for the main thread */
     bool finished, detached, joined;
     struct sim_waitq sleep_wq; /* sleeps and waits a simulated signal interrupts */
+    /* parked by the spin preemption (guard.c): where, and the host's
+     * activity when a deadlock last woke it */
+    bool spinning;
+    uintptr_t spin_pc;
+    uint64_t spin_woken_gen;
+    bool spin_woken;
     struct posix_thread *next; /* prog->threads */
 };
 
@@ -120,8 +126,8 @@ struct posix_world {
     size_t files_cap;
     /* TCP */
     struct tcp_sock *listeners;
-    uint16_t *next_port;       /* per host: next ephemeral port */
-    sim_time_t *mgmt_free_ps;  /* per host: when its management port is idle */
+    uint16_t *next_port;      /* per host: next ephemeral port */
+    sim_time_t *mgmt_free_ps; /* per host: when its management port is idle */
     /* the simulator's own view, saved while a program runs */
     FILE *real_out, *real_err;
     int out_errno, out_optind, out_opterr, out_optopt;
@@ -183,8 +189,8 @@ uint64_t posix_read_tsc_khz(void);
 
 struct pfile *posix_file(struct posix_world *w, int fd);
 /* A new simulated descriptor (NULL with errno set). */
-struct pfile *posix_file_new(struct posix_world *w, struct posix_prog *owner,
-                             enum pfile_kind kind, void *obj);
+struct pfile *posix_file_new(struct posix_world *w, struct posix_prog *owner, enum pfile_kind kind,
+                             void *obj);
 void posix_file_free(struct posix_world *w, struct pfile *f);
 /* poll(2) over simulated and real descriptors; `deadline` absolute. */
 int posix_poll(struct posix_thread *t, struct pollfd *fds, nfds_t n, sim_time_t deadline,
@@ -195,8 +201,7 @@ void posix_files_free(struct posix_world *w);
 
 short tcp_poll_events(struct tcp_sock *s, short events);
 ssize_t tcp_read(struct posix_thread *t, struct pfile *f, void *buf, size_t len, int flags);
-ssize_t tcp_write(struct posix_thread *t, struct pfile *f, const void *buf, size_t len,
-                  int flags);
+ssize_t tcp_write(struct posix_thread *t, struct pfile *f, const void *buf, size_t len, int flags);
 int tcp_close(struct posix_world *w, struct tcp_sock *s);
 int tcp_fionread(struct tcp_sock *s);
 void tcp_world_free(struct posix_world *w);

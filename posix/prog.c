@@ -626,8 +626,7 @@ useconds_t __wrap_ualarm(useconds_t usecs, useconds_t interval)
     if (!t)
         return ualarm(usecs, interval);
     host_note_call();
-    sim_time_t left =
-        alarm_set(t->prog, (sim_time_t)usecs * SIM_US, (sim_time_t)interval * SIM_US);
+    sim_time_t left = alarm_set(t->prog, (sim_time_t)usecs * SIM_US, (sim_time_t)interval * SIM_US);
     return (useconds_t)(left / SIM_US);
 }
 
@@ -655,10 +654,9 @@ int __wrap_setitimer(int which, const struct itimerval *nv, struct itimerval *ol
     host_note_call();
     struct posix_prog *p = t->prog;
     sim_time_t old_interval = p->alarm_interval_ps;
-    sim_time_t left = nv ? alarm_set(p, tv_ps(&nv->it_value), tv_ps(&nv->it_interval))
-                         : (sim_event_pending(&p->alarm_ev)
-                                ? p->alarm_ev.time - sim_now(p->w->sim)
-                                : 0);
+    sim_time_t left =
+        nv ? alarm_set(p, tv_ps(&nv->it_value), tv_ps(&nv->it_interval))
+           : (sim_event_pending(&p->alarm_ev) ? p->alarm_ev.time - sim_now(p->w->sim) : 0);
     if (old) {
         old->it_value.tv_sec = (time_t)(left / SIM_S);
         old->it_value.tv_usec = (suseconds_t)(left % SIM_S / SIM_US);
@@ -750,7 +748,7 @@ int posix_wait(struct posix_thread *t, struct sim_waitq *wq, sim_time_t deadline
 
 #define REFUSE_PROCESS(what)                                                                       \
     posix_refuse(t, ENOSYS,                                                                        \
-                 "%s refused: a simulated program cannot start real processes (they would run "  \
+                 "%s refused: a simulated program cannot start real processes (they would run "    \
                  "outside simulated time)",                                                        \
                  what)
 

@@ -76,6 +76,8 @@ struct tcp_sock {
     size_t rx_bytes, incoming; /* unread here; in flight towards here */
     sim_time_t last_arrival;   /* arrivals of this side's writes, in order */
     bool rx_eof, wr_shut, rd_shut;
+    bool reset;   /* the peer answered data with a reset (it had closed) */
+    size_t rhost; /* the peer's host */
     int err;
     struct sim_waitq wq;
 };
@@ -146,8 +148,7 @@ static int sa_parse(const struct sockaddr *sa, socklen_t len, uint32_t *addr, ui
     return EINVAL;
 }
 
-static void sa_fill(int family, uint32_t addr, uint16_t port, struct sockaddr *sa,
-                    socklen_t *len)
+static void sa_fill(int family, uint32_t addr, uint16_t port, struct sockaddr *sa, socklen_t *len)
 {
     if (!sa || !len)
         return;
@@ -232,10 +233,9 @@ static sim_time_t mgmt_arrival(struct posix_world *w, size_t src, size_t dst, si
         const struct host_cpu_params *c = &w->hosts[src].cpu;
         size_t segs = bytes ? (bytes + TCP_MSS_BYTES - 1) / TCP_MSS_BYTES : 1;
         sim_time_t start = now > w->mgmt_free_ps[src] ? now : w->mgmt_free_ps[src];
-        sim_time_t end =
-            start + (c->mgmt_rate_bps
-                         ? sim_bytes_to_ps(bytes + segs * TCP_HDR_BYTES, c->mgmt_rate_bps)
-                         : 0);
+        sim_time_t end = start + (c->mgmt_rate_bps ? sim_bytes_to_ps(bytes + segs * TCP_HDR_BYTES,
+                                                                     c->mgmt_rate_bps)
+                                                   : 0);
         w->mgmt_free_ps[src] = end;
         arrival = end + c->mgmt_latency_ps;
     }
@@ -252,6 +252,24 @@ static sim_time_t one_way(struct posix_world *w, size_t src, size_t dst)
 
 /* ---------------------------------------------------------------- segments */
 
+/* Data reached a socket its program had closed: it answers with a reset,
+ * after which the writer's next write fails with EPIPE (Linux). */
+static void reset_arrive(struct sim *sim, void *a, void *b)
+{
+    (void)sim;
+    (void)b;
+    struct tcp_sock *s = a;
+    s->reset = true;
+    sock_changed(s);
+    sock_put(s);
+}
+
+static void send_reset(struct posix_world *w, size_t from, struct tcp_sock *to, sim_time_t extra)
+{
+    to->refs++;
+    sim_call_in(w->sim, extra + one_way(w, from, to->host), reset_arrive, to, NULL);
+}
+
 static void seg_arrive(struct sim *sim, void *a, void *b)
 {
     (void)sim;
@@ -259,6 +277,8 @@ static void seg_arrive(struct sim *sim, void *a, void *b)
     struct tcp_seg *g = b;
     s->incoming -= g->len;
     if (s->owner_closed || s->state == TS_CLOSED) {
+        if (g->len && s->peer && !g->fin)
+            send_reset(s->w, s->host, s->peer, 0);
         free(g);
     } else if (g->fin) {
         s->rx_eof = true;
@@ -281,8 +301,15 @@ static void seg_arrive(struct sim *sim, void *a, void *b)
 static int seg_send(struct tcp_sock *s, const void *buf, size_t len, bool fin)
 {
     struct tcp_sock *p = s->peer;
-    if (!p)
-        return EPIPE;
+    if (!p) {
+        /* the peer's socket is gone: the bytes are lost and a reset comes
+         * back a round trip later; a write after that reset is EPIPE */
+        if (s->reset)
+            return EPIPE;
+        if (len && !fin)
+            send_reset(s->w, s->rhost, s, one_way(s->w, s->host, s->rhost));
+        return 0;
+    }
     struct tcp_seg *g = malloc(sizeof(*g) + len);
     if (!g)
         return ENOMEM;
@@ -390,6 +417,7 @@ static void syn_arrive(struct sim *sim, void *a, void *b)
     srv->lport = l->lport;
     srv->raddr = c->laddr;
     srv->rport = c->lport;
+    srv->rhost = c->host;
     srv->peer = c;
     srv->listener = l;
     l->refs++;
@@ -469,8 +497,7 @@ static bool port_in_use(struct posix_world *w, size_t host, uint16_t port)
         if (!f || f->kind != PFILE_TCP)
             continue;
         struct tcp_sock *o = f->obj;
-        if (o->host == host && o->bound && o->lport == port &&
-            (o->state == TS_LISTEN || !o->reuse))
+        if (o->host == host && o->bound && o->lport == port && (o->state == TS_LISTEN || !o->reuse))
             return true;
     }
     return false;
@@ -511,8 +538,8 @@ int __wrap_bind(int fd, const struct sockaddr *sa, socklen_t len)
     size_t h = host_index(t);
     if (!is_loopback(addr) && addr != htonl(INADDR_ANY) && addr != tcp_addr_of_host(h)) {
         char b[40];
-        posix_refuse(t, EADDRNOTAVAIL, "bind(%s): not an address of %s", addr_str(addr, port, b, sizeof(b)),
-                     t->prog->host->name);
+        posix_refuse(t, EADDRNOTAVAIL, "bind(%s): not an address of %s",
+                     addr_str(addr, port, b, sizeof(b)), t->prog->host->name);
         return -1;
     }
     if (port == 0)
@@ -615,6 +642,7 @@ int __wrap_connect(int fd, const struct sockaddr *sa, socklen_t len)
     }
     s->raddr = addr == htonl(INADDR_ANY) ? htonl(INADDR_LOOPBACK) : addr;
     s->rport = port;
+    s->rhost = (size_t)dst;
     s->state = TS_CONNECTING;
     s->err = 0;
     s->refs++; /* the handshake's events */
@@ -837,8 +865,7 @@ short tcp_poll_events(struct tcp_sock *s, short events)
             r |= POLLIN;
         if (s->rx_eof)
             r |= POLLRDHUP;
-        if (s->peer && !s->wr_shut &&
-            s->peer->rx_bytes + s->peer->incoming < TCP_WINDOW_BYTES)
+        if (s->peer && !s->wr_shut && s->peer->rx_bytes + s->peer->incoming < TCP_WINDOW_BYTES)
             r |= POLLOUT;
         if (!s->peer || (s->rx_eof && s->wr_shut))
             r |= POLLHUP;
@@ -850,7 +877,7 @@ short tcp_poll_events(struct tcp_sock *s, short events)
         r |= POLLHUP | (s->err ? POLLERR : 0);
         break;
     }
-    if (s->err)
+    if (s->err || s->reset)
         r |= POLLERR;
     return (short)(r & (events | POLLERR | POLLHUP | POLLNVAL));
 }
@@ -896,10 +923,10 @@ ssize_t tcp_read(struct posix_thread *t, struct pfile *f, void *buf, size_t len,
             break;
         if (s->rx_eof || s->rd_shut)
             break;
-        if (s->err) {
+        if (s->err || s->reset) {
             if (got)
                 break;
-            errno = s->err;
+            errno = s->err ? s->err : ECONNRESET;
             return -1;
         }
         if ((f->status_flags & O_NONBLOCK) || (flags & MSG_DONTWAIT)) {
@@ -917,8 +944,7 @@ ssize_t tcp_read(struct posix_thread *t, struct pfile *f, void *buf, size_t len,
     return (ssize_t)got;
 }
 
-ssize_t tcp_write(struct posix_thread *t, struct pfile *f, const void *buf, size_t len,
-                  int flags)
+ssize_t tcp_write(struct posix_thread *t, struct pfile *f, const void *buf, size_t len, int flags)
 {
     struct tcp_sock *s = f->obj;
     syscall_cost(t);
@@ -933,7 +959,7 @@ ssize_t tcp_write(struct posix_thread *t, struct pfile *f, const void *buf, size
     char why[64];
     snprintf(why, sizeof(why), "write(socket fd %d): receiver's window full", f->fd);
     while (done < len || len == 0) {
-        if (s->wr_shut || !s->peer || s->err) {
+        if (s->wr_shut || s->reset || s->err) {
             if (done)
                 break;
             errno = s->err ? s->err : EPIPE;
@@ -942,7 +968,7 @@ ssize_t tcp_write(struct posix_thread *t, struct pfile *f, const void *buf, size
         if (len == 0)
             return 0;
         struct tcp_sock *p = s->peer;
-        size_t held = p->rx_bytes + p->incoming;
+        size_t held = p ? p->rx_bytes + p->incoming : 0;
         size_t room = held < TCP_WINDOW_BYTES ? TCP_WINDOW_BYTES - held : 0;
         if (!room) {
             if ((f->status_flags & O_NONBLOCK) || (flags & MSG_DONTWAIT)) {
@@ -1196,9 +1222,9 @@ int __wrap_getaddrinfo(const char *node, const char *service, const struct addri
     r->ai.ai_flags = flags;
     r->ai.ai_family = family == AF_INET6 ? AF_INET6 : AF_INET;
     r->ai.ai_socktype = socktype ? socktype : SOCK_STREAM;
-    r->ai.ai_protocol = r->ai.ai_socktype == SOCK_STREAM ? IPPROTO_TCP
+    r->ai.ai_protocol = r->ai.ai_socktype == SOCK_STREAM  ? IPPROTO_TCP
                         : r->ai.ai_socktype == SOCK_DGRAM ? IPPROTO_UDP
-                                                           : 0;
+                                                          : 0;
     socklen_t len = sizeof(r->sa);
     sa_fill(r->ai.ai_family, addr, port, (struct sockaddr *)&r->sa, &len);
     r->ai.ai_addr = (struct sockaddr *)&r->sa;

@@ -533,8 +533,7 @@ int __wrap_pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m)
 
 int __wrap_pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m,
                                   const struct timespec *abs);
-int __wrap_pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m,
-                                  const struct timespec *abs)
+int __wrap_pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m, const struct timespec *abs)
 {
     struct posix_thread *t = posix_enter();
     if (!t)

@@ -116,6 +116,7 @@ struct sim_proc *host_spawn(struct host *h, const char *name, sim_proc_fn fn, vo
     }
     c->thread.host = h;
     c->thread.program = program;
+    c->thread.horizon_switches = UINT64_MAX;
     c->fn = fn;
     c->arg = arg;
     struct sim_proc *p = sim_proc_create(h->sim, name, spawn_trampoline, c, stack_bytes);
@@ -125,6 +126,7 @@ struct sim_proc *host_spawn(struct host *h, const char *name, sim_proc_fn fn, vo
     }
     sim_proc_set_user(p, &c->thread);
     sim_proc_set_user_owned(p, c);
+    sim_proc_set_host(p, h->id);
     return p;
 }
 
@@ -134,6 +136,8 @@ void host_note_call(void)
     if (!t)
         return;
     t->other_calls++;
+    t->entries++;
+    t->horizon_switches = UINT64_MAX; /* the call may schedule events */
     if (t->owed_ps)
         host_charge(0);
     if (t->on_enter)
@@ -147,6 +151,7 @@ void host_charge(sim_time_t ps)
         return;
     ps += t->owed_ps;
     t->owed_ps = 0;
+    t->entries++;
     t->host->activity_gen++;
     t->own_gen++;
     if (!sim_waitq_empty(&t->host->relax_wq))
@@ -164,14 +169,32 @@ void host_charge_soon(sim_time_t ps)
     if (!t)
         return;
     t->owed_ps += ps;
-    struct sim *sim = t->host->sim;
+    t->entries++;
+    struct host *h = t->host;
+    struct sim *sim = h->sim;
     /* >=: an event at exactly now + owed must run before this thread, as
      * it would if the thread had slept (its wake-up would queue after).
      * Paying early is always exact; the cap bounds how long a loop of such
      * calls runs without giving the CPU back (the spin watchdog watches
      * context switches). */
-    if (sim_now(sim) + t->owed_ps >= sim_next_event_time(sim) || t->owed_ps >= HOST_OWED_MAX_PS)
+    sim_time_t until = sim_now(sim) + t->owed_ps;
+    if (t->owed_ps >= HOST_OWED_MAX_PS) {
         host_charge(0);
+        return;
+    }
+    if (until < sim_next_event_time(sim))
+        return;
+    if (h->lookahead_ps) {
+        /* the next events may be other hosts' processes: their actions
+         * reach this host lookahead_ps later at the earliest */
+        if (t->horizon_switches != sim_switches(sim)) {
+            t->horizon_ps = sim_horizon(sim, h->id, h->lookahead_ps);
+            t->horizon_switches = sim_switches(sim);
+        }
+        if (until < t->horizon_ps)
+            return;
+    }
+    host_charge(0);
 }
 
 sim_time_t host_now_ps(void)

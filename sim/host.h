@@ -57,6 +57,10 @@ struct host {
     /* Changes a parked thread could observe: DMA writes and CQEs landed and
      * CPU time charged by any thread of the host (host_park compares). */
     uint64_t activity_gen;
+    /* The least time an action of a process on another host takes to
+     * change what a process here observes without calling into the
+     * simulator (sim_horizon; host_charge_soon).  0: no lookahead. */
+    sim_time_t lookahead_ps;
 };
 
 /* Per-process state of a program running on a host (the sim_proc user
@@ -87,6 +91,14 @@ struct host_thread {
      * host_charge / host_note_call / host_park, or as soon as it would
      * reach the next pending event. */
     sim_time_t owed_ps;
+    /* Calls into the simulator (host_note_call, host_charge,
+     * host_charge_soon): the spin preemption of posix/guard.c looks for a
+     * thread that makes none. */
+    uint64_t entries;
+    /* sim_horizon cached by host_charge_soon while sim_switches() equals
+     * horizon_switches (UINT64_MAX: not cached) */
+    sim_time_t horizon_ps;
+    uint64_t horizon_switches;
     /* The simulated POSIX state of a program loaded from a shared object
      * (posix/), or NULL; its hook runs whenever the thread enters the
      * simulator (host_note_call, after a park): pending simulated signals
@@ -111,8 +123,10 @@ struct sim_proc *host_spawn(struct host *h, const char *name, sim_proc_fn fn, vo
  * the thread's owed CPU time first and runs its on_enter hook. */
 void host_note_call(void);
 /* Account `ps` of CPU time to the running process without yielding, unless
- * that would reach the next pending event (then it sleeps it all off now).
- * Exact: nothing can change what the thread observes before that event.
+ * that would reach the next pending event that could change what it
+ * observes (sim_horizon with host->lookahead_ps), or a cap (then it sleeps
+ * it all off now).  Exact: nothing can change what the thread observes
+ * without calling into the simulator before that event.
  * Used for cheap frequent calls (clock reads, locks) so that a loop over
  * them does not cost a context switch per call. */
 void host_charge_soon(sim_time_t ps);

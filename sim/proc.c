@@ -97,6 +97,7 @@ static void waitq_unlink(struct sim_waitq *wq, struct sim_proc *p);
 static void switch_in(struct sim *sim, struct sim_proc *p)
 {
     current = p;
+    sim->switches++;
     p->state = PROC_RUNNING;
     if (p->hook)
         p->hook(p->hook_arg, true);
@@ -311,6 +312,11 @@ void sim_deadlock_report(const struct sim *sim, FILE *out)
                                                                : "ready to run";
         fprintf(out, "  %s: %s\n", p->name, where);
     }
+}
+
+void sim_proc_set_host(struct sim_proc *p, uint32_t host)
+{
+    p->wake_ev.owner = host + 1;
 }
 
 void sim_proc_set_switch_hook(struct sim_proc *p, sim_switch_hook_fn fn, void *arg)

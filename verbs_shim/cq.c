@@ -499,9 +499,8 @@ struct ibv_cq_ex *shim_create_cq_ex(struct ibv_context *context, struct ibv_cq_i
         errno = EOPNOTSUPP;
         return NULL;
     }
-    struct ibv_cq *cq =
-        ibv_create_cq(context, (int)attr->cqe, attr->cq_context, attr->channel,
-                      (int)attr->comp_vector);
+    struct ibv_cq *cq = ibv_create_cq(context, (int)attr->cqe, attr->cq_context, attr->channel,
+                                      (int)attr->comp_vector);
     if (!cq)
         return NULL;
     struct shim_cq *scq = shim_cq(cq);

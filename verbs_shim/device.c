@@ -189,8 +189,8 @@ int shim_query_device_attr(struct ibv_context *context, struct ibv_device_attr *
     attr->sys_image_guid = attr->node_guid;
     attr->max_mr_size = UINT64_MAX; /* as mlx5: any size the MTT can map */
     attr->page_size_cap = 4096;
-    attr->vendor_id = 0;
-    attr->vendor_part_id = 0;
+    attr->vendor_id = p->vendor_id; /* the profile's (nic.vendor_id) */
+    attr->vendor_part_id = p->vendor_part_id;
     attr->hw_ver = 0;
     attr->max_qp = (int)p->max_qp;
     attr->max_qp_wr = (int)p->max_qp_wr;

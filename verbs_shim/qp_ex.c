@@ -186,8 +186,8 @@ static void wr_rdma_read(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t addr)
     }
 }
 
-static void wr_atomic_cmp_swp(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t addr,
-                              uint64_t compare, uint64_t swap)
+static void wr_atomic_cmp_swp(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t addr, uint64_t compare,
+                              uint64_t swap)
 {
     struct ibv_send_wr *w =
         wr_begin(qpx, IBV_WR_ATOMIC_CMP_AND_SWP, IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP);
@@ -199,8 +199,7 @@ static void wr_atomic_cmp_swp(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t add
     }
 }
 
-static void wr_atomic_fetch_add(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t addr,
-                                uint64_t add)
+static void wr_atomic_fetch_add(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t addr, uint64_t add)
 {
     struct ibv_send_wr *w =
         wr_begin(qpx, IBV_WR_ATOMIC_FETCH_AND_ADD, IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD);
@@ -390,8 +389,8 @@ struct ibv_qp *shim_create_qp_ex(struct ibv_context *context, struct ibv_qp_init
         errno = EINVAL;
         return NULL;
     }
-    const uint32_t known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS |
-                           IBV_QP_INIT_ATTR_CREATE_FLAGS;
+    const uint32_t known =
+        IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | IBV_QP_INIT_ATTR_CREATE_FLAGS;
     if ((attr->comp_mask & ~known) ||
         ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && attr->create_flags)) {
         errno = EOPNOTSUPP;
@@ -403,8 +402,8 @@ struct ibv_qp *shim_create_qp_ex(struct ibv_context *context, struct ibv_qp_init
     }
     uint64_t ops = (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) ? attr->send_ops_flags : 0;
     if (ops & ~ops_of_type(attr->qp_type)) {
-        errno = ops_of_type(attr->qp_type) || attr->qp_type == IBV_QPT_XRC_SEND ? EOPNOTSUPP
-                                                                                 : EINVAL;
+        errno =
+            ops_of_type(attr->qp_type) || attr->qp_type == IBV_QPT_XRC_SEND ? EOPNOTSUPP : EINVAL;
         return NULL;
     }
     /* ibv_qp_init_attr_ex starts with the fields of ibv_qp_init_attr */

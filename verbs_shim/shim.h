@@ -93,9 +93,9 @@ struct shim_cq {
         struct ibv_cq_ex cqx;
     };
     bool is_ex;
-    uint64_t wc_flags;                /* ibv_create_cq_ex: what the read_* ops may read */
-    struct ibv_wc cur;                /* the CQE between start_poll and end_poll */
-    sim_time_t cur_ps;                /* when it became visible */
+    uint64_t wc_flags; /* ibv_create_cq_ex: what the read_* ops may read */
+    struct ibv_wc cur; /* the CQE between start_poll and end_poll */
+    sim_time_t cur_ps; /* when it became visible */
     struct shim_context *ctx;
     struct nic_cq *ncq;
     struct shim_channel *channel;
@@ -259,8 +259,7 @@ void shim_wr_batch_free(struct shim_qp *sqp);
 /* ---------------------------------------------------------------- cq.c */
 
 /* verbs_context.create_cq_ex */
-struct ibv_cq_ex *shim_create_cq_ex(struct ibv_context *context,
-                                    struct ibv_cq_init_attr_ex *attr);
+struct ibv_cq_ex *shim_create_cq_ex(struct ibv_context *context, struct ibv_cq_init_attr_ex *attr);
 
 /* Is `mask` acceptable for cur -> next of an RC, UC or UD QP (the
  * kernel's ib_modify_qp_is_ok)?  Exposed for the state tests. */

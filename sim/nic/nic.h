@@ -53,6 +53,9 @@ enum nic_dma_ordering {
 extern const char *const nic_dma_ordering_names[]; /* "strict", "relaxed", NULL */
 
 struct nic_params {
+    /* what ibv_query_device reports as the device's identity (programs
+     * such as perftest pick defaults by it) */
+    uint32_t vendor_id, vendor_part_id;
     uint64_t port_rate_bps;      /* reported by query_port; the link sets the real rate */
     enum ibv_mtu max_mtu;        /* largest path MTU the port accepts */
     sim_time_t doorbell_proc_ps; /* doorbell seen -> WQE fetch issued */

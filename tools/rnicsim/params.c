@@ -48,6 +48,10 @@ const struct param_def hw_params[] = {
     /* NIC (sim/nic/nic.h, struct nic_params) */
     P("nic.port_rate", PARAM_RATE, nic, port_rate_bps,
       "port rate reported by ibv_query_port (the link sets the real rate)"),
+    P("nic.vendor_id", PARAM_COUNT, nic, vendor_id,
+      "vendor id ibv_query_device reports (0x02c9 Mellanox, 0x1d0f Amazon, 0: none)"),
+    P("nic.vendor_part_id", PARAM_COUNT, nic, vendor_part_id,
+      "vendor part id ibv_query_device reports (e.g. 4119 ConnectX-5)"),
     P("nic.max_mtu", PARAM_MTU, nic, max_mtu, "largest path MTU the port accepts (256..4096)"),
     P("nic.doorbell_proc", PARAM_TIME, nic, doorbell_proc_ps, "doorbell seen -> WQE fetch issued"),
     P("nic.wqe_proc", PARAM_TIME, nic, wqe_proc_ps, "per-WQE processing in the send engine"),

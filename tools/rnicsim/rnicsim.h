@@ -96,9 +96,9 @@ typedef int (*program_main_fn)(int argc, char **argv);
 struct scn_program {
     char *host; /* "h1" */
     uint32_t host_index;
-    char *program; /* as written (argv[0]) */
-    char *so_path; /* resolved shared-object path, or NULL for a built-in */
-    int so_fd;     /* memfd of a private copy (a second instance), or -1 */
+    char *program;     /* as written (argv[0]) */
+    char *so_path;     /* resolved shared-object path, or NULL for a built-in */
+    int so_fd;         /* memfd of a private copy (a second instance), or -1 */
     uintptr_t so_base; /* where the object was loaded, and its extent */
     size_t so_size;
     program_main_fn main;

@@ -209,6 +209,14 @@ struct run *run_scenario_opts(const struct scenario *s, const struct run_opts *o
         return NULL;
     }
     sim_waitq_init(&r->oob_wq, "host_oob_get");
+    /* Lookahead between hosts (sim_horizon): what a process does reaches
+     * another host no sooner than its management network's latency, or a
+     * doorbell's MMIO plus the remote NIC's DMA write (an RDMA write), the
+     * PCIe latencies being lower bounds of those transfers. */
+    sim_time_t rdma_ps = s->hw.pcie.mmio_latency_ps + s->hw.pcie.write_latency_ps;
+    sim_time_t la = s->hw.cpu.mgmt_latency_ps < rdma_ps ? s->hw.cpu.mgmt_latency_ps : rdma_ps;
+    for (size_t i = 0; i < r->world->nhosts; i++)
+        r->world->hosts[i].lookahead_ps = la;
     if (start_programs(r, why, why_len)) {
         run_free(r);
         return NULL;
@@ -233,6 +241,9 @@ struct run *run_scenario_opts(const struct scenario *s, const struct run_opts *o
     }
     double t0 = wall_seconds();
     enum sim_run_result res = sim_run(sim, s->stop_time_ps);
+    /* programs parked by the spin preemption may have been computing */
+    while (res == SIM_RUN_DEADLOCK && r->os && posix_wake_spinners(r->os))
+        res = sim_run(sim, s->stop_time_ps);
     r->wall_s = wall_seconds() - t0;
     if (r->os) {
         posix_guard_stop(r->os);
