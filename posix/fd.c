@@ -113,9 +113,16 @@ static void file_close(struct posix_world *w, struct pfile *f)
 
 void posix_files_free(struct posix_world *w)
 {
-    for (size_t i = 0; i < w->files_cap; i++)
-        if (w->files[i])
-            file_close(w, w->files[i]);
+    /* the end of the run: sockets are freed by tcp_world_free, nothing is
+     * sent any more */
+    for (size_t i = 0; i < w->files_cap; i++) {
+        struct pfile *f = w->files[i];
+        if (!f)
+            continue;
+        if (f->kind == PFILE_EPOLL)
+            pepoll_free(f->obj);
+        posix_file_free(w, f);
+    }
     free(w->files);
     w->files = NULL;
     w->files_cap = 0;

@@ -346,12 +346,27 @@ static void print_backtrace(struct posix_prog *p, uintptr_t pc)
     char resolved[8192];
     bool have = p && addr2line(p->so_path, offs, nin, resolved, sizeof(resolved));
     char *line = have ? resolved : NULL;
-    int j = 0;
+    int j = 0, repeats = 0;
     for (int i = first; i < n; i++) {
         uintptr_t a = (uintptr_t)frames[i];
         Dl_info di;
         memset(&di, 0, sizeof(di));
         bool in_prog = j < nin && idx[j] == i;
+        /* deep recursion: one line for a run of the same return address */
+        bool same = i > first && frames[i] == frames[i - 1];
+        if (same && i + 1 < n) {
+            repeats++;
+            if (in_prog) {
+                char *nl = line ? strchr(line, '\n') : NULL;
+                line = nl ? nl + 1 : NULL;
+                j++;
+            }
+            continue;
+        }
+        if (repeats) {
+            sayf("    ... the frame above %d more times\n", repeats);
+            repeats = 0;
+        }
         if (in_prog) {
             char *nl = line ? strchr(line, '\n') : NULL;
             if (nl)
@@ -409,11 +424,11 @@ static _Noreturn void program_crashed(struct posix_thread *t, int sig, siginfo_t
     char when[48], detail[160];
     format_sim_time(sim_now(p->w->sim), when, sizeof(when));
     fflush(p->w->real_out);
-    sayf("\nrnicsim: program %s (%s) on host %s crashed at simulated time %s: %s, %s\n", p->label,
-         p->so_path, p->host->name, when, sigabbrev_np(sig),
+    sayf("\nrnicsim: program %s (%s) on host %s crashed at simulated time %s: SIG%s, %s\n",
+         p->label, p->so_path, p->host->name, when, sigabbrev_np(sig),
          signal_detail(sig, si, detail, sizeof(detail)));
     uintptr_t a = (uintptr_t)si->si_addr;
-    if (sig == SIGSEGV && si->si_code == SEGV_ACCERR && a < sp && sp - a < 64 * 1024)
+    if (sig == SIGSEGV && si->si_code == SEGV_ACCERR && (a < sp ? sp - a : a - sp) < 64 * 1024)
         say("rnicsim: this looks like a stack overflow: give the program a larger stack in the "
             "scenario (programs[].stack, e.g. stack: 4MiB)\n");
     say("rnicsim: where it happened:\n");
@@ -467,7 +482,7 @@ static void crash_handler(int sig, siginfo_t *si, void *ctx)
         old->sa_handler(sig);
         return;
     }
-    say("rnicsim: internal error: ");
+    say("rnicsim: internal error: SIG");
     say(sigabbrev_np(sig));
     say(" in the simulator (no program was running)\n");
     print_backtrace(NULL, pc);
@@ -669,6 +684,32 @@ static void preempt_handler(int sig, siginfo_t *si, void *ctx)
 #else
     (void)ctx;
 #endif
+}
+
+void posix_report_spinners(struct posix_world *w, FILE *out)
+{
+    bool any = false;
+    for (struct posix_prog *p = w->progs; p; p = p->next)
+        for (struct posix_thread *t = p->threads; t; t = t->next) {
+            if (!t->spinning || t->finished)
+                continue;
+            char where[512] = "";
+            uintptr_t off = t->spin_pc - p->base;
+            if (!addr2line(p->so_path, &off, 1, where, sizeof(where)))
+                where[0] = '\0';
+            char *nl = strchr(where, '\n');
+            if (nl)
+                *nl = '\0';
+            fprintf(out,
+                    "rnicsim: %s spins at %s+0x%lx%s%s, re-reading memory of %s that nothing "
+                    "will write any more\n",
+                    p->label, p->so_path, (unsigned long)off, *where ? ": " : "", where,
+                    p->host->name);
+            any = true;
+        }
+    if (any)
+        fprintf(out, "rnicsim: (such a loop was parked when it made no progress; it waits for a "
+                     "DMA write, a completion or another thread of its host that never comes)\n");
 }
 
 bool posix_wake_spinners(struct posix_world *w)

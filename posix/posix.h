@@ -58,6 +58,9 @@ void posix_guard_stop(struct posix_world *w);
  * waiting -- unless nothing changed on their host since a deadlock last
  * woke them.  Returns true if any was woken (run the simulation on). */
 bool posix_wake_spinners(struct posix_world *w);
+/* After a deadlock: one line per such thread, with the source line of the
+ * loop when the object has debug information. */
+void posix_report_spinners(struct posix_world *w, FILE *out);
 
 /* What the runner does when the threads of an exiting program are ended
  * without returning (exit() in another thread): its bookkeeping. */

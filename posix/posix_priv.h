@@ -82,6 +82,7 @@ struct posix_prog {
     struct posix_world *w;
     struct host *host;
     char *label, *so_path;
+    char *argv0, *argv0_short; /* program_invocation_name while it runs */
     uintptr_t base;
     size_t size;
     struct posix_prog_hooks hooks;
@@ -125,13 +126,13 @@ struct posix_world {
     struct pfile **files;
     size_t files_cap;
     /* TCP */
-    struct tcp_sock *listeners;
+    struct tcp_sock *socks, *listeners;
     uint16_t *next_port;      /* per host: next ephemeral port */
     sim_time_t *mgmt_free_ps; /* per host: when its management port is idle */
     /* the simulator's own view, saved while a program runs */
     FILE *real_out, *real_err;
     int out_errno, out_optind, out_opterr, out_optopt;
-    char *out_optarg;
+    char *out_optarg, *out_invocation, *out_invocation_short;
     FILE *out_stdout, *out_stderr;
     struct posix_prog *progs;
     struct posix_thread *running; /* atomic: read by the watchdog */

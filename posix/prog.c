@@ -181,6 +181,13 @@ static void swap_hook(void *arg, bool in)
         opterr = p->opterr;
         optopt = p->optopt;
         optarg = p->optarg;
+        /* what assert(), err(), error() print as the program's name */
+        w->out_invocation = program_invocation_name;
+        w->out_invocation_short = program_invocation_short_name;
+        if (p->argv0) {
+            program_invocation_name = p->argv0;
+            program_invocation_short_name = p->argv0_short;
+        }
         __atomic_store_n(&w->running, t, __ATOMIC_RELAXED);
     } else {
         t->saved_errno = errno;
@@ -195,6 +202,8 @@ static void swap_hook(void *arg, bool in)
         opterr = w->out_opterr;
         optopt = w->out_optopt;
         optarg = w->out_optarg;
+        program_invocation_name = w->out_invocation;
+        program_invocation_short_name = w->out_invocation_short;
         __atomic_store_n(&w->running, NULL, __ATOMIC_RELAXED);
     }
     __atomic_store_n(&w->heartbeat, w->heartbeat + 1, __ATOMIC_RELAXED);
@@ -373,6 +382,13 @@ int posix_prog_run_main(struct posix_prog *prog, int (*main_fn)(int, char **), i
 {
     struct posix_thread *t = prog->main;
     prog->start_ps = posix_now_ps();
+    if (argc > 0 && argv[0]) {
+        prog->argv0 = argv[0];
+        char *slash = strrchr(argv[0], '/');
+        prog->argv0_short = slash ? slash + 1 : argv[0];
+        program_invocation_name = prog->argv0;
+        program_invocation_short_name = prog->argv0_short;
+    }
     if (setjmp(t->base) == 0) {
         int rc = main_fn(argc, argv);
         /* returning from main is exit(rc) */

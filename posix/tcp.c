@@ -50,7 +50,7 @@ enum {
 enum tcp_state { TS_NEW, TS_LISTEN, TS_CONNECTING, TS_CONNECTED, TS_CLOSED };
 
 struct tcp_seg {
-    struct tcp_seg *next;
+    struct tcp_seg *next; /* in rx_head.., or in flight towards the socket */
     size_t len, off;
     bool fin;
     char data[];
@@ -58,6 +58,7 @@ struct tcp_seg {
 
 struct tcp_sock {
     struct posix_world *w;
+    struct tcp_sock *all_prev, *all_next; /* every socket of the world */
     int refs; /* the owner (descriptor or accept queue) + pending events */
     int family;
     size_t host;
@@ -73,8 +74,9 @@ struct tcp_sock {
     /* connected */
     struct tcp_sock *peer;
     struct tcp_seg *rx_head, *rx_tail;
-    size_t rx_bytes, incoming; /* unread here; in flight towards here */
-    sim_time_t last_arrival;   /* arrivals of this side's writes, in order */
+    struct tcp_seg *fly_head, *fly_tail; /* sent towards here, not arrived (in order) */
+    size_t rx_bytes, incoming;           /* unread here; in flight towards here */
+    sim_time_t last_arrival;             /* arrivals of this side's writes, in order */
     bool rx_eof, wr_shut, rd_shut;
     bool reset;   /* the peer answered data with a reset (it had closed) */
     size_t rhost; /* the peer's host */
@@ -199,7 +201,33 @@ static struct tcp_sock *sock_new(struct posix_world *w, size_t host, int family)
     s->host = host;
     s->family = family;
     sim_waitq_init(&s->wq, "socket");
+    s->all_next = w->socks;
+    if (w->socks)
+        w->socks->all_prev = s;
+    w->socks = s;
     return s;
+}
+
+static void free_segs(struct tcp_seg *g)
+{
+    while (g) {
+        struct tcp_seg *n = g->next;
+        free(g);
+        g = n;
+    }
+}
+
+static void sock_free(struct tcp_sock *s)
+{
+    if (s->all_prev)
+        s->all_prev->all_next = s->all_next;
+    else
+        s->w->socks = s->all_next;
+    if (s->all_next)
+        s->all_next->all_prev = s->all_prev;
+    free_segs(s->rx_head);
+    free_segs(s->fly_head);
+    free(s);
 }
 
 static void sock_put(struct tcp_sock *s)
@@ -208,12 +236,7 @@ static void sock_put(struct tcp_sock *s)
         return;
     if (s->peer && s->peer->peer == s)
         s->peer->peer = NULL;
-    while (s->rx_head) {
-        struct tcp_seg *g = s->rx_head;
-        s->rx_head = g->next;
-        free(g);
-    }
-    free(s);
+    sock_free(s);
 }
 
 static void sock_changed(struct tcp_sock *s)
@@ -275,6 +298,10 @@ static void seg_arrive(struct sim *sim, void *a, void *b)
     (void)sim;
     struct tcp_sock *s = a;
     struct tcp_seg *g = b;
+    s->fly_head = g->next; /* arrivals keep the order of sending */
+    if (!s->fly_head)
+        s->fly_tail = NULL;
+    g->next = NULL;
     s->incoming -= g->len;
     if (s->owner_closed || s->state == TS_CLOSED) {
         if (g->len && s->peer && !g->fin)
@@ -318,6 +345,12 @@ static int seg_send(struct tcp_sock *s, const void *buf, size_t len, bool fin)
     g->fin = fin;
     if (len)
         memcpy(g->data, buf, len);
+    g->next = NULL;
+    if (p->fly_tail)
+        p->fly_tail->next = g;
+    else
+        p->fly_head = g;
+    p->fly_tail = g;
     p->incoming += len;
     p->refs++;
     sim_time_t at = mgmt_arrival(s->w, s->host, p->host, len, &s->last_arrival);
@@ -1024,9 +1057,13 @@ int tcp_close(struct posix_world *w, struct tcp_sock *s)
     return 0;
 }
 
+/* The end of a run: whatever is still open or in flight goes (the events
+ * that would deliver it are dropped with the simulator). */
 void tcp_world_free(struct posix_world *w)
 {
-    (void)w; /* sockets die with their descriptors (posix_files_free) */
+    while (w->socks)
+        sock_free(w->socks);
+    w->listeners = NULL;
 }
 
 /* ---------------------------------------------------------------- send / recv family */

@@ -128,10 +128,12 @@ static void thread_main(void *arg)
     t->finished = true;
 }
 
-int __wrap_pthread_create(pthread_t *id, const pthread_attr_t *attr, void *(*start)(void *),
-                          void *arg);
-int __wrap_pthread_create(pthread_t *id, const pthread_attr_t *attr, void *(*start)(void *),
-                          void *arg)
+/* Plug-ins reach this through tools/rnicsim_plugin_glue.c (libgcc.a has a
+ * __wrap_pthread_create of its own that the linker would pick). */
+int rnicsim_pthread_create(pthread_t *id, const pthread_attr_t *attr, void *(*start)(void *),
+                           void *arg);
+int rnicsim_pthread_create(pthread_t *id, const pthread_attr_t *attr, void *(*start)(void *),
+                           void *arg)
 {
     struct posix_thread *t = posix_enter();
     if (!t)
@@ -161,6 +163,16 @@ int __wrap_pthread_create(pthread_t *id, const pthread_attr_t *attr, void *(*sta
     t->prog->threads = n;
     *id = (pthread_t)(uintptr_t)n;
     return 0;
+}
+
+/* Exported under the --wrap name too, so that rnicsim-cc's list of
+ * redirected symbols (the __wrap_ exports) includes pthread_create. */
+int __wrap_pthread_create(pthread_t *id, const pthread_attr_t *attr, void *(*start)(void *),
+                          void *arg);
+int __wrap_pthread_create(pthread_t *id, const pthread_attr_t *attr, void *(*start)(void *),
+                          void *arg)
+{
+    return rnicsim_pthread_create(id, attr, start, arg);
 }
 
 int __wrap_pthread_join(pthread_t id, void **ret);

@@ -1,7 +1,7 @@
 /* The rnicsim command line.
  *
  *   rnicsim run FILE.yaml [-o results.json] [--set KEY=VALUE]... [--seed N]
- *                         [--profiles DIR] [--quiet]
+ *                         [--profiles DIR] [--quiet] [--watchdog SECONDS]
  *   rnicsim params [--profile NAME] [--profiles DIR] [--markdown]
  *   rnicsim programs
  *   rnicsim bench [--reps N] [--json FILE]
@@ -22,6 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "posix/posix.h"
 #include "tools/rnicsim/rnicsim.h"
 
 #define EXIT_USAGE 2
@@ -31,7 +32,7 @@ static void usage(FILE *out)
 {
     fprintf(out, "usage:\n"
                  "  rnicsim run FILE.yaml [-o RESULTS.json] [--set KEY=VALUE]... [--seed N]\n"
-                 "                        [--profiles DIR] [--quiet]\n"
+                 "                        [--profiles DIR] [--quiet] [--watchdog SECONDS]\n"
                  "  rnicsim params [--profile NAME] [--profiles DIR] [--markdown]\n"
                  "  rnicsim programs\n"
                  "  rnicsim bench [--reps N] [--json FILE]\n"
@@ -91,6 +92,8 @@ static void report_outcome(const struct run *r)
     if (r->sim_result == SIM_RUN_DEADLOCK) {
         fprintf(stderr, "deadlock at %s: no event is pending and these programs are blocked:\n", t);
         sim_deadlock_report(sim, stderr);
+        if (r->os)
+            posix_report_spinners(r->os, stderr);
     } else if (r->result == RUN_TIME_LIMIT) {
         char st[32];
         format_time(r->scn->stop_time_ps, st, sizeof(st));
@@ -105,6 +108,7 @@ static int cmd_run(int argc, char **argv)
     const char **sets = xcalloc_or_die((size_t)argc, sizeof(char *));
     struct scenario_opts o = {.sets = sets};
     bool quiet = false;
+    double watchdog_s = 0; /* default (posix/guard.c) */
     int rc = EXIT_USAGE;
     for (int i = 0; i < argc; i++) {
         bool missing = false;
@@ -123,6 +127,15 @@ static int cmd_run(int argc, char **argv)
             o.have_seed = true;
         } else if ((v = opt_value(argc, argv, &i, "--profiles", &missing))) {
             o.profiles_dir = v;
+        } else if ((v = opt_value(argc, argv, &i, "--watchdog", &missing))) {
+            char *end;
+            watchdog_s = strtod(v, &end);
+            if (*end || end == v || watchdog_s < 0) {
+                fprintf(stderr, "rnicsim: bad --watchdog '%s': seconds >= 0 expected\n", v);
+                goto out;
+            }
+            if (watchdog_s == 0)
+                watchdog_s = -1; /* off */
         } else if (missing) {
             fprintf(stderr, "rnicsim: %s needs a value\n", argv[i]);
             goto out;
@@ -153,7 +166,8 @@ static int cmd_run(int argc, char **argv)
         goto out;
     }
     char why[512];
-    struct run *r = run_scenario(s, !quiet && isatty(STDERR_FILENO), why, sizeof(why));
+    struct run_opts ro = {.progress = !quiet && isatty(STDERR_FILENO), .watchdog_s = watchdog_s};
+    struct run *r = run_scenario_opts(s, &ro, why, sizeof(why));
     fflush(stdout);
     if (!r) {
         fprintf(stderr, "rnicsim: %s\n", why);

@@ -189,6 +189,18 @@ int __lsan_is_turned_off(void)
 {
     return abandoned_programs;
 }
+
+/* What a program loaded from a shared object never freed (perftest keeps
+ * its device list, its buffers) is its own leak, as at a process's exit;
+ * such programs stay loaded in sanitizer builds (scenario_free) so that
+ * their frames name them: by path (*.so) or, for a second instance's
+ * private copy, /proc/self/fd/N.  Leaks of the simulator itself have no
+ * such frame and are still reported. */
+const char *__lsan_default_suppressions(void);
+const char *__lsan_default_suppressions(void)
+{
+    return "leak:.so$\nleak:/proc/self/fd/\n";
+}
 #endif
 
 struct run *run_scenario(const struct scenario *s, bool progress, char *why, size_t why_len)
