@@ -85,6 +85,30 @@ def series_from(doc, suffix, ykeys):
     return out
 
 
+NEEDS = ("A latency table is named <test>_lat and its rows have size_bytes and "
+         "t_p50_us (t_p99_us optional);\n"
+         "a bandwidth table is named <test>_bw and its rows have size_bytes and bw_gbps.")
+
+
+def found_tables(docs):
+    """What the input holds instead: each table with its columns."""
+    lines = []
+    for doc in docs:
+        for name in sorted(doc["tables"]):
+            rows = doc["tables"][name]
+            cols = []
+            for row in rows if isinstance(rows, list) else []:
+                for k in row if isinstance(row, dict) else []:
+                    if k not in cols:
+                        cols.append(k)
+            lines.append("  %s: %s (%s)" % (doc.get("scenario", "?"), name,
+                                            ", ".join(cols) or "no rows"))
+    if not lines:
+        return "The input has no tables at all (did the programs call host_report?)."
+    return ("The input has these tables (for other shapes, sweep with "
+            "`rnicsim sweep --plot` or plot the JSON yourself):\n" + "\n".join(lines))
+
+
 def label_for(doc, table, multi):
     base = table.rsplit("_", 1)[0]
     if multi:
@@ -139,7 +163,8 @@ def main(argv=None):
         for table, pts in series_from(doc, "_bw", ("bw_gbps",)):
             bw.append((label_for(doc, table, multi), pts))
     if not lat and not bw:
-        print("plot_results: no *_lat or *_bw tables in the input", file=sys.stderr)
+        print("plot_results: nothing to plot.\n" + NEEDS + "\n" + found_tables(docs),
+              file=sys.stderr)
         return 1
 
     panels = [p for p in (("lat", lat), ("bw", bw)) if p[1]]

@@ -12,6 +12,8 @@
 #   python3-matplotlib    plots of results (run with /usr/bin/python3)
 # and, for the tests only (--test; tools/test.sh), not for the quickstart:
 #   tshark                test/scenario/test_pcap.sh reads packet captures back
+#   pkgconf               test/scenario/test_install.sh builds a user program
+#                         against the installed rnicsim with pkg-config
 #                         with Wireshark's dissectors
 # When not root, it prints the apt-get command to run and stops.
 set -euo pipefail
@@ -33,7 +35,7 @@ done
 
 packages=(cmake gcc make libc6-dev libibverbs-dev libyaml-dev python3-matplotlib)
 if [ "$with_tests" = true ]; then
-    packages+=(tshark)
+    packages+=(tshark pkgconf)
 fi
 missing=()
 for p in "${packages[@]}"; do
@@ -58,6 +60,25 @@ fi
 echo "[setup] configuring $build_dir ($build_type, sanitizers $sanitize)"
 cmake -S "$here" -B "$build_dir" -DCMAKE_BUILD_TYPE="$build_type" -DRNICSIM_WERROR=ON \
     -DRNICSIM_SANITIZE="$sanitize" >/dev/null
+# The first build takes about a minute on two cores: show how far it is
+# (one updating line on a terminal, a line per 20 % otherwise).  Compiler
+# messages go to stderr and are not filtered.
 echo "[setup] building"
-cmake --build "$build_dir" -j"$(nproc)" -- --no-print-directory >/dev/null
+tty=0
+[ -t 1 ] && tty=1
+set +e
+cmake --build "$build_dir" -j"$(nproc)" -- --no-print-directory |
+    awk -v tty="$tty" '
+        match($0, /^\[ *[0-9]+%\]/) {
+            pct = substr($0, RSTART + 1, RLENGTH - 2) + 0
+            if (tty) { printf "\r[setup] building %3d%%", pct; fflush() }
+            else if (pct >= next_pct) { printf "[setup] building %d%%\n", pct; fflush(); next_pct = pct - pct % 20 + 20 }
+        }
+        END { if (tty) printf "\r\033[K" }'
+status=${PIPESTATUS[0]}
+set -e
+if [ "$status" -ne 0 ]; then
+    echo "[setup] build failed (status $status); the compiler's messages are above" >&2
+    exit "$status"
+fi
 echo "[setup] built $build_dir/rnicsim"

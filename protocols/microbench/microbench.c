@@ -1072,9 +1072,9 @@ static void mb_client_report(struct mb *mb)
 {
     const struct mb_result *r = &mb->res;
     double ns = r->end_ns > r->start_ns ? (double)(r->end_ns - r->start_ns) : 1.0;
-    double mops = (double)r->ops / ns * 1e3;
+    double mops = (double)r->ops * 1e3 / ns;
     double gbps = (double)r->ops * (double)mb->o.size * 8.0 / ns;
-    double lat = r->lat_count ? (double)r->lat_sum_ns / (double)r->lat_count / 1e3 : 0.0;
+    double lat = r->lat_count ? (double)r->lat_sum_ns / ((double)r->lat_count * 1e3) : 0.0;
     struct host_kv kv[] = {
         {"id", (double)mb->o.id},
         {"qps", (double)mb->o.qps},
@@ -1357,9 +1357,9 @@ static void mb_server_report(struct mb *mb, const struct mb_result *r, uint64_t 
         lat_n += r[i].lat_count;
     }
     double ns = end > start ? (double)(end - start) : 1.0;
-    double mops = (double)ops / ns * 1e3;
+    double mops = (double)ops * 1e3 / ns;
     double gbps = (double)ops * (double)mb->o.size * 8.0 / ns;
-    double lat = lat_n ? (double)lat_sum / (double)lat_n / 1e3 : 0.0;
+    double lat = lat_n ? (double)lat_sum / ((double)lat_n * 1e3) : 0.0;
     struct host_kv kv[] = {
         {"clients", (double)mb->o.clients},
         {"qps", (double)mb->o.qps},

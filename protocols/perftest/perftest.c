@@ -895,15 +895,19 @@ static void pt_report(struct pt_run *r)
     char table[32];
     snprintf(table, sizeof(table), "%s_%s", pt_tests[r->test].name, pt_mode_names[r->mode]);
     if (r->mode == PT_LAT) {
-        double scale = pt_tests[r->test].lat_scale / 1000.0; /* ns round trip -> us */
+        /* ns round trip -> us: multiply by lat_scale (0.5 or 1, exact) and
+         * divide last, so a value is the double nearest its decimal
+         * (1.319478, not 1.3194780000000002 as a product with 0.0005 gives) */
+        double scale = pt_tests[r->test].lat_scale;
         uint64_t n = r->iters, sum = 0;
         qsort(r->samples_ns, (size_t)n, sizeof(uint64_t), pt_cmp_u64);
         for (uint64_t i = 0; i < n; i++)
             sum += r->samples_ns[i];
-        double mn = (double)r->samples_ns[0] * scale, mx = (double)r->samples_ns[n - 1] * scale;
-        double avg = (double)sum / (double)n * scale;
-        double p50 = (double)pt_percentile(r->samples_ns, n, 50) * scale;
-        double p99 = (double)pt_percentile(r->samples_ns, n, 99) * scale;
+        double mn = (double)r->samples_ns[0] * scale / 1e3;
+        double mx = (double)r->samples_ns[n - 1] * scale / 1e3;
+        double avg = (double)sum * scale / ((double)n * 1e3);
+        double p50 = (double)pt_percentile(r->samples_ns, n, 50) * scale / 1e3;
+        double p99 = (double)pt_percentile(r->samples_ns, n, 99) * scale / 1e3;
         struct host_kv kv[] = {
             {"size_bytes", (double)r->size},
             {"iters", (double)n},
@@ -919,7 +923,7 @@ static void pt_report(struct pt_run *r)
     } else {
         double ns = r->elapsed_ns ? (double)r->elapsed_ns : 1.0;
         double gbps = (double)r->size * (double)r->iters * 8.0 / ns;
-        double mpps = (double)r->iters / ns * 1e3;
+        double mpps = (double)r->iters * 1e3 / ns;
         struct host_kv kv[] = {
             {"size_bytes", (double)r->size},
             {"iters", (double)r->iters},

@@ -881,7 +881,7 @@ static int stream_receiver(struct tr *t)
         {"messages", (double)t->checked},
         {"bytes", (double)t->bytes},
         {"elapsed_us", el / 1000.0},
-        {"msg_rate_mpps", el > 0 ? (double)(t->checked - 1) / el * 1000.0 : 0},
+        {"msg_rate_mpps", el > 0 ? (double)(t->checked - 1) * 1000.0 / el : 0},
         {"gbps", el > 0 ? (double)t->bytes * 8.0 / el : 0},
         {"lat_avg_us", avg / 1000.0},
         {"lat_p50_us", pct(t->lat_ns, t->n_lat, 0.5) / 1000.0},

@@ -31,6 +31,17 @@ assert h0['nic']['pkts_tx'] > 0 and h0['pcie']['tlp_up'] > 0
 text = open(sys.argv[1]).read()
 assert 'wall' not in text and 'per_s' not in text
 PY"
+# Latencies are whole nanoseconds (halved) in microseconds: each is written
+# in the shortest form that reads back, a few digits, never a product's
+# rounding noise (1.3194780000000002).
+check "JSON: latencies written in their short decimal form" "$py - '$scratch/a.json' <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+vals = re.findall(r'\"t_[a-z0-9]+_us\": ([0-9.e+-]+)', text)
+assert len(vals) >= 15, len(vals)
+long = [v for v in vals if len(v.replace('.', '').lstrip('0')) > 10]
+assert not long, long
+PY"
 
 # Another seed: still runs, the seed is recorded.
 "$bin" run "$scn" -o "$scratch/c.json" --seed 12345 --quiet >/dev/null 2>"$scratch/c.err"
@@ -39,11 +50,14 @@ check "--seed 12345 exits 0 (got $rc)" "[ $rc -eq 0 ]"
 check "--seed 12345 recorded in the JSON" \
     "$py -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d[\"seed\"]==12345 and d[\"result\"]==\"done\"' '$scratch/c.json'"
 
-# The summary names the scenario and prints the tables.
+# The summary names the scenario and the results tables; --tables prints
+# their contents, which the program's own output does not repeat otherwise.
 "$bin" run "$scn" >"$scratch/d.out" 2>&1
 rc=$?
 check "summary run exits 0 (got $rc)" "[ $rc -eq 0 ]"
-check "summary: scenario line, events/s and a write_bw table" \
-    "grep -q '== small: done' '$scratch/d.out' && grep -q 'events/s' '$scratch/d.out' && grep -q '^write_bw' '$scratch/d.out'"
+check "summary: scenario line, events/s and the tables named once" \
+    "grep -q '== small: done' '$scratch/d.out' && grep -q 'events/s' '$scratch/d.out' && grep -q '^results tables: .*write_bw (' '$scratch/d.out' && ! grep -q '^write_bw' '$scratch/d.out'"
+"$bin" run "$scn" --tables >"$scratch/e.out" 2>&1
+check "--tables prints each table's contents" "grep -q '^write_bw' '$scratch/e.out' && grep -q 'Gb/s' '$scratch/e.out'"
 
 finish

@@ -22,6 +22,8 @@ timeout 60 "$bin" run "$scn" -o "$scratch/t.json" --set stop_time=2us >/dev/null
 rc=$?
 check "time limit: exit 4 (got $rc)" "[ $rc -eq 4 ]"
 check "time limit: stderr says so" "grep -q 'stop_time 2.000 us reached' '$scratch/t.err'"
+check "time limit: suggests a longer stop_time that parses" \
+    "grep -q 'add --set stop_time=4.000us' '$scratch/t.err' && timeout 60 '$bin' run '$scn' --set stop_time=4.000us -q >/dev/null 2>&1; [ \$? -eq 4 ]"
 check "time limit: JSON result time-limit, sim_time <= 2 us" "$py - '$scratch/t.json' <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))

@@ -121,4 +121,29 @@ if [ -n "$nompl" ] && ! "$nompl" -c 'import matplotlib' 2>/dev/null; then
         "[ $rc -eq 0 ] && grep -q 'has no matplotlib' noplot.err && [ -s noplot/sweep.csv ] && [ ! -e noplot/sweep.png ]"
 fi
 
+# Jobs for other machines: --emit-jobs writes commands instead of running,
+# the commands run anywhere (here: one by one, as GNU parallel would), and
+# --collect gives the same CSV as the local sweep of the same runs.
+rm -rf em
+sweep --set hardware.pcie.lanes=16,1 --set vars.size=4096,65536 --emit-jobs -o em >em.out 2>em.err
+rc=$?
+check "--emit-jobs exits 0, runs nothing, writes 4 jobs and a Slurm array (got $rc)" \
+    "[ $rc -eq 0 ] && [ \$(wc -l <em/jobs.txt) -eq 4 ] && [ ! -e em/run-0.json ] && grep -q -- '--array=0-3' em/slurm.sh && grep -q 'parallel' em.out"
+(cd / && sed -n 1,3p "$scratch/em/jobs.txt" | while IFS= read -r job; do bash -c "$job"; done)
+timeout 60 "$bin" sweep --collect em >em-c1.out 2>em-c1.err
+rc=$?
+check "--collect with a run missing: exit 1, the run shown as not run (got $rc)" \
+    "[ $rc -eq 1 ] && grep -q 'not run' em-c1.out && grep -q 'run 3 (not run: no em/run-3.exit)' em-c1.err"
+(cd / && sed -n 4p "$scratch/em/jobs.txt" | bash)
+timeout 60 "$bin" sweep --collect em --plot x=vars.size,y=write_bw.bw_gbps,series=hardware.pcie.lanes >em-c2.out 2>em-c2.err
+rc=$?
+check "--collect of every run: exit 0, CSV byte-identical to the local sweep's (got $rc)" \
+    "[ $rc -eq 0 ] && cmp -s em/sweep.csv j2/sweep.csv"
+check "--collect --plot: the summary shows the plotted columns only" \
+    "head -1 em-c2.out | grep -q 'write_bw.bw_gbps' && ! head -1 em-c2.out | grep -q 'sim_time_ps'"
+timeout 60 "$bin" sweep --collect em -j2 >/dev/null 2>em-c3.err
+check "--collect with another option: exit 2" "[ \$? -eq 2 ] && grep -q 'takes only --plot' em-c3.err"
+timeout 60 "$bin" sweep --collect nosuchdir >/dev/null 2>em-c4.err
+check "--collect of a directory without sweep.args: exit 2 with the reason" "[ \$? -eq 2 ] && grep -q 'sweep.args' em-c4.err"
+
 finish

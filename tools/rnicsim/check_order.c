@@ -572,26 +572,6 @@ static char *co_violation_line(const char *text)
 /* ---------------------------------------------------------------- the report */
 
 /* A shell word: as is when it only has safe characters, else single-quoted. */
-static void co_shell_word(FILE *out, const char *w)
-{
-    bool safe = *w != '\0';
-    for (const char *p = w; *p; p++)
-        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,+@%", *p))
-            safe = false;
-    if (safe) {
-        fputs(w, out);
-        return;
-    }
-    fputc('\'', out);
-    for (const char *p = w; *p; p++) {
-        if (*p == '\'')
-            fputs("'\\''", out);
-        else
-            fputc(*p, out);
-    }
-    fputc('\'', out);
-}
-
 /* The command that reproduces run (seed, sets) alone. */
 static char *co_reproduce(const struct co_opts *o, uint64_t seed, const char **sets, size_t nsets,
                           bool checker)
@@ -601,19 +581,19 @@ static char *co_reproduce(const struct co_opts *o, uint64_t seed, const char **s
     FILE *m = open_memstream(&buf, &len);
     if (!m)
         return xstrdup_or_die("");
-    co_shell_word(m, o->prog);
+    shell_word(m, o->prog);
     fprintf(m, checker ? " check-order " : " run ");
-    co_shell_word(m, o->file);
+    shell_word(m, o->file);
     if (checker)
         fprintf(m, " --runs 1");
     fprintf(m, " --seed %" PRIu64, seed);
     if (o->profiles) {
         fprintf(m, " --profiles ");
-        co_shell_word(m, o->profiles);
+        shell_word(m, o->profiles);
     }
     for (size_t i = 0; i < nsets; i++) {
         fprintf(m, " --set ");
-        co_shell_word(m, sets[i]);
+        shell_word(m, sets[i]);
     }
     if (checker && o->trace_lines_set)
         fprintf(m, " --trace-lines %" PRIu64, o->trace_lines);
@@ -788,7 +768,7 @@ static void co_print_sets(FILE *out, const char **sets, size_t n)
     for (size_t i = 0; i < n; i++) {
         fputs(i ? " " : "", out);
         fprintf(out, "--set ");
-        co_shell_word(out, sets[i]);
+        shell_word(out, sets[i]);
     }
 }
 

@@ -1,7 +1,7 @@
 /* The rnicsim command line.
  *
  *   rnicsim run FILE.yaml [-o results.json] [--set KEY=VALUE]... [--seed N]
- *                         [--profiles DIR] [--quiet] [--watchdog SECONDS]
+ *                         [--profiles DIR] [--tables] [--quiet] [--watchdog SECONDS]
  *   rnicsim params [--profile NAME] [--profiles DIR] [--markdown]
  *   rnicsim programs
  *   rnicsim bench [--reps N] [--json FILE]
@@ -32,7 +32,8 @@ static void usage(FILE *out)
 {
     fprintf(out, "usage:\n"
                  "  rnicsim run FILE.yaml [-o RESULTS.json] [--set KEY=VALUE]... [--seed N]\n"
-                 "                        [--profiles DIR] [--quiet] [--watchdog SECONDS]\n"
+                 "                        [--profiles DIR] [--tables] [--quiet]\n"
+                 "                        [--watchdog SECONDS]\n"
                  "  rnicsim params [--profile NAME] [--profiles DIR] [--markdown]\n"
                  "  rnicsim programs\n"
                  "  rnicsim bench [--reps N] [--json FILE]\n"
@@ -99,6 +100,17 @@ static void report_outcome(const struct run *r)
         format_time(r->scn->stop_time_ps, st, sizeof(st));
         fprintf(stderr, "rnicsim: stop_time %s reached with programs still running:\n", st);
         sim_deadlock_report(sim, stderr);
+        char longer[32];
+        sim_time_t twice =
+            r->scn->stop_time_ps > UINT64_MAX / 2 ? UINT64_MAX : 2 * r->scn->stop_time_ps;
+        format_time(twice, longer, sizeof(longer));
+        for (char *c = longer; *c; c++)
+            if (*c == ' ')
+                memmove(c, c + 1, strlen(c)); /* "20.000 ms" -> "20.000ms", one shell word */
+        fprintf(stderr,
+                "rnicsim: to simulate longer, add --set stop_time=%s (or set stop_time: in "
+                "the scenario)\n",
+                longer);
     }
 }
 
@@ -107,7 +119,7 @@ static int cmd_run(int argc, char **argv)
     const char *file = NULL, *out = NULL;
     const char **sets = xcalloc_or_die((size_t)argc, sizeof(char *));
     struct scenario_opts o = {.sets = sets};
-    bool quiet = false;
+    bool quiet = false, tables = false;
     double watchdog_s = 0; /* default (posix/guard.c) */
     int rc = EXIT_USAGE;
     for (int i = 0; i < argc; i++) {
@@ -141,6 +153,8 @@ static int cmd_run(int argc, char **argv)
             goto out;
         } else if (!strcmp(argv[i], "--quiet") || !strcmp(argv[i], "-q")) {
             quiet = true;
+        } else if (!strcmp(argv[i], "--tables")) {
+            tables = true;
         } else if (argv[i][0] == '-' && argv[i][1]) {
             fprintf(stderr, "rnicsim run: unknown option '%s'\n", argv[i]);
             usage(stderr);
@@ -182,7 +196,7 @@ static int cmd_run(int argc, char **argv)
         rc = rc ? rc : EXIT_INTERNAL;
     }
     if (!quiet)
-        results_print_summary(r, stdout);
+        results_print_summary(r, tables, out, stdout);
     fflush(stdout);
     run_free(r);
     scenario_free(s);

@@ -2,9 +2,10 @@
  * hardware parameters (see params.c), found along a search path:
  *   1. --profiles DIR
  *   2. $RNICSIM_PROFILES (a directory; several separated by ':')
- *   3. <directory of the scenario file>/../profiles
- *   4. the source tree's profiles/ (RNICSIM_SOURCE_DIR, when compiled in)
- *   5. <directory of the rnicsim executable>/../profiles (an in-tree build)
+ *   3. <directory of the scenario file>/profiles, then its parent's
+ *      profiles/ (a project keeping scenarios/ beside profiles/)
+ *   4. profiles/ in each data directory (datadir.c): the installed
+ *      share/rnicsim, the source tree, the build's parent
  * A profile value containing '/' or ending in .yaml is a path instead,
  * relative to the scenario file's directory.
  *
@@ -69,21 +70,18 @@ static void search_dirs(const struct profile_search *s, struct dir_list *l)
     }
     if (s->scenario_file) {
         char *d = dir_of(s->scenario_file);
+        snprintf(buf, sizeof(buf), "%s/profiles", d);
+        dirs_add(l, buf);
         snprintf(buf, sizeof(buf), "%s/../profiles", d);
         dirs_add(l, buf);
         free(d);
     }
-#ifdef RNICSIM_SOURCE_DIR
-    dirs_add(l, RNICSIM_SOURCE_DIR "/profiles");
-#endif
-    char exe[PATH_MAX];
-    ssize_t k = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    if (k > 0) {
-        exe[k] = '\0';
-        char *d = dir_of(exe);
-        snprintf(buf, sizeof(buf), "%s/../profiles", d);
+    char *data[RNICSIM_MAX_DATA_DIRS];
+    size_t nd = rnicsim_data_dirs(data);
+    for (size_t i = 0; i < nd; i++) {
+        snprintf(buf, sizeof(buf), "%s/profiles", data[i]);
         dirs_add(l, buf);
-        free(d);
+        free(data[i]);
     }
 }
 

@@ -408,7 +408,7 @@ static void print_fabric_summary(const struct run *r, FILE *out)
             lost, corrupt, down, overflow, reordered);
 }
 
-void results_print_summary(const struct run *r, FILE *out)
+void results_print_summary(const struct run *r, bool tables, const char *json_path, FILE *out)
 {
     char t[32];
     format_time(r->sim_time_ps, t, sizeof(t));
@@ -417,6 +417,19 @@ void results_print_summary(const struct run *r, FILE *out)
     fprintf(out, "simulated %s, %" PRIu64 " events; wall %.3f s, %.2f M events/s\n", t, r->events,
             r->wall_s, evs / 1e6);
     print_fabric_summary(r, out);
+    if (tables) {
+        for (size_t i = 0; i < r->ntables; i++)
+            print_table(&r->tables[i], out);
+        return;
+    }
+    if (!r->ntables)
+        return;
+    fprintf(out, "results tables:");
     for (size_t i = 0; i < r->ntables; i++)
-        print_table(&r->tables[i], out);
+        fprintf(out, "%s %s (%zu row%s)", i ? "," : "", r->tables[i].name, r->tables[i].nrows,
+                r->tables[i].nrows == 1 ? "" : "s");
+    if (json_path)
+        fprintf(out, "\n  in %s; --tables prints them here\n", json_path);
+    else
+        fprintf(out, "\n  -o FILE.json writes them, --tables prints them here\n");
 }

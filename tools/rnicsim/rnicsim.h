@@ -311,7 +311,10 @@ void programs_list(FILE *out);
 /* ---------------------------------------------------------------- results.c */
 
 int results_write_json(const struct run *r, const char *path, char *why, size_t why_len);
-void results_print_summary(const struct run *r, FILE *out);
+/* The outcome, simulated time and events, fabric impairments, then the
+ * results tables: their contents with `tables`, else one line naming them
+ * (programs print their own results as they run; -o writes them all). */
+void results_print_summary(const struct run *r, bool tables, const char *json_path, FILE *out);
 /* "12.345 us" style. */
 void format_time(sim_time_t ps, char *buf, size_t len);
 
@@ -362,7 +365,20 @@ const char *suggest_word(const char *word, const char *const *cands, size_t n);
 char *xstrdup_or_die(const char *s) __attribute__((returns_nonnull));
 void *xcalloc_or_die(size_t n, size_t size) __attribute__((returns_nonnull));
 void *xrealloc_or_die(void *p, size_t size) __attribute__((returns_nonnull));
+/* Write `w` as one POSIX shell word (single-quoted unless it is plain). */
+void shell_word(FILE *out, const char *w);
 /* A new string formatted like printf (exits when out of memory). */
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2), returns_nonnull));
+
+/* ---------------------------------------------------------------- datadir.c */
+
+/* The directories that may hold the files rnicsim ships with (profiles/,
+ * tools/plot_*.py), most specific first: $RNICSIM_DATA_DIR, the installed
+ * share/rnicsim next to the executable, the source tree, the executable's
+ * parent.  Fills `dirs` with new strings (the caller frees each). */
+#define RNICSIM_MAX_DATA_DIRS 4
+size_t rnicsim_data_dirs(char *dirs[RNICSIM_MAX_DATA_DIRS]);
+/* The first readable `<data dir>/<rel>` (a new string), or NULL. */
+char *rnicsim_find_data(const char *rel);
 
 #endif /* RNICSIM_TOOL_H */

@@ -4,6 +4,8 @@
  *
  *   rnicsim sweep FILE.yaml --set KEY=V1,V2,... [--set KEY2=A,B]... [-j N]
  *                 [-o DIR] [--seed N] [--profiles DIR] [--plot x=KEY,y=COL[,series=KEY]]
+ *                 [--emit-jobs]
+ *   rnicsim sweep --collect DIR [--plot x=KEY,y=COL[,series=KEY]]
  *
  * Steps: parse the lists (a --set with one value applies to every run);
  * load the scenario once per combination with its overrides (any bad key
@@ -13,6 +15,15 @@
  * write DIR/sweep.csv, print a summary, and plot with tools/plot_sweep.py.
  * Nothing depends on the order the children finish in, so the CSV and the
  * summary are byte-identical whatever -j is.
+ *
+ * Sweeps that outgrow one machine: --emit-jobs does the validation, then
+ * instead of running writes DIR/sweep.args (the sweep's own arguments, one
+ * per line), DIR/jobs.txt (one shell command per run, absolute paths, each
+ * writing run-<i>.json, run-<i>.log and its exit status to run-<i>.exit)
+ * for GNU parallel, and DIR/slurm.sh (a Slurm array job running line
+ * $SLURM_ARRAY_TASK_ID of jobs.txt).  --collect DIR reads sweep.args back
+ * and the runs' files, and writes the same sweep.csv, summary and plot as
+ * a local sweep; a run without its .exit file counts as failed ("not run").
  *
  * Combinations are numbered like nested loops in the order the --set
  * options are given: the first list varies slowest, the last fastest.
@@ -73,6 +84,8 @@ struct sw_opts {
     const char *profiles;
     const char *plot_x, *plot_y, *plot_series;
     char *plot_buf;
+    bool emit_jobs;
+    const char *collect; /* --collect DIR */
 };
 
 enum col_kind { COL_RUN, COL_TABLE, COL_COUNTER };
@@ -88,6 +101,7 @@ struct sw_cols {
 struct sw_run {
     int exit_status;
     bool unreadable; /* exited 0 but its results could not be read */
+    bool not_run;    /* --collect: no run-<i>.exit (exit_status is then -1) */
     char **cells;
     size_t ncells;
 };
@@ -97,10 +111,13 @@ static void sweep_usage(FILE *out)
     fprintf(out,
             "usage: rnicsim sweep FILE.yaml --set KEY=V1,V2,... [--set KEY2=A,B]... [-j N]\n"
             "                     [-o DIR] [--seed N] [--profiles DIR]\n"
-            "                     [--plot x=KEY,y=COLUMN[,series=KEY]]\n"
+            "                     [--plot x=KEY,y=COLUMN[,series=KEY]] [--emit-jobs]\n"
+            "       rnicsim sweep --collect DIR [--plot x=KEY,y=COLUMN[,series=KEY]]\n"
             "Runs the scenario once per combination of the --set lists (a child process\n"
             "each, at most N at a time), writes DIR/run-<i>.json and .log, DIR/sweep.csv\n"
             "(one row per run) and, with --plot, DIR/sweep.png.  Default DIR: %s.\n"
+            "--emit-jobs writes DIR/jobs.txt (GNU parallel) and DIR/slurm.sh (Slurm array)\n"
+            "instead of running; --collect DIR then merges the runs' results.\n"
             "exit status: 0 every run succeeded, 1 some run failed, 2 bad input, 5 output\n"
             "or plot error.\n",
             SWEEP_DEFAULT_DIR);
@@ -260,6 +277,14 @@ static int parse_args(int argc, char **argv, struct sw_opts *o)
             }
             if (parse_plot(o, v))
                 return -1;
+        } else if (!strcmp(argv[i], "--emit-jobs")) {
+            o->emit_jobs = true;
+        } else if ((v = sw_opt_value(argc, argv, &i, "--collect", &missing))) {
+            if (!*v) {
+                fprintf(stderr, "rnicsim sweep: --collect needs a directory\n");
+                return -1;
+            }
+            o->collect = v;
         } else if (missing) {
             fprintf(stderr, "rnicsim sweep: %s needs a value\n", argv[i]);
             return -1;
@@ -275,6 +300,8 @@ static int parse_args(int argc, char **argv, struct sw_opts *o)
             return -1;
         }
     }
+    if (o->collect)
+        return 0; /* the rest comes from DIR/sweep.args (collect_args) */
     if (!o->file) {
         fprintf(stderr, "rnicsim sweep: missing scenario file\n");
         sweep_usage(stderr);
@@ -780,7 +807,10 @@ static int write_csv(const struct sw_opts *o, size_t nruns, const struct sw_run 
                 fputc(',', f);
             }
         }
-        fprintf(f, "%zu,%d", r, runs[r].exit_status);
+        if (runs[r].not_run)
+            fprintf(f, "%zu,", r);
+        else
+            fprintf(f, "%zu,%d", r, runs[r].exit_status);
         for (size_t c = 0; c < cols->n; c++) {
             fputc(',', f);
             csv_field(f, cell(&runs[r], c));
@@ -808,9 +838,9 @@ static void screen_value(const char *s, char *buf, size_t len)
         snprintf(buf, len, "%s", s);
 }
 
-/* Swept keys, run, exit, result, and the table columns that differ
- * between the successful runs (all table columns if fewer than two
- * succeeded), at most SUMMARY_MAX_METRICS, plus the --plot y column. */
+/* Swept keys, run, exit, result, then: with --plot, the columns it names;
+ * without, the table columns that differ between the successful runs (all
+ * table columns if fewer than two succeeded), at most SUMMARY_MAX_METRICS. */
 static void print_summary(const struct sw_opts *o, size_t nruns, const struct sw_run *runs,
                           const struct sw_cols *cols, FILE *out)
 {
@@ -822,7 +852,11 @@ static void print_summary(const struct sw_opts *o, size_t nruns, const struct sw
     bool truncated = false;
     for (size_t c = 0; c < cols->n; c++) {
         bool want = !strcmp(cols->names[c], "result");
-        if (cols->kinds[c] == COL_TABLE) {
+        if (o->plot_y) {
+            const char *nm = cols->names[c];
+            want = want || !strcmp(nm, o->plot_y) || !strcmp(nm, o->plot_x) ||
+                   (o->plot_series && !strcmp(nm, o->plot_series));
+        } else if (cols->kinds[c] == COL_TABLE) {
             bool differs = nok < 2;
             const char *first = NULL;
             for (size_t r = 0; r < nruns && !differs; r++) {
@@ -840,8 +874,6 @@ static void print_summary(const struct sw_opts *o, size_t nruns, const struct sw
                 nmetric++;
             }
         }
-        if (o->plot_y && !strcmp(cols->names[c], o->plot_y))
-            want = true;
         if (want)
             show[nshow++] = c;
     }
@@ -872,6 +904,8 @@ static void print_summary(const struct sw_opts *o, size_t nruns, const struct sw
                 const char *t;
                 if (j == 0)
                     t = r ? (snprintf(buf, sizeof(buf), "%zu", r - 1), buf) : "run";
+                else if (j == 1 && r && runs[r - 1].not_run)
+                    t = "not run";
                 else if (j == 1)
                     t = r ? (snprintf(buf, sizeof(buf), "%d", runs[r - 1].exit_status), buf)
                           : "exit";
@@ -897,30 +931,14 @@ static void print_summary(const struct sw_opts *o, size_t nruns, const struct sw
     free(show);
 }
 
-/* The plot script: $RNICSIM_PLOT_SCRIPT, the source tree's (when compiled
- * in), or <executable dir>/../tools/plot_sweep.py (an in-tree build). */
+/* The plot script: $RNICSIM_PLOT_SCRIPT, else tools/plot_sweep.py in the
+ * data directories (datadir.c: installed, source tree, build tree). */
 static char *find_plot_script(void)
 {
     const char *env = getenv("RNICSIM_PLOT_SCRIPT");
     if (env && *env)
         return xstrdup_or_die(env);
-#ifdef RNICSIM_SOURCE_DIR
-    if (access(RNICSIM_SOURCE_DIR "/tools/plot_sweep.py", R_OK) == 0)
-        return xstrdup_or_die(RNICSIM_SOURCE_DIR "/tools/plot_sweep.py");
-#endif
-    char exe[PATH_MAX];
-    ssize_t k = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    if (k > 0) {
-        exe[k] = '\0';
-        char *slash = strrchr(exe, '/');
-        if (slash)
-            *slash = '\0';
-        char *p = xasprintf("%s/../tools/plot_sweep.py", exe);
-        if (access(p, R_OK) == 0)
-            return p;
-        free(p);
-    }
-    return NULL;
+    return rnicsim_find_data("tools/plot_sweep.py");
 }
 
 static bool column_exists(const struct sw_opts *o, const struct sw_cols *cols, const char *name)
@@ -1016,6 +1034,210 @@ static int plot(const struct sw_opts *o, const struct sw_cols *cols)
     return rc;
 }
 
+/* ---------------------------------------------------------------- jobs for other machines */
+
+/* realpath(p), or p itself when it cannot be resolved (a new string). */
+static char *abs_path(const char *p)
+{
+    char *r = realpath(p, NULL);
+    return r ? r : xstrdup_or_die(p);
+}
+
+static FILE *open_out(const char *dir, const char *name, char **path)
+{
+    *path = xasprintf("%s/%s", dir, name);
+    FILE *f = fopen(*path, "w");
+    if (!f)
+        fprintf(stderr, "rnicsim sweep: cannot write '%s': %s\n", *path, strerror(errno));
+    return f;
+}
+
+static int close_out(FILE *f, char *path)
+{
+    int rc = ferror(f) ? -1 : 0;
+    if (fclose(f) != 0)
+        rc = -1;
+    if (rc)
+        fprintf(stderr, "rnicsim sweep: error writing '%s'\n", path);
+    free(path);
+    return rc;
+}
+
+/* --emit-jobs: DIR/sweep.args, DIR/jobs.txt and DIR/slurm.sh. */
+static int emit_jobs(const struct sw_opts *o, size_t nruns, int argc, char **argv)
+{
+    char exe[PATH_MAX];
+    ssize_t k = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (k <= 0) {
+        fprintf(stderr, "rnicsim sweep: cannot find the rnicsim executable: %s\n", strerror(errno));
+        return -1;
+    }
+    exe[k] = '\0';
+    for (int i = 0; i < argc; i++) {
+        if (strchr(argv[i], '\n')) {
+            fprintf(stderr, "rnicsim sweep: --emit-jobs: an argument holds a line break\n");
+            return -1;
+        }
+    }
+    char *dir = abs_path(o->dir), *file = abs_path(o->file);
+    char *profiles = o->profiles ? abs_path(o->profiles) : NULL;
+    char *path;
+    int rc = 0;
+    /* The sweep's own arguments, for --collect; the scenario as an absolute
+     * path, and nothing that only concerns this machine (-j, -o, --plot). */
+    FILE *f = open_out(o->dir, "sweep.args", &path);
+    if (!f) {
+        rc = -1;
+        goto out;
+    }
+    fprintf(f, "%s\n", file);
+    for (int i = 0; i < argc; i++) {
+        bool missing = false;
+        int j = i;
+        const char *v;
+        if ((v = sw_opt_value(argc, argv, &j, "--set", &missing)))
+            fprintf(f, "--set=%s\n", v);
+        else if ((v = sw_opt_value(argc, argv, &j, "--seed", &missing)))
+            fprintf(f, "--seed=%s\n", v);
+        else if (sw_opt_value(argc, argv, &j, "--profiles", &missing))
+            fprintf(f, "--profiles=%s\n", profiles);
+        i = j;
+    }
+    if (close_out(f, path)) {
+        rc = -1;
+        goto out;
+    }
+    f = open_out(o->dir, "jobs.txt", &path);
+    if (!f) {
+        rc = -1;
+        goto out;
+    }
+    size_t *idx = xcalloc_or_die(o->naxes + 1, sizeof(size_t));
+    for (size_t r = 0; r < nruns; r++) {
+        char **sets = run_sets(o, r, idx);
+        shell_word(f, exe);
+        fputs(" run ", f);
+        shell_word(f, file);
+        for (size_t a = 0; a < o->naxes; a++) {
+            fputs(" --set ", f);
+            shell_word(f, sets[a]);
+        }
+        if (o->seed) {
+            fputs(" --seed ", f);
+            shell_word(f, o->seed);
+        }
+        if (profiles) {
+            fputs(" --profiles ", f);
+            shell_word(f, profiles);
+        }
+        char *p = xasprintf("%s/run-%zu.json", dir, r);
+        fputs(" --quiet -o ", f);
+        shell_word(f, p);
+        free(p);
+        p = xasprintf("%s/run-%zu.log", dir, r);
+        fputs(" >", f);
+        shell_word(f, p);
+        free(p);
+        p = xasprintf("%s/run-%zu.exit", dir, r);
+        fputs(" 2>&1; echo $? >", f);
+        shell_word(f, p);
+        free(p);
+        fputc('\n', f);
+        free_sets(sets, o->naxes);
+    }
+    free(idx);
+    if (close_out(f, path)) {
+        rc = -1;
+        goto out;
+    }
+    f = open_out(o->dir, "slurm.sh", &path);
+    if (!f) {
+        rc = -1;
+        goto out;
+    }
+    fprintf(f,
+            "#!/bin/bash\n"
+            "# rnicsim sweep: one Slurm array task per run (%zu runs); submit with\n"
+            "#   sbatch %s/slurm.sh\n"
+            "# then merge with: rnicsim sweep --collect %s\n"
+            "#SBATCH --job-name=rnicsim-sweep\n"
+            "#SBATCH --array=0-%zu\n"
+            "#SBATCH --ntasks=1\n"
+            "#SBATCH --cpus-per-task=1\n"
+            "#SBATCH --output=/dev/null\n"
+            "set -u\n"
+            "line=$(sed -n \"$((SLURM_ARRAY_TASK_ID + 1))p\" ",
+            nruns, dir, dir, nruns - 1);
+    char *jobs = xasprintf("%s/jobs.txt", dir);
+    shell_word(f, jobs);
+    free(jobs);
+    fputs(")\nexec bash -c \"$line\"\n", f);
+    if (close_out(f, path)) {
+        rc = -1;
+        goto out;
+    }
+    printf("%zu runs written to %s/jobs.txt; run them with GNU parallel:\n"
+           "  parallel -j N < %s/jobs.txt\n"
+           "or as a Slurm array job:\n"
+           "  sbatch %s/slurm.sh\n"
+           "then merge the results into %s/sweep.csv:\n"
+           "  rnicsim sweep --collect %s [--plot x=KEY,y=COLUMN]\n",
+           nruns, o->dir, o->dir, o->dir, o->dir, o->dir);
+out:
+    free(dir);
+    free(file);
+    free(profiles);
+    return rc;
+}
+
+/* --collect: the arguments DIR/sweep.args holds (a new argv; *argc set). */
+static char **collect_args(const char *dir, int *argc)
+{
+    char *path = xasprintf("%s/sweep.args", dir);
+    size_t len = 0;
+    char *text = read_file(path, &len);
+    if (!text) {
+        fprintf(stderr,
+                "rnicsim sweep: cannot read '%s': %s (was the sweep emitted with "
+                "--emit-jobs -o %s?)\n",
+                path, strerror(errno), dir);
+        free(path);
+        return NULL;
+    }
+    free(path);
+    char **args = xcalloc_or_die(len + 2, sizeof(char *));
+    int n = 0;
+    for (char *line = text, *nl; line < text + len; line = nl + 1) {
+        nl = memchr(line, '\n', (size_t)(text + len - line));
+        if (!nl)
+            nl = text + len;
+        args[n++] = xasprintf("%.*s", (int)(nl - line), line);
+    }
+    free(text);
+    *argc = n;
+    return args;
+}
+
+/* --collect: each run's exit status from DIR/run-<i>.exit. */
+static void collect_exits(const struct sw_opts *o, size_t nruns, struct sw_run *runs)
+{
+    for (size_t r = 0; r < nruns; r++) {
+        char *path = xasprintf("%s/run-%zu.exit", o->dir, r);
+        size_t len = 0;
+        char *text = read_file(path, &len);
+        char *end = NULL;
+        long st = text ? strtol(text, &end, 10) : -1;
+        if (!text || end == text || st < 0 || st > 255) {
+            runs[r].exit_status = -1;
+            runs[r].not_run = true;
+        } else {
+            runs[r].exit_status = (int)st;
+        }
+        free(text);
+        free(path);
+    }
+}
+
 int sweep_main(int argc, char **argv)
 {
     struct sw_opts o = {0};
@@ -1023,8 +1245,35 @@ int sweep_main(int argc, char **argv)
     struct sw_cols cols = {0};
     size_t nruns = 1;
     int rc = EXIT_USAGE;
+    char **cargs = NULL;
+    int ncargs = 0;
     if (parse_args(argc, argv, &o))
         goto out;
+    if (o.collect) {
+        if (o.file || o.naxes || o.seed || o.profiles || o.emit_jobs || o.jobs != 1 ||
+            strcmp(o.dir, SWEEP_DEFAULT_DIR)) {
+            fprintf(stderr, "rnicsim sweep: --collect DIR takes only --plot (the rest is in "
+                            "DIR/sweep.args)\n");
+            goto out;
+        }
+        if (!(cargs = collect_args(o.collect, &ncargs)))
+            goto out;
+        struct sw_opts c = {0};
+        if (parse_args(ncargs, cargs, &c)) {
+            fprintf(stderr, "rnicsim sweep: bad '%s/sweep.args'\n", o.collect);
+            free_opts(&c);
+            goto out;
+        }
+        c.dir = o.collect;
+        c.collect = o.collect;
+        c.plot_x = o.plot_x;
+        c.plot_y = o.plot_y;
+        c.plot_series = o.plot_series;
+        c.plot_buf = o.plot_buf;
+        o.plot_buf = NULL;
+        free_opts(&o);
+        o = c;
+    }
     for (size_t k = 0; k < o.naxes; k++) {
         if (nruns > SWEEP_MAX_RUNS / o.axes[k].n) {
             fprintf(stderr, "rnicsim sweep: more than %d combinations\n", SWEEP_MAX_RUNS);
@@ -1032,14 +1281,20 @@ int sweep_main(int argc, char **argv)
         }
         nruns *= o.axes[k].n;
     }
-    if (validate_all(&o, nruns))
+    if (!o.collect && validate_all(&o, nruns))
         goto out;
     rc = EXIT_INTERNAL;
-    if (make_dirs(o.dir))
+    if (!o.collect && make_dirs(o.dir))
         goto out;
+    if (o.emit_jobs) {
+        rc = emit_jobs(&o, nruns, argc, argv) ? EXIT_INTERNAL : 0;
+        goto out;
+    }
     runs = xcalloc_or_die(nruns, sizeof(*runs));
     fflush(stdout);
-    if (run_all(&o, nruns, runs))
+    if (o.collect)
+        collect_exits(&o, nruns, runs);
+    else if (run_all(&o, nruns, runs))
         goto out;
     collect(&o, nruns, runs, &cols);
     if (write_csv(&o, nruns, runs, &cols))
@@ -1053,7 +1308,9 @@ int sweep_main(int argc, char **argv)
     if (nfailed) {
         fprintf(stderr, "rnicsim sweep: %zu of %zu runs failed:", nfailed, nruns);
         for (size_t r = 0; r < nruns; r++)
-            if (runs[r].exit_status != 0 || runs[r].unreadable)
+            if (runs[r].not_run)
+                fprintf(stderr, " run %zu (not run: no %s/run-%zu.exit)", r, o.dir, r);
+            else if (runs[r].exit_status != 0 || runs[r].unreadable)
                 fprintf(stderr, " run %zu (exit %d%s, %s/run-%zu.log)", r, runs[r].exit_status,
                         runs[r].unreadable ? ", results unreadable" : "", o.dir, r);
         fputc('\n', stderr);
@@ -1076,5 +1333,8 @@ out:
     free(cols.names);
     free(cols.kinds);
     free_opts(&o);
+    for (int i = 0; i < ncargs; i++)
+        free(cargs[i]);
+    free(cargs);
     return rc;
 }

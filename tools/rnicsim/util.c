@@ -109,3 +109,23 @@ const char *suggest_word(const char *word, const char *const *cands, size_t n)
     }
     return best;
 }
+
+void shell_word(FILE *out, const char *w)
+{
+    bool safe = *w != '\0';
+    for (const char *p = w; *p; p++)
+        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,+@%", *p))
+            safe = false;
+    if (safe) {
+        fputs(w, out);
+        return;
+    }
+    fputc('\'', out);
+    for (const char *p = w; *p; p++) {
+        if (*p == '\'')
+            fputs("'\\''", out);
+        else
+            fputc(*p, out);
+    }
+    fputc('\'', out);
+}
