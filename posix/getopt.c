@@ -218,8 +218,22 @@ static int next_element(int argc, char **argv, const char *optstring, const stru
     return 0;
 }
 
+static int getopt_inner(int argc, char **argv, const char *optstring, const struct option *longopts,
+                        int *longind, bool long_only, bool posixly_correct,
+                        struct getopt_state *st);
+
 int posix_getopt(int argc, char **argv, const char *optstring, const struct option *longopts,
                  int *longind, bool long_only, bool posixly_correct, struct getopt_state *st)
+{
+    /* optopt is reported from the state: set on errors, kept otherwise */
+    optopt = st->optopt;
+    int r = getopt_inner(argc, argv, optstring, longopts, longind, long_only, posixly_correct, st);
+    st->optopt = optopt;
+    return r;
+}
+
+static int getopt_inner(int argc, char **argv, const char *optstring, const struct option *longopts,
+                        int *longind, bool long_only, bool posixly_correct, struct getopt_state *st)
 {
     if (argc < 1)
         return -1;

@@ -37,6 +37,7 @@ struct pfile {
 
 struct getopt_state {
     bool initialized;
+    int optopt; /* the last error's option (glibc copies it out at every call) */
     char *nextchar;
     int ordering; /* enum in getopt.c */
     int first_nonopt, last_nonopt;

@@ -12,9 +12,13 @@
 #   python3-matplotlib    plots of results (run with /usr/bin/python3)
 # and, for the tests only (--test; tools/test.sh), not for the quickstart:
 #   tshark                test/scenario/test_pcap.sh reads packet captures back
+#                         with Wireshark's dissectors
 #   pkgconf               test/scenario/test_install.sh builds a user program
 #                         against the installed rnicsim with pkg-config
-#                         with Wireshark's dissectors
+#   librdmacm-dev,        test/scenario/test_third_party_perftest.sh builds
+#   libibumad-dev         perftest 4.5 unmodified: its sources include
+#                         <rdma/rdma_cma.h> and <infiniband/umad.h> and link
+#                         -libumad
 # When not root, it prints the apt-get command to run and stops.
 set -euo pipefail
 
@@ -35,7 +39,7 @@ done
 
 packages=(cmake gcc make libc6-dev libibverbs-dev libyaml-dev python3-matplotlib)
 if [ "$with_tests" = true ]; then
-    packages+=(tshark pkgconf)
+    packages+=(tshark pkgconf librdmacm-dev libibumad-dev)
 fi
 missing=()
 for p in "${packages[@]}"; do
