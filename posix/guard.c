@@ -199,7 +199,14 @@ static bool emulate_tsc(ucontext_t *uc)
         return false;
     uint64_t v;
     unsigned aux = 0;
+    /* only the program's own rdtsc reads simulated time; the vDSO's rdtscp
+     * (clock_gettime of libc's or a sanitizer runtime's internals, even
+     * when called on a program's behalf) gets the real counter */
     struct posix_thread *t = posix_self();
+    uintptr_t pc = (uintptr_t)g[REG_RIP];
+    const struct posix_prog *p = t ? t->prog : NULL;
+    if (p && (!p->size || pc < p->base || pc >= p->base + p->size))
+        t = NULL;
     if (t && guarded->guard->tramp) {
         /* read the simulated clock in the program's context, where it may
          * give the CPU to events that come first */
