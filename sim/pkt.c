@@ -11,14 +11,47 @@ enum { PKT_SLAB = 64 };
 
 struct pkt_pool {
     struct pkt *free;
-    struct pkt **slabs;
+    char **slabs;
     size_t n_slabs, cap_slabs;
     uint64_t next_id;
+    size_t stride; /* bytes per packet: whole, or the header part only */
+    bool payload;
 };
 
 struct pkt_pool *pkt_pool_create(void)
 {
-    return calloc(1, sizeof(struct pkt_pool));
+    struct pkt_pool *pool = calloc(1, sizeof(struct pkt_pool));
+    if (pool) {
+        pool->stride = sizeof(struct pkt);
+        pool->payload = true;
+    }
+    return pool;
+}
+
+struct pkt_pool *pkt_pool_create_headers_only(void)
+{
+    struct pkt_pool *pool = calloc(1, sizeof(struct pkt_pool));
+    if (pool) {
+        size_t a = _Alignof(struct pkt);
+        pool->stride = (offsetof(struct pkt, payload) + a - 1) / a * a;
+        pool->payload = false;
+    }
+    return pool;
+}
+
+bool pkt_pool_carries_payload(const struct pkt_pool *pool)
+{
+    return pool->payload;
+}
+
+size_t pkt_pool_pkt_bytes(const struct pkt_pool *pool)
+{
+    return pool->stride;
+}
+
+uint64_t pkt_pool_allocated(const struct pkt_pool *pool)
+{
+    return (uint64_t)pool->n_slabs * PKT_SLAB;
 }
 
 void pkt_pool_destroy(struct pkt_pool *pool)
@@ -35,19 +68,20 @@ static void pool_grow(struct pkt_pool *pool)
 {
     if (pool->n_slabs == pool->cap_slabs) {
         size_t cap = pool->cap_slabs ? pool->cap_slabs * 2 : 16;
-        struct pkt **s = realloc(pool->slabs, cap * sizeof(*s));
+        char **s = realloc(pool->slabs, cap * sizeof(*s));
         if (!s)
             goto oom;
         pool->slabs = s;
         pool->cap_slabs = cap;
     }
-    struct pkt *slab = malloc(PKT_SLAB * sizeof(*slab));
+    char *slab = malloc(PKT_SLAB * pool->stride);
     if (!slab)
         goto oom;
     pool->slabs[pool->n_slabs++] = slab;
     for (size_t i = 0; i < PKT_SLAB; i++) {
-        slab[i].next = pool->free;
-        pool->free = &slab[i];
+        struct pkt *p = (struct pkt *)(void *)(slab + i * pool->stride);
+        p->next = pool->free;
+        pool->free = p;
     }
     return;
 oom:
@@ -63,6 +97,7 @@ struct pkt *pkt_alloc(struct pkt_pool *pool)
     pool->free = p->next;
     memset(p, 0, offsetof(struct pkt, payload));
     p->id = ++pool->next_id;
+    p->no_bytes = !pool->payload;
     return p;
 }
 

@@ -31,6 +31,17 @@ enum {
     PKT_MAX_PAYLOAD_BYTES = 4096, /* largest IB path MTU */
 };
 
+enum pkt_kind {
+    PKT_ROCE = 0, /* a RoCEv2 packet (the fields below) */
+    PKT_PFC,      /* a PFC pause frame: MAC control, 64 B, never forwarded */
+};
+enum {
+    PKT_PRIOS = 8,            /* 802.1p priorities */
+    PKT_PFC_FRAME_BYTES = 64, /* MAC control frame incl. FCS (IEEE 802.3 Annex 31D) */
+    PKT_ECN_ECT0 = 2,         /* RFC 3168 */
+    PKT_ECN_CE = 3,
+};
+
 /* Extension headers after the BTH that a packet carries (IBA 9.3), as set
  * by the NIC from its opcode table; a capture writer encodes exactly these,
  * in this order. */
@@ -50,14 +61,25 @@ struct pkt {
     /* fabric addressing */
     uint32_t src_node, dst_node; /* NIC node ids (index into the topology) */
     uint32_t frame_bytes;        /* Ethernet frame incl. FCS (no preamble/IFG) */
-    uint32_t flow_hash;          /* for ECMP (src/dst QPN, UDP source port) */
-    uint16_t udp_sport;
+    uint16_t udp_sport;          /* RoCEv2 UDP source port: the flow's ECMP entropy */
 
     /* BTH */
     uint8_t opcode;    /* IBA opcode (ib_opcode table in sim/nic/opcode.h) */
     uint32_t ext_hdrs; /* enum pkt_ext_hdr: extension headers present */
     uint8_t se : 1, ack_req : 1, migreq : 1;
-    uint8_t ar_ctx : 1;     /* ib-ar placement context present (ar_msg_psn, RETH fields) */
+    uint8_t ar_ctx : 1;   /* ib-ar placement context present (ar_msg_psn, RETH fields) */
+    uint8_t no_bytes : 1; /* from a pool without payloads: p->payload must not be touched */
+    /* Ethernet/IP class of service: the priority (802.1p / DSCP class
+     * selector, what PFC pauses and ECN queues are per) and the IP ECN
+     * field (0 not ECN-capable, 2 ECT(0), 3 CE: congestion experienced) */
+    uint8_t prio : 3, ecn : 2;
+    uint8_t kind;     /* enum pkt_kind: a RoCEv2 packet, or a PFC pause frame */
+    uint16_t in_port; /* the switch ingress port it came in on (PFC accounting) */
+    /* PFC pause frame (kind PKT_PFC, IEEE 802.1Qbb): the priorities it names
+     * (class-enable vector) and each one's pause time in quanta of 512 bit
+     * times (0 = resume) */
+    uint8_t pfc_enable;
+    uint16_t pfc_quanta[8];
     uint32_t dest_qpn, psn; /* 24-bit values */
     uint32_t src_qpn;       /* not on the wire for RC; kept for traces/UD */
 
@@ -87,6 +109,9 @@ struct pkt {
     sim_time_t t_sent_ps; /* when the NIC handed it to the wire */
 
     uint32_t payload_len;
+    /* The bytes, when the pool carries payloads (pkt_pool_carries_payload);
+     * a pool without them (scenario `payload: none`) hands out packets
+     * that end here: sizes are modelled, contents are not. */
     uint8_t payload[PKT_MAX_PAYLOAD_BYTES];
 };
 
@@ -99,6 +124,15 @@ static inline uint32_t pkt_wire_bytes(const struct pkt *p)
 /* Packet pool (free list per simulation). */
 struct pkt_pool;
 struct pkt_pool *pkt_pool_create(void);
+/* A pool of packets without payload bytes (`payload: none`): each packet
+ * is offsetof(struct pkt, payload) bytes instead of ~4.3 KB, and nothing
+ * may read or write p->payload. */
+struct pkt_pool *pkt_pool_create_headers_only(void);
+bool pkt_pool_carries_payload(const struct pkt_pool *pool);
+/* Bytes one packet of the pool occupies (for the memory figures). */
+size_t pkt_pool_pkt_bytes(const struct pkt_pool *pool);
+/* Packets allocated from the system so far (in use + free). */
+uint64_t pkt_pool_allocated(const struct pkt_pool *pool);
 void pkt_pool_destroy(struct pkt_pool *pool);
 struct pkt *pkt_alloc(struct pkt_pool *pool); /* zeroed header, payload_len 0 */
 void pkt_free(struct pkt_pool *pool, struct pkt *p);

@@ -103,6 +103,9 @@ sim_time_t sim_now(const struct sim *sim);
 uint64_t sim_seed(const struct sim *sim);
 uint64_t sim_events_executed(const struct sim *sim);
 size_t sim_events_pending(const struct sim *sim);
+/* Time of the earliest pending event; SIM_TIME_NEVER when none (a pacer
+ * that runs the queue against a real clock sleeps until then). */
+sim_time_t sim_next_event_time(const struct sim *sim);
 /* Run events in (time, seq) order until one of the results above. */
 enum sim_run_result sim_run(struct sim *sim, sim_time_t until);
 void sim_stop(struct sim *sim);

@@ -10,6 +10,8 @@
 #   libyaml-dev           scenario files (libyaml: the C YAML parser Debian ships,
 #                         reports line/column for every node)
 #   python3-matplotlib    plots of results (run with /usr/bin/python3)
+#   libev-dev             emulation mode's daemon rnicsimd (emu/): the event loop
+#                         that waits on the clients' sockets and doorbells
 # and, for the tests only (--test; tools/test.sh), not for the quickstart:
 #   tshark                test/scenario/test_pcap.sh reads packet captures back
 #                         with Wireshark's dissectors
@@ -19,6 +21,9 @@
 #   libibumad-dev         perftest 4.5 unmodified: its sources include
 #                         <rdma/rdma_cma.h> and <infiniband/umad.h> and link
 #                         -libumad
+#   ibverbs-utils, perftest   test/scenario/test_emulation.sh runs Debian's own
+#                         ibv_rc_pingpong, ibv_devinfo, ib_write_bw ... unmodified
+#                         over rnicsimd (the acceptance of emulation mode)
 # When not root, it prints the apt-get command to run and stops.
 set -euo pipefail
 
@@ -37,9 +42,9 @@ while [ $# -gt 0 ]; do
     shift
 done
 
-packages=(cmake gcc make libc6-dev libibverbs-dev libyaml-dev python3-matplotlib)
+packages=(cmake gcc make libc6-dev libibverbs-dev libyaml-dev python3-matplotlib libev-dev)
 if [ "$with_tests" = true ]; then
-    packages+=(tshark pkgconf librdmacm-dev libibumad-dev)
+    packages+=(tshark pkgconf librdmacm-dev libibumad-dev ibverbs-utils perftest)
 fi
 missing=()
 for p in "${packages[@]}"; do

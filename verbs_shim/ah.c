@@ -23,13 +23,12 @@ struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
         errno = EINVAL;
         return NULL;
     }
-    if (!attr->is_global || attr->port_num != SHIM_PORT_NUM ||
-        attr->grh.sgid_index >= SHIM_GID_TBL_LEN || nic_node_from_gid(&attr->grh.dgid) < 0) {
+    struct shim_pd *spd = shim_pd(pd);
+    int64_t node = shim_av_node(spd->ctx->nic, attr);
+    if (attr->port_num != SHIM_PORT_NUM || node < 0) {
         errno = EINVAL;
         return NULL;
     }
-    int64_t node = nic_node_from_gid(&attr->grh.dgid);
-    struct shim_pd *spd = shim_pd(pd);
     struct shim_ah *sah = calloc(1, sizeof(*sah));
     if (!sah) {
         errno = ENOMEM;

@@ -106,4 +106,5 @@ void shim_context_set_ops(struct shim_context *sctx)
     sctx->vctx.alloc_dm = shim_alloc_dm;               /* dm.c */
     sctx->vctx.free_dm = shim_free_dm;
     sctx->vctx.reg_dm_mr = shim_reg_dm_mr;
+    sctx->vctx.modify_qp_rate_limit = shim_modify_qp_rate_limit; /* qp.c */
 }

@@ -6,7 +6,9 @@
  * process there is no host, so the device list is empty (not an error).
  *
  * Port: one RoCEv2 port (link layer Ethernet, LID 0, GRH required), state
- * ACTIVE, GID index 0 = the NIC's IPv4-mapped GID (nic_gid_of_node). */
+ * ACTIVE, GID index 0 = the NIC's IPv4-mapped GID (nic_gid_of_node); or,
+ * with nic.link_layer ib, an InfiniBand port with LID node + 1 (the same
+ * GID, of type IB; a GRH optional). */
 #include <endian.h>
 #include <errno.h>
 #include <stdio.h>
@@ -277,6 +279,15 @@ void shim_port_attr(const struct shim_context *ctx, struct ibv_port_attr *attr)
     attr->phys_state = 5; /* LinkUp */
     attr->link_layer = IBV_LINK_LAYER_ETHERNET;
     attr->flags = IBV_QPF_GRH_REQUIRED;
+    if (p->link_layer == NIC_LINK_IB) {
+        /* an InfiniBand port: the LID the NIC answers to (nic.h), the
+         * subnet manager at LID 1, a GRH optional */
+        attr->link_layer = IBV_LINK_LAYER_INFINIBAND;
+        attr->flags = 0;
+        attr->port_cap_flags = IBV_PORT_CM_SUP;
+        attr->lid = (uint16_t)(nic_node_id(ctx->nic) + 1);
+        attr->sm_lid = 1;
+    }
     for (size_t i = 0; i < sizeof(port_speed_table) / sizeof(port_speed_table[0]); i++) {
         if (p->port_rate_bps <= port_speed_table[i].up_to_bps) {
             attr->active_width = port_speed_table[i].width;
@@ -340,7 +351,9 @@ int _ibv_query_gid_ex(struct ibv_context *context, uint32_t port_num, uint32_t g
     nic_gid_of_node(nic_node_id(shim_ctx(context)->nic), &ours.gid);
     ours.gid_index = gid_index;
     ours.port_num = port_num;
-    ours.gid_type = IBV_GID_TYPE_ROCE_V2;
+    ours.gid_type = nic_get_params(shim_ctx(context)->nic)->link_layer == NIC_LINK_IB
+                        ? IBV_GID_TYPE_IB
+                        : IBV_GID_TYPE_ROCE_V2;
     ours.ndev_ifindex = 0; /* no Linux netdev behind the simulated port */
     size_t n = entry_size < sizeof(ours) ? entry_size : sizeof(ours);
     memcpy(entry, &ours, n);
@@ -374,7 +387,10 @@ int ibv_query_gid_type(struct ibv_context *context, uint8_t port_num, unsigned i
         errno = EINVAL;
         return -1;
     }
-    *type = SHIM_GID_TYPE_SYSFS_ROCE_V2;
+    /* on an InfiniBand port (nic.link_layer ib) the kernel's "IB/RoCE v1" */
+    *type = nic_get_params(shim_ctx(context)->nic)->link_layer == NIC_LINK_IB
+                ? SHIM_GID_TYPE_SYSFS_IB_ROCE_V1
+                : SHIM_GID_TYPE_SYSFS_ROCE_V2;
     return 0;
 }
 

@@ -37,7 +37,7 @@ static const uint8_t send_opcode_qpts[SHIM_N_WR_OPCODES] = {
     [IBV_WR_ATOMIC_FETCH_AND_ADD] = QPT_RC_BIT,
 };
 
-static bool send_opcode_ok(enum ibv_qp_type t, enum ibv_wr_opcode op)
+bool shim_send_opcode_ok(enum ibv_qp_type t, enum ibv_wr_opcode op)
 {
     /* RIMA append (rnicsim/rima.h): RC only, like READ and atomics */
     if ((unsigned)op == (unsigned)IBV_WR_APPEND)
@@ -148,7 +148,7 @@ enum { SHIM_ATOMIC_BYTES = 8 };
 static int build_send_wqe(const struct shim_qp *sqp, enum nic_transport pers,
                           const struct ibv_send_wr *wr, struct nic_send_wqe *wqe)
 {
-    if (!send_opcode_ok(sqp->qp.qp_type, wr->opcode))
+    if (!shim_send_opcode_ok(sqp->qp.qp_type, wr->opcode))
         return EINVAL;
     if (pers != NIC_TRANSPORT_IB && check_personality_op(sqp, pers, wr))
         return EINVAL;

@@ -389,12 +389,12 @@ int ibv_destroy_qp(struct ibv_qp *qp)
 
 /* ---------------------------------------------------------------- modify */
 
-/* The AV of a connected QP on a RoCE port: GRH mandatory, port 1, GID
- * index 0, and a destination GID that names a node of the fabric. */
-static bool av_ok(const struct ibv_ah_attr *ah)
+/* The AV of a connected QP: port 1 and a destination a node answers to
+ * (on a RoCE port a GRH with GID index 0 and the node's GID; on an IB
+ * port that, or the node's LID). */
+static bool av_ok(const struct nic *nic, const struct ibv_ah_attr *ah)
 {
-    return ah->is_global && ah->port_num == SHIM_PORT_NUM &&
-           ah->grh.sgid_index < SHIM_GID_TBL_LEN && nic_node_from_gid(&ah->grh.dgid) >= 0;
+    return ah->port_num == SHIM_PORT_NUM && shim_av_node(nic, ah) >= 0;
 }
 
 /* Value checks of the attributes named in `mask`; 0 or EINVAL. */
@@ -419,7 +419,7 @@ static int check_attr_values(const struct shim_qp *sqp, const struct ibv_qp_attr
         return EINVAL;
     if ((mask & IBV_QP_RNR_RETRY) && a->rnr_retry > 7)
         return EINVAL;
-    if ((mask & IBV_QP_AV) && !av_ok(&a->ah_attr))
+    if ((mask & IBV_QP_AV) && !av_ok(sqp->ctx->nic, &a->ah_attr))
         return EINVAL;
     /* The kernel bans alternate paths (APM) on RoCE ports. */
     if (mask & IBV_QP_ALT_PATH)
@@ -468,6 +468,24 @@ int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask)
     }
     qp->state = next;
     return 0;
+}
+
+/* ibv_modify_qp_rate_limit: packet pacing of one QP (mlx5 offers it as
+ * per-QP packet pacing) at rate_limit kbit/s; 0 removes the limit.
+ * max_burst_sz and typical_pkt_sz are accepted: the NIC paces packet by
+ * packet (sim/nic/ratelimit.c), so there is no burst to size.  EINVAL for
+ * NULL arguments, a comp_mask bit the provider does not know, or a QP in
+ * RESET (rdma-core: the QP must be at least INIT for a modify). */
+int shim_modify_qp_rate_limit(struct ibv_qp *qp, struct ibv_qp_rate_limit_attr *attr)
+{
+    shim_charge_control();
+    if (!qp || !attr || attr->comp_mask)
+        return EINVAL;
+    struct shim_qp *sqp = shim_qp(qp);
+    if (sqp->nqp->state == IBV_QPS_RESET)
+        return EINVAL;
+    sqp->nqp->attr.rate_limit = attr->rate_limit;
+    return nic_qp_set_rate_limit(sqp->nqp, (uint64_t)attr->rate_limit * 1000);
 }
 
 /* ---------------------------------------------------------------- query */

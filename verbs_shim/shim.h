@@ -187,6 +187,18 @@ static inline struct shim_channel *shim_channel(struct ibv_comp_channel *c)
     return shim_container_of(c, struct shim_channel, ch);
 }
 
+/* The destination of an address vector, or -1 if no node of the fabric
+ * answers to it: a GID (mandatory on a RoCE port: GRH required), or on an
+ * InfiniBand port (nic.link_layer ib) a unicast LID. */
+static inline int64_t shim_av_node(const struct nic *nic, const struct ibv_ah_attr *ah)
+{
+    if (ah->is_global)
+        return ah->grh.sgid_index < SHIM_GID_TBL_LEN ? nic_node_from_gid(&ah->grh.dgid) : -1;
+    if (nic_get_params(nic)->link_layer != NIC_LINK_IB || ah->dlid == 0 || ah->dlid >= 0xc000)
+        return -1;
+    return (int64_t)ah->dlid - 1;
+}
+
 /* ---------------------------------------------------------------- cost.c-like helpers (device.c)
  */
 
@@ -216,6 +228,8 @@ int shim_query_device_ex(struct ibv_context *context, const struct ibv_query_dev
 /* The node GUID (network byte order) derived from the fabric node id. */
 __be64 shim_node_guid(const struct nic *nic);
 /* verbs_context.query_port: copies min(port_attr_len, ours), zeroes the rest. */
+/* qp.c: ibv_modify_qp_rate_limit (the NIC's per-QP pacing, sim/nic/ratelimit.c) */
+int shim_modify_qp_rate_limit(struct ibv_qp *qp, struct ibv_qp_rate_limit_attr *attr);
 int shim_query_port_ex(struct ibv_context *context, uint8_t port_num,
                        struct ibv_port_attr *port_attr, size_t port_attr_len);
 int shim_query_device_attr(struct ibv_context *context, struct ibv_device_attr *attr);
@@ -237,6 +251,9 @@ int shim_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr
  * first WR that is refused, with nothing posted. */
 int shim_post_send_batch(struct shim_qp *sqp, struct ibv_send_wr *wr);
 int shim_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr);
+/* Is `op` an opcode a send queue of type `t` takes (the IBA table; RIMA
+ * append on RC)?  Also what emulation mode checks a client's WQEs with. */
+bool shim_send_opcode_ok(enum ibv_qp_type t, enum ibv_wr_opcode op);
 /* Build the NIC's receive WQE from `wr` (at most max_sge SGEs): 0 or EINVAL. */
 int shim_recv_wqe(const struct ibv_recv_wr *wr, uint32_t max_sge, struct nic_recv_wqe *wqe);
 

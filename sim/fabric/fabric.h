@@ -69,11 +69,34 @@ struct link_counters {
     uint64_t pkts_corrupted;        /* corrupt_prob: failed the ICRC at the far end */
     uint64_t pkts_dropped_down;     /* sent into, queued on or in flight on a failed link */
     uint64_t max_queue_bytes;
-    sim_time_t busy_ps; /* time spent serialising */
+    sim_time_t busy_ps;               /* time spent serialising */
+    uint64_t ecn_marked;              /* frames marked CE on enqueue */
+    uint64_t pfc_frames_sent;         /* PFC pause frames transmitted */
+    uint64_t pfc_xoff_rx, pfc_xon_rx; /* pauses / resumes applied to this transmitter */
 };
 const struct link_counters *link_get_counters(const struct link *l);
 const char *link_name(const struct link *l);
 const struct link_params *link_get_params(const struct link *l);
+/* A frame that was queued leaves the queue: transmitted, or dropped (the
+ * switch's PFC accounting, pfc.c, releases its bytes). */
+typedef void (*link_deq_fn)(void *ctx, struct pkt *p);
+void link_set_dequeue_hook(struct link *l, link_deq_fn fn, void *ctx);
+/* Priorities, PFC and ECN (link.c has the rules). */
+void link_set_peer(struct link *l, struct link *peer); /* the other direction of the cable */
+struct link *link_peer(const struct link *l);
+/* Enqueue a MAC control frame (a PFC pause): first in line, never dropped. */
+void link_send_ctrl(struct link *l, struct pkt *p);
+/* Priorities (bit mask) that drop-tail never drops (lossless under PFC). */
+void link_set_lossless(struct link *l, uint8_t prio_mask);
+/* RED-style ECN marking per priority queue (NULL: off). */
+struct link_ecn {
+    uint64_t kmin_bytes, kmax_bytes;
+    double pmax;
+};
+void link_set_ecn(struct link *l, const struct link_ecn *e);
+uint64_t link_prio_queued_bytes(const struct link *l, unsigned prio);
+bool link_prio_paused(const struct link *l, unsigned prio);
+
 /* Change rate, delay, queue or probabilities (between runs or before the
  * first frame; a frame on the wire keeps its old timing).  -1 (EINVAL) on
  * rate 0 or a probability outside 0..1. */
@@ -99,13 +122,25 @@ int link_add_capture(struct link *l, struct pcap_writer *w, enum link_tap where)
 /* Trace id written in TRACE_PKT_DROP records (trace_rec.node); the
  * topology sets it to the link's index (topo_link). */
 void link_set_trace_id(struct link *l, uint32_t id);
+uint32_t link_trace_id(const struct link *l);
 
 /* ---------------------------------------------------------------- switch */
+
+/* The IPv4 address of node n: 10.a.b.c with a.b.c = n + 1 (node 0 is
+ * 10.0.0.1), the address in the NIC's GID and in captured frames. */
+static inline uint32_t fabric_node_ipv4(uint32_t node)
+{
+    return (10u << 24) | ((node + 1) & 0xffffffu);
+}
+enum { FABRIC_IPPROTO_UDP = 17 };
+/* The ECMP hash of a packet's RoCEv2 5-tuple (source/destination address,
+ * UDP source port, destination port 4791, protocol) with `seed`. */
+uint32_t fabric_ecmp_hash(uint32_t seed, const struct pkt *p);
 
 /* How a switch picks one of the equal-cost egress ports of a destination
  * (only ports whose link is up are candidates). */
 enum route_mode {
-    ROUTE_ECMP,     /* hash of pkt->flow_hash (salted per switch): a flow keeps one path */
+    ROUTE_ECMP,     /* hash of the RoCEv2 5-tuple, seeded per switch: a flow keeps one path */
     ROUTE_STATIC,   /* by destination: every flow to a node takes the same path */
     ROUTE_SPRAY,    /* per packet, uniformly at random (the switch's RNG stream) */
     ROUTE_SPRAY_RR, /* per packet, round robin per destination */
@@ -113,10 +148,23 @@ enum route_mode {
 };
 const char *route_mode_name(enum route_mode m); /* "ecmp", "static", "spray", "spray-rr" */
 
+/* PFC at the switch's ingress ports (pfc.c). */
+struct pfc_params {
+    bool enabled;
+    uint8_t prio_mask;       /* lossless priorities */
+    uint64_t xoff_bytes;     /* per ingress port and priority: pause upstream at this */
+    uint64_t xon_bytes;      /* ... and resume at or below this */
+    uint64_t headroom_bytes; /* admitted above xoff before a drop; 0 = from the cable */
+    uint16_t quanta;         /* pause time of an XOFF, in 512-bit-time quanta */
+};
+
 struct switch_params {
     sim_time_t latency_ps;      /* ingress-to-egress forwarding latency */
     uint64_t port_buffer_bytes; /* per output queue */
     enum route_mode routing;    /* 0 = ECMP */
+    struct pfc_params pfc;
+    bool ecn; /* RED-style ECN marking at every egress queue */
+    struct link_ecn ecn_red;
 };
 
 struct fswitch;
@@ -131,6 +179,11 @@ unsigned switch_add_port(struct fswitch *sw, struct link *out);
 void switch_set_route(struct fswitch *sw, uint32_t dst_node, unsigned port);
 /* Add an equal-cost port for `dst_node` (no-op if already there). */
 void switch_add_route(struct fswitch *sw, uint32_t dst_node, unsigned port);
+/* Route sets shared by destinations: a set of `n` ports (increasing) made
+ * once, then given to any number of destinations (what the topology does:
+ * one set per switch and destination rack). */
+uint32_t switch_new_route_set(struct fswitch *sw, const uint32_t *ports, uint32_t n);
+void switch_use_route_set(struct fswitch *sw, uint32_t dst_node, uint32_t set);
 /* Forget every route (all destinations). */
 void switch_clear_routes(struct fswitch *sw);
 /* The equal-cost ports of `dst_node`, in increasing order; returns how many. */
@@ -138,12 +191,17 @@ unsigned switch_route_ports(const struct fswitch *sw, uint32_t dst_node, const u
 unsigned switch_n_ports(const struct fswitch *sw);
 struct link *switch_port(const struct fswitch *sw, unsigned port);
 const char *switch_name(const struct fswitch *sw);
-/* The sink that ingress links connect to. */
+const struct switch_params *switch_get_params(const struct fswitch *sw);
+/* The sink that ingress links connect to (an anonymous port: no PFC). */
 struct fabric_sink switch_sink(struct fswitch *sw);
+/* An ingress port fed by link `in` (its peer is where pauses go out). */
+struct fabric_sink switch_ingress_sink(struct fswitch *sw, struct link *in);
 
 struct switch_counters {
     uint64_t pkts_forwarded, pkts_dropped_no_route;
-    uint64_t pkts_dropped_down; /* a route exists but every port of it is down */
+    uint64_t pkts_dropped_down;           /* a route exists but every port of it is down */
+    uint64_t pfc_xoff_sent, pfc_xon_sent; /* pause / resume frames sent upstream */
+    uint64_t pfc_headroom_drops;          /* lossless frames dropped: headroom exceeded */
 };
 const struct switch_counters *switch_get_counters(const struct fswitch *sw);
 
@@ -198,6 +256,20 @@ void topo_set_link_up(struct topology *t, struct link *l, bool up);
 int topo_schedule_link_state(struct topology *t, struct link *l, sim_time_t at_ps, bool up);
 /* Recompute routes now (normally automatic). */
 void topo_recompute_routes(struct topology *t);
+
+/* The first equal-cost path from node `src` to node `dst` (following each
+ * switch's route set), for what an unloaded fabric gives a flow: the one-way
+ * time of a frame of `frame_bytes` (cable delays, serialisation at each
+ * link's rate, store and forward, switch latencies), the number of links
+ * and the slowest link's rate.  -1 when there is no path. */
+struct topo_path_info {
+    unsigned links;
+    sim_time_t one_way_ps; /* for frame_bytes */
+    sim_time_t latency_ps; /* cable delays + switch latencies only */
+    uint64_t min_rate_bps; /* the bottleneck of the path */
+};
+int topo_path(const struct topology *t, uint32_t src, uint32_t dst, uint32_t frame_bytes,
+              struct topo_path_info *out);
 
 /* Per destination node: frames delivered, and frames that arrived after a
  * frame of the same flow (source node, source QP, destination QP) that was

@@ -22,7 +22,21 @@
  * Each draw is one 64-bit number from the link's RNG stream (named after
  * the link) compared with p * 2^64, so runs repeat exactly per seed, and a
  * link with both probabilities 0 draws nothing.  A failure also loses what
- * is in the cable: pipe slots remember the failure epoch they were sent in. */
+ * is in the cable: pipe slots remember the failure epoch they were sent in.
+ *
+ * Priorities, PFC and ECN.  The queue is one FIFO per 802.1p priority
+ * (pkt.prio) plus one for MAC control frames (PFC pauses), which go first;
+ * then the highest priority with a frame that is not paused.  A PFC frame
+ * reaching the far end is not delivered: it pauses (or resumes) the
+ * priorities it names on the link going the other way (link_set_peer),
+ * for its quanta x 512 bit times.  A link whose frames are all paused is
+ * not idle (the idle hook is not called), so a NIC feeding it stops.
+ * Lossless priorities (link_set_lossless) are never dropped by the
+ * drop-tail limit: the switch's PFC accounting bounds them (pfc.c).  ECN
+ * (link_set_ecn): a frame of an ECN-capable transport is marked CE on
+ * enqueue with a probability rising linearly from 0 at kmin to pmax at kmax
+ * bytes of its priority's queue, 1 above kmax (RED on the instantaneous
+ * queue, as DCQCN's switches do); the draw uses the link's RNG stream. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +64,13 @@ struct prob {
     bool always;
 };
 
+/* One FIFO of the queue. */
+struct link_fifo {
+    struct pkt *head, *tail;
+    uint64_t bytes; /* wire bytes queued (not counting the frame on the wire) */
+};
+#define LINK_CTRL PKT_PRIOS /* index of the MAC-control FIFO */
+
 struct link {
     struct sim *sim;
     char *name;
@@ -57,11 +78,23 @@ struct link {
     struct pkt_pool *pool;
     struct fabric_sink sink;
 
-    /* queue (head = next to serialise); `tx` is the frame on the wire */
-    struct pkt *q_head, *q_tail;
+    /* queue: a FIFO per priority + control; `tx` is the frame on the wire */
+    struct link_fifo q[PKT_PRIOS + 1];
+    uint16_t nonempty; /* bit i: q[i] holds a frame */
     struct pkt *tx;
     uint64_t queued_bytes; /* queue + tx, wire bytes */
     struct sim_event tx_ev;
+
+    /* PFC: pause state of this link's transmitter, set by frames that
+     * arrive on its peer (the other direction of the cable) */
+    struct link *peer;
+    sim_time_t paused_until[PKT_PRIOS];
+    struct sim_event resume_ev;
+    uint8_t lossless; /* priorities exempt from drop-tail */
+    bool ecn_on;
+    struct link_ecn ecn;
+    link_deq_fn deq_fn; /* a frame left the queue (sent or dropped) */
+    void *deq_ctx;
 
     /* pipe: ring of frames in flight */
     struct pipe_slot *pipe;
@@ -156,6 +189,7 @@ static void tap(struct link *l, enum link_tap where, const struct pkt *p, bool c
 
 static void tx_done(struct sim *sim, struct sim_event *ev);
 static void pipe_arrive(struct sim *sim, struct sim_event *ev);
+static void resume_fn(struct sim *sim, struct sim_event *ev);
 
 static bool params_valid(const struct link_params *p)
 {
@@ -184,6 +218,7 @@ struct link *link_create(struct sim *sim, const char *name, const struct link_pa
     l->up = true;
     sim_event_init(&l->tx_ev, tx_done, l, "link.tx");
     sim_event_init(&l->pipe_ev, pipe_arrive, l, "link.pipe");
+    sim_event_init(&l->resume_ev, resume_fn, l, "link.pfc_resume");
     return l;
 }
 
@@ -193,10 +228,12 @@ void link_destroy(struct link *l)
         return;
     sim_cancel(l->sim, &l->tx_ev);
     sim_cancel(l->sim, &l->pipe_ev);
-    for (struct pkt *p = l->q_head, *next; p; p = next) {
-        next = p->next;
-        pkt_free(l->pool, p);
-    }
+    sim_cancel(l->sim, &l->resume_ev);
+    for (unsigned c = 0; c <= PKT_PRIOS; c++)
+        for (struct pkt *p = l->q[c].head, *next; p; p = next) {
+            next = p->next;
+            pkt_free(l->pool, p);
+        }
     if (l->tx)
         pkt_free(l->pool, l->tx);
     for (size_t i = 0; i < l->pipe_n; i++)
@@ -240,6 +277,10 @@ void link_set_trace_id(struct link *l, uint32_t id)
 {
     l->trace_id = id;
 }
+uint32_t link_trace_id(const struct link *l)
+{
+    return l->trace_id;
+}
 
 int link_add_capture(struct link *l, struct pcap_writer *w, enum link_tap where)
 {
@@ -267,16 +308,21 @@ void link_set_up(struct link *l, bool up)
      * dropped when they reach the end), the queue is flushed; the frame on
      * the wire finishes and is dropped in tx_done. */
     l->fail_epoch++;
-    for (struct pkt *p = l->q_head, *next; p; p = next) {
-        next = p->next;
-        l->queued_bytes -= pkt_wire_bytes(p);
-        drop(l, p, DROP_DOWN);
+    for (unsigned c = 0; c <= PKT_PRIOS; c++) {
+        for (struct pkt *p = l->q[c].head, *next; p; p = next) {
+            next = p->next;
+            l->queued_bytes -= pkt_wire_bytes(p);
+            if (l->deq_fn)
+                l->deq_fn(l->deq_ctx, p);
+            drop(l, p, DROP_DOWN);
+        }
+        l->q[c] = (struct link_fifo){0};
     }
-    l->q_head = l->q_tail = NULL;
+    l->nonempty = 0;
 }
 bool link_idle(const struct link *l)
 {
-    return l->tx == NULL;
+    return l->tx == NULL && !l->nonempty;
 }
 uint64_t link_queued_bytes(const struct link *l)
 {
@@ -290,39 +336,166 @@ void link_set_idle_hook(struct link *l, sim_cb_fn fn, void *a, void *b)
     l->idle_b = b;
 }
 
-/* Take the head of the queue onto the wire. */
-static void tx_start(struct link *l)
+/* The FIFO to serve next: control frames, then the highest priority
+ * that is not paused; -1 if none (then, if frames wait for a pause to
+ * expire, resume_ev is set for the earliest expiry). */
+static int pick_fifo(struct link *l)
 {
-    struct pkt *p = l->q_head;
-    l->q_head = p->next;
-    if (!l->q_head)
-        l->q_tail = NULL;
-    p->next = NULL;
-    l->tx = p;
-    sim_time_t ser_ps = sim_bytes_to_ps(pkt_wire_bytes(p), l->p.rate_bps);
-    l->c.busy_ps += ser_ps;
-    sim_schedule_in(l->sim, &l->tx_ev, ser_ps);
+    if (l->nonempty & (1u << LINK_CTRL))
+        return LINK_CTRL;
+    sim_time_t now = sim_now(l->sim), wake = SIM_TIME_NEVER;
+    for (int c = PKT_PRIOS - 1; c >= 0; c--) {
+        if (!(l->nonempty & (1u << c)))
+            continue;
+        if (l->paused_until[c] <= now)
+            return c;
+        if (l->paused_until[c] < wake)
+            wake = l->paused_until[c];
+    }
+    if (wake != SIM_TIME_NEVER)
+        sim_schedule_at(l->sim, &l->resume_ev, wake);
+    return -1;
 }
 
-bool link_send(struct link *l, struct pkt *p)
+/* Take the next frame onto the wire; false if none may go. */
+static bool tx_start(struct link *l)
 {
-    uint64_t wire = pkt_wire_bytes(p);
-    if (l->p.queue_bytes && l->queued_bytes + wire > l->p.queue_bytes) {
-        drop(l, p, DROP_OVERFLOW);
+    int c = l->nonempty ? pick_fifo(l) : -1;
+    if (c < 0)
         return false;
+    struct link_fifo *q = &l->q[c];
+    struct pkt *p = q->head;
+    q->head = p->next;
+    if (!q->head) {
+        q->tail = NULL;
+        l->nonempty &= (uint16_t) ~(1u << c);
     }
     p->next = NULL;
-    if (l->q_tail)
-        l->q_tail->next = p;
+    uint64_t wire = pkt_wire_bytes(p);
+    q->bytes -= wire;
+    l->tx = p;
+    sim_time_t ser_ps = sim_bytes_to_ps(wire, l->p.rate_bps);
+    l->c.busy_ps += ser_ps;
+    sim_schedule_in(l->sim, &l->tx_ev, ser_ps);
+    return true;
+}
+
+static void enqueue(struct link *l, unsigned c, struct pkt *p, uint64_t wire)
+{
+    struct link_fifo *q = &l->q[c];
+    p->next = NULL;
+    if (q->tail)
+        q->tail->next = p;
     else
-        l->q_head = p;
-    l->q_tail = p;
+        q->head = p;
+    q->tail = p;
+    q->bytes += wire;
+    l->nonempty |= (uint16_t)(1u << c);
     l->queued_bytes += wire;
     if (l->queued_bytes > l->c.max_queue_bytes)
         l->c.max_queue_bytes = l->queued_bytes;
     if (!l->tx)
         tx_start(l);
+}
+
+/* RED-style marking on the instantaneous queue of the frame's priority. */
+static void ecn_mark(struct link *l, struct pkt *p)
+{
+    uint64_t qb = l->q[p->prio].bytes;
+    if (qb <= l->ecn.kmin_bytes)
+        return;
+    bool mark = true;
+    if (qb < l->ecn.kmax_bytes) {
+        double prob = l->ecn.pmax * (double)(qb - l->ecn.kmin_bytes) /
+                      (double)(l->ecn.kmax_bytes - l->ecn.kmin_bytes);
+        mark = sim_rng_uniform(&l->rng) < prob;
+    }
+    if (mark) {
+        p->ecn = PKT_ECN_CE;
+        l->c.ecn_marked++;
+    }
+}
+
+bool link_send(struct link *l, struct pkt *p)
+{
+    uint64_t wire = pkt_wire_bytes(p);
+    if (l->p.queue_bytes && !(l->lossless & (1u << p->prio)) &&
+        l->queued_bytes + wire > l->p.queue_bytes) {
+        if (l->deq_fn)
+            l->deq_fn(l->deq_ctx, p);
+        drop(l, p, DROP_OVERFLOW);
+        return false;
+    }
+    if (l->ecn_on && p->ecn == PKT_ECN_ECT0)
+        ecn_mark(l, p);
+    enqueue(l, p->prio, p, wire);
     return true;
+}
+
+void link_send_ctrl(struct link *l, struct pkt *p)
+{
+    enqueue(l, LINK_CTRL, p, pkt_wire_bytes(p));
+}
+
+void link_set_peer(struct link *l, struct link *peer)
+{
+    l->peer = peer;
+}
+struct link *link_peer(const struct link *l)
+{
+    return l->peer;
+}
+void link_set_lossless(struct link *l, uint8_t prio_mask)
+{
+    l->lossless = prio_mask;
+}
+void link_set_ecn(struct link *l, const struct link_ecn *e)
+{
+    l->ecn_on = e != NULL;
+    if (e)
+        l->ecn = *e;
+}
+void link_set_dequeue_hook(struct link *l, link_deq_fn fn, void *ctx)
+{
+    l->deq_fn = fn;
+    l->deq_ctx = ctx;
+}
+uint64_t link_prio_queued_bytes(const struct link *l, unsigned prio)
+{
+    return prio < PKT_PRIOS ? l->q[prio].bytes : 0;
+}
+bool link_prio_paused(const struct link *l, unsigned prio)
+{
+    return prio < PKT_PRIOS && l->paused_until[prio] > sim_now(l->sim);
+}
+
+/* A PFC frame reached this link's transmitter (through its peer). */
+static void pfc_apply(struct link *l, const struct pkt *f)
+{
+    sim_time_t now = sim_now(l->sim);
+    for (unsigned c = 0; c < PKT_PRIOS; c++) {
+        if (!(f->pfc_enable & (1u << c)))
+            continue;
+        if (f->pfc_quanta[c]) {
+            /* one quantum = 512 bit times at this link's rate */
+            l->paused_until[c] =
+                now + sim_bytes_to_ps((uint64_t)f->pfc_quanta[c] * 64, l->p.rate_bps);
+            l->c.pfc_xoff_rx++;
+        } else {
+            l->paused_until[c] = 0;
+            l->c.pfc_xon_rx++;
+        }
+    }
+    if (!l->tx)
+        tx_start(l);
+}
+
+static void resume_fn(struct sim *sim, struct sim_event *ev)
+{
+    (void)sim;
+    struct link *l = ev->ctx;
+    if (!l->tx)
+        tx_start(l);
 }
 
 static void pipe_push(struct link *l, sim_time_t arrive_ps, struct pkt *p, bool corrupt)
@@ -358,6 +531,10 @@ static void tx_done(struct sim *sim, struct sim_event *ev)
     uint64_t wire = pkt_wire_bytes(p);
     l->tx = NULL;
     l->queued_bytes -= wire;
+    if (l->deq_fn)
+        l->deq_fn(l->deq_ctx, p);
+    if (p->kind == PKT_PFC)
+        l->c.pfc_frames_sent++;
     if (!l->up) {
         drop(l, p, DROP_DOWN);
     } else {
@@ -369,9 +546,7 @@ static void tx_done(struct sim *sim, struct sim_event *ev)
         else
             pipe_push(l, sim_now(sim) + l->p.delay_ps, p, draw(l, &l->corrupt));
     }
-    if (l->q_head)
-        tx_start(l);
-    else if (l->idle_fn)
+    if (!tx_start(l) && !l->nonempty && l->idle_fn)
         l->idle_fn(sim, l->idle_a, l->idle_b);
 }
 
@@ -390,8 +565,12 @@ static void pipe_arrive(struct sim *sim, struct sim_event *ev)
     }
     tap(l, LINK_TAP_RX, s.pkt, s.corrupt);
     if (s.corrupt)
-        drop(l, s.pkt, DROP_CORRUPT); /* the receiver's ICRC check fails */
-    else if (l->sink.rx)
+        drop(l, s.pkt, DROP_CORRUPT);  /* the receiver's ICRC check fails */
+    else if (s.pkt->kind == PKT_PFC) { /* MAC control: consumed by the receiving port */
+        if (l->peer)
+            pfc_apply(l->peer, s.pkt);
+        pkt_free(l->pool, s.pkt);
+    } else if (l->sink.rx)
         l->sink.rx(sim, l->sink.ctx, s.pkt);
     else /* unconnected far end: the frame is lost, counted as a drop */
         drop(l, s.pkt, DROP_UNCONNECTED);

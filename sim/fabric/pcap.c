@@ -144,8 +144,28 @@ enum {
     ETHERTYPE_IPV4 = 0x0800,
 };
 
+/* A PFC pause frame (IEEE 802.1Qbb, MAC control, IEEE 802.3 Annex 31D):
+ * destination 01:80:C2:00:00:01, source the sender's MAC, EtherType
+ * 0x8808, opcode 0x0101, class-enable vector, eight 16-bit pause times,
+ * zero padding to 60 bytes (64 with the FCS, which is not written). */
+static size_t pfc_encode(const struct pkt *p, uint8_t *buf)
+{
+    static const uint8_t dst[6] = {0x01, 0x80, 0xc2, 0x00, 0x00, 0x01};
+    memset(buf, 0, ROCE_ETH_MIN_BYTES);
+    memcpy(buf, dst, 6);
+    roce_node_mac(p->src_node, buf + 6);
+    uint8_t *b = put16(buf + 12, 0x8808);
+    b = put16(b, 0x0101);
+    b = put16(b, p->pfc_enable);
+    for (unsigned c = 0; c < PKT_PRIOS; c++)
+        b = put16(b, p->pfc_quanta[c]);
+    return ROCE_ETH_MIN_BYTES;
+}
+
 size_t roce_encode(const struct pkt *p, uint8_t *buf, size_t cap, bool bad_icrc)
 {
+    if (p->kind == PKT_PFC)
+        return cap >= ROCE_ETH_MIN_BYTES ? pfc_encode(p, buf) : 0;
     uint32_t len = p->payload_len <= PKT_MAX_PAYLOAD_BYTES ? p->payload_len : PKT_MAX_PAYLOAD_BYTES;
     uint32_t pad = (4u - (len & 3u)) & 3u;
     if (cap < ROCE_MAX_FRAME_BYTES)
@@ -187,7 +207,10 @@ size_t roce_encode(const struct pkt *p, uint8_t *buf, size_t cap, bool bad_icrc)
         memcpy(b, &p->imm_data, 4);
         b += 4;
     }
-    memcpy(b, p->payload, len);
+    if (p->no_bytes) /* `payload: none`: the frame has the right size, zeros */
+        memset(b, 0, len);
+    else
+        memcpy(b, p->payload, len);
     b += len;
     memset(b, 0, pad);
     b += pad;
@@ -202,7 +225,7 @@ size_t roce_encode(const struct pkt *p, uint8_t *buf, size_t cap, bool bad_icrc)
     /* IPv4 */
     uint8_t *ip = buf + ROCE_OFF_IP;
     ip[0] = 0x45; /* version 4, IHL 5 words */
-    ip[1] = 0;    /* DSCP 0, ECN not-ECT */
+    ip[1] = (uint8_t)((p->prio << 5) | p->ecn); /* DSCP = class selector of the priority; ECN */
     put16(ip + 2, (uint16_t)ip_len);
     put16(ip + 4, 0);      /* identification (atomic datagram, RFC 6864) */
     put16(ip + 6, 0x4000); /* DF, offset 0 */

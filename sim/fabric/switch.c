@@ -7,8 +7,11 @@
  * Route selection among the equal-cost ports of the destination whose
  * link is up (a down port is skipped at once, as hardware does on loss of
  * signal):
- *   ecmp      h = fmix32(flow_hash ^ salt), salt = FNV-1a of the switch
- *             name (so that two tiers do not hash alike); port h mod n, or
+ *   ecmp      h = hash of the RoCEv2 5-tuple (source and destination IPv4
+ *             address, UDP source port, destination port 4791, protocol
+ *             17) with the switch's own seed (drawn from the scenario seed
+ *             and the switch name, so that two tiers or two switches of a
+ *             tier do not hash alike: no polarisation); port h mod n, or
  *             if that one is down, the (h mod n_up)-th up port -- flows on
  *             healthy ports do not move (resilient hashing)
  *   static    the same with h = dst_node: one path per destination
@@ -29,20 +32,26 @@
 
 #include "../trace.h"
 #include "fabric.h"
+#include "pfc.h"
 
 #define SWITCH_NO_PORT UINT32_MAX
 
-/* The equal-cost egress ports of one destination, in increasing order. */
+/* A set of equal-cost egress ports, in increasing order.  Destinations
+ * share sets: every host behind one leaf has the same set at a spine, so
+ * the table is an index per destination into a few distinct sets (what a
+ * switch's LPM table with one prefix per rack amounts to), and lookups
+ * touch one small array. */
 struct route {
     uint32_t *ports;
-    uint32_t n, cap;
-    uint32_t rr; /* spray-rr position */
+    uint32_t n;
 };
 
 struct fwd_slot {
     sim_time_t ready_ps;
     struct pkt *pkt;
 };
+
+struct switch_in;
 
 struct fswitch {
     struct sim *sim;
@@ -53,10 +62,19 @@ struct fswitch {
     struct link **ports;
     unsigned n_ports, ports_cap;
 
-    struct route *route; /* by dst_node */
+    uint32_t *route_of_dst; /* by dst_node: index into `sets` (0 = the empty set) */
+    uint32_t *rr;           /* by dst_node: spray-rr position */
     size_t n_route;
-    uint32_t salt;      /* ECMP hash salt */
+    struct route *sets;
+    uint32_t n_sets, cap_sets;
+    uint32_t *single; /* by port: the set {port} + 1, 0 = none yet */
+    uint32_t cap_single;
+    uint32_t ecmp_seed; /* per-switch ECMP hash seed */
     struct sim_rng rng; /* spray */
+
+    struct pfc_port **in; /* ingress ports (switch_ingress_sink); in_port = index + 1 */
+    struct switch_in **in_ctx;
+    unsigned n_in, cap_in;
 
     struct fwd_slot *fwd; /* forwarding pipeline ring */
     size_t fwd_cap, fwd_head, fwd_n;
@@ -93,11 +111,11 @@ struct fswitch *switch_create(struct sim *sim, const char *name, const struct sw
     sw->sim = sim;
     sw->p = *p;
     sw->pool = pool;
-    uint32_t h = 2166136261u; /* FNV-1a 32 */
-    for (const char *c = sw->name; *c; c++)
-        h = (h ^ (unsigned char)*c) * 16777619u;
-    sw->salt = h;
     char stream[96];
+    snprintf(stream, sizeof(stream), "%s.ecmp", sw->name);
+    struct sim_rng seed_rng;
+    sim_rng_stream(sim, &seed_rng, stream);
+    sw->ecmp_seed = (uint32_t)sim_rng_u64(&seed_rng);
     snprintf(stream, sizeof(stream), "%s.spray", sw->name);
     sim_rng_stream(sim, &sw->rng, stream);
     sim_event_init(&sw->fwd_ev, fwd_ready, sw, "switch.fwd");
@@ -123,16 +141,40 @@ void switch_destroy(struct fswitch *sw)
     for (size_t i = 0; i < sw->fwd_n; i++)
         pkt_free(sw->pool, sw->fwd[(sw->fwd_head + i) % sw->fwd_cap].pkt);
     free(sw->fwd);
-    for (size_t i = 0; i < sw->n_route; i++)
-        free(sw->route[i].ports);
-    free(sw->route);
+    for (unsigned i = 0; i < sw->n_in; i++) {
+        pfc_port_destroy(sw->in[i]);
+        free(sw->in_ctx[i]);
+    }
+    free(sw->in);
+    free(sw->in_ctx);
+    for (uint32_t i = 0; i < sw->n_sets; i++)
+        free(sw->sets[i].ports);
+    free(sw->sets);
+    free(sw->route_of_dst);
+    free(sw->rr);
+    free(sw->single);
     free(sw->ports);
     free(sw->name);
     free(sw);
 }
 
+/* An egress frame left its queue: the ingress port that admitted it lets
+ * its bytes go (PFC). */
+static void egress_dequeued(void *ctx, struct pkt *p)
+{
+    struct fswitch *sw = ctx;
+    if (p->in_port && p->in_port <= sw->n_in)
+        pfc_release(sw->in[p->in_port - 1], p);
+}
+
 unsigned switch_add_port(struct fswitch *sw, struct link *out)
 {
+    if (sw->p.pfc.enabled) {
+        link_set_lossless(out, sw->p.pfc.prio_mask);
+        link_set_dequeue_hook(out, egress_dequeued, sw);
+    }
+    if (sw->p.ecn)
+        link_set_ecn(out, &sw->p.ecn_red);
     if (sw->n_ports == sw->ports_cap) {
         sw->ports_cap = sw->ports_cap ? 2 * sw->ports_cap : 8;
         sw->ports = xrealloc(sw->ports, sw->ports_cap * sizeof(*sw->ports));
@@ -141,56 +183,105 @@ unsigned switch_add_port(struct fswitch *sw, struct link *out)
     return sw->n_ports++;
 }
 
-static struct route *route_of(struct fswitch *sw, uint32_t dst_node)
+/* The set holding `ports` (n of them, increasing): a new one each call,
+ * except single-port sets, which are made once per port. */
+uint32_t switch_new_route_set(struct fswitch *sw, const uint32_t *ports, uint32_t n)
 {
-    if (dst_node >= sw->n_route) {
-        size_t n = sw->n_route ? sw->n_route : 8;
-        while (n <= dst_node)
-            n *= 2;
-        sw->route = xrealloc(sw->route, n * sizeof(*sw->route));
-        memset(sw->route + sw->n_route, 0, (n - sw->n_route) * sizeof(*sw->route));
-        sw->n_route = n;
+    if (n == 1 && ports[0] < sw->cap_single && sw->single[ports[0]])
+        return sw->single[ports[0]] - 1;
+    if (sw->n_sets == sw->cap_sets) {
+        sw->cap_sets = sw->cap_sets ? 2 * sw->cap_sets : 16;
+        sw->sets = xrealloc(sw->sets, sw->cap_sets * sizeof(*sw->sets));
     }
-    return &sw->route[dst_node];
+    if (sw->n_sets == 0) /* set 0: empty, "no route" */
+        sw->sets[sw->n_sets++] = (struct route){NULL, 0};
+    struct route *r = &sw->sets[sw->n_sets];
+    r->n = n;
+    r->ports = n ? xrealloc(NULL, n * sizeof(*r->ports)) : NULL;
+    if (n)
+        memcpy(r->ports, ports, n * sizeof(*ports));
+    uint32_t idx = sw->n_sets++;
+    if (n == 1) {
+        if (ports[0] >= sw->cap_single) {
+            uint32_t cap = sw->cap_single ? sw->cap_single : 8;
+            while (cap <= ports[0])
+                cap *= 2;
+            sw->single = xrealloc(sw->single, cap * sizeof(*sw->single));
+            memset(sw->single + sw->cap_single, 0, (cap - sw->cap_single) * sizeof(*sw->single));
+            sw->cap_single = cap;
+        }
+        sw->single[ports[0]] = idx + 1;
+    }
+    return idx;
+}
+
+static void grow_dst(struct fswitch *sw, uint32_t dst_node)
+{
+    if (dst_node < sw->n_route)
+        return;
+    size_t n = sw->n_route ? sw->n_route : 8;
+    while (n <= dst_node)
+        n *= 2;
+    sw->route_of_dst = xrealloc(sw->route_of_dst, n * sizeof(*sw->route_of_dst));
+    sw->rr = xrealloc(sw->rr, n * sizeof(*sw->rr));
+    memset(sw->route_of_dst + sw->n_route, 0, (n - sw->n_route) * sizeof(*sw->route_of_dst));
+    memset(sw->rr + sw->n_route, 0, (n - sw->n_route) * sizeof(*sw->rr));
+    sw->n_route = n;
+}
+
+void switch_use_route_set(struct fswitch *sw, uint32_t dst_node, uint32_t set)
+{
+    grow_dst(sw, dst_node);
+    sw->route_of_dst[dst_node] = set < sw->n_sets ? set : 0;
 }
 
 void switch_set_route(struct fswitch *sw, uint32_t dst_node, unsigned port)
 {
-    route_of(sw, dst_node)->n = 0;
-    switch_add_route(sw, dst_node, port);
+    uint32_t pt = port;
+    switch_use_route_set(sw, dst_node, switch_new_route_set(sw, &pt, 1));
 }
 
 void switch_add_route(struct fswitch *sw, uint32_t dst_node, unsigned port)
 {
-    struct route *r = route_of(sw, dst_node);
-    uint32_t i = 0;
-    while (i < r->n && r->ports[i] < port)
-        i++;
-    if (i < r->n && r->ports[i] == port)
+    grow_dst(sw, dst_node);
+    const struct route *cur = sw->n_sets ? &sw->sets[sw->route_of_dst[dst_node]] : NULL;
+    uint32_t n = cur ? cur->n : 0, tmp[64], *ports = n < 64 ? tmp : xrealloc(NULL, (n + 1) * 4);
+    uint32_t k = 0, i = 0;
+    for (; i < n && cur->ports[i] < port; i++)
+        ports[k++] = cur->ports[i];
+    if (i < n && cur->ports[i] == port) {
+        if (ports != tmp)
+            free(ports);
         return;
-    if (r->n == r->cap) {
-        r->cap = r->cap ? 2 * r->cap : 2;
-        r->ports = xrealloc(r->ports, r->cap * sizeof(*r->ports));
     }
-    memmove(r->ports + i + 1, r->ports + i, (r->n - i) * sizeof(*r->ports));
-    r->ports[i] = port;
-    r->n++;
+    ports[k++] = port;
+    for (; i < n; i++)
+        ports[k++] = cur->ports[i];
+    switch_use_route_set(sw, dst_node, switch_new_route_set(sw, ports, k));
+    if (ports != tmp)
+        free(ports);
 }
 
 void switch_clear_routes(struct fswitch *sw)
 {
-    for (size_t i = 0; i < sw->n_route; i++)
-        sw->route[i].n = 0;
+    if (sw->n_route)
+        memset(sw->route_of_dst, 0, sw->n_route * sizeof(*sw->route_of_dst));
+    for (uint32_t i = 0; i < sw->n_sets; i++)
+        free(sw->sets[i].ports);
+    sw->n_sets = 0;
+    if (sw->cap_single)
+        memset(sw->single, 0, sw->cap_single * sizeof(*sw->single));
 }
 
 unsigned switch_route_ports(const struct fswitch *sw, uint32_t dst_node, const uint32_t **ports)
 {
-    if (dst_node >= sw->n_route) {
+    if (dst_node >= sw->n_route || !sw->n_sets) {
         *ports = NULL;
         return 0;
     }
-    *ports = sw->route[dst_node].ports;
-    return sw->route[dst_node].n;
+    const struct route *r = &sw->sets[sw->route_of_dst[dst_node]];
+    *ports = r->ports;
+    return r->n;
 }
 
 unsigned switch_n_ports(const struct fswitch *sw)
@@ -204,6 +295,10 @@ struct link *switch_port(const struct fswitch *sw, unsigned port)
 const char *switch_name(const struct fswitch *sw)
 {
     return sw->name;
+}
+const struct switch_params *switch_get_params(const struct fswitch *sw)
+{
+    return &sw->p;
 }
 
 const struct switch_counters *switch_get_counters(const struct fswitch *sw)
@@ -222,6 +317,37 @@ static uint32_t fmix32(uint32_t h)
     return h;
 }
 
+static uint32_t rotl32(uint32_t x, int r)
+{
+    return (x << r) | (x >> (32 - r));
+}
+
+/* One 32-bit block of MurmurHash3_x86_32. */
+static uint32_t murmur_block(uint32_t h, uint32_t k)
+{
+    k *= 0xcc9e2d51u;
+    k = rotl32(k, 15);
+    k *= 0x1b873593u;
+    h ^= k;
+    h = rotl32(h, 13);
+    return h * 5 + 0xe6546b64u;
+}
+
+uint32_t fabric_ecmp_hash(uint32_t seed, const struct pkt *p)
+{
+    /* The 13 bytes switches hash for RoCEv2 (IPv4 source and destination,
+     * UDP source and destination port, IP protocol), as MurmurHash3_x86_32
+     * with the switch's seed.  Switch ASICs use CRC-based hash functions
+     * with a configurable seed (e.g. Broadcom's "RTAG7"); what matters for
+     * the model is that the result is uniform and differs per seed. */
+    uint32_t h = seed;
+    h = murmur_block(h, fabric_node_ipv4(p->src_node));
+    h = murmur_block(h, fabric_node_ipv4(p->dst_node));
+    h = murmur_block(h, ((uint32_t)p->udp_sport << 16) | PKT_ROCEV2_UDP_PORT);
+    h = murmur_block(h, FABRIC_IPPROTO_UDP);
+    return fmix32(h ^ 13u);
+}
+
 static bool port_up(const struct fswitch *sw, uint32_t port)
 {
     return port < sw->n_ports && link_is_up(sw->ports[port]);
@@ -236,42 +362,53 @@ static uint32_t nth_up(const struct fswitch *sw, const struct route *r, uint32_t
     return SWITCH_NO_PORT;
 }
 
-/* One port of the route for `p`, or SWITCH_NO_PORT if all are down. */
-static uint32_t pick_port(struct fswitch *sw, struct route *r, const struct pkt *p)
+static uint32_t count_up(const struct fswitch *sw, const struct route *r)
 {
-    if (r->n == 1)
-        return port_up(sw, r->ports[0]) ? r->ports[0] : SWITCH_NO_PORT;
     uint32_t n_up = 0;
     for (uint32_t i = 0; i < r->n; i++)
         n_up += port_up(sw, r->ports[i]);
-    if (n_up == 0)
-        return SWITCH_NO_PORT;
-    uint32_t h;
+    return n_up;
+}
+
+/* One port of the route for `p`, or SWITCH_NO_PORT if all are down.  ECMP
+ * and static look at the other ports' state only when the hashed one is
+ * down (the common case costs one hash and one link). */
+static uint32_t pick_port(struct fswitch *sw, const struct route *r, const struct pkt *p)
+{
+    if (r->n == 1)
+        return port_up(sw, r->ports[0]) ? r->ports[0] : SWITCH_NO_PORT;
+    uint32_t h, n_up;
     switch (sw->p.routing) {
     case ROUTE_SPRAY:
-        return nth_up(sw, r, (uint32_t)sim_rng_below(&sw->rng, n_up));
+        n_up = count_up(sw, r);
+        return n_up ? nth_up(sw, r, (uint32_t)sim_rng_below(&sw->rng, n_up)) : SWITCH_NO_PORT;
     case ROUTE_SPRAY_RR:
         for (uint32_t i = 0; i < r->n; i++) {
-            uint32_t port = r->ports[r->rr++ % r->n];
+            uint32_t port = r->ports[sw->rr[p->dst_node]++ % r->n];
             if (port_up(sw, port))
                 return port;
         }
-        return SWITCH_NO_PORT; /* not reached: n_up > 0 */
+        return SWITCH_NO_PORT;
     case ROUTE_STATIC:
         h = p->dst_node;
         break;
     case ROUTE_ECMP:
     case ROUTE_MODE_COUNT:
     default:
-        h = fmix32(p->flow_hash ^ sw->salt);
+        h = fabric_ecmp_hash(sw->ecmp_seed, p);
         break;
     }
     uint32_t port = r->ports[h % r->n];
-    return port_up(sw, port) ? port : nth_up(sw, r, h % n_up);
+    if (port_up(sw, port))
+        return port;
+    n_up = count_up(sw, r);
+    return n_up ? nth_up(sw, r, h % n_up) : SWITCH_NO_PORT;
 }
 
 static void trace_drop(struct fswitch *sw, const struct pkt *p, const char *where)
 {
+    if (p->in_port && p->in_port <= sw->n_in) /* it leaves the switch here */
+        pfc_release(sw->in[p->in_port - 1], p);
     if (sim_trace_enabled(sw->sim))
         sim_trace(sw->sim, &(struct trace_rec){.kind = TRACE_PKT_DROP,
                                                .opcode = p->opcode,
@@ -285,7 +422,8 @@ static void trace_drop(struct fswitch *sw, const struct pkt *p, const char *wher
 /* Route lookup and hand-off to the egress queue. */
 static void forward(struct fswitch *sw, struct pkt *p)
 {
-    struct route *r = p->dst_node < sw->n_route ? &sw->route[p->dst_node] : NULL;
+    const struct route *r =
+        p->dst_node < sw->n_route && sw->n_sets ? &sw->sets[sw->route_of_dst[p->dst_node]] : NULL;
     if (!r || r->n == 0) {
         sw->c.pkts_dropped_no_route++;
         trace_drop(sw, p, "switch: no route");
@@ -313,6 +451,50 @@ static void fwd_ready(struct sim *sim, struct sim_event *ev)
     if (sw->fwd_n)
         sim_schedule_at(sim, &sw->fwd_ev, sw->fwd[sw->fwd_head].ready_ps);
     forward(sw, p);
+}
+
+static void switch_rx(struct sim *sim, void *ctx, struct pkt *p);
+
+/* One ingress port's sink context. */
+struct switch_in {
+    struct fswitch *sw;
+    uint16_t port; /* index + 1 */
+};
+
+static void switch_rx_port(struct sim *sim, void *ctx, struct pkt *p)
+{
+    struct switch_in *in = ctx;
+    struct fswitch *sw = in->sw;
+    p->in_port = in->port;
+    if (sw->p.pfc.enabled && !pfc_admit(sw->in[in->port - 1], p)) {
+        p->in_port = 0; /* not admitted: nothing to release */
+        if (sim_trace_enabled(sw->sim))
+            trace_drop(sw, p, "switch: PFC headroom exceeded");
+        pkt_free(sw->pool, p);
+        return;
+    }
+    switch_rx(sim, sw, p);
+}
+
+struct fabric_sink switch_ingress_sink(struct fswitch *sw, struct link *in)
+{
+    if (sw->n_in == sw->cap_in) {
+        sw->cap_in = sw->cap_in ? 2 * sw->cap_in : 8;
+        sw->in = xrealloc(sw->in, sw->cap_in * sizeof(*sw->in));
+        sw->in_ctx = xrealloc(sw->in_ctx, sw->cap_in * sizeof(*sw->in_ctx));
+    }
+    struct pfc_port *pt = pfc_port_create(sw->sim, sw->pool, in, &sw->p.pfc, &sw->c);
+    struct switch_in *ctx = calloc(1, sizeof(*ctx));
+    if (!pt || !ctx) {
+        fprintf(stderr, "rnicsim: switch: out of memory\n");
+        abort();
+    }
+    ctx->sw = sw;
+    ctx->port = (uint16_t)(sw->n_in + 1);
+    sw->in[sw->n_in] = pt;
+    sw->in_ctx[sw->n_in] = ctx;
+    sw->n_in++;
+    return (struct fabric_sink){.rx = switch_rx_port, .ctx = ctx};
 }
 
 /* A frame has fully arrived on an ingress port. */

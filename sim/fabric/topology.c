@@ -209,7 +209,8 @@ static struct link *add_link(struct topology *t, const char *name, const struct 
     if (!l)
         return NULL;
     uint32_t n = t->p.n_nodes;
-    link_connect(l, to < n ? node_sink(&t->nodes[to]) : switch_sink(t->switches[to - n]));
+    link_connect(l,
+                 to < n ? node_sink(&t->nodes[to]) : switch_ingress_sink(t->switches[to - n], l));
     link_set_trace_id(l, t->n_links);
     struct topo_edge e = {.from_v = from, .to_v = to, .port = 0};
     if (from >= n)
@@ -314,6 +315,22 @@ static int build_adjacency(struct topology *t)
     return 0;
 }
 
+/* Each link's peer is the other direction of its cable (a PFC frame that
+ * arrives on a link pauses its peer): the link from its far end back. */
+static void pair_peers(struct topology *t)
+{
+    for (unsigned e = 0; e < t->n_links; e++) {
+        uint32_t u = t->edges[e].from_v, v = t->edges[e].to_v;
+        for (uint32_t k = t->in_start[u]; k < t->in_start[u + 1]; k++) {
+            uint32_t r = t->in_edges[k];
+            if (t->edges[r].from_v == v) {
+                link_set_peer(t->links[e], t->links[r]);
+                break;
+            }
+        }
+    }
+}
+
 struct topology *topo_create(struct sim *sim, const struct topo_params *p, struct pkt_pool *pool)
 {
     if (!sim || !p || !params_ok(p)) {
@@ -379,6 +396,7 @@ struct topology *topo_create(struct sim *sim, const struct topo_params *p, struc
     }
     if (build_adjacency(t))
         goto fail;
+    pair_peers(t);
     topo_recompute_routes(t);
     return t;
 
@@ -416,6 +434,15 @@ void topo_destroy(struct topology *t)
 
 /* ---------------------------------------------------------------- routing */
 
+/* Routes by destination rack.  A node is reached only through the switch
+ * its downlink leaves (its attachment switch A: nodes do not forward), so
+ * the shortest paths towards every node behind A are the same everywhere
+ * but at A itself.  One breadth-first search backwards from A over the
+ * links that are up gives every switch its distance; a switch's route set
+ * for A's nodes is every up egress port one hop closer, made once and
+ * shared by all of them (switch_new_route_set); A routes each node to its
+ * downlink.  A node whose downlink is down has no route anywhere.  Cost:
+ * one search per rack, then one index per switch and node. */
 void topo_recompute_routes(struct topology *t)
 {
     uint32_t n = t->p.n_nodes;
@@ -424,12 +451,38 @@ void topo_recompute_routes(struct topology *t)
         switch_clear_routes(t->switches[s]);
     if (t->n_switches == 0)
         return;
+    /* nodes grouped by attachment switch, in node order */
+    uint32_t *first = calloc(t->n_switches, sizeof(*first)); /* node + 1 */
+    uint32_t *next = calloc(n, sizeof(*next));               /* node + 1 */
+    uint32_t *last = calloc(t->n_switches, sizeof(*last));
+    uint32_t *ports = calloc(t->n_links ? t->n_links : 1, sizeof(*ports));
+    uint32_t *sets = calloc(t->n_switches, sizeof(*sets));
+    if (!first || !next || !last || !ports || !sets) {
+        fprintf(stderr, "rnicsim: topology: out of memory computing routes\n");
+        abort();
+    }
     for (uint32_t d = 0; d < n; d++) {
+        struct link *dl = t->nodes[d].downlink;
+        if (!dl || !link_is_up(dl))
+            continue;
+        uint32_t a = t->edges[link_trace_id(dl)].from_v;
+        if (a < n)
+            continue; /* back-to-back: no switch */
+        a -= n;
+        if (last[a])
+            next[last[a] - 1] = d + 1;
+        else
+            first[a] = d + 1;
+        last[a] = d + 1;
+    }
+    for (unsigned a = 0; a < t->n_switches; a++) {
+        if (!first[a])
+            continue;
         for (size_t v = 0; v < nv; v++)
             t->dist[v] = NO_DIST;
         size_t head = 0, tail = 0;
-        t->dist[d] = 0;
-        t->queue[tail++] = d;
+        t->dist[n + a] = 1;
+        t->queue[tail++] = n + a;
         while (head < tail) {
             uint32_t v = t->queue[head++];
             for (uint32_t k = t->in_start[v]; k < t->in_start[v + 1]; k++) {
@@ -441,14 +494,54 @@ void topo_recompute_routes(struct topology *t)
                 t->queue[tail++] = u;
             }
         }
-        for (unsigned e = 0; e < t->n_links; e++) {
-            const struct topo_edge *ed = &t->edges[e];
-            if (ed->from_v < n || t->dist[ed->from_v] == NO_DIST || t->dist[ed->to_v] == NO_DIST ||
-                t->dist[ed->to_v] + 1 != t->dist[ed->from_v] || !link_is_up(t->links[e]))
-                continue;
-            switch_add_route(t->switches[ed->from_v - n], d, ed->port);
+        /* every other switch's set towards rack a: its up ports one hop
+         * closer (edges are in port order per switch) */
+        for (unsigned s = 0; s < t->n_switches; s++)
+            sets[s] = UINT32_MAX;
+        unsigned e = 0;
+        while (e < t->n_links) {
+            uint32_t u = t->edges[e].from_v;
+            unsigned np = 0, e0 = e;
+            for (; e < t->n_links && t->edges[e].from_v == u; e++) {
+                const struct topo_edge *ed = &t->edges[e];
+                if (u < n || u == n + a || t->dist[u] == NO_DIST || t->dist[ed->to_v] == NO_DIST ||
+                    t->dist[ed->to_v] + 1 != t->dist[u] || !link_is_up(t->links[e]))
+                    continue;
+                ports[np++] = ed->port;
+            }
+            if (np && u >= n) {
+                /* ports of a switch may come from several runs of edges:
+                 * merge with what an earlier run found */
+                struct fswitch *sw = t->switches[u - n];
+                if (sets[u - n] != UINT32_MAX) {
+                    const uint32_t *old;
+                    unsigned no = switch_route_ports(sw, first[a] - 1, &old);
+                    for (unsigned k = 0; k < no; k++)
+                        ports[np++] = old[k];
+                }
+                for (unsigned i = 1; i < np; i++) /* insertion sort: sets are small */
+                    for (unsigned j = i; j > 0 && ports[j - 1] > ports[j]; j--) {
+                        uint32_t tmp = ports[j];
+                        ports[j] = ports[j - 1];
+                        ports[j - 1] = tmp;
+                    }
+                sets[u - n] = switch_new_route_set(sw, ports, np);
+                for (uint32_t d = first[a]; d; d = next[d - 1])
+                    switch_use_route_set(sw, d - 1, sets[u - n]);
+            }
+            if (e == e0)
+                e++;
         }
+        /* rack a itself: each node through its downlink */
+        for (uint32_t d = first[a]; d; d = next[d - 1])
+            switch_set_route(t->switches[a], d - 1,
+                             t->edges[link_trace_id(t->nodes[d - 1].downlink)].port);
     }
+    free(first);
+    free(next);
+    free(last);
+    free(ports);
+    free(sets);
 }
 
 static void reroute_ev(struct sim *sim, struct sim_event *ev)
@@ -551,6 +644,43 @@ struct link *topo_find_link(const struct topology *t, const char *name)
         if (strcmp(link_name(t->links[i]), name) == 0)
             return t->links[i];
     return NULL;
+}
+
+int topo_path(const struct topology *t, uint32_t src, uint32_t dst, uint32_t frame_bytes,
+              struct topo_path_info *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (src >= t->p.n_nodes || dst >= t->p.n_nodes || src == dst)
+        return -1;
+    out->min_rate_bps = UINT64_MAX;
+    uint32_t n = t->p.n_nodes;
+    /* node src's uplink, then switch to switch (a link's trace id is its
+     * index in t->links) */
+    if (!t->nodes[src].uplink)
+        return -1;
+    unsigned e = link_trace_id(t->nodes[src].uplink);
+    for (unsigned guard = 0; e < t->n_links && guard <= t->n_links; guard++) {
+        const struct link_params *lp = link_get_params(t->links[e]);
+        out->links++;
+        out->latency_ps += lp->delay_ps;
+        out->one_way_ps +=
+            lp->delay_ps + sim_bytes_to_ps(frame_bytes + PKT_ETH_PREAMBLE_IFG_BYTES, lp->rate_bps);
+        if (lp->rate_bps < out->min_rate_bps)
+            out->min_rate_bps = lp->rate_bps;
+        uint32_t v = t->edges[e].to_v;
+        if (v == dst)
+            return 0;
+        if (v < n)
+            return -1; /* reached another node */
+        const struct fswitch *sw = t->switches[v - n];
+        const uint32_t *ports;
+        if (switch_route_ports(sw, dst, &ports) == 0)
+            return -1;
+        out->latency_ps += switch_get_params(sw)->latency_ps;
+        out->one_way_ps += switch_get_params(sw)->latency_ps;
+        e = link_trace_id(switch_port(sw, ports[0])); /* = its index in t->links */
+    }
+    return -1;
 }
 
 const struct topo_node_counters *topo_node_counters(const struct topology *t, uint32_t node)

@@ -98,8 +98,10 @@ static void dma_copy(struct nic *nic, const struct nic_op *op, uint32_t off, uin
         if (off < end) {
             uint32_t in = off - pos;
             uint32_t n = s->len - in < len ? s->len - in : len;
-            if (nic_mr_lookup(nic, s->key))
-                memcpy(s->host + in, op->dma_src + off, n);
+            /* `payload: none`: no bytes move (pkt.h) */
+            const struct nic_mr *mr = nic->no_payload ? NULL : nic_mr_lookup(nic, s->key);
+            if (mr)
+                nic_host_write(mr, s->host + in, op->dma_src + off, n);
             if (trace) {
                 struct trace_rec r = {.kind = TRACE_DMA_WRITE,
                                       .node = nic->node_id,

@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "nic_priv.h"
+#include "ratelimit.h"
 
 /* ---------------------------------------------------------------- profile */
 
@@ -101,6 +102,7 @@ void nic_params_default(struct nic_params *p)
      * by default (relaxed ordering is opt-in per MR). */
     p->transport = NIC_TRANSPORT_IB;
     p->dma_ordering = NIC_DMA_STRICT;
+    p->link_layer = NIC_LINK_ETHERNET; /* RoCEv2, as ConnectX-5 Ethernet ports */
     /* Estimate: SRD retransmits "at microsecond granularity" with a timeout
      * tracking the datacenter RTT (Shalev et al., IEEE Micro 2020, gives no
      * number); 100 us is a few times a loaded RTT of a small fabric
@@ -167,10 +169,30 @@ void nic_params_default(struct nic_params *p)
     p->rima_tpt_entries = 1024;
     p->rima_tpt_ps = 2 * SIM_NS;
     p->rima_alloc_ps = 1 * SIM_MS;
+    /* DCQCN (Zhu et al., SIGCOMM 2015; docs/lossless.md): off unless a
+     * scenario turns it on.  The paper's parameters: a QP sends at most
+     * one CNP per N = 50 us; the rate-increase timer T and the alpha
+     * timer K are 55 us; byte counter B = 10 MB; F = 5 fast-recovery
+     * stages; additive increase R_AI = 40 Mb/s.  Hyper increase and the
+     * floor, which the paper leaves to the implementation: R_HAI =
+     * 10 x R_AI and a 100 Mb/s minimum rate, the ratio and floor of the
+     * DCQCN model in HPCC's ns-3 simulator (RdmaHw RateAI 5 Mb/s, RateHAI
+     * 50 Mb/s, MinRate 100 Mb/s).  CNPs on priority 6, the priority
+     * NVIDIA's RoCE configuration gives them (DSCP 48). */
+    p->dcqcn = false;
+    p->cnp_interval_ps = 50 * SIM_US;
+    p->dcqcn_timer_ps = 55 * SIM_US;
+    p->dcqcn_byte_counter_bytes = 10 * 1000 * 1000;
+    p->dcqcn_rai_bps = 40 * 1000 * 1000ull;
+    p->dcqcn_rhai_bps = 400 * 1000 * 1000ull;
+    p->dcqcn_min_rate_bps = 100 * 1000 * 1000ull;
+    p->dcqcn_f = 5;
+    p->cnp_prio = 6;
 }
 
 const char *const nic_transport_names[] = {"ib", "ib-ar", "efa-srd", "1rma", NULL};
 const char *const nic_dma_ordering_names[] = {"strict", "relaxed", NULL};
+const char *const nic_link_layer_names[] = {"ethernet", "ib", NULL};
 
 /* ---------------------------------------------------------------- op pool */
 
@@ -238,22 +260,28 @@ bool nic_op_stale(const struct nic_op *op)
 
 void nic_copy_from_host(struct nic *nic, const struct nic_op *op, uint8_t *buf)
 {
+    if (nic->no_payload) /* `payload: none`: no bytes move */
+        return;
     uint32_t off = 0;
     for (uint32_t i = 0; i < op->n_seg; i++) {
         const struct nic_seg *s = &op->seg[i];
-        if (s->len && nic_mr_lookup(nic, s->key))
-            memcpy(buf + off, s->host, s->len);
+        const struct nic_mr *mr = s->len ? nic_mr_lookup(nic, s->key) : NULL;
+        if (mr)
+            nic_host_read(mr, buf + off, s->host, s->len);
         off += s->len;
     }
 }
 
 void nic_copy_to_host(struct nic *nic, const struct nic_op *op, const uint8_t *buf)
 {
+    if (nic->no_payload)
+        return;
     uint32_t off = 0;
     for (uint32_t i = 0; i < op->n_seg; i++) {
         const struct nic_seg *s = &op->seg[i];
-        if (s->len && nic_mr_lookup(nic, s->key))
-            memcpy(s->host, buf + off, s->len);
+        const struct nic_mr *mr = s->len ? nic_mr_lookup(nic, s->key) : NULL;
+        if (mr)
+            nic_host_write(mr, s->host, buf + off, s->len);
         off += s->len;
     }
 }
@@ -346,11 +374,12 @@ void nic_pkt_address(const struct nic_qp *qp, struct pkt *p, uint8_t opcode, uin
     p->payload_len = payload_len;
     p->frame_bytes = nic_frame_bytes(opcode, payload_len);
     p->ext_hdrs = nic_opcode(opcode)->mask & NIC_OPF_EXT_HDRS;
-    p->udp_sport = qp->eng->udp_sport;
-    /* the same hash both ways, so ECMP keeps a connection on one path */
-    uint32_t lo = qp->qpn < p->dest_qpn ? qp->qpn : p->dest_qpn;
-    uint32_t hi = qp->qpn < p->dest_qpn ? p->dest_qpn : qp->qpn;
-    p->flow_hash = (lo * 0x9e3779b1u) ^ (hi * 0x85ebca6bu) ^ p->udp_sport;
+    p->udp_sport = qp->eng->udp_sport; /* switches hash the 5-tuple (ECMP) */
+    /* priority: the class selector of the QP's DSCP (traffic_class >> 2),
+     * as NICs map DSCP to an 802.1p priority by default */
+    p->prio = (qp->attr.ah_attr.grh.traffic_class >> 5) & 7;
+    if (qp->nic->p.dcqcn)
+        p->ecn = PKT_ECN_ECT0; /* ECN-capable: switches may mark it (dcqcn.c) */
 }
 
 /* ---------------------------------------------------------------- transmit engine */
@@ -403,7 +432,9 @@ static struct pkt *tx_take(struct nic *nic)
         src->next = NULL;
         struct nic_qp *qp = src->qp;
         struct nic_stage *s = src->stage;
-        if (qp->eng->dead || s->head == s->tail || !s->e[s->head % NIC_STAGE_SLOTS].ready) {
+        if (qp->eng->dead || s->head == s->tail || !s->e[s->head % NIC_STAGE_SLOTS].ready ||
+            (src->kind == NIC_TXSRC_REQ && qp->eng->rl && nic_rl_hold(qp, src))) {
+            /* (a rate-limited QP's source is offered again when it may go) */
             src->queued = false;
             nic_qp_put(qp);
             continue;
@@ -423,6 +454,8 @@ static struct pkt *tx_take(struct nic *nic)
         } else {
             src->queued = false;
         }
+        if (src->kind == NIC_TXSRC_REQ && qp->eng->rl)
+            nic_rl_on_tx(qp, p);
         if (src->kind == NIC_TXSRC_REQ)
             nic_req_on_tx(qp, p);
         else if (src->kind == NIC_TXSRC_RESP)
@@ -516,6 +549,11 @@ static void rx_process(struct nic *nic, struct pkt *p)
     nic->cnt.pkts_rx++;
     nic->cnt.bytes_rx += p->frame_bytes;
     nic_trace_pkt(nic, TRACE_PKT_RX, p, p->dest_qpn, "nic rx");
+    if (p->opcode == NIC_OPCODE_CNP) { /* DCQCN reaction point (dcqcn.c) */
+        nic_dcqcn_rp_cnp(nic, p);
+        pkt_free(nic->pool, p);
+        return;
+    }
     const struct nic_opcode_info *info = nic_opcode(p->opcode);
     struct nic_qp *qp = info->name ? nic_qp_lookup(nic, p->dest_qpn) : NULL;
     if (!qp) {
@@ -535,6 +573,8 @@ static void rx_process(struct nic *nic, struct pkt *p)
             rx_drop(nic, p, "nic: QP not receiving");
             return;
         }
+        if (p->ecn == PKT_ECN_CE && nic->p.dcqcn) /* DCQCN notification point */
+            nic_dcqcn_np_rx(qp, p);
         nic_resp_rx(qp, p);
         return;
     }
@@ -632,6 +672,7 @@ struct nic *nic_create(struct sim *sim, struct host *host, uint32_t node_id,
     nic->p = *p;
     nic->pcie = pcie;
     nic->pool = pool;
+    nic->no_payload = !pkt_pool_carries_payload(pool);
     nic->next_pd_handle = 1;
     nic->next_cq_id = 1;
     /* QPNs 0 and 1 are the special QP0/QP1; start where mlx5 QPNs look real */
@@ -728,6 +769,10 @@ const struct nic_counters *nic_get_counters(struct nic *nic)
 void nic_note_wr_refused(struct nic *nic)
 {
     nic->cnt.wr_refused++;
+}
+bool nic_payload_carried(const struct nic *nic)
+{
+    return !nic->no_payload;
 }
 uint32_t nic_node_id(const struct nic *nic)
 {

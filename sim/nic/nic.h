@@ -52,6 +52,16 @@ enum nic_dma_ordering {
 };
 extern const char *const nic_dma_ordering_names[]; /* "strict", "relaxed", NULL */
 
+/* What the port reports itself as: a RoCEv2 (Ethernet) port, with GIDs
+ * and no LIDs, or an InfiniBand port with LID node_id + 1, which
+ * addresses without a GRH work on (e.g. ibv_rc_pingpong without -g).  The
+ * packets and their timing are the same model either way. */
+enum nic_link_layer {
+    NIC_LINK_ETHERNET,
+    NIC_LINK_IB,
+};
+extern const char *const nic_link_layer_names[]; /* "ethernet", "ib", NULL */
+
 struct nic_params {
     /* what ibv_query_device reports as the device's identity (programs
      * such as perftest pick defaults by it) */
@@ -75,6 +85,7 @@ struct nic_params {
     sim_time_t atomic_proc_ps; /* atomic unit occupancy per op (plus the PCIe RMW) */
     uint32_t transport;        /* enum nic_transport */
     uint32_t dma_ordering;     /* enum nic_dma_ordering */
+    uint32_t link_layer;       /* enum nic_link_layer (what query_port reports) */
     /* transport personalities (srd.c, onerma.c; docs/nic.md) */
     sim_time_t srd_rto_ps;        /* EFA SRD: retransmission timeout of an unacknowledged packet */
     sim_time_t onerma_timeout_ps; /* 1RMA: an op not completed by then fails (fail-fast) */
@@ -100,6 +111,16 @@ struct nic_params {
     uint32_t rima_tpt_entries; /* tail pointer table entries = AQs at most (0 = no RIMA) */
     sim_time_t rima_tpt_ps;    /* one TPT lookup + tail add (per appended message) */
     sim_time_t rima_alloc_ps;  /* host: background allocation of one chunk after a watermark IRQ */
+    /* DCQCN congestion control (dcqcn.c; docs/lossless.md) */
+    bool dcqcn;                        /* ECT on sent packets, CNPs, rate control */
+    sim_time_t cnp_interval_ps;        /* a QP sends at most one CNP per this */
+    sim_time_t dcqcn_timer_ps;         /* rate-increase timer T and alpha timer K */
+    uint64_t dcqcn_byte_counter_bytes; /* byte counter B */
+    uint64_t dcqcn_rai_bps;            /* additive increase R_AI */
+    uint64_t dcqcn_rhai_bps;           /* hyper increase R_HAI */
+    uint64_t dcqcn_min_rate_bps;       /* a QP is never cut below this */
+    uint32_t dcqcn_f;                  /* fast-recovery stages F */
+    uint32_t cnp_prio;                 /* priority of CNPs */
 };
 
 /* ConnectX-5-like defaults; each field's source is in nic.c. */
@@ -126,6 +147,18 @@ struct nic_mr {
     bool valid;
     uint8_t page_shift; /* translation page: 12 (4 KiB) or 21 (2 MiB huge pages) */
     struct nic_dm *dm;  /* registered on device memory (ibv_reg_dm_mr), else NULL */
+    /* Whose memory the bytes are (hostmem.c): NULL = the simulator's own,
+     * at host_addr; else an accessor (emulation mode: another process's
+     * registered memory, emu/daemon/remote_mem.c). */
+    const struct nic_host_mem *mem;
+    void *mem_ctx;
+};
+
+/* Access to memory behind an MR that is not the simulator's own.  Each
+ * call names a range inside the MR (hostmem.c checks); 0 or an errno. */
+struct nic_host_mem {
+    int (*read)(void *ctx, const struct nic_mr *mr, void *dst, const uint8_t *host, size_t len);
+    int (*write)(void *ctx, const struct nic_mr *mr, uint8_t *host, const void *src, size_t len);
 };
 
 /* Device memory (ibv_alloc_dm): bytes inside the NIC.  RDMA to an MR on
@@ -342,6 +375,8 @@ struct nic_counters {
     /* RIMA (aq.c) */
     uint64_t rima_appends;  /* append messages accepted (tail advanced) */
     uint64_t rima_rnr_naks; /* append messages refused for want of room */
+    /* DCQCN (dcqcn.c) */
+    uint64_t cnps_tx, cnps_rx; /* congestion notification packets sent / received */
     /* memory registration (mr.c): bytes of the MRs registered now, and the
      * most ever registered at once (rnicsim table2's memory columns) */
     uint64_t mr_bytes, mr_bytes_peak;
@@ -361,6 +396,9 @@ const struct nic_counters *nic_get_counters(struct nic *nic);
  * opcode or size (counted; `rnicsim check-order` reports "not runnable"). */
 void nic_note_wr_refused(struct nic *nic);
 uint32_t nic_node_id(const struct nic *nic);
+/* False when the NIC's packet pool carries no payload bytes (`payload:
+ * none`): DMA moves sizes, no bytes are read or written in host memory. */
+bool nic_payload_carried(const struct nic *nic);
 struct host *nic_host(const struct nic *nic);
 /* Resolve a GID / LID to a fabric node id; -1 if unknown. */
 int64_t nic_node_from_gid(const union ibv_gid *gid);
@@ -372,6 +410,12 @@ int nic_pd_free(struct nic_pd *pd); /* EBUSY while in use */
 struct nic_mr *nic_mr_reg(struct nic_pd *pd, void *addr, uint64_t length, uint64_t iova,
                           int access);
 int nic_mr_dereg(struct nic_mr *mr);
+/* The NIC's reads and writes of an MR's bytes (hostmem.c): a memcpy, or
+ * mr->mem.  A range that is not inside the MR is refused (EFAULT) and
+ * nothing is copied; a refused or failed read leaves zeros in `dst`. */
+void nic_mr_set_host_mem(struct nic_mr *mr, const struct nic_host_mem *mem, void *ctx);
+int nic_host_read(const struct nic_mr *mr, void *dst, const uint8_t *host, size_t len);
+int nic_host_write(const struct nic_mr *mr, uint8_t *host, const void *src, size_t len);
 /* Device memory: NULL with errno ENOMEM past nic.dm_bytes in all (EINVAL
  * for length 0, EOPNOTSUPP when the NIC has none); free: EBUSY while MRs
  * use it. */
@@ -450,6 +494,12 @@ void nic_aq_set_flags(struct nic_aq *aq, uint32_t flags);
  * crosses PCIe (carrying the WQE itself when BlueFlame applies) and the
  * requester starts when it arrives. */
 void nic_sq_doorbell(struct nic_qp *qp);
+/* Per-QP rate limit (IBV_QP_RATE_LIMIT, ibv_modify_qp_rate_limit):
+ * pacing of the QP's requester packets at `rate_bps` (0 = none); the
+ * rate in force is also bounded by DCQCN's (ratelimit.c). */
+int nic_qp_set_rate_limit(struct nic_qp *qp, uint64_t rate_bps);
+/* The QP's rate in force now (0 = line rate). */
+uint64_t nic_qp_rate_bps(const struct nic_qp *qp);
 /* Move the QP to the error state now and flush every outstanding WR
  * with IBV_WC_WR_FLUSH_ERR (used by modify-to-ERR and by the engines). */
 void nic_qp_to_error(struct nic_qp *qp);

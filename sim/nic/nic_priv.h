@@ -141,6 +141,7 @@ struct nic {
     struct nic_params p;
     struct pcie_link *pcie;
     struct pkt_pool *pool;
+    bool no_payload; /* `payload: none`: packets carry sizes, no bytes (pkt.h) */
     struct link *uplink;
     struct nic_counters cnt;
 
@@ -340,6 +341,8 @@ struct nic_qp_engine {
 
     /* transport personality state (pers.c), allocated on first use */
     struct nic_pers *pers;
+    /* rate limiter and congestion control (ratelimit.c, dcqcn.c), on first use */
+    struct nic_rl *rl;
 };
 
 /* ---------------------------------------------------------------- nic.c */

@@ -266,12 +266,12 @@ struct pkt *nic_pers_pkt(struct nic_pers *ps, uint8_t opcode, uint32_t psn, uint
     nic_pkt_address(qp, p, opcode, psn, payload_len);
     p->dst_node = dst_node;
     p->dest_qpn = dst_qpn & NIC_PSN_MASK;
-    /* per-packet path choice: ECMP hashes flow_hash, so a fresh value per
-     * packet sprays a QP's packets over every equal-cost path (SRD); the
-     * RoCEv2 source port range 0xc000..0xffff as the kernel uses */
+    /* per-packet path choice: ECMP hashes the UDP source port with the
+     * addresses, so a fresh port per packet sprays a QP's packets over
+     * every equal-cost path (SRD); the RoCEv2 source port range
+     * 0xc000..0xffff as the kernel uses */
     uint64_t r = sim_rng_u64(&ps->rng);
     p->udp_sport = (uint16_t)(0xc000u | (r & 0x3fffu));
-    p->flow_hash = (uint32_t)(r >> 32);
     return p;
 }
 
@@ -290,7 +290,8 @@ void nic_pers_send_req(struct nic_pers *ps, struct pkt *p, const struct nic_send
     if (!len || !w) {
         nic_stage_push(&ps->req_stage, p, true);
     } else if (w->send_flags & IBV_SEND_INLINE) {
-        memcpy(p->payload, w->inline_data, len);
+        if (!nic->no_payload)
+            memcpy(p->payload, w->inline_data, len);
         nic_stage_push(&ps->req_stage, p, true);
     } else {
         /* the payload is read from host memory by its own DMA read, each

@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "nic_priv.h"
+#include "ratelimit.h"
 
 /* ---------------------------------------------------------------- references */
 
@@ -45,6 +46,7 @@ static void qp_free(struct nic_qp *qp)
             break;
         }
     nic_pers_free(qp);
+    nic_rl_free(qp);
     free(qp->sq);
     free(qp->rq.ring);
     free(qp->eng);
@@ -406,6 +408,8 @@ int nic_qp_modify(struct nic_qp *qp, const struct ibv_qp_attr *attr, int attr_ma
         e->comp_psn = qp->attr.sq_psn;
         e->tx_psn_hi = nic_psn_add(qp->attr.sq_psn, NIC_PSN_MASK); /* sq_psn - 1 */
     }
+    if (attr_mask & IBV_QP_RATE_LIMIT) /* kb/s, as the verb takes it */
+        nic_qp_set_rate_limit(qp, (uint64_t)qp->attr.rate_limit * 1000);
     if (attr_mask & IBV_QP_RETRY_CNT)
         e->retry_left = qp->attr.retry_cnt;
     if (attr_mask & IBV_QP_RNR_RETRY)

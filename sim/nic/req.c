@@ -232,9 +232,6 @@ static void build_send_write(struct nic_qp *qp, struct nic_send_wqe *w, uint32_t
         p->dest_qpn = w->ud_qpn;
         p->deth_qkey = w->ud_qkey;
         p->udp_sport = nic_roce_udp_sport(qp->qpn, w->ud_qpn);
-        uint32_t lo = qp->qpn < w->ud_qpn ? qp->qpn : w->ud_qpn;
-        uint32_t hi = qp->qpn < w->ud_qpn ? w->ud_qpn : qp->qpn;
-        p->flow_hash = (lo * 0x9e3779b1u) ^ (hi * 0x85ebca6bu) ^ p->udp_sport;
     }
     if (mask & NIC_OPF_RETH) {
         p->reth_va = w->remote_addr;
@@ -259,7 +256,8 @@ static void build_send_write(struct nic_qp *qp, struct nic_send_wqe *w, uint32_t
     if (!plen) {
         nic_stage_push(&e->req_stage, p, true);
     } else if (w->send_flags & IBV_SEND_INLINE) {
-        memcpy(p->payload, w->inline_data + off, plen);
+        if (!nic->no_payload)
+            memcpy(p->payload, w->inline_data + off, plen);
         nic_stage_push(&e->req_stage, p, true);
     } else {
         struct nic_op *op = nic_op_alloc(nic, NIC_OP_REQ_PAYLOAD, qp);

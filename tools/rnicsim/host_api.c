@@ -20,10 +20,20 @@
 #include "sim/trace.h"
 #include "tools/rnicsim/rnicsim.h"
 
+/* The out-of-band board: a hash table (open addressing, FNV-1a of the key,
+ * grown at half load) of separately allocated entries, so an entry's wait
+ * queue never moves.  A get of a key nobody has put yet creates the entry
+ * without a value and waits on that key's own queue: a put wakes only the
+ * programs waiting for its key.  (A linear array searched with strcmp, with
+ * one queue for all keys, made a 1024-host permutation spend two thirds of
+ * its CPU time in strcmp: every put woke every waiter to search again.) */
 struct oob_entry {
     char *key;
-    void *value;
+    uint64_t hash;
+    void *value; /* NULL until the first put */
     size_t len;
+    bool present;
+    struct sim_waitq wq; /* programs waiting for this key */
 };
 
 /* A thread started with host_thread_start. */
@@ -142,12 +152,48 @@ int host_thread_join(int handle)
 
 /* ---------------------------------------------------------------- out-of-band board */
 
-static struct oob_entry *oob_find(struct run *r, const char *key)
+static uint64_t oob_hash(const char *key)
 {
-    for (size_t i = 0; i < r->noob; i++)
-        if (strcmp(r->oob[i].key, key) == 0)
-            return &r->oob[i];
-    return NULL;
+    uint64_t h = 14695981039346656037ull; /* FNV-1a 64 */
+    for (const unsigned char *c = (const unsigned char *)key; *c; c++)
+        h = (h ^ *c) * 1099511628211ull;
+    return h;
+}
+
+/* The slot of `key` in a table of `cap` (a power of two) slots: its entry,
+ * or the empty slot where it would go. */
+static size_t oob_slot(struct oob_entry **tab, size_t cap, const char *key, uint64_t h)
+{
+    size_t i = (size_t)h & (cap - 1);
+    while (tab[i] && (tab[i]->hash != h || strcmp(tab[i]->key, key) != 0))
+        i = (i + 1) & (cap - 1);
+    return i;
+}
+
+/* The entry of `key`, created (without a value) if absent. */
+static struct oob_entry *oob_entry_of(struct run *r, const char *key)
+{
+    uint64_t h = oob_hash(key);
+    if (2 * (r->noob + 1) > r->oob_cap) {
+        size_t cap = r->oob_cap ? 2 * r->oob_cap : 64;
+        struct oob_entry **tab = xcalloc_or_die(cap, sizeof(*tab));
+        for (size_t i = 0; i < r->oob_cap; i++)
+            if (r->oob[i])
+                tab[oob_slot(tab, cap, r->oob[i]->key, r->oob[i]->hash)] = r->oob[i];
+        free(r->oob);
+        r->oob = tab;
+        r->oob_cap = cap;
+    }
+    size_t i = oob_slot(r->oob, r->oob_cap, key, h);
+    if (!r->oob[i]) {
+        struct oob_entry *e = xcalloc_or_die(1, sizeof(*e));
+        e->key = xstrdup_or_die(key);
+        e->hash = h;
+        sim_waitq_init(&e->wq, "host_oob_get");
+        r->oob[i] = e;
+        r->noob++;
+    }
+    return r->oob[i];
 }
 
 int host_oob_put(const char *key, const void *buf, size_t len)
@@ -166,21 +212,13 @@ int host_oob_put(const char *key, const void *buf, size_t len)
     void *copy = xcalloc_or_die(1, len ? len : 1);
     if (len)
         memcpy(copy, buf, len);
-    struct oob_entry *e = oob_find(r, key);
-    if (e) { /* a later put replaces the value */
-        free(e->value);
-    } else {
-        if (r->noob == r->oob_cap) {
-            r->oob_cap = r->oob_cap ? 2 * r->oob_cap : 16;
-            r->oob = xrealloc_or_die(r->oob, r->oob_cap * sizeof(*r->oob));
-        }
-        e = &r->oob[r->noob++];
-        e->key = xstrdup_or_die(key);
-    }
+    struct oob_entry *e = oob_entry_of(r, key);
+    free(e->value); /* a later put replaces the value */
     e->value = copy;
     e->len = len;
-    if (!sim_waitq_empty(&r->oob_wq))
-        sim_waitq_wake_all(r->world->sim, &r->oob_wq);
+    e->present = true;
+    if (!sim_waitq_empty(&e->wq))
+        sim_waitq_wake_all(r->world->sim, &e->wq);
     return 0;
 }
 
@@ -197,9 +235,9 @@ int host_oob_get(const char *key, void *buf, size_t len)
         return -1;
     }
     struct run *r = pi->run;
+    struct oob_entry *e = oob_entry_of(r, key);
     for (;;) {
-        const struct oob_entry *e = oob_find(r, key);
-        if (e) {
+        if (e->present) {
             if (e->len != len) {
                 errno = EMSGSIZE;
                 return -1;
@@ -210,7 +248,7 @@ int host_oob_get(const char *key, void *buf, size_t len)
         }
         struct host_thread *t = host_thread_current();
         snprintf(t->why, sizeof(t->why), "host_oob_get(\"%s\")", key);
-        sim_waitq_wait(&r->oob_wq, t->why);
+        sim_waitq_wait(&e->wq, t->why);
     }
 }
 
@@ -268,13 +306,16 @@ void host_report(const char *table, const struct host_kv *kv, size_t n)
 
 void host_api_free_run(struct run *r)
 {
-    for (size_t i = 0; i < r->noob; i++) {
-        free(r->oob[i].key);
-        free(r->oob[i].value);
+    for (size_t i = 0; i < r->oob_cap; i++) {
+        if (!r->oob[i])
+            continue;
+        free(r->oob[i]->key);
+        free(r->oob[i]->value);
+        free(r->oob[i]);
     }
     free(r->oob);
     r->oob = NULL;
-    r->noob = 0;
+    r->noob = r->oob_cap = 0;
     for (size_t i = 0; i < r->nthreads; i++)
         free(r->threads[i]);
     free(r->threads);

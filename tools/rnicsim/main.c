@@ -11,6 +11,7 @@
  *                  [--update FILE.md]   (table2.c)
  *   rnicsim sweep FILE.yaml --set KEY=V1,V2,...  [-j N] [-o DIR] [--seed N]
  *                 [--profiles DIR] [--plot x=KEY,y=COL[,series=KEY]]   (sweep.c)
+ *   rnicsim emulate FILE.yaml [options]   (emu/daemon/main.c: emulation mode)
  *
  * Exit status of `run`: 0 done; 1 a program returned non-zero; 2 bad
  * command line or scenario (nothing ran); 3 deadlock; 4 stop_time reached
@@ -24,6 +25,9 @@
 
 #include "posix/posix.h"
 #include "tools/rnicsim/rnicsim.h"
+#ifdef RNICSIM_HAVE_EMU
+#include "emu/daemon/emu.h"
+#endif
 
 #define EXIT_USAGE 2
 #define EXIT_INTERNAL 5
@@ -59,6 +63,12 @@ static void usage(FILE *out)
                  "sweep: run every combination of the --set value lists (-j at a time),\n"
                  "  one CSV row per run in DIR/sweep.csv (default DIR sweep-out);\n"
                  "  exit status: 0 all ran, 1 a run failed, 2 bad input, 5 output error.\n");
+#ifdef RNICSIM_HAVE_EMU
+    fprintf(out, "emulate FILE.yaml [-o RESULTS.json] [--socket PATH] [--duration DUR] ...:\n"
+                 "  run the scenario's hardware paced by the wall clock for unmodified verbs\n"
+                 "  programs (docs/emulation.md); JSON results when stopped (SIGINT/SIGTERM);\n"
+                 "  all options: rnicsim emulate --help.\n");
+#endif
 }
 
 /* "--opt VALUE" or "--opt=VALUE"; advances *i.  NULL if not this option. */
@@ -90,6 +100,11 @@ static void report_outcome(const struct run *r)
             fprintf(stderr, "rnicsim: program '%s' on %s (programs[%zu]) exited with status %d\n",
                     pi->def->program, pi->def->host, i, pi->exit_code);
     }
+    if (r->traffic && traffic_unfinished(r->traffic) && r->sim_result == SIM_RUN_DONE)
+        fprintf(stderr,
+                "deadlock at %s: no event is pending and %llu flows of the traffic generator "
+                "are unfinished (a PFC deadlock holds its frames paused)\n",
+                t, (unsigned long long)traffic_unfinished(r->traffic));
     if (r->sim_result == SIM_RUN_DEADLOCK) {
         fprintf(stderr, "deadlock at %s: no event is pending and these programs are blocked:\n", t);
         sim_deadlock_report(sim, stderr);
@@ -195,6 +210,10 @@ static int cmd_run(int argc, char **argv)
         fprintf(stderr, "rnicsim: %s\n", why);
         rc = rc ? rc : EXIT_INTERNAL;
     }
+    if (traffic_write_outputs(r, why, sizeof(why))) {
+        fprintf(stderr, "rnicsim: %s\n", why);
+        rc = rc ? rc : EXIT_INTERNAL;
+    }
     if (!quiet)
         results_print_summary(r, tables, out, stdout);
     fflush(stdout);
@@ -276,6 +295,10 @@ int main(int argc, char **argv)
         return table2_main(argc - 2, argv + 2);
     if (!strcmp(cmd, "sweep"))
         return sweep_main(argc - 2, argv + 2);
+#ifdef RNICSIM_HAVE_EMU
+    if (!strcmp(cmd, "emulate"))
+        return emulate_main("rnicsim emulate", argc - 2, argv + 2);
+#endif
     if (!strcmp(cmd, "programs")) {
         programs_list(stdout);
         return 0;

@@ -156,6 +156,8 @@ static void write_nic(struct json_writer *w, const struct nic_counters *c)
     json_kv_u64(w, "wqes_fetched", c->wqes_fetched);
     json_kv_u64(w, "wqes_completed", c->wqes_completed);
     json_kv_u64(w, "pkts_tx", c->pkts_tx);
+    json_kv_u64(w, "cnps_tx", c->cnps_tx);
+    json_kv_u64(w, "cnps_rx", c->cnps_rx);
     json_kv_u64(w, "pkts_rx", c->pkts_rx);
     json_kv_u64(w, "bytes_tx", c->bytes_tx);
     json_kv_u64(w, "bytes_rx", c->bytes_rx);
@@ -246,6 +248,10 @@ static void write_counters(struct json_writer *w, const struct run *r)
         json_kv_u64(w, "pkts_dropped_down", c->pkts_dropped_down);
         json_kv_u64(w, "max_queue_bytes", c->max_queue_bytes);
         json_kv_u64(w, "busy_ps", c->busy_ps);
+        json_kv_u64(w, "ecn_marked", c->ecn_marked);
+        json_kv_u64(w, "pfc_frames_sent", c->pfc_frames_sent);
+        json_kv_u64(w, "pfc_xoff_rx", c->pfc_xoff_rx);
+        json_kv_u64(w, "pfc_xon_rx", c->pfc_xon_rx);
         json_object_end(w);
     }
     json_object_end(w);
@@ -257,6 +263,9 @@ static void write_counters(struct json_writer *w, const struct run *r)
         json_kv_u64(w, "pkts_forwarded", c->pkts_forwarded);
         json_kv_u64(w, "pkts_dropped_no_route", c->pkts_dropped_no_route);
         json_kv_u64(w, "pkts_dropped_down", c->pkts_dropped_down);
+        json_kv_u64(w, "pfc_xoff_sent", c->pfc_xoff_sent);
+        json_kv_u64(w, "pfc_xon_sent", c->pfc_xon_sent);
+        json_kv_u64(w, "pfc_headroom_drops", c->pfc_headroom_drops);
         json_object_end(w);
     }
     json_object_end(w);
@@ -288,6 +297,7 @@ int results_write_json(const struct run *r, const char *path, char *why, size_t 
     write_params(w, s);
     write_programs(w, r);
     write_tables(w, r);
+    traffic_json(w, r);
     write_counters(w, r);
     json_object_end(w);
     int rc = json_finish(w);
@@ -417,6 +427,7 @@ void results_print_summary(const struct run *r, bool tables, const char *json_pa
     fprintf(out, "simulated %s, %" PRIu64 " events; wall %.3f s, %.2f M events/s\n", t, r->events,
             r->wall_s, evs / 1e6);
     print_fabric_summary(r, out);
+    traffic_print_summary(r, out);
     if (tables) {
         for (size_t i = 0; i < r->ntables; i++)
             print_table(&r->tables[i], out);

@@ -18,6 +18,7 @@
 #include "sim/nic/nic.h"
 #include "sim/pcie/pcie.h"
 #include "sim/sim.h"
+#include "sim/traffic/traffic.h"
 
 #define RNICSIM_VERSION "0.1"
 
@@ -151,6 +152,12 @@ struct scenario {
     size_t ncaptures;
     struct scn_program *progs;
     size_t nprogs;
+    /* payload: none (sizes without bytes), traffic: (the built-in
+     * generator, traffic_cli.c) */
+    bool payload_none;
+    bool has_traffic;
+    struct traffic_params traffic;
+    char *traffic_flows_file;
     /* vars: (after --set), in file order; ${name} in program fields */
     char **var_names, **var_values;
     size_t nvars;
@@ -164,6 +171,7 @@ struct scenario_opts {
     size_t nsets;
     bool have_seed; /* --seed */
     uint64_t seed;
+    bool emulate; /* emulation mode (emu/): no `programs:` */
 };
 
 /* Load a scenario file (or, when `text` is non-NULL, that text under the
@@ -246,10 +254,9 @@ struct run {
     /* host_thread_start handles (index = handle) */
     struct run_thread **threads;
     size_t nthreads, threads_cap;
-    /* out-of-band board */
-    struct oob_entry *oob;
+    /* out-of-band board: hash table of entries (host_api.c) */
+    struct oob_entry **oob;
     size_t noob, oob_cap;
-    struct sim_waitq oob_wq;
     /* host_report tables, in order of first report */
     struct report_table *tables;
     size_t ntables, tables_cap;
@@ -268,6 +275,9 @@ struct run {
     bool stop_on_failure;
     /* the simulated POSIX of the shared-object programs (posix/), or NULL */
     struct posix_world *os;
+    /* the built-in traffic generator (NULL without `traffic:`) */
+    struct traffic *traffic;
+    bool traffic_done;
 };
 
 /* Options of run_scenario_opts (run_scenario = {.progress = progress}). */
@@ -292,6 +302,23 @@ void run_process_finished(struct prog_inst *pi);
 const char *run_result_name(enum run_result r);
 int run_exit_code(enum run_result r);
 double wall_seconds(void);
+
+/* ---------------------------------------------------------------- traffic_cli.c */
+
+struct json_writer;
+/* `payload:` and `traffic:` of a scenario (after the topology is read). */
+int scn_read_payload(struct scenario *s, struct cfg_node *root, struct cfg_error *err);
+int scn_read_traffic(struct scenario *s, struct cfg_node *root, struct cfg_error *err);
+/* topology.pfc and topology.ecn (switches; traffic_cli.c). */
+int scn_read_lossless(struct scenario *s, struct cfg_node *topo, struct cfg_error *err);
+/* The "traffic" object of the results, the summary table, the flows file. */
+void traffic_json(struct json_writer *w, const struct run *r);
+void traffic_print_summary(const struct run *r, FILE *out);
+int traffic_write_outputs(const struct run *r, char *why, size_t why_len);
+/* scenario.c helpers shared with traffic_cli.c: a probability (0.01, 1%)
+ * and a host name h<i> (index, or -1). */
+int scn_parse_prob(struct cfg_node *n, double *out, struct cfg_error *err);
+long scn_host_index(const char *name, unsigned hosts);
 
 /* ---------------------------------------------------------------- host_api.c */
 

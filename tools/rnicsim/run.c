@@ -103,7 +103,7 @@ void run_process_finished(struct prog_inst *pi)
         return;
     if (r->live_nondaemon > 0)
         r->live_nondaemon--;
-    if (r->live_nondaemon == 0 && r->has_daemons)
+    if (r->live_nondaemon == 0 && r->has_daemons && (!r->traffic || r->traffic_done))
         sim_stop(r->world->sim);
 }
 
@@ -120,6 +120,17 @@ static void progress_cb(struct sim *sim, void *arg)
     format_time(sim_now(sim), t, sizeof(t));
     fprintf(stderr, "\r[rnicsim] sim %s  %.1f M ev/s   ", t, evs / 1e6);
     fflush(stderr);
+}
+
+/* The traffic generator's last flow completed: like the last non-daemon
+ * program returning, it ends a run that only daemons would keep going. */
+static void traffic_finished(struct sim *sim, void *a, void *b)
+{
+    (void)b;
+    struct run *r = a;
+    r->traffic_done = true;
+    if (r->live_nondaemon == 0 && r->has_daemons)
+        sim_stop(sim);
 }
 
 static int start_programs(struct run *r, char *why, size_t why_len)
@@ -220,7 +231,6 @@ struct run *run_scenario_opts(const struct scenario *s, const struct run_opts *o
         free(r);
         return NULL;
     }
-    sim_waitq_init(&r->oob_wq, "host_oob_get");
     /* Lookahead between hosts (sim_horizon): what a process does reaches
      * another host no sooner than its management network's latency, or a
      * doorbell's MMIO plus the remote NIC's DMA write (an RDMA write), the
@@ -234,6 +244,15 @@ struct run *run_scenario_opts(const struct scenario *s, const struct run_opts *o
         return NULL;
     }
     struct sim *sim = r->world->sim;
+    if (s->has_traffic) {
+        r->traffic = traffic_create(sim, r->world->nics, (uint32_t)r->world->nhosts, r->world->topo,
+                                    &s->traffic, why, why_len);
+        if (!r->traffic) {
+            run_free(r);
+            return NULL;
+        }
+        traffic_start(r->traffic, traffic_finished, r, NULL);
+    }
     if (o->trace_capacity && sim_trace_enable(sim, o->trace_capacity)) {
         snprintf(why, why_len, "cannot allocate an event trace of %zu records", o->trace_capacity);
         run_free(r);
@@ -280,10 +299,13 @@ struct run *run_scenario_opts(const struct scenario *s, const struct run_opts *o
             abandoned_programs = true;
 #endif
     }
+    bool flows_left = r->traffic && traffic_unfinished(r->traffic) > 0;
     if (failed)
         r->result = RUN_PROGRAM_FAILED;
-    else if (res == SIM_RUN_DEADLOCK)
-        r->result = RUN_DEADLOCK;
+    else if (res == SIM_RUN_DEADLOCK || (res == SIM_RUN_DONE && flows_left))
+        r->result = RUN_DEADLOCK; /* flows left and nothing pending: stuck (a PFC deadlock) */
+    else if (flows_left && res == SIM_RUN_TIME_LIMIT)
+        r->result = RUN_TIME_LIMIT;
     else if (running || r->live_nondaemon > 0)
         r->result = res == SIM_RUN_TIME_LIMIT ? RUN_TIME_LIMIT : RUN_DEADLOCK;
     else
@@ -296,6 +318,7 @@ void run_free(struct run *r)
     if (!r)
         return;
     host_api_free_run(r);
+    traffic_destroy(r->traffic);
     posix_world_free(r->os); /* its descriptors and programs, before the hosts */
     world_free(r->world);
     for (size_t i = 0; i < r->ninsts; i++) {

@@ -24,7 +24,7 @@
  *     - {all: out/pcap}                                every link, <dir>/<from>-to-<to>.pcap
  *   vars: {qps: 4, size: 4096}  optional variables: ${qps} in a program's host,
  *                               program and args ($$ is a literal $)
- *   programs:                   required, at least one
+ *   programs:                   required, at least one (absent in emulation mode)
  *     - {host: h1, program: perftest, args: [...], daemon: false, stack: 256KiB}
  *
  * Order: C defaults -> profile file -> `hardware:` -> --set (the --set
@@ -66,7 +66,7 @@ static long host_index(const char *name, unsigned hosts);
 
 /* A probability: a decimal number 0..1 ("0.01", "1e-6") or a percentage
  * ("1%", "0.1%"). */
-static int parse_prob(struct cfg_node *n, double *out, struct cfg_error *err)
+int scn_parse_prob(struct cfg_node *n, double *out, struct cfg_error *err)
 {
     if (n->kind != CFG_SCALAR || !n->scalar || !n->scalar[0])
         return cfg_errorf(err, n, "'%s': expected a probability like 0.01 or 1%%, got %s", n->path,
@@ -91,7 +91,7 @@ static int get_prob(struct cfg_node *map, const char *key, double def, double *o
 {
     struct cfg_node *n = cfg_child(map, key);
     *out = def;
-    return n ? parse_prob(n, out, err) : 0;
+    return n ? scn_parse_prob(n, out, err) : 0;
 }
 
 /* A cable description {rate, delay, loss, corrupt}; absent keys take the
@@ -218,12 +218,12 @@ static int read_link_overrides(struct scenario *s, struct cfg_node *seq, struct 
             o->has_delay = true;
         }
         if ((v = cfg_child(it, "loss"))) {
-            if (parse_prob(v, &o->loss_prob, err))
+            if (scn_parse_prob(v, &o->loss_prob, err))
                 return -1;
             o->has_loss = true;
         }
         if ((v = cfg_child(it, "corrupt"))) {
-            if (parse_prob(v, &o->corrupt_prob, err))
+            if (scn_parse_prob(v, &o->corrupt_prob, err))
                 return -1;
             o->has_corrupt = true;
         }
@@ -369,6 +369,8 @@ static int read_topology(struct scenario *s, struct cfg_node *root, struct name_
         return -1;
     s->topo.sw.routing = (enum route_mode)mode;
 
+    if (scn_read_lossless(s, topo, err))
+        return -1;
     struct cfg_node *seq;
     if ((seq = cfg_child(topo, "links")) && read_link_overrides(s, seq, nc, err))
         return -1;
@@ -438,6 +440,11 @@ static int read_captures(struct scenario *s, struct cfg_node *root, struct name_
         c->path = xstrdup_or_die(str);
     }
     return 0;
+}
+
+long scn_host_index(const char *name, unsigned hosts)
+{
+    return host_index(name, hosts);
 }
 
 /* "h<i>" with i < hosts; -1 otherwise. */
@@ -648,9 +655,27 @@ static int read_program(struct scenario *s, struct cfg_node *item, size_t idx,
     return 0;
 }
 
-static int read_programs(struct scenario *s, struct cfg_node *root, struct cfg_error *err)
+static int read_programs(struct scenario *s, struct cfg_node *root, const struct scenario_opts *o,
+                         struct cfg_error *err)
 {
-    struct cfg_node *progs;
+    struct cfg_node *progs = cfg_child(root, "programs");
+    if (o && o->emulate) {
+        /* emulation mode (emu/): the programs are real processes */
+        if (progs)
+            return cfg_errorf(err, progs,
+                              "'programs': emulation mode runs no simulated programs; attach real "
+                              "ones with RNICSIM_HOST=<host> (docs/emulation.md), or use 'rnicsim "
+                              "run' for this file");
+        return 0;
+    }
+    if (s->has_traffic && !progs)
+        return 0; /* the traffic generator alone */
+    if (s->payload_none && progs)
+        return cfg_errorf(err, progs,
+                          "'programs': with 'payload: none' no byte that RDMA moves reaches "
+                          "memory, so programs (which poll and check what RDMA writes) cannot "
+                          "run: their data checks would read nothing; use the built-in "
+                          "generator ('traffic:') or drop 'payload: none'");
     if (cfg_req_node(root, "programs", CFG_SEQ, &progs, err))
         return -1;
     if (progs->n == 0)
@@ -705,7 +730,8 @@ static int read_scenario(struct scenario *s, const struct scenario_opts *o, stru
     struct name_check nc = {0};
     int rc = read_topology(s, root, &nc, err) || read_captures(s, root, &nc, err);
     name_check_free(&nc);
-    if (rc || read_programs(s, root, err))
+    if (rc || scn_read_payload(s, root, err) || scn_read_traffic(s, root, err) ||
+        read_programs(s, root, o, err))
         return -1;
     return cfg_check_unused(root, "", err);
 }
@@ -750,6 +776,7 @@ void scenario_free(struct scenario *s)
         free(p->args);
     }
     free(s->progs);
+    free(s->traffic_flows_file);
     for (size_t i = 0; i < s->nvars; i++) {
         free(s->var_names[i]);
         free(s->var_values[i]);

@@ -195,7 +195,7 @@ struct world *world_build(const struct scenario *s, char *why, size_t why_len)
 {
     struct world *w = xcalloc_or_die(1, sizeof(*w));
     w->sim = sim_create(s->seed);
-    w->pool = w->sim ? pkt_pool_create() : NULL;
+    w->pool = !w->sim ? NULL : s->payload_none ? pkt_pool_create_headers_only() : pkt_pool_create();
     if (!w->sim || !w->pool) {
         snprintf(why, why_len, "cannot create the simulator");
         world_free(w);

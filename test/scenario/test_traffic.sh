@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# The built-in traffic generator through the rnicsim command: FCT output
+# (summary table, JSON "traffic" object with per-bucket percentiles, the
+# flows CSV), a permutation with PFC that drops nothing, a data-checked run
+# with payloads, determinism, and the refusals of payload: none (a data
+# check, programs) and of bad traffic keys with file:line:col.
+. "$(dirname "$0")/lib.sh"
+
+cat > "$scratch/perm.yaml" <<Y
+name: tperm
+payload: none
+topology:
+  kind: leaf-spine
+  leaves: 4
+  spines: 4
+  hosts_per_leaf: 4
+  link: {rate: 100Gbps, delay: 1us}
+  pfc: {}
+traffic: {pattern: permutation, size: 256KiB, qps_per_host: 2, flows_file: $scratch/flows.csv}
+Y
+"$bin" run "$scratch/perm.yaml" -o "$scratch/perm.json" > "$scratch/perm.out" 2>&1
+check "permutation runs" "[ \$? -eq 0 ] || grep -q 'done' '$scratch/perm.out'"
+check "summary table" "grep -q 'FCT p50' '$scratch/perm.out' && grep -q 'data check: off (payload: none' '$scratch/perm.out'"
+"$py" - "$scratch/perm.json" "$scratch/flows.csv" <<'PY' && ok "json and csv" || bad "json and csv"
+import json, sys, csv
+d = json.load(open(sys.argv[1]))
+t = d["traffic"]
+assert t["pattern"] == "permutation" and t["flows"] == 32 and t["unfinished"] == 0, t
+assert t["qps"] == 64, t["qps"]
+allb = [b for b in t["buckets"] if b["sizes"] == "all"][0]
+assert allb["flows"] == 32 and 0 < allb["fct_p50_ps"] <= allb["fct_p95_ps"] <= allb["fct_p99_ps"]
+assert allb["slowdown_p50"] >= 1.0
+drops = sum(l["pkts_dropped"] for l in d["counters"]["links"].values())
+assert drops == 0, drops
+rows = list(csv.DictReader(open(sys.argv[2])))
+assert len(rows) == 32 and all(r["status"] == "done" for r in rows)
+assert all(int(r["size_bytes"]) == 131072 for r in rows)
+assert sorted(int(r["src"]) for r in rows) == sorted(list(range(16)) * 2)
+PY
+"$bin" run "$scratch/perm.yaml" -o "$scratch/perm2.json" -q > /dev/null 2>&1
+check "deterministic" "cmp -s '$scratch/perm.json' '$scratch/perm2.json'"
+
+# with payloads and the data check
+sed -e 's/payload: none/payload: carried/' -e 's/size: 256KiB,/size: 64KiB, verify: true,/' \
+    "$scratch/perm.yaml" > "$scratch/verify.yaml"
+"$bin" run "$scratch/verify.yaml" -o "$scratch/verify.json" > "$scratch/verify.out" 2>&1
+check "verify: every flow checked" "grep -q 'data check: 32 flows verified, 0 with wrong bytes' '$scratch/verify.out'"
+
+# refusals
+sed -e 's/size: 256KiB,/size: 64KiB, verify: true,/' "$scratch/perm.yaml" > "$scratch/bad1.yaml"
+out=$("$bin" run "$scratch/bad1.yaml" 2>&1); rc=$?
+check "payload none refuses verify" "[ $rc -eq 2 ] && echo '$out' | grep -q 'bad1.yaml:10:[0-9]*:.*verify.*payload: none'"
+cat > "$scratch/bad2.yaml" <<Y
+name: b2
+payload: none
+topology: {kind: star, hosts: 2, link: {rate: 100Gbps}}
+programs:
+  - {host: h0, program: perftest, args: [--server]}
+Y
+out=$("$bin" run "$scratch/bad2.yaml" 2>&1); rc=$?
+check "payload none refuses programs" "[ $rc -eq 2 ] && echo '$out' | grep -q 'bad2.yaml:5:.*payload: none.*data checks'"
+cat > "$scratch/bad3.yaml" <<Y
+name: b3
+topology: {kind: star, hosts: 4, link: {rate: 100Gbps}}
+traffic: {pattern: incast, size: 1KiB, senders: 4}
+Y
+out=$("$bin" run "$scratch/bad3.yaml" 2>&1); rc=$?
+check "incast senders bounded" "[ $rc -eq 2 ] && echo '$out' | grep -q 'bad3.yaml:3:.*senders.*1..3'"
+cat > "$scratch/bad4.yaml" <<Y
+name: b4
+topology: {kind: star, hosts: 4, link: {rate: 100Gbps}}
+traffic: {pattern: poisson, sizes: web-search}
+Y
+out=$("$bin" run "$scratch/bad4.yaml" 2>&1); rc=$?
+check "poisson needs a load" "[ $rc -eq 2 ] && echo '$out' | grep -q 'bad4.yaml:3:.*poisson pattern needs'"
+finish
