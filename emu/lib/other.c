@@ -3,10 +3,9 @@
  * Rate conversions (mult_to_ibv_rate, mbps_to_ibv_rate) come with the
  * shim's tables in verbs_shim/strings.c.  What emulation mode does not
  * provide answers as rdma-core does when a provider lacks the operation:
- * EOPNOTSUPP (NULL with errno for creators), never a missing symbol.  Not provided: multicast, memory
- * windows, ibv_rereg_mr, ibv_resize_cq, dma-buf MRs, importing objects of
- * another process, ECE, extended QPs / CQs (ibv_qp_to_qp_ex answers NULL,
- * as for a QP created without send ops). */
+ * EOPNOTSUPP (NULL with errno for creators), never a missing symbol.  Not provided: multicast,
+ * memory windows, ibv_rereg_mr, ibv_resize_cq, dma-buf MRs, importing objects of another process,
+ * ECE, extended QPs / CQs (ibv_qp_to_qp_ex answers NULL, as for a QP created without send ops). */
 #include <errno.h>
 #include <stddef.h>
 
