@@ -42,6 +42,7 @@ pair() {
     cat >"$scratch/$name.yaml" <<YAML
 name: $name
 profile: cx5-100g
+hardware: {nic.link_layer: ${link_layer:-ethernet}}
 topology: {kind: star, hosts: 2, link: {rate: 100Gbps, delay: 10ns}}
 programs:
   - {host: h0, program: ./$prog.so, args: [$sargs]}
@@ -68,6 +69,15 @@ check "rc_pingpong 4 KiB round trip 4.5..6 us (server $s, client $c)" \
 rc=$(pair rc_plain rc_pingpong '' 'h0')
 check "rc_pingpong without -g fails as on real RoCE: no GRH for the RoCE port (got $rc)" \
     "[ $rc -eq 1 ] && grep -q 'Failed to modify QP to RTR' '$scratch/rc_plain.out' '$scratch/rc_plain.err'"
+
+# An InfiniBand port (nic.link_layer ib): the usual flags, no -g; QPs
+# addressed by LID as on an IB fabric.
+rc=$(link_layer=ib pair rc_ib rc_pingpong '' 'h0')
+check "rc_pingpong on an InfiniBand port, no -g: exits 0 with LIDs, same round trip (got $rc)" \
+    "[ $rc -eq 0 ] && grep -q '^\[h1/rc_pingpong#1\]   local address:  LID 0x0002, QPN 0x[0-9a-f]*, PSN 0x[0-9a-f]*, GID ::$' '$scratch/rc_ib.out' && between '$(usec rc_ib 1)' 4.5 6"
+rc=$(link_layer=ib pair ud_ib ud_pingpong '' 'h0')
+check "ud_pingpong on an InfiniBand port, no -g (AH by LID): exits 0 (got $rc)" \
+    "[ $rc -eq 0 ] && [ \$(grep -c '1000 iters in' '$scratch/ud_ib.out') -eq 2 ]"
 
 rc=$(pair rc_e rc_pingpong '-g, "0", -e' '-g, "0", -e, h0')
 ce=$(usec rc_e 1)
