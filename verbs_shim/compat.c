@@ -296,12 +296,26 @@ void ibv_copy_qp_attr_from_kern(struct ibv_qp_attr *dst, struct ib_uverbs_qp_att
 }
 
 /* The path record fields are the same names on both sides. */
-#define PATH_REC_FIELDS(X)                                                                         \
-    X(dlid)                                                                                        \
-    X(slid)                                                                                        \
-    X(raw_traffic) X(flow_label) X(hop_limit) X(traffic_class) X(reversible) X(numb_path) X(pkey)  \
-        X(sl) X(mtu_selector) X(mtu) X(rate_selector) X(rate) X(packet_life_time) X(preference)    \
-            X(packet_life_time_selector)
+/* clang-format off */
+#define PATH_REC_FIELDS(X) \
+    X(dlid) \
+    X(slid) \
+    X(raw_traffic) \
+    X(flow_label) \
+    X(hop_limit) \
+    X(traffic_class) \
+    X(reversible) \
+    X(numb_path) \
+    X(pkey) \
+    X(sl) \
+    X(mtu_selector) \
+    X(mtu) \
+    X(rate_selector) \
+    X(rate) \
+    X(packet_life_time) \
+    X(preference) \
+    X(packet_life_time_selector)
+/* clang-format on */
 #define COPY_FIELD(f) dst->f = src->f;
 
 void ibv_copy_path_rec_from_kern(struct ibv_sa_path_rec *dst, struct ib_user_path_rec *src);
