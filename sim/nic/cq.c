@@ -258,6 +258,7 @@ void nic_cq_teardown(struct nic *nic)
     for (uint32_t i = 0; i < nic->n_cqs; i++) {
         struct nic_cq_priv *c = cq_priv(nic->cqs[i]);
         free(c->cq.ring);
+        free(c->cq.ring_ps);
         free(c);
     }
     free(nic->cqs);
