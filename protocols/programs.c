@@ -7,6 +7,7 @@
 
 #include "protocols/litmus/litmus.h"
 #include "protocols/microbench/microbench.h"
+#include "protocols/microbench/regthrash.h"
 #include "protocols/perftest/perftest.h"
 #include "protocols/rima/fastkv.h"
 #include "protocols/rima/rima_stream.h"
@@ -22,6 +23,8 @@ const struct program_def protocol_programs[] = {
     {"microbench", microbench_main,
      "hardware microbenchmarks: size, QP count, MR working set, atomics, doorbell batching "
      "(--server | --client --id=I)"},
+    {"regthrash", regthrash_main,
+     "memory registration cost / thrash: ibv_reg_mr + ibv_dereg_mr (or ibv_rereg_mr) in a loop"},
     {"rima_stream", rima_stream_main,
      "append queue stream: N senders, every message checked (--server | --client --id=I, "
      "--mode=hw|sw)"},

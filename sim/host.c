@@ -7,24 +7,43 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Defaults.  Posting: CALIBRATION.md row "one QP, no doorbell batching":
- * ~2.6 M writes/s one WR per ibv_post_send, ~7.5 M/s with post lists of
- * 128.  One post of one WR therefore costs ~385 ns = per call (memory
- * barrier, doorbell MMIO store, write-combining flush of the BlueFlame
- * copy) + per WR (building the WQE); with lists the per-WR part must stay
- * below the NIC's 133 ns per WQE so the NIC is the limit.  The split 300 +
- * 85 ns is an estimate that satisfies both.  Other data-path costs are the
- * order of magnitude measured for mlx5 userspace verbs (an empty poll
- * ~20-50 ns); each is settable per scenario (host.cpu.*).  memcpy:
- * CALIBRATION.md "Host" row, ~7 GB/s per core. */
+/* Defaults.  Posting is split into what delays the post (latency) and
+ * what only limits how often a thread can post (occupancy):
+ *  - post_send_ps + post_send_wqe_ps: the CPU time of the call (memory
+ *    barrier, building the WQE, the doorbell / BlueFlame store).  Fitted
+ *    (docs/validation.md row lat-cx4-send-32-m4096) to the one-way 32 B
+ *    ib_send_lat of ConnectX-4 EDR back to back, 0.83 us: 60 ns per call +
+ *    20 ns per WR leaves the rest of that figure to the NIC, PCIe and wire
+ *    model; checked on the other latency rows.
+ *  - doorbell_gap_ps: the write-combining store of a doorbell drains to
+ *    PCIe before the same core can issue the next one (x86 sfence after
+ *    the BlueFlame copy, rdma-core mlx5 post_send).  Fitted to
+ *    CALIBRATION.md "one QP, no doorbell batching ~2.6 M writes/s"
+ *    (perftest issue 132: ib_write_bw 2.64 Mpps): 1 / 2.64 M = 379 ns
+ *    between doorbells of one thread.  With post lists one doorbell covers
+ *    many WRs, so the NIC's 133 ns per WQE (7.5 M/s) becomes the limit.
+ * Other data-path costs are the order of magnitude measured for mlx5
+ * userspace verbs (an empty poll ~20-50 ns); each is settable per scenario
+ * (host.cpu.*).  memcpy: CALIBRATION.md "Host" row, ~7 GB/s per core. */
 void host_cpu_params_default(struct host_cpu_params *p)
 {
-    p->post_send_ps = 300 * SIM_NS;
-    p->post_send_wqe_ps = 85 * SIM_NS;
+    p->post_send_ps = 60 * SIM_NS;
+    p->post_send_wqe_ps = 20 * SIM_NS;
+    p->doorbell_gap_ps = 379 * SIM_NS;
     p->post_recv_ps = 80 * SIM_NS;
     p->poll_cq_ps = 30 * SIM_NS;
     p->poll_cqe_ps = 20 * SIM_NS;
     p->control_verb_ps = 2 * SIM_US;
+    /* Registration (docs/nic.md "Memory registration"): fitted to one
+     * ibv_reg_mr of 256 GB through libfabric's verbs provider taking "more
+     * than 20 seconds" (github.com/ofiwg/libfabric issue 4738): 20 s less
+     * the NIC commands (nic.cmd_proc per nic.mtt_per_cmd pages), over
+     * 67.1 M pages of 4 KiB = 292 ns per page (validate row reg-256g-
+     * libfabric; checked on UCX issue 10719 and Mooncake PR 855).
+     * Unpinning: Mooncake PR 855 measured deregistration at 0.239x the
+     * registration of the same 500 GB (11.754 s vs 49.198 s): 71 ns. */
+    p->mr_pin_page_ps = 292 * SIM_NS;
+    p->mr_unpin_page_ps = 71 * SIM_NS;
     p->memcpy_bytes_per_s = 7000000000ull;
     p->wakeup_ps = 50 * SIM_NS;
     /* Clock reads and system calls: measured on the development machine
@@ -41,6 +60,7 @@ void host_cpu_params_default(struct host_cpu_params *p)
      * one-way that is ~50 us round trip), on a 10 GbE management port. */
     p->mgmt_latency_ps = 25 * SIM_US;
     p->mgmt_rate_bps = 10000000000ull;
+    p->wakeup_noise = 0; /* none; the calibrated profiles turn it on (docs/noise.md) */
 }
 
 void host_init(struct host *h, struct sim *sim, uint32_t id, const char *name,
@@ -53,6 +73,9 @@ void host_init(struct host *h, struct sim *sim, uint32_t id, const char *name,
     h->cpu = *cpu;
     sim_waitq_init(&h->relax_wq, "host_relax");
     sim_waitq_init(&h->cqe_wq, "ibv_poll_cq");
+    char stream[64];
+    snprintf(stream, sizeof(stream), "noise/wakeup/%s", h->name);
+    noise_init_preset(&h->wakeup_noise, sim, cpu->wakeup_noise, stream);
     sim_waitq_init(&h->fd_wq, "poll");
 }
 
@@ -229,6 +252,19 @@ void host_observed(void)
         thread_observed(t);
 }
 
+void host_doorbell(void)
+{
+    struct host_thread *t = host_thread_current();
+    if (!t || !t->host->cpu.doorbell_gap_ps)
+        return;
+    sim_time_t now = sim_now(t->host->sim);
+    if (now < t->db_free_ps) {
+        sim_proc_sleep(t->db_free_ps - now); /* spinning in the store fence */
+        now = t->db_free_ps;
+    }
+    t->db_free_ps = now + t->host->cpu.doorbell_gap_ps;
+}
+
 void host_park(const char *why)
 {
     struct host_thread *t = host_thread_current();
@@ -249,8 +285,9 @@ void host_park(const char *why)
         sim_waitq_wake_all(t->host->sim, &t->host->relax_wq);
     sim_waitq_wait(&t->host->relax_wq, t->why);
     thread_new_turn(t);
-    if (t->host->cpu.wakeup_ps)
-        sim_proc_sleep(t->host->cpu.wakeup_ps);
+    sim_time_t wake = noise_apply(&t->host->wakeup_noise, t->host->cpu.wakeup_ps);
+    if (wake)
+        sim_proc_sleep(wake);
     if (t->on_enter)
         t->on_enter(t);
 }

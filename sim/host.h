@@ -11,6 +11,7 @@
 
 #include <stdint.h>
 
+#include "noise.h"
 #include "sim.h"
 
 struct nic;
@@ -19,14 +20,21 @@ struct host;
 /* CPU time charged for verbs calls and declared work (host profile).  Each
  * default's source is in host.c. */
 struct host_cpu_params {
-    sim_time_t post_send_ps;     /* ibv_post_send, per call (barrier + doorbell store) */
+    sim_time_t post_send_ps;     /* ibv_post_send, per call (barrier + doorbell store): latency */
     sim_time_t post_send_wqe_ps; /* ibv_post_send, per WR (building and writing the WQE) */
+    /* Occupancy, not latency: after a doorbell (or BlueFlame) MMIO store the
+     * thread's write-combining path drains for this long; the thread's next
+     * doorbell waits until it has (sim/host.c, host_doorbell). */
+    sim_time_t doorbell_gap_ps;
     sim_time_t post_recv_ps;     /* ibv_post_recv, per WR */
     sim_time_t poll_cq_ps;       /* one ibv_poll_cq call */
     sim_time_t poll_cqe_ps;      /* extra per CQE returned */
     sim_time_t control_verb_ps;  /* create/modify/destroy/reg_mr (non data path) */
+    sim_time_t mr_pin_page_ps;   /* ibv_reg_mr: pinning one page of the region */
+    sim_time_t mr_unpin_page_ps; /* ibv_dereg_mr: unpinning one page */
     uint64_t memcpy_bytes_per_s; /* host_memcpy cost */
-    sim_time_t wakeup_ps;        /* a parked poller notices new data */
+    sim_time_t wakeup_ps;        /* a parked poller notices new data (median) */
+    uint32_t wakeup_noise;       /* its variation: a noise preset (sim/noise.h), 0 = none */
     /* The simulated POSIX layer of programs loaded from shared objects
      * (posix/, docs/user-programs.md) */
     sim_time_t clock_read_ps; /* clock_gettime / gettimeofday / time */
@@ -61,6 +69,7 @@ struct host {
      * change what a process here observes without calling into the
      * simulator (sim_horizon; host_charge_soon).  0: no lookahead. */
     sim_time_t lookahead_ps;
+    struct noise wakeup_noise; /* draws for cpu.wakeup_ps (stream "noise/wakeup/<name>") */
 };
 
 /* Per-process state of a program running on a host (the sim_proc user
@@ -80,7 +89,8 @@ struct host_thread {
      * polls several CQs has spun once it comes back to one of them. */
     const void *empty_cqs[HOST_EMPTY_CQS_MAX];
     unsigned n_empty_cqs;
-    char why[128]; /* blocking point shown in deadlock reports */
+    char why[128];         /* blocking point shown in deadlock reports */
+    sim_time_t db_free_ps; /* host_doorbell: the thread's MMIO path is free from then */
     /* Lost-wakeup guard: host->activity_gen when this thread last looked at
      * memory or a CQ (a poll, or waking from host_park), and how many of the
      * increments since were its own charges.  If anything else changed since
@@ -140,6 +150,10 @@ void host_fd_activity(struct host *h);
  * giving up the CPU it wakes this host's host_relax() waiters, since the
  * running thread may have written memory they poll. */
 void host_charge(sim_time_t ps);
+/* The running thread is about to store a doorbell: wait (charged as CPU
+ * time) until its previous doorbell store has drained
+ * (host_cpu_params.doorbell_gap_ps). */
+void host_doorbell(void);
 /* Park the running process on h->relax_wq (host_relax and spinning polls),
  * unless something it could observe changed since its last observation
  * (host_observed); then it returns at once. */

@@ -107,6 +107,14 @@ struct pkt {
     uint32_t ar_msg_psn;
 
     sim_time_t t_sent_ps; /* when the NIC handed it to the wire */
+    /* Cut-through (docs/fabric.md "Cut-through"): when the frame's first
+     * bit was (or could have been) available at the stage that holds it
+     * now.  A stage receives the frame when its LAST bit is there (the
+     * event), but the next stage may have started on the head earlier: a
+     * link that is idle starts serialising at head_ps instead of now, and
+     * never finishes before now.  0 = no earlier head: the frame is
+     * handled store-and-forward. */
+    sim_time_t head_ps;
 
     uint32_t payload_len;
     /* The bytes, when the pool carries payloads (pkt_pool_carries_payload);

@@ -2,8 +2,7 @@
  * 44, IBVERBS_1.0 .. 1.14), so that a program referencing any of them
  * loads: what the model has is answered from it, the rest as rdma-core
  * answers on a device without the feature (EOPNOTSUPP, or NULL with errno
- * EOPNOTSUPP).  Not here: ibv_rereg_mr (memory-region re-registration is
- * modelled with the MR cost in the fidelity work).
+ * EOPNOTSUPP).  Not here: ibv_rereg_mr (mr.c, with the registration cost).
  *
  *   ibv_attach_mcast / ibv_detach_mcast   EOPNOTSUPP: no multicast in the
  *                                        fabric model (rdma-core's default

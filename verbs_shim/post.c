@@ -6,7 +6,9 @@
  * caller's buffers now, as the CPU reads them at post time.  A post list
  * rings ONE doorbell after the last valid WR (doorbell batching), and the
  * call is charged host.cpu.post_send_ps once plus post_send_wqe_ps per WR
- * attempted (post_recv_ps per WR for receives).
+ * attempted (post_recv_ps per WR for receives), and the doorbell waits
+ * until the thread's previous one has drained (host.cpu.doorbell_gap,
+ * sim/host.c host_doorbell).
  * The receive queue has no doorbell: the NIC reads it when a message
  * arrives.
  *
@@ -281,8 +283,10 @@ static int post_send(struct shim_qp *sqp, struct ibv_send_wr *wr, struct ibv_sen
     struct host *h = host_of_current();
     if (h && attempted)
         host_charge(h->cpu.post_send_ps + (sim_time_t)attempted * h->cpu.post_send_wqe_ps);
-    if (posted)
+    if (posted) {
+        host_doorbell(); /* the previous doorbell store of this thread drained */
         nic_sq_doorbell(sqp->nqp);
+    }
     if (h && posted && sim_trace_enabled(h->sim)) /* TRACE_POST (sim/trace.h) */
         for (const struct ibv_send_wr *w = head; w && w != wr; w = w->next)
             sim_trace_post(h->sim, h->id, qp->qp_num, (uint8_t)w->opcode,

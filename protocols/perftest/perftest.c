@@ -868,9 +868,10 @@ static int pt_cmp_u64(const void *a, const void *b)
 }
 
 /* Nearest-rank percentile of sorted v[0..n). */
-static uint64_t pt_percentile(const uint64_t *v, uint64_t n, unsigned pct)
+/* Nearest rank of the per-mille `pm` (500 = median, 999 = p99.9). */
+static uint64_t pt_percentile(const uint64_t *v, uint64_t n, unsigned pm)
 {
-    uint64_t rank = (pct * n + 99) / 100;
+    uint64_t rank = (pm * n + 999) / 1000;
     if (rank < 1)
         rank = 1;
     return v[rank - 1];
@@ -906,8 +907,9 @@ static void pt_report(struct pt_run *r)
         double mn = (double)r->samples_ns[0] * scale / 1e3;
         double mx = (double)r->samples_ns[n - 1] * scale / 1e3;
         double avg = (double)sum * scale / ((double)n * 1e3);
-        double p50 = (double)pt_percentile(r->samples_ns, n, 50) * scale / 1e3;
-        double p99 = (double)pt_percentile(r->samples_ns, n, 99) * scale / 1e3;
+        double p50 = (double)pt_percentile(r->samples_ns, n, 500) * scale / 1e3;
+        double p99 = (double)pt_percentile(r->samples_ns, n, 990) * scale / 1e3;
+        double p999 = (double)pt_percentile(r->samples_ns, n, 999) * scale / 1e3;
         struct host_kv kv[] = {
             {"size_bytes", (double)r->size},
             {"iters", (double)n},
@@ -915,6 +917,7 @@ static void pt_report(struct pt_run *r)
             {"t_avg_us", avg},
             {"t_p50_us", p50},
             {"t_p99_us", p99},
+            {"t_p999_us", p999},
             {"t_max_us", mx},
         };
         host_report(table, kv, sizeof(kv) / sizeof(kv[0]));

@@ -159,9 +159,11 @@ struct pfc_params {
 };
 
 struct switch_params {
-    sim_time_t latency_ps;      /* ingress-to-egress forwarding latency */
+    sim_time_t latency_ps;      /* forwarding latency: first bit in -> first bit out (cut-through),
+                                   last bit in -> first bit out (store-and-forward) */
     uint64_t port_buffer_bytes; /* per output queue */
     enum route_mode routing;    /* 0 = ECMP */
+    bool store_and_forward;     /* false (default): cut-through after the header */
     struct pfc_params pfc;
     bool ecn; /* RED-style ECN marking at every egress queue */
     struct link_ecn ecn_red;

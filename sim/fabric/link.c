@@ -84,6 +84,8 @@ struct link {
     struct pkt *tx;
     uint64_t queued_bytes; /* queue + tx, wire bytes */
     struct sim_event tx_ev;
+    sim_time_t tx_start_ps; /* when `tx`'s first bit went onto the wire */
+    sim_time_t free_at_ps;  /* when the wire last became free */
 
     /* PFC: pause state of this link's transmitter, set by frames that
      * arrive on its peer (the other direction of the cable) */
@@ -375,8 +377,26 @@ static bool tx_start(struct link *l)
     q->bytes -= wire;
     l->tx = p;
     sim_time_t ser_ps = sim_bytes_to_ps(wire, l->p.rate_bps);
+    /* Cut-through (docs/fabric.md "Cut-through"): a frame whose head was
+     * available before now (pkt.head_ps, set by a cut-through switch or a
+     * NIC streaming its payload from PCIe) starts when its head was there
+     * if the wire was free by then (and its priority not paused), but its
+     * last bit never leaves before now, when it was all here: start =
+     * max(head, free_at, paused_until), end = max(start + ser, now).  A
+     * frame without an earlier head (head_ps 0 or >= now) is
+     * store-and-forward. */
+    sim_time_t now = sim_now(l->sim), start = now;
+    if (p->head_ps && p->head_ps < now) {
+        start = p->head_ps > l->free_at_ps ? p->head_ps : l->free_at_ps;
+        if (c < PKT_PRIOS && start < l->paused_until[c])
+            start = l->paused_until[c];
+        if (start > now)
+            start = now;
+    }
+    sim_time_t end = start + ser_ps > now ? start + ser_ps : now;
+    l->tx_start_ps = start;
     l->c.busy_ps += ser_ps;
-    sim_schedule_in(l->sim, &l->tx_ev, ser_ps);
+    sim_schedule_at(l->sim, &l->tx_ev, end);
     return true;
 }
 
@@ -531,6 +551,9 @@ static void tx_done(struct sim *sim, struct sim_event *ev)
     uint64_t wire = pkt_wire_bytes(p);
     l->tx = NULL;
     l->queued_bytes -= wire;
+    l->free_at_ps = sim_now(sim);
+    /* the far end sees the first bit one cable delay after it left */
+    p->head_ps = l->tx_start_ps + l->p.delay_ps;
     if (l->deq_fn)
         l->deq_fn(l->deq_ctx, p);
     if (p->kind == PKT_PFC)

@@ -25,8 +25,14 @@
  * the egress link.  The forwarding pipeline is a FIFO of (ready time, pkt)
  * with one intrusive event, as the latency is the same for every packet.
  *
- * The model is store-and-forward: a frame enters the pipeline when its last
- * bit has arrived (docs/fabric.md discusses the cut-through difference). */
+ * Cut-through (the default, docs/fabric.md "Cut-through"): the pipeline
+ * starts on a frame's head (pkt.head_ps, the arrival of its first bit), so
+ * its head leaves latency_ps later and the egress link, if idle, starts
+ * serialising then - before the last bit is in; the egress never finishes
+ * before the last bit arrived (link.c).  With store_and_forward the
+ * pipeline starts when the last bit has arrived, as a store-and-forward
+ * switch does.  The FIFO keeps arrival order: a frame is never ready
+ * before the one ahead of it. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -497,11 +503,18 @@ struct fabric_sink switch_ingress_sink(struct fswitch *sw, struct link *in)
     return (struct fabric_sink){.rx = switch_rx_port, .ctx = ctx};
 }
 
-/* A frame has fully arrived on an ingress port. */
+/* A frame has fully arrived on an ingress port (its first bit came at
+ * p->head_ps). */
 static void switch_rx(struct sim *sim, void *ctx, struct pkt *p)
 {
     struct fswitch *sw = ctx;
-    if (sw->p.latency_ps == 0) {
+    sim_time_t now = sim_now(sim);
+    sim_time_t in = (!sw->p.store_and_forward && p->head_ps && p->head_ps < now) ? p->head_ps : now;
+    sim_time_t ready = in + sw->p.latency_ps;
+    if (sw->fwd_n && ready < sw->fwd[(sw->fwd_head + sw->fwd_n - 1) % sw->fwd_cap].ready_ps)
+        ready = sw->fwd[(sw->fwd_head + sw->fwd_n - 1) % sw->fwd_cap].ready_ps;
+    p->head_ps = ready; /* the egress may start on the head then (link.c) */
+    if (ready <= now && !sw->fwd_n) {
         forward(sw, p);
         return;
     }
@@ -515,7 +528,6 @@ static void switch_rx(struct sim *sim, void *ctx, struct pkt *p)
         sw->fwd_cap = cap;
         sw->fwd_head = 0;
     }
-    sim_time_t ready = sim_now(sim) + sw->p.latency_ps;
     sw->fwd[(sw->fwd_head + sw->fwd_n) % sw->fwd_cap] = (struct fwd_slot){ready, p};
     sw->fwd_n++;
     if (!sim_event_pending(&sw->fwd_ev))

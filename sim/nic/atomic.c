@@ -2,16 +2,19 @@
  * (docs/nic.md "Atomics").
  *
  * An atomic is a read-modify-write of 8 bytes: read the original (a DMA
- * read over PCIe for host memory, nic.dm_access for device memory), spend
- * nic.atomic_proc in the ALU, write the result back (a posted DMA write,
- * or a device-memory access), and the ACK carrying the original may leave.
- * Atomics on the same address are serialised: one waits until the previous
- * one's result is visible, so contention on one address costs a whole
- * PCIe read-modify-write per operation on host memory - and only the
- * ALU time plus two on-chip accesses on device memory (Taranov et al.
- * Sec. 6.3, Fig. 9a: "more than 4x" for a shared counter in device
- * memory; CALIBRATION "contended atomics, one address").  Atomics on
- * different addresses overlap.
+ * read over PCIe for host memory; for device memory an access to its bank,
+ * dm.c), compute in the unit's ALU (nic.atomic_proc, one operation at a
+ * time for the whole NIC: the unit is a shared resource), write the result
+ * back (a posted DMA write, or a bank access), and the ACK carrying the
+ * original may leave once the write is visible.  A compare that fails
+ * writes the original back: CAS and FAA cost the same, as on hardware.
+ *
+ * Atomics on the same address are serialised.  In host memory the next one
+ * may start as soon as the previous one's write is issued: PCIe does not
+ * let its read pass that posted write (pcie.c), so it reads the new value;
+ * contention therefore costs one PCIe read round trip + the ALU per
+ * operation.  In device memory it costs two bank accesses + the ALU.
+ * Atomics on different addresses overlap (up to the ALU).
  *
  * The waiting ops are one FIFO; when an address frees, the first op waiting
  * for it starts (so atomics on one address run in arrival order). */
@@ -52,16 +55,25 @@ static void addr_release(struct nic *nic, const uint8_t *addr)
         }
 }
 
+/* The next atomic on op's address may start (op->v: released already). */
+static void atomic_release(struct nic *nic, struct nic_op *op)
+{
+    if (op->v)
+        return;
+    op->v = 1;
+    addr_release(nic, op->seg[0].host);
+    atomic_start_ready(nic);
+}
+
 static void atomic_finish(struct nic *nic, struct nic_op *op)
 {
     struct pkt *p = op->pkt;
-    if (nic_op_stale(op) || !nic_stage_mark_ready(&op->qp->eng->resp_stage, p))
+    if (nic_op_stale(op) || !nic_stage_mark_ready(nic, &op->qp->eng->resp_stage, p))
         pkt_free(nic->pool, p);
     else
         nic_tx_src_ready(nic, &op->qp->eng->resp_src);
-    addr_release(nic, op->seg[0].host);
+    atomic_release(nic, op);
     nic_op_free(op);
-    atomic_start_ready(nic);
 }
 
 static void atomic_write_visible(struct sim *sim, void *a, void *b)
@@ -92,11 +104,13 @@ static void atomic_exec_done(struct sim *sim, void *a, void *b)
     (void)b;
     struct nic_op *op = a;
     struct nic *nic = op->nic;
-    if (!op->flag) { /* compare failed: nothing to write back */
-        atomic_finish(nic, op);
-        return;
-    }
+    /* a failed compare writes the original back: the same cost as a FAA */
+    bool dm = op->xl_dm;
     nic_mem_write(nic, op, PCIE_K_ATOMIC, 8, atomic_write_done, NULL);
+    /* host memory: the write is issued; the next atomic's read cannot pass
+     * it (PCIe ordering), so the address is free for it now */
+    if (!dm)
+        atomic_release(nic, op);
 }
 
 static void atomic_read_data(struct sim *sim, void *a, void *b)
@@ -128,7 +142,11 @@ static void atomic_read_data(struct sim *sim, void *a, void *b)
             break;
         }
     }
-    sim_call_in(sim, nic->p.atomic_proc_ps, atomic_exec_done, op, NULL);
+    /* the NIC's one ALU: operations on any address take turns */
+    sim_time_t now = sim_now(sim);
+    sim_time_t start = nic->atom_alu_free_ps > now ? nic->atom_alu_free_ps : now;
+    nic->atom_alu_free_ps = start + nic->p.atomic_proc_ps;
+    sim_call_in(sim, nic->atom_alu_free_ps - now, atomic_exec_done, op, NULL);
 }
 
 /* A DMA read does not pass an earlier posted write, relaxed ones included
@@ -156,6 +174,7 @@ static void atomic_start_ready(struct nic *nic)
         if (nic->atom_tail == op)
             nic->atom_tail = prev;
         op->next = NULL;
+        op->v = 0; /* holds its address */
         addr_take(nic, op->seg[0].host);
         nic_mem_read(nic, op, PCIE_K_ATOMIC, 8, atomic_read_done, NULL);
     }

@@ -46,8 +46,45 @@ int nic_cache_init(struct nic_cache *c, struct sim *sim, const char *name, uint3
     return 0;
 }
 
+int nic_cache_set_ways(struct nic_cache *c, uint32_t ways)
+{
+    if (!c->cap || !ways || ways >= c->cap)
+        return 0;
+    if (ways > UINT16_MAX)
+        ways = UINT16_MAX;
+    uint32_t sets = c->cap / ways;
+    uint64_t *k = calloc((size_t)sets * ways, sizeof(*k));
+    uint16_t *n = calloc(sets, sizeof(*n));
+    if (!k || !n) {
+        free(k);
+        free(n);
+        return ENOMEM;
+    }
+    c->ways = ways;
+    c->n_sets = sets;
+    c->cap = sets * ways;
+    c->sa_key = k;
+    c->sa_n = n;
+    /* the fully associative structures are not used */
+    free(c->slot_key);
+    free(c->prev);
+    free(c->next);
+    free(c->hash);
+    c->slot_key = NULL;
+    c->prev = c->next = c->hash = NULL;
+    return 0;
+}
+
+void nic_cache_set_random(struct nic_cache *c, const char *stream_name)
+{
+    c->random_repl = true;
+    sim_rng_stream(c->sim, &c->rng, stream_name);
+}
+
 void nic_cache_fini(struct nic_cache *c)
 {
+    free(c->sa_key);
+    free(c->sa_n);
     free(c->slot_key);
     free(c->prev);
     free(c->next);
@@ -131,8 +168,65 @@ static void lru_push_front(struct nic_cache *c, uint32_t s)
         c->lru_tail = s;
 }
 
+/* ---------------------------------------------------------------- set-associative */
+
+uint32_t nic_cache_set_of(const struct nic_cache *c, uint64_t key)
+{
+    return c->n_sets ? key_hash(key) % c->n_sets : 0;
+}
+
+static uint64_t *sa_set(const struct nic_cache *c, uint64_t key, uint16_t **n)
+{
+    uint32_t set = nic_cache_set_of(c, key);
+    *n = &c->sa_n[set];
+    return &c->sa_key[(size_t)set * c->ways];
+}
+
+/* Position of key in its set, or -1. */
+static int sa_find(const struct nic_cache *c, uint64_t key, uint64_t **set, uint16_t **n)
+{
+    *set = sa_set(c, key, n);
+    for (int i = 0; i < **n; i++)
+        if ((*set)[i] == key)
+            return i;
+    return -1;
+}
+
+/* Move entry i of the set to the front (most recently used). */
+static void sa_touch(uint64_t *set, int i)
+{
+    uint64_t k = set[i];
+    memmove(set + 1, set, (size_t)i * sizeof(*set));
+    set[0] = k;
+}
+
+static void sa_insert(struct nic_cache *c, uint64_t key)
+{
+    uint64_t *set;
+    uint16_t *n;
+    if (sa_find(c, key, &set, &n) >= 0)
+        return;
+    if (*n == c->ways) {
+        c->c.evictions++;
+        if (c->random_repl) { /* a random entry of the set goes */
+            uint32_t v = (uint32_t)sim_rng_below(&c->rng, c->ways);
+            memmove(set + 1, set, (size_t)v * sizeof(*set));
+            set[0] = key;
+            return;
+        }
+        (*n)--; /* the least recently used entry of the set goes */
+    }
+    memmove(set + 1, set, (size_t)*n * sizeof(*set));
+    set[0] = key;
+    (*n)++;
+}
+
 static void insert_key(struct nic_cache *c, uint64_t key)
 {
+    if (c->ways) {
+        sa_insert(c, key);
+        return;
+    }
     if (hash_find(c, key) != NO_SLOT)
         return;
     uint32_t s;
@@ -156,13 +250,38 @@ bool nic_cache_contains(const struct nic_cache *c, uint64_t key)
     for (uint32_t i = 0; i < c->n_mshr; i++)
         if (c->mshr[i].key == key)
             return false;
+    if (c->ways) {
+        uint64_t *set;
+        uint16_t *n;
+        return sa_find(c, key, &set, &n) >= 0;
+    }
     return hash_find(c, key) != NO_SLOT;
+}
+
+void nic_cache_insert(struct nic_cache *c, uint64_t key)
+{
+    if (!c->cap)
+        return;
+    for (uint32_t i = 0; i < c->n_mshr; i++)
+        if (c->mshr[i].key == key)
+            return; /* being fetched: it will be there */
+    insert_key(c, key);
 }
 
 void nic_cache_invalidate(struct nic_cache *c, uint64_t key)
 {
     if (!c->cap)
         return;
+    if (c->ways) {
+        uint64_t *set;
+        uint16_t *n;
+        int i = sa_find(c, key, &set, &n);
+        if (i >= 0) {
+            memmove(set + i, set + i + 1, (size_t)(*n - i - 1) * sizeof(*set));
+            (*n)--;
+        }
+        return;
+    }
     uint32_t s = hash_find(c, key);
     if (s == NO_SLOT)
         return;
@@ -189,9 +308,46 @@ void nic_cache_invalidate(struct nic_cache *c, uint64_t key)
     }
 }
 
+uint64_t nic_cache_invalidate_if(struct nic_cache *c, bool (*match)(uint64_t key, const void *arg),
+                                 const void *arg)
+{
+    uint64_t gone = 0;
+    if (!c->cap)
+        return 0;
+    if (c->ways) {
+        for (uint32_t s = 0; s < c->n_sets; s++) {
+            uint64_t *set = &c->sa_key[(size_t)s * c->ways];
+            uint16_t keep = 0;
+            for (uint16_t i = 0; i < c->sa_n[s]; i++)
+                if (match && !match(set[i], arg))
+                    set[keep++] = set[i];
+            gone += c->sa_n[s] - keep;
+            c->sa_n[s] = keep;
+        }
+        return gone;
+    }
+    /* fully associative: collect, then remove one by one */
+    for (uint32_t s = c->lru_head; s != NO_SLOT;) {
+        uint32_t nx = c->next[s];
+        if (!match || match(c->slot_key[s], arg)) {
+            nic_cache_invalidate(c, c->slot_key[s]);
+            gone++;
+            nx = c->lru_head; /* slots moved: start again (rare, control path) */
+        }
+        s = nx;
+    }
+    return gone;
+}
+
 uint32_t nic_cache_lru_keys(const struct nic_cache *c, uint64_t *keys, uint32_t n)
 {
     uint32_t i = 0;
+    if (c->ways) {
+        for (uint32_t s = 0; s < c->n_sets; s++)
+            for (uint32_t j = 0; j < c->sa_n[s] && i < n; j++)
+                keys[i++] = c->sa_key[(size_t)s * c->ways + j];
+        return i;
+    }
     for (uint32_t s = c->lru_head; s != NO_SLOT && i < n; s = c->next[s])
         keys[i++] = c->slot_key[s];
     return i;
@@ -249,14 +405,26 @@ bool nic_cache_access(struct nic_cache *c, uint64_t key, sim_cb_fn fn, void *a, 
             add_waiter(c, &c->mshr[i], fn, a, b);
             return false;
         }
-    uint32_t s = hash_find(c, key);
-    if (s != NO_SLOT) {
-        c->c.hits++;
-        if (c->lru_head != s) {
-            lru_unlink(c, s);
-            lru_push_front(c, s);
+    if (c->ways) {
+        uint64_t *set;
+        uint16_t *n;
+        int i = sa_find(c, key, &set, &n);
+        if (i >= 0) {
+            c->c.hits++;
+            if (i)
+                sa_touch(set, i);
+            return true;
         }
-        return true;
+    } else {
+        uint32_t s = hash_find(c, key);
+        if (s != NO_SLOT) {
+            c->c.hits++;
+            if (c->lru_head != s) {
+                lru_unlink(c, s);
+                lru_push_front(c, s);
+            }
+            return true;
+        }
     }
     c->c.misses++;
     if (c->n_mshr == c->cap_mshr) {

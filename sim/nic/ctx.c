@@ -19,6 +19,9 @@
  * queue FIFO).  This is the QP-count cliff: once the QPs in use exceed the
  * cache, every operation pays a PCIe
  * round trip, and the units bound how many of those overlap. */
+#include <errno.h>
+#include <stdio.h>
+
 #include "nic_priv.h"
 
 static void ctx_fetched(struct sim *sim, void *a, void *b)
@@ -40,15 +43,65 @@ static void ctx_fetch(struct nic_cache *c, uint64_t key, void *owner)
         sim_call_in(nic->sim, 0, ctx_fetched, nic, (void *)(uintptr_t)key);
 }
 
+int nic_cache_configure(struct nic *nic, struct nic_cache *c, uint32_t ways)
+{
+    if (nic_cache_set_ways(c, ways))
+        return ENOMEM;
+    if (nic->p.cache_replacement == NIC_CACHE_RANDOM) {
+        char name[48];
+        snprintf(name, sizeof(name), "nic%u.%s", nic->node_id, c->name);
+        nic_cache_set_random(c, name);
+    }
+    return 0;
+}
+
+/* A requester READ/atomic context fetch: one WQE-sized read of the send
+ * queue (the READ's local addresses and the QP's response state). */
+static void rdc_fetched(struct sim *sim, void *a, void *b)
+{
+    (void)sim;
+    struct nic *nic = a;
+    nic_cache_filled(&nic->rdc, (uint64_t)(uintptr_t)b);
+}
+
+static void rdc_fetch(struct nic_cache *c, uint64_t key, void *owner)
+{
+    (void)c;
+    struct nic *nic = owner;
+    nic->cnt.dma_reads++;
+    if (nic->pcie)
+        pcie_dma_read_k(nic->pcie, PCIE_K_CTX_MISS, 0, nic->p.rd_ctx_bytes, rdc_fetched, nic,
+                        (void *)(uintptr_t)key);
+    else
+        sim_call_in(nic->sim, 0, rdc_fetched, nic, (void *)(uintptr_t)key);
+}
+
 int nic_ctx_init(struct nic *nic)
 {
-    return nic_cache_init(&nic->qpc, nic->sim, "qpc", nic->p.qpc_cache_entries,
-                          nic->p.pus ? nic->p.pus : 1, ctx_fetch, nic);
+    uint32_t units = nic->p.pus ? nic->p.pus : 1;
+    if (nic_cache_init(&nic->qpc, nic->sim, "qpc", nic->p.qpc_cache_entries, units, ctx_fetch,
+                       nic) ||
+        nic_cache_configure(nic, &nic->qpc, nic->p.qpc_ways) ||
+        nic_cache_init(&nic->rdc, nic->sim, "rdc", nic->p.rd_ctx_entries, units, rdc_fetch, nic) ||
+        nic_cache_configure(nic, &nic->rdc, nic->p.rd_ctx_ways))
+        return ENOMEM;
+    return 0;
 }
 
 void nic_ctx_fini(struct nic *nic)
 {
     nic_cache_fini(&nic->qpc);
+    nic_cache_fini(&nic->rdc);
+}
+
+void nic_rdctx_started(struct nic *nic, uint32_t qpn)
+{
+    nic_cache_insert(&nic->rdc, qpn);
+}
+
+bool nic_rdctx_access(struct nic *nic, uint32_t qpn, sim_cb_fn fn, void *a, void *b)
+{
+    return nic_cache_access(&nic->rdc, qpn, fn, a, b);
 }
 
 bool nic_ctx_access(struct nic *nic, uint32_t qpn, sim_cb_fn fn, void *a, void *b)
@@ -59,4 +112,5 @@ bool nic_ctx_access(struct nic *nic, uint32_t qpn, sim_cb_fn fn, void *a, void *
 void nic_ctx_forget(struct nic *nic, uint32_t qpn)
 {
     nic_cache_invalidate(&nic->qpc, qpn);
+    nic_cache_invalidate(&nic->rdc, qpn);
 }

@@ -77,8 +77,34 @@ int nic_dm_free(struct nic_dm *dm)
     return 0;
 }
 
+/* Device memory banks: an access occupies the bank of its address (64 B
+ * interleave) for nic.dm_access; accesses to a busy bank wait.  This is
+ * device memory's bandwidth (banks x 64 B / dm_access) and what serialises
+ * atomics on one counter in it. */
+sim_time_t nic_dm_access_delay(struct nic *nic, const struct nic_op *op)
+{
+    sim_time_t t = nic->p.dm_access_ps;
+    uint32_t banks = nic->p.dm_banks;
+    if (!banks || !op->n_seg)
+        return t;
+    if (!nic->dm_bank_free_ps) {
+        nic->dm_bank_free_ps = calloc(banks, sizeof(*nic->dm_bank_free_ps));
+        if (!nic->dm_bank_free_ps)
+            abort();
+    }
+    const struct nic_mr *mr = nic_mr_lookup(nic, op->seg[0].key);
+    uint64_t off = mr && mr->dm ? (uint64_t)(op->seg[0].host - mr->dm->buf) : 0;
+    uint32_t b = (uint32_t)((off / 64) % banks);
+    sim_time_t now = sim_now(nic->sim);
+    sim_time_t start = nic->dm_bank_free_ps[b] > now ? nic->dm_bank_free_ps[b] : now;
+    nic->dm_bank_free_ps[b] = start + t;
+    return start + t - now;
+}
+
 void nic_dm_teardown(struct nic *nic)
 {
+    free(nic->dm_bank_free_ps);
+    nic->dm_bank_free_ps = NULL;
     for (uint32_t i = 0; i < nic->n_dms; i++) {
         free(nic->dms[i]->buf);
         free(nic->dms[i]);

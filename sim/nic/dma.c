@@ -214,6 +214,8 @@ void nic_dma_place(struct nic *nic, struct nic_op *op, const uint8_t *src, uint3
 {
     op->dma_src = src;
     op->dma_len = len;
+    /* cut-through: a packet's payload could be placed from its head on */
+    op->dma_head_ps = op->pkt ? op->pkt->head_ps : 0;
     op->dma_qpn = qpn;
     op->dma_psn = psn;
     op->dma_where = where;
@@ -238,13 +240,14 @@ static void dma_place_go(struct nic_op *op)
     uint32_t len = op->dma_len;
     if (op->xl_dm) { /* device memory: no PCIe, no host ordering to keep */
         nic->cnt.dm_accesses++;
-        sim_call_in(nic->sim, nic->p.dm_access_ps, dma_strict_land, op, NULL);
+        sim_call_in(nic->sim, nic_dm_access_delay(nic, op), dma_strict_land, op, NULL);
         return;
     }
     nic->cnt.dma_writes++;
     if (!dma_relaxed(nic, op)) {
         if (nic->pcie)
-            pcie_dma_write_k(nic->pcie, PCIE_K_PAYLOAD_WR, 0, len, dma_strict_visible, op, NULL);
+            pcie_dma_write_ct_k(nic->pcie, PCIE_K_PAYLOAD_WR, 0, len, op->dma_head_ps,
+                                dma_strict_visible, op, NULL);
         else
             dma_strict_visible(nic->sim, op, NULL);
         return;
@@ -258,8 +261,8 @@ static void dma_place_go(struct nic_op *op)
     for (uint32_t i = 0; i < n; i++) {
         uint32_t clen = len - i * mps < mps ? len - i * mps : mps;
         if (nic->pcie)
-            pcie_dma_write_k(nic->pcie, PCIE_K_PAYLOAD_WR, PCIE_F_RELAXED, clen, dma_ro_visible, op,
-                             (void *)(uintptr_t)i);
+            pcie_dma_write_ct_k(nic->pcie, PCIE_K_PAYLOAD_WR, PCIE_F_RELAXED, clen, op->dma_head_ps,
+                                dma_ro_visible, op, (void *)(uintptr_t)i);
         else
             dma_ro_visible(nic->sim, op, (void *)(uintptr_t)i);
     }

@@ -64,6 +64,30 @@ int nic_pd_free(struct nic_pd *pd)
     return 0;
 }
 
+/* ---------------------------------------------------------------- command interface */
+
+/* The driver creates, changes and destroys MRs through the NIC's command
+ * interface (mlx5: firmware commands through a mailbox), which executes
+ * one command at a time for nic.cmd_proc: registrations of different
+ * threads and processes of a host queue behind each other. */
+sim_time_t nic_cmd_delay(struct nic *nic, uint32_t n)
+{
+    sim_time_t now = sim_now(nic->sim);
+    sim_time_t start = nic->cmd_free_ps > now ? nic->cmd_free_ps : now;
+    nic->cmd_free_ps = start + (sim_time_t)n * nic->p.cmd_proc_ps;
+    nic->cnt.nic_cmds += n;
+    return nic->cmd_free_ps - now;
+}
+
+uint64_t nic_mr_pages(const struct nic *nic, const void *addr, uint64_t length)
+{
+    if (!length)
+        return 0;
+    unsigned shift = nic->p.hugepages ? NIC_HUGE_PAGE_SHIFT : NIC_PAGE_SHIFT;
+    uintptr_t a = (uintptr_t)addr;
+    return ((a + length - 1) >> shift) - (a >> shift) + 1;
+}
+
 /* ---------------------------------------------------------------- MR */
 
 struct nic_mr *nic_mr_reg(struct nic_pd *pd, void *addr, uint64_t length, uint64_t iova, int access)
@@ -132,6 +156,7 @@ struct nic_mr *nic_mr_reg(struct nic_pd *pd, void *addr, uint64_t length, uint64
     if (access & IBV_ACCESS_RELAXED_ORDERING)
         nic->dma.ro_mrs++; /* dma.c: placements into it may be relaxed */
     pd->n_users++;
+    nic_xlate_learn_mr(nic, mr); /* its translations were just written */
     return mr;
 }
 
@@ -141,6 +166,7 @@ int nic_mr_dereg(struct nic_mr *mr)
         return EINVAL;
     struct nic *nic = mr->nic;
     uint32_t idx = mr->lkey >> 8;
+    nic_xlate_forget_mr(nic, mr); /* cached translations of the key go */
     if (idx < nic->mr_cap && nic->mr_tbl[idx] == mr) {
         nic->mr_tbl[idx] = NULL;
         if (idx < nic->mr_next_free_hint)
@@ -158,6 +184,42 @@ int nic_mr_dereg(struct nic_mr *mr)
     return 0;
 }
 
+int nic_mr_rereg(struct nic_mr *mr, int flags, struct nic_pd *pd, void *addr, uint64_t length,
+                 uint64_t iova, int access)
+{
+    if (!mr || !mr->valid)
+        return EINVAL;
+    struct nic *nic = mr->nic;
+    if ((flags & IBV_REREG_MR_CHANGE_PD) && (!pd || pd->nic != nic))
+        return EINVAL;
+    if ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (mr->dm || (!addr && length)))
+        return EINVAL;
+    nic_xlate_forget_mr(nic, mr);
+    if (flags & IBV_REREG_MR_CHANGE_PD) {
+        mr->pd->n_users--;
+        mr->pd = pd;
+        pd->n_users++;
+    }
+    if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
+        nic->cnt.mr_bytes -= mr->length;
+        mr->host_addr = addr;
+        mr->iova = iova;
+        mr->length = length;
+        nic->cnt.mr_bytes += length;
+        if (nic->cnt.mr_bytes > nic->cnt.mr_bytes_peak)
+            nic->cnt.mr_bytes_peak = nic->cnt.mr_bytes;
+    }
+    if (flags & IBV_REREG_MR_CHANGE_ACCESS) {
+        if (mr->access & IBV_ACCESS_RELAXED_ORDERING)
+            nic->dma.ro_mrs--;
+        mr->access = access;
+        if (access & IBV_ACCESS_RELAXED_ORDERING)
+            nic->dma.ro_mrs++;
+    }
+    nic_xlate_learn_mr(nic, mr);
+    return 0;
+}
+
 struct nic_mr *nic_mr_reg_dm(struct nic_pd *pd, struct nic_dm *dm, uint64_t offset, uint64_t length,
                              int access)
 {
@@ -171,6 +233,7 @@ struct nic_mr *nic_mr_reg_dm(struct nic_pd *pd, struct nic_dm *dm, uint64_t offs
         return NULL;
     mr->dm = dm;
     dm->n_mrs++;
+    nic_xlate_forget_mr(pd->nic, mr); /* device memory needs no translations */
     return mr;
 }
 

@@ -30,6 +30,7 @@
  * UC/UD requests have no ACK: the WQE completes when its last packet is
  * handed to the uplink (tx_send). */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -148,6 +149,51 @@ void nic_params_default(struct nic_params *p)
     p->mtt_bytes = 8;
     /* Estimate: as many translation fetches in flight as processing units. */
     p->xlate_max_misses = 16;
+    /* Estimate: 8-way set-associative caches with random replacement inside
+     * a set (NVIDIA publishes neither; large on-chip caches are rarely true
+     * LRU).  With round-robin use of many QPs or pages this gives the
+     * gradual decline of hit rate that published QP-count sweeps show,
+     * where a fully associative LRU cache falls off a cliff
+     * (docs/calibration.md; test_nic_cache). */
+    p->qpc_ways = 8;
+    p->mpt_ways = 8;
+    p->mtt_ways = 8;
+    p->cache_replacement = NIC_CACHE_RANDOM;
+    /* Requester READ/atomic contexts (comp.c / nic.c; docs/nic.md "READ and
+     * atomic engines"): an estimate from the ConnectX-6 QP-scaling comment
+     * (32 threads: READ 83 Mops at 32 QPs, 55 at 64 - docs/validation.md
+     * points qp-cx6-read-*): the drop between 32 and 64 QPs with READs
+     * outstanding puts the on-chip state at a few tens of QPs; 48 entries,
+     * 4-way.  A miss re-reads the READ's WQE (one 64 B basic block, mlx5
+     * PRM).  Known limit: with misses that cheap the model's collapse starts
+     * near 512 QPs, not 64. */
+    p->rd_ctx_entries = 48;
+    p->rd_ctx_ways = 4;
+    p->rd_ctx_bytes = 64;
+    /* Responder READ engine (resp.c, readeng.c): fitted to the SMART
+     * (ASPLOS'24) ConnectX-6 READ peak of 111 Mops (ae/raw-reference
+     * fig4a.csv: 8 B READs, 48 threads x 24 in flight): 1 / 111 M = 9 ns
+     * per READ request; ConnectX-5 scaled by the product briefs' message
+     * rates (200 vs 215 M/s): 9.7 ns.  Estimate: no limit on READs in
+     * service per NIC beyond max_dest_rd_atomic per QP (the device's
+     * max_res_rd_atom, 4194304 on ConnectX-5, never binds). */
+    p->rd_req_proc_ps = 9700;
+    p->max_rd_resp = 0;
+    /* Estimate: device memory as 4 banks, each busy dm_access per access
+     * (so atomics on one counter in device memory are bounded by one bank,
+     * and device memory has a bandwidth). */
+    p->dm_banks = 4;
+    /* Memory registration (mr.c, xlate.c).  Estimates: a firmware command
+     * takes a few microseconds (mlx5 commands are mailbox round trips
+     * through the NIC's firmware); one 4 KiB mailbox page carries 512
+     * 8-byte translations (mlx5 PRM: MTT entries of 8 B).  Registration
+     * writes the MR's translations through the NIC's caches and
+     * deregistration invalidates the MR's own entries (Husky, NSDI'23:
+     * control verbs evict other tenants' cached state). */
+    p->cmd_proc_ps = 3 * SIM_US;
+    p->mtt_per_cmd = 512;
+    p->mr_write_allocate = true;
+    p->dereg_flush = NIC_DEREG_FLUSH_MR;
     /* Linux default: registered memory on 4 KiB pages unless the program
      * uses hugetlbfs / THP (then set host.hugepages). */
     p->hugepages = false;
@@ -192,6 +238,8 @@ void nic_params_default(struct nic_params *p)
 
 const char *const nic_transport_names[] = {"ib", "ib-ar", "efa-srd", "1rma", NULL};
 const char *const nic_dma_ordering_names[] = {"strict", "relaxed", NULL};
+const char *const nic_cache_replacement_names[] = {"random", "lru", NULL};
+const char *const nic_dereg_flush_names[] = {"mr", "all", NULL};
 const char *const nic_link_layer_names[] = {"ethernet", "ib", NULL};
 
 /* ---------------------------------------------------------------- op pool */
@@ -229,6 +277,7 @@ struct nic_op *nic_op_alloc(struct nic *nic, enum nic_op_kind kind, struct nic_q
     op->pkt = NULL;
     op->n_seg = 0;
     op->place_qp = NULL;
+    op->mem_chain = NULL;
     op->cq = NULL;
     op->solicited = false;
     op->epoch = 0;
@@ -308,40 +357,115 @@ void nic_stage_init(struct nic_stage *s)
     memset(s, 0, sizeof(*s));
 }
 
+void nic_stage_fini(struct nic_stage *s)
+{
+    free(s->e);
+    memset(s, 0, sizeof(*s));
+}
+
+/* Room for one more entry: the ring starts small (most QPs never hold
+ * more than a few packets) and doubles, up to NIC_STAGE_SLOTS. */
+static void stage_grow(struct nic_stage *s)
+{
+    uint32_t n = s->tail - s->head;
+    if (n < s->cap)
+        return;
+    uint32_t cap = s->cap ? 2 * s->cap : 8;
+    struct nic_stage_ent *e = malloc(cap * sizeof(*e));
+    if (!e)
+        abort();
+    for (uint32_t i = 0; i < n; i++)
+        e[i] = *nic_stage_at(s, s->head + i);
+    free(s->e);
+    s->e = e;
+    s->cap = cap;
+    s->head = 0;
+    s->tail = n;
+}
+
 void nic_stage_push(struct nic_stage *s, struct pkt *p, bool ready)
 {
-    struct nic_stage_ent *e = &s->e[s->tail % NIC_STAGE_SLOTS];
+    stage_grow(s);
+    struct nic_stage_ent *e = nic_stage_at(s, s->tail);
     e->pkt = p;
+    e->pend = NULL;
     e->ready = ready;
     s->tail++;
     s->bytes += p->payload_len;
 }
 
+/* The bytes of a fetched payload enter the packet.  The copy is the
+ * moment the NIC reads memory; reads of one source are copied in PSN
+ * (address) order, so a READ response never returns a later byte older
+ * than an earlier one (protocols read a bell and the bytes after it in one
+ * READ).  The packet could have gone to the wire as its first completion
+ * arrived, the rest streaming behind it: head_ps (link.c). */
+static void payload_copy(struct nic *nic, struct nic_op *op)
+{
+    struct pkt *p = op->pkt;
+    nic_copy_from_host(nic, op, p->payload);
+    sim_time_t done = (sim_time_t)op->v; /* when its last completion came */
+    sim_time_t span =
+        (nic->pcie && !op->xl_dm) ? pcie_read_first_data_span_ps(nic->pcie, p->payload_len) : 0;
+    p->head_ps = span < done ? done - span : 0;
+    nic_op_free(op);
+}
+
+/* Entry i became ready: the fetched entries waiting behind it follow. */
+static void stage_cascade(struct nic *nic, struct nic_stage *s, uint32_t i)
+{
+    for (uint32_t j = i + 1; j != s->tail; j++) {
+        struct nic_stage_ent *e = nic_stage_at(s, j);
+        if (e->ready)
+            continue;
+        if (!e->pend)
+            break; /* still being fetched (or an atomic ACK): the rest wait for it */
+        payload_copy(nic, e->pend);
+        e->pend = NULL;
+        e->ready = true;
+    }
+}
+
 void nic_payload_fetched(struct sim *sim, void *a, void *b)
 {
-    (void)sim;
     struct nic_op *op = a;
     struct nic *nic = op->nic;
     struct pkt *p = op->pkt;
     if (nic_op_stale(op)) {
         pkt_free(nic->pool, p);
-    } else {
-        struct nic_txsrc *src = b; /* valid: the QP still exists */
-        nic_copy_from_host(nic, op, p->payload);
-        if (nic_stage_mark_ready(src->stage, p))
-            nic_tx_src_ready(nic, src);
-        else
-            pkt_free(nic->pool, p);
+        nic_op_free(op);
+        return;
     }
-    nic_op_free(op);
+    struct nic_txsrc *src = b; /* valid: the QP still exists */
+    struct nic_stage *s = src->stage;
+    op->v = sim_now(sim);
+    uint32_t i = s->head;
+    bool earlier_waiting = false;
+    for (; i != s->tail && nic_stage_at(s, i)->pkt != p; i++)
+        earlier_waiting = earlier_waiting || !nic_stage_at(s, i)->ready;
+    if (i == s->tail) { /* cleared by an error or a rewind */
+        pkt_free(nic->pool, p);
+        nic_op_free(op);
+        return;
+    }
+    struct nic_stage_ent *e = nic_stage_at(s, i);
+    if (earlier_waiting) {
+        e->pend = op;
+        return;
+    }
+    payload_copy(nic, op);
+    e->ready = true;
+    stage_cascade(nic, s, i);
+    nic_tx_src_ready(nic, src);
 }
 
-bool nic_stage_mark_ready(struct nic_stage *s, const struct pkt *p)
+bool nic_stage_mark_ready(struct nic *nic, struct nic_stage *s, const struct pkt *p)
 {
     for (uint32_t i = s->head; i != s->tail; i++) {
-        struct nic_stage_ent *e = &s->e[i % NIC_STAGE_SLOTS];
+        struct nic_stage_ent *e = nic_stage_at(s, i);
         if (e->pkt == p) {
             e->ready = true;
+            stage_cascade(nic, s, i);
             return true;
         }
     }
@@ -351,9 +475,14 @@ bool nic_stage_mark_ready(struct nic_stage *s, const struct pkt *p)
 void nic_stage_clear(struct nic *nic, struct nic_stage *s)
 {
     for (uint32_t i = s->head; i != s->tail; i++) {
-        struct nic_stage_ent *e = &s->e[i % NIC_STAGE_SLOTS];
-        if (e->ready)
+        struct nic_stage_ent *e = nic_stage_at(s, i);
+        if (e->pend) { /* fetched, waiting: the packet and its op go */
             pkt_free(nic->pool, e->pkt);
+            nic_op_free(e->pend);
+            e->pend = NULL;
+        } else if (e->ready) {
+            pkt_free(nic->pool, e->pkt);
+        }
         e->pkt = NULL;
     }
     s->head = s->tail = 0;
@@ -388,7 +517,14 @@ static void tx_start(struct nic *nic);
 
 static void tx_send(struct nic *nic, struct pkt *p)
 {
-    p->t_sent_ps = sim_now(nic->sim);
+    sim_time_t now = sim_now(nic->sim);
+    p->t_sent_ps = now;
+    /* cut-through: the engine's tx_pkt_proc on the header overlaps the
+     * payload still streaming in from PCIe (nic_payload_fetched) */
+    if (p->head_ps && p->head_ps + nic->p.tx_pkt_proc_ps < now)
+        p->head_ps += nic->p.tx_pkt_proc_ps;
+    else
+        p->head_ps = 0;
     nic->cnt.pkts_tx++;
     nic->cnt.bytes_tx += p->frame_bytes;
     if (p->opcode == IB_OPCODE_RC_ACKNOWLEDGE) {
@@ -432,19 +568,19 @@ static struct pkt *tx_take(struct nic *nic)
         src->next = NULL;
         struct nic_qp *qp = src->qp;
         struct nic_stage *s = src->stage;
-        if (qp->eng->dead || s->head == s->tail || !s->e[s->head % NIC_STAGE_SLOTS].ready ||
+        if (qp->eng->dead || !nic_stage_head_ready(s) ||
             (src->kind == NIC_TXSRC_REQ && qp->eng->rl && nic_rl_hold(qp, src))) {
             /* (a rate-limited QP's source is offered again when it may go) */
             src->queued = false;
             nic_qp_put(qp);
             continue;
         }
-        struct nic_stage_ent *e = &s->e[s->head % NIC_STAGE_SLOTS];
+        struct nic_stage_ent *e = nic_stage_at(s, s->head);
         struct pkt *p = e->pkt;
         e->pkt = NULL;
         s->head++;
         s->bytes -= p->payload_len;
-        bool more = s->head != s->tail && s->e[s->head % NIC_STAGE_SLOTS].ready;
+        bool more = nic_stage_head_ready(s);
         if (more) { /* stays queued (keeps its reference), back of the line */
             if (nic->txq_tail)
                 nic->txq_tail->next = src;
@@ -594,17 +730,76 @@ static void rx_process(struct nic *nic, struct pkt *p)
 /* A processing unit finished a packet: dispatch it, take the next one. */
 static void rx_unit_done(struct sim *sim, void *a, void *b)
 {
-    (void)sim;
     struct nic *nic = a;
+    uint32_t units = nic->p.pus ? nic->p.pus : 1;
+    if (nic->rx_units_busy == units)
+        nic->rx_unit_free_ps = sim_now(sim);
     nic->rx_units_busy--;
     rx_process(nic, b);
     nic_rx_pump(nic);
 }
 
-/* The QP context a unit waited for arrived (ctx.c): now the packet's work. */
+/* A context a unit waited for arrived (ctx.c): now the packet's work (no
+ * cut-through: the unit starts on it now). */
+static void rx_unit_work(struct sim *sim, struct nic *nic, struct pkt *p)
+{
+    p->head_ps = 0;
+    struct nic_qp *qp = nic_qp_lookup(nic, p->dest_qpn);
+    if (qp)
+        qp->eng->rx_done_ps = sim_now(sim) + nic->p.rx_pkt_proc_ps;
+    sim_call_in(sim, nic->p.rx_pkt_proc_ps, rx_unit_done, nic, p);
+}
+
+/* A READ response or atomic ACK needs its QP's requester READ/atomic
+ * context (docs/nic.md "READ and atomic engines"). */
+static bool rx_needs_rdctx(const struct pkt *p)
+{
+    return (nic_opcode(p->opcode)->mask & (NIC_OPF_READ | NIC_OPF_ATOMIC_ACK)) &&
+           !(nic_opcode(p->opcode)->mask & NIC_OPF_REQ);
+}
+
+static void rx_unit_rdc_ready(struct sim *sim, void *a, void *b)
+{
+    rx_unit_work(sim, a, b);
+}
+
 static void rx_unit_ctx_ready(struct sim *sim, void *a, void *b)
 {
-    sim_call_in(sim, ((struct nic *)a)->p.rx_pkt_proc_ps, rx_unit_done, a, b);
+    struct nic *nic = a;
+    struct pkt *p = b;
+    if (rx_needs_rdctx(p) && !nic_rdctx_access(nic, p->dest_qpn, rx_unit_rdc_ready, nic, p))
+        return;
+    rx_unit_work(sim, nic, p);
+}
+
+/* When a unit taking packet p now could have started on it: cut-through,
+ * once its headers had arrived (p->head_ps: its first bit) if a unit was
+ * free then.  Returns the delay until the unit is done; p->head_ps becomes
+ * the time its placement could start (dma.c). */
+static sim_time_t rx_unit_time(struct nic *nic, struct pkt *p)
+{
+    sim_time_t now = sim_now(nic->sim);
+    sim_time_t proc = nic->p.rx_pkt_proc_ps;
+    sim_time_t start = now;
+    if (p->head_ps && p->head_ps < now && nic->p.port_rate_bps) {
+        uint32_t hdr = p->frame_bytes > p->payload_len ? p->frame_bytes - p->payload_len : 0;
+        start = p->head_ps + sim_bytes_to_ps(hdr, nic->p.port_rate_bps);
+        if (start < nic->rx_unit_free_ps)
+            start = nic->rx_unit_free_ps;
+        if (start > now)
+            start = now;
+    }
+    sim_time_t done = start + proc > now ? start + proc : now;
+    /* a QP's packets leave the units in arrival order, also behind one
+     * whose unit waited for the QP's context (rx_unit_ctx_ready) */
+    struct nic_qp *qp = nic_qp_lookup(nic, p->dest_qpn);
+    if (qp) {
+        if (done < qp->eng->rx_done_ps)
+            done = qp->eng->rx_done_ps;
+        qp->eng->rx_done_ps = done;
+    }
+    p->head_ps = start < now ? start + proc : 0;
+    return done - now;
 }
 
 void nic_rx_pump(struct nic *nic)
@@ -618,8 +813,9 @@ void nic_rx_pump(struct nic *nic)
         p->next = NULL;
         nic->rx_units_busy++;
         nic->rx_stalled = false;
-        if (nic_ctx_access(nic, p->dest_qpn, rx_unit_ctx_ready, nic, p))
-            sim_call_in(nic->sim, nic->p.rx_pkt_proc_ps, rx_unit_done, nic, p);
+        if (nic_ctx_access(nic, p->dest_qpn, rx_unit_ctx_ready, nic, p) &&
+            (!rx_needs_rdctx(p) || nic_rdctx_access(nic, p->dest_qpn, rx_unit_rdc_ready, nic, p)))
+            sim_call_in(nic->sim, rx_unit_time(nic, p), rx_unit_done, nic, p);
     }
     if (nic->rx_head && !nic->rx_stalled) { /* every unit busy: packets wait */
         nic->rx_stalled = true;
@@ -685,6 +881,7 @@ struct nic *nic_create(struct sim *sim, struct host *host, uint32_t node_id,
         return NULL;
     }
     sim_event_init(&nic->tx_ev, tx_ev_fn, nic, "nic.tx");
+    nic_rdeng_init(nic);
     if (nic_ctx_init(nic) || nic_xlate_init(nic)) {
         nic_ctx_fini(nic);
         nic_xlate_fini(nic);
@@ -713,6 +910,7 @@ void nic_destroy(struct nic *nic)
     if (nic->uplink)
         link_set_idle_hook(nic->uplink, NULL, NULL, NULL);
     nic->txq_head = nic->txq_tail = NULL;
+    nic_rdeng_teardown(nic);
     nic_qp_teardown(nic);
     nic_atomic_teardown(nic);
     nic_aq_teardown(nic);
@@ -764,6 +962,8 @@ const struct nic_counters *nic_get_counters(struct nic *nic)
     c->mtt_hits = nic->mtt.c.hits;
     c->mtt_misses = nic->mtt.c.misses;
     c->mtt_evictions = nic->mtt.c.evictions;
+    c->rd_ctx_hits = nic->rdc.c.hits;
+    c->rd_ctx_misses = nic->rdc.c.misses;
     return &nic->cnt;
 }
 void nic_note_wr_refused(struct nic *nic)

@@ -52,6 +52,21 @@ enum nic_dma_ordering {
 };
 extern const char *const nic_dma_ordering_names[]; /* "strict", "relaxed", NULL */
 
+/* What deregistering an MR invalidates in the NIC's translation caches:
+ * its own entries, or everything (a cache-wide flush). */
+enum nic_dereg_flush {
+    NIC_DEREG_FLUSH_MR,
+    NIC_DEREG_FLUSH_ALL,
+};
+extern const char *const nic_dereg_flush_names[]; /* "mr", "all", NULL */
+
+/* Replacement inside a set of the NIC's caches (cache.h). */
+enum nic_cache_replacement {
+    NIC_CACHE_RANDOM,
+    NIC_CACHE_LRU,
+};
+extern const char *const nic_cache_replacement_names[]; /* "random", "lru", NULL */
+
 /* What the port reports itself as: a RoCEv2 (Ethernet) port, with GIDs
  * and no LIDs, or an InfiniBand port with LID node_id + 1, which
  * addresses without a GRH work on (e.g. ibv_rc_pingpong without -g).  The
@@ -102,7 +117,33 @@ struct nic_params {
     uint32_t mtt_cache_entries; /* page translations (MTT) held (0 = no model) */
     uint32_t mtt_bytes;         /* one MTT entry, read on a miss */
     uint32_t xlate_max_misses;  /* translation fetches in flight at most */
-    bool hugepages;             /* host memory on 2 MiB pages: one MTT entry per 2 MiB */
+    uint32_t qpc_ways, mpt_ways, mtt_ways; /* set-associativity (0 = fully associative) */
+    uint32_t cache_replacement;            /* enum nic_cache_replacement */
+    /* requester READ/atomic contexts (comp.c): QPs with READs or atomics
+     * outstanding whose response state the NIC holds on chip; a response
+     * for a QP that is not there waits for a PCIe read of it */
+    uint32_t rd_ctx_entries; /* 0 = no model */
+    uint32_t rd_ctx_ways;
+    uint32_t rd_ctx_bytes;
+    /* responder READ engine (resp.c): every accepted READ request occupies
+     * it this long, one after the other; at most max_rd_resp READs are
+     * served (responses not yet all built) at once per NIC (0 = no limit) */
+    sim_time_t rd_req_proc_ps;
+    uint32_t max_rd_resp;
+    /* atomics (atomic.c): device memory is dm_banks banks, each busy
+     * dm_access_ps per access (its bandwidth) */
+    uint32_t dm_banks;
+    /* memory registration (mr.c; docs/nic.md "Memory registration"): the
+     * driver talks to the NIC through a command interface that executes
+     * one command at a time, cmd_proc_ps each; a registration writes its
+     * page translations mtt_per_cmd per command.  mr_write_allocate: the
+     * NIC's MPT/MTT caches take the entries a registration writes (evicting
+     * others); dereg_flush: what a deregistration invalidates. */
+    sim_time_t cmd_proc_ps;
+    uint32_t mtt_per_cmd;
+    bool mr_write_allocate;
+    uint32_t dereg_flush; /* enum nic_dereg_flush */
+    bool hugepages;       /* host memory on 2 MiB pages: one MTT entry per 2 MiB */
     /* device memory (dm.c) */
     uint64_t dm_bytes;       /* on-NIC memory for ibv_alloc_dm (0 = none) */
     sim_time_t dm_access_ps; /* one access to device memory by the NIC */
@@ -367,11 +408,13 @@ struct nic_counters {
     /* caches inside the RNIC: copied from the caches' own counters when read */
     uint64_t qpc_hits, qpc_misses, qpc_evictions;
     uint64_t mpt_hits, mpt_misses, mtt_hits, mtt_misses, mtt_evictions;
-    uint64_t rx_pu_stalls;    /* times the receive pipeline stopped: every PU waited */
-    uint64_t xlate_waits;     /* DMA operations held in the in-order translation unit */
-    uint64_t dm_accesses;     /* NIC accesses to device memory (no PCIe) */
-    uint64_t atomic_waits;    /* atomics held behind one on the same address */
-    uint64_t cqes_compressed; /* CQEs written as 8 B mini-CQEs */
+    uint64_t rd_ctx_hits, rd_ctx_misses; /* requester READ/atomic contexts */
+    uint64_t rd_engine_waits;            /* READ requests that waited for the READ engine */
+    uint64_t rx_pu_stalls;               /* times the receive pipeline stopped: every PU waited */
+    uint64_t xlate_waits;                /* DMA operations held in the in-order translation unit */
+    uint64_t dm_accesses;                /* NIC accesses to device memory (no PCIe) */
+    uint64_t atomic_waits;               /* atomics held behind one on the same address */
+    uint64_t cqes_compressed;            /* CQEs written as 8 B mini-CQEs */
     /* RIMA (aq.c) */
     uint64_t rima_appends;  /* append messages accepted (tail advanced) */
     uint64_t rima_rnr_naks; /* append messages refused for want of room */
@@ -380,6 +423,8 @@ struct nic_counters {
     /* memory registration (mr.c): bytes of the MRs registered now, and the
      * most ever registered at once (rnicsim table2's memory columns) */
     uint64_t mr_bytes, mr_bytes_peak;
+    uint64_t nic_cmds;          /* commands executed by the command interface (mr.c) */
+    uint64_t xlate_invalidated; /* MPT/MTT cache entries dropped by (de/re)registration */
 };
 
 /* `node_id` is the NIC's fabric address (LID = node_id + 1, GID index 0 is
@@ -410,6 +455,19 @@ int nic_pd_free(struct nic_pd *pd); /* EBUSY while in use */
 struct nic_mr *nic_mr_reg(struct nic_pd *pd, void *addr, uint64_t length, uint64_t iova,
                           int access);
 int nic_mr_dereg(struct nic_mr *mr);
+/* Change an MR in place (ibv_rereg_mr): flags are enum ibv_rereg_mr_flags;
+ * CHANGE_TRANSLATION takes addr / length / iova, CHANGE_PD pd,
+ * CHANGE_ACCESS access.  The keys stay; the NIC's cached translations of
+ * the MR are invalidated.  Returns 0 or an errno (the MR is unchanged). */
+int nic_mr_rereg(struct nic_mr *mr, int flags, struct nic_pd *pd, void *addr, uint64_t length,
+                 uint64_t iova, int access);
+/* Pages (of the NIC's translation page size) that [addr, addr+length) spans. */
+uint64_t nic_mr_pages(const struct nic *nic, const void *addr, uint64_t length);
+/* `n` commands through the NIC's command interface issued now (after those
+ * already queued): the delay until they are done.  The verbs layer sleeps
+ * the calling thread that long (ibv_reg_mr waits for the firmware). */
+sim_time_t nic_cmd_delay(struct nic *nic, uint32_t n);
+
 /* The NIC's reads and writes of an MR's bytes (hostmem.c): a memcpy, or
  * mr->mem.  A range that is not inside the MR is refused (EFAULT) and
  * nothing is copied; a refused or failed read leaves zeros in `dst`. */

@@ -13,7 +13,7 @@
 /* Model constants (structure of the engines, not calibrated hardware
  * numbers; docs/nic.md explains each). */
 enum {
-    NIC_STAGE_SLOTS = 32,            /* packets a QP half may hold between build and wire */
+    NIC_STAGE_SLOTS = 256,           /* packets a QP half may hold between build and wire */
     NIC_STAGE_MAX_BYTES = 64 * 1024, /* payload bytes a QP half may prefetch by DMA */
     NIC_RESP_WORK_SLOTS = 64,        /* responder work FIFO (ACKs, reads, atomics) */
     NIC_TX_LINK_PKTS = 2,            /* frames the NIC keeps queued on its uplink */
@@ -27,6 +27,8 @@ enum {
     NIC_MTT_LINE = 8,                /* MTT entries fetched together (8 x 8 B = 64 B) */
     NIC_MINI_CQE_BYTES = 8,          /* mlx5 CQE compression: a mini-CQE (Linux mlx5 en_rx.c) */
     NIC_CQE_MINI_PER_TITLE = 8,      /* ... at most 8 mini-CQEs per compressed block */
+    NIC_FETCH_STREAM_BYTES = 4096,   /* a message's payload is fetched as host streams of one
+                                        4 KiB page each, whatever the MTU (docs/nic.md) */
 };
 
 /* ---------------------------------------------------------------- staging rings */
@@ -37,14 +39,26 @@ enum {
  * engine only ever takes the head, so packets leave in PSN order. */
 struct nic_stage_ent {
     struct pkt *pkt;
+    struct nic_op *pend; /* its payload read is done, waiting for earlier entries (nic.c) */
     bool ready;
 };
 
 struct nic_stage {
-    struct nic_stage_ent e[NIC_STAGE_SLOTS];
+    struct nic_stage_ent *e; /* ring of `cap` entries (a power of two), grown on demand */
+    uint32_t cap;
     uint32_t head, tail; /* free-running; count = tail - head */
     uint32_t bytes;      /* payload bytes staged */
 };
+/* Entry i (free-running index) of a stage ring. */
+static inline struct nic_stage_ent *nic_stage_at(const struct nic_stage *s, uint32_t i)
+{
+    return &s->e[i & (s->cap - 1)];
+}
+/* The head entry is a packet ready to send. */
+static inline bool nic_stage_head_ready(const struct nic_stage *s)
+{
+    return s->head != s->tail && nic_stage_at(s, s->head)->ready;
+}
 
 /* A packet source the transmit engine serves round robin. */
 enum nic_txsrc_kind { NIC_TXSRC_REQ, NIC_TXSRC_RESP, NIC_TXSRC_PERS /* srd.c, onerma.c */ };
@@ -72,6 +86,7 @@ enum nic_op_kind {
     NIC_OP_PLACE,        /* packet / 8 bytes -> host */
     NIC_OP_CQE,
     NIC_OP_ATOMIC,
+    NIC_OP_RD_ENGINE, /* a READ request waiting for the responder's READ engine */
 };
 
 struct nic_seg {
@@ -104,9 +119,10 @@ struct nic_op {
     const uint8_t *dma_src;
     const char *dma_where;
     uint32_t dma_qpn, dma_psn;
-    uint32_t dma_len;  /* bytes placed */
-    uint32_t dma_left; /* relaxed: chunks not yet visible */
-    uint64_t dma_seq0; /* relaxed: issue number of the first chunk */
+    uint32_t dma_len;       /* bytes placed */
+    sim_time_t dma_head_ps; /* cut-through: the payload's first bytes were here then (0: now) */
+    uint32_t dma_left;      /* relaxed: chunks not yet visible */
+    uint64_t dma_seq0;      /* relaxed: issue number of the first chunk */
     /* address translation and host-memory access (xlate.c) */
     struct nic_op *xl_next;           /* translation FIFO */
     struct nic_qp *place_qp;          /* placement: counted in its QP (dma.c), a ref */
@@ -118,6 +134,7 @@ struct nic_op {
     uint64_t mem_bytes;
     sim_cb_fn mem_done;
     void *mem_b;
+    sim_time_t *mem_chain; /* payload reads: the host fetch stream it continues (xlate.c) */
 };
 
 /* DMA ordering state of a NIC (dma.c): relaxed chunks may pass earlier
@@ -173,10 +190,17 @@ struct nic {
 
     /* receive pipeline */
     struct pkt *rx_head, *rx_tail;
-    uint32_t rx_units_busy; /* processing units holding a packet (nic.pus of them) */
+    uint32_t rx_units_busy;     /* processing units holding a packet (nic.pus of them) */
+    sim_time_t rx_unit_free_ps; /* since then at least one unit has been free */
+
+    /* responder READ engine (readeng.c): READ requests waiting, in work */
+    struct nic_op *rde_head, *rde_tail, *rde_cur;
+    uint32_t rd_in_service;
+    struct sim_event rde_ev;
 
     /* atomic unit (atomic.c): ops waiting, addresses being updated */
     struct nic_op *atom_head, *atom_tail;
+    sim_time_t atom_alu_free_ps; /* the unit's ALU is busy until then */
     uint8_t **atom_busy;
     uint32_t n_atom_busy, cap_atom_busy;
 
@@ -185,15 +209,20 @@ struct nic {
 
     /* caches inside the RNIC (ctx.c, xlate.c; docs/nic.md "Caches") */
     struct nic_cache qpc;             /* QP contexts, key = QPN; fetches hold a processing unit */
+    struct nic_cache rdc;             /* requester READ/atomic contexts, key = QPN (ctx.c) */
     struct nic_cache mpt, mtt;        /* memory keys (key = MR index), pages (mr index, page) */
     struct nic_op *xl_head, *xl_tail; /* DMA operations in translation, issue order */
     bool xl_pumping;
     bool rx_stalled; /* every processing unit busy: received packets wait */
 
+    /* command interface (mr.c): busy until then */
+    sim_time_t cmd_free_ps;
+
     /* device memory (dm.c) */
     struct nic_dm **dms;
     uint32_t n_dms, cap_dms;
     uint64_t dm_used_bytes;
+    sim_time_t *dm_bank_free_ps; /* per bank (nic.dm_banks): busy until then */
 
     /* RIMA tail pointer table (aq.c): rima_tpt_entries slots */
     struct nic_aq **tpt;
@@ -244,7 +273,9 @@ enum nic_resp_work_kind {
 
 struct nic_resp_work {
     uint8_t kind;
-    bool dup; /* re-executed READ: not counted in rd_resp_outstanding */
+    bool dup;         /* re-executed READ: not counted in rd_resp_outstanding */
+    bool eng_wait;    /* READ: not yet through the NIC's READ engine (readeng.c) */
+    bool eng_counted; /* READ: counted in the engine's READs in service */
     uint8_t syndrome;
     uint8_t atomic_opcode;
     uint32_t psn, msn;
@@ -296,6 +327,7 @@ struct nic_qp_engine {
     uint32_t rd_outstanding;        /* READ/atomic WQEs started, not completed */
     uint32_t rd_posted;             /* READ/atomic WQEs in [sq_comp, sq_tail) */
     uint32_t tx_psn_hi;             /* highest PSN covered by a transmitted request */
+    sim_time_t req_fetch_chain;     /* payload fetch stream of the WQE being built (req.c) */
     struct nic_stage req_stage;
     struct nic_txsrc req_src;
 
@@ -310,6 +342,10 @@ struct nic_qp_engine {
     struct sim_event timer_ev;
     struct sim_event rnr_ev;
 
+    /* receive pipeline (nic.c): when the QP's latest packet leaves its
+     * processing unit - a later one never leaves before it */
+    sim_time_t rx_done_ps;
+
     /* responder */
     uint32_t epsn, msn;
     bool nak_sent;      /* one NAK per sequence gap / RNR until the PSN arrives */
@@ -321,6 +357,7 @@ struct nic_qp_engine {
     uint8_t *resp_host; /* WRITE: where byte 0 of the message goes */
     uint32_t pkts_since_ack;
     uint32_t rd_resp_outstanding;
+    sim_time_t resp_fetch_chain; /* READ response payload fetch stream (resp.c) */
     struct nic_resp_work work[NIC_RESP_WORK_SLOTS];
     uint32_t work_head, work_tail;
     struct nic_atomic_hist atomic_hist[NIC_ATOMIC_HISTORY];
@@ -363,6 +400,7 @@ void nic_pkt_address(const struct nic_qp *qp, struct pkt *p, uint8_t opcode, uin
 void nic_copy_from_host(struct nic *nic, const struct nic_op *op, uint8_t *buf);
 void nic_copy_to_host(struct nic *nic, const struct nic_op *op, const uint8_t *buf);
 void nic_stage_init(struct nic_stage *s);
+void nic_stage_fini(struct nic_stage *s);
 static inline uint32_t nic_stage_count(const struct nic_stage *s)
 {
     return s->tail - s->head;
@@ -374,12 +412,13 @@ static inline bool nic_stage_full(const struct nic_stage *s, uint32_t more_bytes
 }
 static inline struct nic_stage_ent *nic_stage_tail_ent(struct nic_stage *s)
 {
-    return s->tail == s->head ? NULL : &s->e[(s->tail - 1) % NIC_STAGE_SLOTS];
+    return s->tail == s->head ? NULL : nic_stage_at(s, s->tail - 1);
 }
 void nic_stage_push(struct nic_stage *s, struct pkt *p, bool ready);
-/* Mark the entry holding `p` ready; false if the ring no longer holds it
- * (cleared by an error or a rewind: the caller frees the packet). */
-bool nic_stage_mark_ready(struct nic_stage *s, const struct pkt *p);
+/* Mark the entry holding `p` ready (and the payload reads behind it that
+ * waited for it: nic_payload_fetched); false if the ring no longer holds
+ * it (cleared by an error or a rewind: the caller frees the packet). */
+bool nic_stage_mark_ready(struct nic *nic, struct nic_stage *s, const struct pkt *p);
 /* sim_cb_fn for the DMA read that fills a staged packet (a = the op,
  * b = the struct nic_txsrc whose stage holds it): copy the bytes, mark the
  * packet ready and wake the transmit engine; a stale op frees its packet. */
@@ -557,6 +596,19 @@ void nic_resp_stop(struct nic_qp *qp);
  * (ib-ar request packets: uniform on [0, ar_max_delay_ps]; else 0). */
 sim_time_t nic_ar_skew_ps(struct nic *nic, const struct pkt *p);
 
+/* ---------------------------------------------------------------- readeng.c */
+
+void nic_rdeng_init(struct nic *nic);
+/* READ work item `idx` (free-running index into qp's work FIFO) waits for
+ * the READ engine; resp.c builds its response packets once it is through
+ * (nic_resp_kick). */
+void nic_rdeng_submit(struct nic_qp *qp, uint32_t idx);
+/* A READ counted in service has all its response packets built. */
+void nic_rdeng_done(struct nic *nic);
+void nic_rdeng_teardown(struct nic *nic);
+/* resp.c: build what the QP's work FIFO allows now. */
+void nic_resp_kick(struct nic_qp *qp);
+
 /* ---------------------------------------------------------------- atomic.c */
 
 /* Carry out the atomic `op` (seg[0] = the 8 target bytes, atomic_opcode,
@@ -590,8 +642,17 @@ void nic_ctx_fini(struct nic *nic);
  * cache; else fn(a, b) runs when it has been fetched (the fetch holds one
  * of the nic.pus processing units). */
 bool nic_ctx_access(struct nic *nic, uint32_t qpn, sim_cb_fn fn, void *a, void *b);
-/* The QP went away: its context leaves the cache. */
+/* The QP went away: its contexts leave the caches. */
 void nic_ctx_forget(struct nic *nic, uint32_t qpn);
+/* Requester READ/atomic context of QP `qpn` (docs/nic.md "READ and atomic
+ * engines"): the requester started a READ/atomic (the NIC writes the
+ * context: present), or a response arrived and needs it (true if present;
+ * else fn(a, b) when fetched, the fetch holding a processing unit). */
+void nic_rdctx_started(struct nic *nic, uint32_t qpn);
+bool nic_rdctx_access(struct nic *nic, uint32_t qpn, sim_cb_fn fn, void *a, void *b);
+/* Make cache c set-associative / random as the profile says (cache `name`
+ * of this NIC names its random stream). */
+int nic_cache_configure(struct nic *nic, struct nic_cache *c, uint32_t ways);
 /* nic.c: give waiting received packets to free processing units. */
 void nic_rx_pump(struct nic *nic);
 
@@ -612,8 +673,12 @@ void nic_mem_read(struct nic *nic, struct nic_op *op, unsigned kind, uint64_t by
                   void *b);
 void nic_mem_write(struct nic *nic, struct nic_op *op, unsigned kind, uint64_t bytes,
                    sim_cb_fn done, void *b);
-/* The MR is going away: forget its key and page translations. */
+/* The MR is going away or changing: its cached key and page translations
+ * are invalidated (everything, with nic.dereg_flush all). */
 void nic_xlate_forget_mr(struct nic *nic, const struct nic_mr *mr);
+/* A registration wrote the MR's key and translations: with
+ * nic.mr_write_allocate the caches take them (evicting others). */
+void nic_xlate_learn_mr(struct nic *nic, const struct nic_mr *mr);
 
 /* ---------------------------------------------------------------- aq.c */
 
@@ -638,6 +703,9 @@ void nic_aq_teardown(struct nic *nic);
 /* ---------------------------------------------------------------- dm.c */
 
 void nic_dm_teardown(struct nic *nic);
+/* An access by `op` to device memory starting now: the delay until it is
+ * done, its bank (by the address of its first segment) busy meanwhile. */
+sim_time_t nic_dm_access_delay(struct nic *nic, const struct nic_op *op);
 
 /* ---------------------------------------------------------------- pers.c, srd.c, onerma.c */
 

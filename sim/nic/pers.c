@@ -58,6 +58,10 @@ struct nic_pers *nic_pers_get(struct nic_qp *qp)
 
 void nic_pers_free(struct nic_qp *qp)
 {
+    if (qp->eng->pers) {
+        nic_stage_fini(&qp->eng->pers->req_stage);
+        nic_stage_fini(&qp->eng->pers->resp_stage);
+    }
     free(qp->eng->pers);
     qp->eng->pers = NULL;
 }
@@ -278,7 +282,7 @@ struct pkt *nic_pers_pkt(struct nic_pers *ps, uint8_t opcode, uint32_t psn, uint
 static void offer(struct nic *nic, struct nic_txsrc *src)
 {
     struct nic_stage *s = src->stage;
-    if (s->head != s->tail && s->e[s->head % NIC_STAGE_SLOTS].ready)
+    if (nic_stage_head_ready(s))
         nic_tx_src_ready(nic, src);
 }
 

@@ -37,6 +37,19 @@
 
 /* ---------------------------------------------------------------- references */
 
+/* The QP's memory, its engine's staging rings included. */
+static void qp_free_mem(struct nic_qp *qp)
+{
+    nic_pers_free(qp);
+    nic_rl_free(qp);
+    nic_stage_fini(&qp->eng->req_stage);
+    nic_stage_fini(&qp->eng->resp_stage);
+    free(qp->sq);
+    free(qp->rq.ring);
+    free(qp->eng);
+    free(qp);
+}
+
 static void qp_free(struct nic_qp *qp)
 {
     struct nic *nic = qp->nic;
@@ -45,12 +58,7 @@ static void qp_free(struct nic_qp *qp)
             nic->zombie_qps[i] = nic->zombie_qps[--nic->n_zombie_qps];
             break;
         }
-    nic_pers_free(qp);
-    nic_rl_free(qp);
-    free(qp->sq);
-    free(qp->rq.ring);
-    free(qp->eng);
-    free(qp);
+    qp_free_mem(qp);
 }
 
 void nic_qp_get(struct nic_qp *qp)
@@ -260,19 +268,11 @@ void nic_qp_teardown(struct nic *nic)
             continue;
         qp->eng->resp_aq_open = false; /* the NIC goes: no flush CQE (resp.c) */
         qp_quiesce(qp);
-        nic_pers_free(qp);
-        free(qp->sq);
-        free(qp->rq.ring);
-        free(qp->eng);
-        free(qp);
+        qp_free_mem(qp);
     }
     for (uint32_t i = 0; i < nic->n_zombie_qps; i++) {
         struct nic_qp *qp = nic->zombie_qps[i];
-        nic_pers_free(qp);
-        free(qp->sq);
-        free(qp->rq.ring);
-        free(qp->eng);
-        free(qp);
+        qp_free_mem(qp);
     }
     nic_srq_teardown(nic);
     free(nic->zombie_qps);

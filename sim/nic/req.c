@@ -263,6 +263,11 @@ static void build_send_write(struct nic_qp *qp, struct nic_send_wqe *w, uint32_t
         struct nic_op *op = nic_op_alloc(nic, NIC_OP_REQ_PAYLOAD, qp);
         op->pkt = p;
         nic_sges_to_segs(nic, w->sge, w->num_sge, off, plen, op);
+        /* the packets of one 4 KiB piece of the message are one host
+         * fetch stream (docs/nic.md "Payload fetch"), whatever the MTU */
+        if (off % NIC_FETCH_STREAM_BYTES == 0 || k == 0)
+            e->req_fetch_chain = 0;
+        op->mem_chain = &e->req_fetch_chain;
         nic_stage_push(&e->req_stage, p, false);
         nic_mem_read(nic, op, PCIE_K_PAYLOAD_RD, plen, nic_payload_fetched, &qp->eng->req_src);
     }
@@ -385,15 +390,17 @@ static enum nic_req_state req_start_wqe(struct nic_qp *qp)
         e->req_pkt = 0;
     }
     w->state = NIC_WQE_STARTED;
-    if (nic_wqe_is_rd_atomic(w))
+    if (nic_wqe_is_rd_atomic(w)) {
         e->rd_outstanding++;
+        nic_rdctx_started(qp->nic, qp->qpn); /* its response state, on chip */
+    }
     return NIC_REQ_SEGMENT;
 }
 
 static void req_offer(struct nic_qp *qp)
 {
     struct nic_stage *s = &qp->eng->req_stage;
-    if (s->head != s->tail && s->e[s->head % NIC_STAGE_SLOTS].ready)
+    if (nic_stage_head_ready(s))
         nic_tx_src_ready(qp->nic, &qp->eng->req_src);
 }
 

@@ -191,6 +191,8 @@ static void resp_stage_fill(struct nic_qp *qp)
             nic_stage_push(s, ack_pkt(qp, w->syndrome, w->psn, w->msn), true);
             break;
         case NIC_RW_READ:
+            if (w->eng_wait)
+                return; /* still in the READ engine (readeng.c): nic_resp_kick resumes */
             while (w->done_pkts < w->npkts) {
                 uint32_t off = w->done_pkts * mtu;
                 uint32_t plen = w->len > off ? w->len - off : 0;
@@ -215,11 +217,19 @@ static void resp_stage_fill(struct nic_qp *qp)
                 op->pkt = p;
                 op->n_seg = 1;
                 op->seg[0] = (struct nic_seg){w->host + off, w->key, plen};
+                /* one host fetch stream per 4 KiB of the READ (docs/nic.md) */
+                if (off % NIC_FETCH_STREAM_BYTES == 0 || w->done_pkts == 1)
+                    e->resp_fetch_chain = 0;
+                op->mem_chain = &e->resp_fetch_chain;
                 nic_stage_push(s, p, false);
                 nic_mem_read(nic, op, PCIE_K_PAYLOAD_RD, plen, read_fetched, &qp->eng->resp_src);
             }
             if (!w->dup && e->rd_resp_outstanding)
                 e->rd_resp_outstanding--;
+            if (w->eng_counted) {
+                w->eng_counted = false;
+                nic_rdeng_done(nic);
+            }
             break;
         case NIC_RW_ATOMIC: {
             if (nic_stage_full(s, 0))
@@ -262,8 +272,14 @@ static void resp_stage_run(struct nic_qp *qp)
     struct nic_qp_engine *e = qp->eng;
     resp_stage_fill(qp);
     struct nic_stage *s = &e->resp_stage;
-    if (s->head != s->tail && s->e[s->head % NIC_STAGE_SLOTS].ready)
+    if (nic_stage_head_ready(s))
         nic_tx_src_ready(qp->nic, &e->resp_src);
+}
+
+void nic_resp_kick(struct nic_qp *qp)
+{
+    if (!qp->eng->dead)
+        resp_stage_run(qp);
 }
 
 void nic_resp_placed(struct nic_qp *qp)
@@ -568,6 +584,11 @@ static void enqueue_read(struct nic_qp *qp, uint32_t psn, uint32_t key, uint8_t 
     w->npkts = len ? (len + e->mtu_bytes - 1) / e->mtu_bytes : 1;
     if (!dup)
         e->rd_resp_outstanding++;
+    /* the NIC's READ engine takes the request first (readeng.c) */
+    if (qp->nic->p.rd_req_proc_ps || qp->nic->p.max_rd_resp) {
+        w->eng_wait = true;
+        nic_rdeng_submit(qp, e->work_tail - 1);
+    }
     resp_stage_run(qp);
 }
 
@@ -1261,6 +1282,13 @@ void nic_resp_init(struct nic_qp *qp)
 void nic_resp_stop(struct nic_qp *qp)
 {
     struct nic_qp_engine *e = qp->eng;
+    for (uint32_t i = e->work_head; i != e->work_tail; i++) {
+        struct nic_resp_work *w = &e->work[i % NIC_RESP_WORK_SLOTS];
+        if (w->eng_counted) { /* READs in service that will not finish */
+            w->eng_counted = false;
+            nic_rdeng_done(qp->nic);
+        }
+    }
     nic_stage_clear(qp->nic, &e->resp_stage);
     e->work_head = e->work_tail = 0;
     e->resp_msg = 0;

@@ -57,11 +57,13 @@ static void xl_fetch(struct nic_cache *c, uint64_t key, void *owner)
 int nic_xlate_init(struct nic *nic)
 {
     uint32_t mm = nic->p.xlate_max_misses ? nic->p.xlate_max_misses : 1;
-    if (nic_cache_init(&nic->mpt, nic->sim, "mpt", nic->p.mpt_cache_entries, mm, xl_fetch, nic))
+    if (nic_cache_init(&nic->mpt, nic->sim, "mpt", nic->p.mpt_cache_entries, mm, xl_fetch, nic) ||
+        nic_cache_configure(nic, &nic->mpt, nic->p.mpt_ways))
         return ENOMEM;
     /* the MTT cache holds lines of NIC_MTT_LINE entries (a 64 B read) */
     uint32_t lines = (nic->p.mtt_cache_entries + NIC_MTT_LINE - 1) / NIC_MTT_LINE;
-    if (nic_cache_init(&nic->mtt, nic->sim, "mtt", lines, mm, xl_fetch, nic)) {
+    if (nic_cache_init(&nic->mtt, nic->sim, "mtt", lines, mm, xl_fetch, nic) ||
+        nic_cache_configure(nic, &nic->mtt, nic->p.mtt_ways)) {
         nic_cache_fini(&nic->mpt);
         return ENOMEM;
     }
@@ -141,6 +143,41 @@ void nic_xlate(struct nic *nic, struct nic_op *op, void (*go)(struct nic_op *op)
     xl_pump(nic);
 }
 
+/* ---------------------------------------------------------------- registration */
+
+static bool mtt_of_key(uint64_t line, const void *arg)
+{
+    return (line >> 32) == *(const uint32_t *)arg;
+}
+
+void nic_xlate_forget_mr(struct nic *nic, const struct nic_mr *mr)
+{
+    if (nic->p.dereg_flush == NIC_DEREG_FLUSH_ALL) {
+        nic->cnt.xlate_invalidated += nic_cache_invalidate_if(&nic->mpt, NULL, NULL);
+        nic->cnt.xlate_invalidated += nic_cache_invalidate_if(&nic->mtt, NULL, NULL);
+        return;
+    }
+    uint32_t key = mr->lkey;
+    if (nic_cache_contains(&nic->mpt, key >> 8)) {
+        nic_cache_invalidate(&nic->mpt, key >> 8);
+        nic->cnt.xlate_invalidated++;
+    }
+    nic->cnt.xlate_invalidated += nic_cache_invalidate_if(&nic->mtt, mtt_of_key, &key);
+}
+
+void nic_xlate_learn_mr(struct nic *nic, const struct nic_mr *mr)
+{
+    if (!nic->p.mr_write_allocate || mr->dm)
+        return;
+    nic_cache_insert(&nic->mpt, mr->lkey >> 8);
+    uint64_t pages = nic_mr_pages(nic, mr->host_addr, mr->length);
+    uint64_t lines = (pages + NIC_MTT_LINE - 1) / NIC_MTT_LINE;
+    if (lines > nic->mtt.cap)
+        lines = nic->mtt.cap; /* the last ones written would evict the first */
+    for (uint64_t ln = 0; ln < lines; ln++)
+        nic_cache_insert(&nic->mtt, (uint64_t)mr->lkey << 32 | (ln & 0xffffffffu));
+}
+
 /* ---------------------------------------------------------------- memory access */
 
 static void mem_go(struct nic_op *op)
@@ -148,7 +185,7 @@ static void mem_go(struct nic_op *op)
     struct nic *nic = op->nic;
     if (op->xl_dm) {
         nic->cnt.dm_accesses++;
-        sim_call_in(nic->sim, nic->p.dm_access_ps, op->mem_done, op, op->mem_b);
+        sim_call_in(nic->sim, nic_dm_access_delay(nic, op), op->mem_done, op, op->mem_b);
         return;
     }
     if (op->mem_write)
@@ -160,7 +197,8 @@ static void mem_go(struct nic_op *op)
     else if (op->mem_write)
         pcie_dma_write_k(nic->pcie, op->mem_kind, 0, op->mem_bytes, op->mem_done, op, op->mem_b);
     else
-        pcie_dma_read_k(nic->pcie, op->mem_kind, 0, op->mem_bytes, op->mem_done, op, op->mem_b);
+        pcie_dma_read_chain_k(nic->pcie, op->mem_kind, 0, op->mem_bytes, op->mem_chain,
+                              op->mem_done, op, op->mem_b);
 }
 
 static void mem_access(struct nic *nic, struct nic_op *op, bool write, unsigned kind,
@@ -171,6 +209,8 @@ static void mem_access(struct nic *nic, struct nic_op *op, bool write, unsigned 
     op->mem_bytes = bytes;
     op->mem_done = done;
     op->mem_b = b;
+    if (write)
+        op->mem_chain = NULL;
     nic_xlate(nic, op, mem_go);
 }
 

@@ -33,6 +33,10 @@ struct pcie_params {
         read_latency_ps; /* request at device -> first completion back, excl. serialisation */
     sim_time_t write_latency_ps; /* last MWr byte leaves device -> visible in memory */
     sim_time_t mmio_latency_ps;  /* CPU store -> doorbell seen by device, excl. serialisation */
+    /* The host fetches the data of one DMA read (its MRds one after the
+     * other) at this rate; different reads are fetched in parallel.
+     * 0 = instantaneous (read_latency only). */
+    uint64_t read_fetch_bps;
     /* Non-posted requests (MRd) the device may have outstanding: a tag is
      * held from the MRd's transmission until its last CplD arrived.  0 =
      * unlimited. */
@@ -99,6 +103,26 @@ void pcie_dma_write_k(struct pcie_link *l, enum pcie_kind kind, unsigned flags, 
                       sim_cb_fn done, void *a, void *b);
 void pcie_mmio_write_k(struct pcie_link *l, enum pcie_kind kind, uint64_t bytes, sim_cb_fn done,
                        void *a, void *b);
+/* Cut-through DMA write (docs/pcie.md "Cut-through"): the device had the
+ * first bytes to write at head_ps (<= now) - a packet's payload arriving
+ * from the wire - and has the last byte now.  The MWr TLPs may start
+ * leaving at head_ps if the up direction was free then, but the last one
+ * leaves no earlier than now + its own serialisation.  head_ps >= now (or
+ * 0) is pcie_dma_write_k. */
+void pcie_dma_write_ct_k(struct pcie_link *l, enum pcie_kind kind, unsigned flags, uint64_t bytes,
+                         sim_time_t head_ps, sim_cb_fn done, void *a, void *b);
+/* The same for a read that continues a stream: the host fetches it after
+ * the previous read of the same stream (*chain: when that fetch ends; the
+ * caller owns it, 0 starts a new stream, and it must stay valid until
+ * `done`).  A device reading one buffer with one read per packet gets the
+ * host timing of one large read, whatever its packet size. */
+void pcie_dma_read_chain_k(struct pcie_link *l, enum pcie_kind kind, unsigned flags, uint64_t bytes,
+                           sim_time_t *chain, sim_cb_fn done, void *a, void *b);
+/* For a DMA read of `bytes` that completed now: how long before now its
+ * first completion (CplD) had fully arrived, when its completions came back
+ * to back.  A device that streams the data on (cut-through) could use the
+ * first bytes that much earlier. */
+sim_time_t pcie_read_first_data_span_ps(const struct pcie_link *l, uint64_t bytes);
 
 struct pcie_counters {
     uint64_t tlp_up, tlp_down;     /* TLPs per direction */

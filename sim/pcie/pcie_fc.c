@@ -46,33 +46,76 @@ static uint64_t grp_last_released(const struct fc_group *g, sim_time_t t)
     return j;
 }
 
+/* Release the units of g due by t; returns true when all are released. */
+static int grp_release_until(struct fc_pool *p, struct fc_group *g, sim_time_t t)
+{
+    if (g->i >= g->n)
+        return 1;
+    uint64_t j = grp_last_released(g, t);
+    if (j != UINT64_MAX && j + 1 > g->i) {
+        uint64_t k = j + 1 - g->i;
+        p->hdr_out -= k;
+        p->data_out -= k * g->data_each;
+        g->i = j + 1;
+    }
+    if (g->i + 1 < g->n || g->t_last > t)
+        return 0;
+    /* the last unit */
+    p->hdr_out--;
+    p->data_out -= g->data_last;
+    g->i = g->n;
+    return 1;
+}
+
+void fc_pool_set_unordered(struct fc_pool *p)
+{
+    p->unordered = 1;
+    p->min_next = SIM_TIME_NEVER;
+}
+
 void fc_pool_release_until(struct fc_pool *p, sim_time_t t)
 {
+    if (p->unordered && t < p->min_next)
+        return; /* nothing is due in any group */
     while (p->len) {
         struct fc_group *g = &p->g[p->head];
-        uint64_t j = grp_last_released(g, t);
-        if (j != UINT64_MAX && j + 1 > g->i) {
-            uint64_t k = j + 1 - g->i;
-            p->hdr_out -= k;
-            p->data_out -= k * g->data_each;
-            g->i = j + 1;
-        }
-        if (g->i + 1 < g->n || g->t_last > t)
-            return;
-        /* the last unit */
-        p->hdr_out--;
-        p->data_out -= g->data_last;
+        if (!grp_release_until(p, g, t))
+            break;
         p->head = (p->head + 1) & (p->size - 1);
         p->len--;
     }
+    if (!p->unordered)
+        return;
+    sim_time_t next = SIM_TIME_NEVER;
+    for (size_t k = 0; k < p->len; k++) {
+        struct fc_group *g = &p->g[(p->head + k) & (p->size - 1)];
+        if (k)
+            grp_release_until(p, g, t);
+        if (g->i < g->n) {
+            sim_time_t r = grp_release(g, g->i);
+            if (r < next)
+                next = r;
+        }
+    }
+    p->min_next = next;
 }
 
 sim_time_t fc_pool_next_release(const struct fc_pool *p)
 {
-    if (!p->len)
-        return SIM_TIME_NEVER;
-    const struct fc_group *g = &p->g[p->head];
-    return grp_release(g, g->i);
+    if (p->unordered)
+        return p->len ? p->min_next : SIM_TIME_NEVER;
+    sim_time_t best = SIM_TIME_NEVER;
+    for (size_t k = 0; k < p->len; k++) {
+        const struct fc_group *g = &p->g[(p->head + k) & (p->size - 1)];
+        if (g->i < g->n) {
+            sim_time_t r = grp_release(g, g->i);
+            if (r < best)
+                best = r;
+        }
+        if (!p->unordered)
+            break;
+    }
+    return best;
 }
 
 uint64_t fc_pool_hdr_free(const struct fc_pool *p, uint64_t extra_hdr)
@@ -120,6 +163,11 @@ int fc_pool_push(struct fc_pool *p, const struct fc_group *g)
     }
     p->g[(p->head + p->len) & (p->size - 1)] = *g;
     p->len++;
+    if (p->unordered && g->i < g->n) {
+        sim_time_t r = grp_release(g, g->i);
+        if (r < p->min_next)
+            p->min_next = r;
+    }
     p->hdr_out += g->n;
     p->data_out += (g->n - 1) * g->data_each + g->data_last;
     return 0;

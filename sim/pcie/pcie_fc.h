@@ -10,9 +10,13 @@
  *   release(n - 1) = t_last
  *
  * (a posted write: a = first TLP visible, s = one TLP; a read's tags: the
- * max-plus closed form of its completion stream).  Release times must be
- * non-decreasing along the ring, and releases are asked for at
- * non-decreasing times. */
+ * max-plus closed form of its completion stream).  Releases are asked for
+ * at non-decreasing times.  In an ordered pool (posted credits) release
+ * times are non-decreasing along the ring and only its head is examined;
+ * an unordered pool (tags, non-posted credits, whose reads the host
+ * fetches at their own pace: docs/pcie.md "Read fetch rate") examines
+ * every group, O(groups held), but only when a release is due: it keeps
+ * the earliest next release over its groups (min_next). */
 #ifndef RNICSIM_PCIE_FC_H
 #define RNICSIM_PCIE_FC_H
 
@@ -22,7 +26,7 @@
 #include "../sim.h"
 
 struct fc_group {
-    uint64_t n, i; /* units in the group; how many already released */
+    uint64_t n, i; /* units in the group; how many already released (n: all) */
     sim_time_t a, s, b, s2, c, t_last;
     uint32_t data_each, data_last; /* data credits per unit; of the last unit */
 };
@@ -32,9 +36,13 @@ struct fc_pool {
     uint64_t hdr_out, data_out; /* held by the groups in the ring */
     struct fc_group *g;
     size_t size, head, len; /* ring; size is a power of two (index & (size - 1)) */
+    int unordered;          /* groups may release out of ring order */
+    sim_time_t min_next;    /* unordered: no unit is released before this (a cache) */
 };
 
 void fc_pool_init(struct fc_pool *p, uint64_t hdr_cap, uint64_t data_cap);
+/* Mark the pool unordered (see above). */
+void fc_pool_set_unordered(struct fc_pool *p);
 void fc_pool_free(struct fc_pool *p);
 /* Release every unit whose release time is <= t. */
 void fc_pool_release_until(struct fc_pool *p, sim_time_t t);

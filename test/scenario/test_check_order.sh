@@ -63,6 +63,8 @@ check "flag-first: the exact reproduce command" \
 check "flag-first: a trace section" "grep -q '^  trace: the last [0-9]* of [0-9]* events up to the violation' '$ff.out'"
 # The story in the trace: the 8-byte bell was placed, the 64-byte message
 # was not (its WRITE was posted after the bell's, so it lands after).
+# (the 4 KiB data is still being fetched from the sender's memory - the
+# host returns a read at pcie.read_fetch_rate - when the inline bell lands)
 check "flag-first: JSON trace ends at the violation: bell (8 B) placed, data (4 KiB) not yet" "$py - '$ff.json' <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
@@ -79,7 +81,7 @@ assert all(r['t_ps'] < cut for r in t), 'trace goes past the violation'
 writes = [r for r in t if r['kind'] == 'dma-write' and r['node'] == 1]
 assert any(r['len'] == 8 for r in writes), 'no bell write in the trace'
 assert not any(r['len'] == 4096 for r in writes), 'the data had landed'
-assert any(r['kind'] == 'pkt-rx' and r['node'] == 1 and r['len'] == 4096 for r in t), 'data packet not received'
+assert any(r['kind'] == 'post' and r['node'] == 0 and r['len'] == 4096 for r in t), 'data WRITE not posted'
 assert v['reproduce'].endswith('check-order ' + d['file'] + ' --runs 1 --seed 1'), v['reproduce']
 PY"
 
@@ -122,8 +124,11 @@ timeout 120 "$bin" check-order "$L/header_flag.yaml" --runs 3 "${hdr[@]}" \
 rc=$?
 check "--vary: violation in run 2 of 6 (seed 1, max_mtu 1024), exit 1 (got $rc)" \
     "[ $rc -eq 1 ] && grep -q '^check-order: VIOLATION in run 2 of 6 (seed 1, --set hardware.nic.max_mtu=1024)' '$scratch/vary.out'"
-check "--vary: first bad byte 1024 (the second 1 KiB packet)" \
-    "[ \"\$(jget '$scratch/vary.json' violation.report.first_bad_byte)\" = 1024 ]"
+# which packet the reader catches missing depends on when its poll sees the
+# header (seeded poll-wakeup noise, docs/noise.md): a packet boundary after
+# the first packet
+check "--vary: first bad byte at a 1 KiB packet boundary after the first packet" \
+    "fb=\$(jget '$scratch/vary.json' violation.report.first_bad_byte); [ \$((fb % 1024)) = 0 ] && [ \$fb -ge 1024 ] && [ \$fb -le 3072 ]"
 repro=$(sed -n 's/^  reproduce: //p' "$scratch/vary.out")
 check "--vary: reproduce command names the configuration" \
     "grep -qF -- '--seed 1' <<<\"\$repro\" && grep -qF -- '--set hardware.nic.max_mtu=1024' <<<\"\$repro\""

@@ -38,7 +38,11 @@ for test in ("write", "read", "send"):
     if len(lat) != len(sizes) or len(bw) != len(sizes):
         continue
     p50 = [r["t_p50_us"] for r in lat]
-    check(f"{test} latency p50 never falls with size", all(b >= a for a, b in zip(p50, p50[1:])),
+    # flat up to the inline / one-packet sizes on hardware too: with the
+    # seeded poll-wakeup noise (docs/noise.md) neighbouring medians may
+    # differ by a few ns either way, so "never falls" allows 20 ns
+    check(f"{test} latency p50 never falls with size (20 ns of noise allowed)",
+          all(b >= a - 0.020 for a, b in zip(p50, p50[1:])),
           " ".join(f"{v:.3f}" for v in p50))
     check(f"{test} latency p50 grows strictly from 4 KiB up", all(b > a for a, b in zip(p50[11:], p50[12:])),
           " ".join(f"{v:.3f}" for v in p50[11:]))

@@ -146,8 +146,11 @@ co nozero_strict "$sc/ring_inlined_nozero.yaml" --runs 3 --set vars.messages=300
 check "ring-inlined-nozero passes check-order on IB RC, strict DMA (exit $rc)" "[ $rc -eq 0 ]"
 co nozero_relaxed "$sc/ring_inlined_nozero.yaml" --runs 3 --set vars.messages=300 \
     --set hardware.nic.dma_ordering=relaxed
+# relaxed DMA lets the bell land before the message: the receiver reads a
+# torn message (VIOLATION, exit 1) or, misled by it, waits at a position
+# where nothing will come (deadlock, exit 3) - which one depends on timing
 check "ring-inlined-nozero FAILS check-order with relaxed DMA ordering (exit $rc)" \
-    "[ $rc -eq 1 ] && grep -q VIOLATION nozero_relaxed.out"
+    "{ [ $rc -eq 1 ] && grep -q VIOLATION nozero_relaxed.out; } || { [ $rc -eq 3 ] && grep -q 'deadlock' nozero_relaxed.out; }"
 co nozero_ar "$sc/ring_inlined_nozero.yaml" --runs 5 --set vars.messages=300 \
     --set hardware.nic.transport=ib-ar
 check "ring-inlined-nozero FAILS check-order with IB adaptive routing (exit $rc)" \

@@ -96,12 +96,14 @@ static void test_star_delay_and_iterators(void)
     for (uint32_t i = 0; i < 3; i++)
         topo_attach(t, i, (struct fabric_sink){.rx = node_record, .ctx = &rx[i]});
 
-    /* one frame node0 -> node1: uplink serialisation + cable + switch
-     * latency + egress serialisation + cable (store and forward) */
+    /* one frame node0 -> node1, cut-through (the default): its first bit
+     * reaches the switch after the cable (5 ns), leaves 300 ns later, and
+     * the egress link serialises it (its last bit arrived meanwhile):
+     * cable + latency + egress serialisation + cable */
     link_send(topo_uplink(t, 0), mk(pool, 0, 1, 1066));
     sim_run(sim, SIM_TIME_NEVER);
     CHECK_EQ_U64(rx[1].n, 1);
-    CHECK_EQ_U64(rx[1].first_t, SER_1086_PS + 5000 + 300000 + SER_1086_PS + 5000);
+    CHECK_EQ_U64(rx[1].first_t, 5000 + 300000 + SER_1086_PS + 5000);
     CHECK_EQ_U64(rx[0].n + rx[2].n, 0);
     CHECK_EQ_U64(switch_get_counters(topo_switch(t, 0))->pkts_forwarded, 1);
 
@@ -112,10 +114,55 @@ static void test_star_delay_and_iterators(void)
         link_send(topo_uplink(t, 2), mk(pool, 2, 0, 1066));
     sim_run(sim, SIM_TIME_NEVER);
     CHECK_EQ_U64(rx[0].n, 100);
-    CHECK_EQ_U64(rx[0].first_t - t0, 2 * SER_1086_PS + 2 * 5000 + 300000);
+    CHECK_EQ_U64(rx[0].first_t - t0, SER_1086_PS + 2 * 5000 + 300000);
     CHECK_EQ_U64(rx[0].last_t - rx[0].first_t, 99 * SER_1086_PS);
     CHECK_EQ_U64(rx[0].out_of_order, 0);
 
+    topo_destroy(t);
+    pkt_pool_destroy(pool);
+    sim_destroy(sim);
+}
+
+/* The store-and-forward option: a frame enters the pipeline when its last
+ * bit has arrived, so one hop costs ingress serialisation + latency +
+ * egress serialisation.  A switch with 0 latency is still store-and-forward
+ * (the last bit), and cut-through never lets the egress finish before the
+ * ingress last bit (a faster egress link is clamped). */
+static void test_store_and_forward(void)
+{
+    struct sim *sim = sim_create(1);
+    struct pkt_pool *pool = pkt_pool_create();
+    struct topo_params p;
+    fabric_defaults(&p);
+    p.sw.store_and_forward = true;
+    struct topology *t = topo_create(sim, &p, pool);
+    struct node_rx rx[2] = {{.node = 0}, {.node = 1}};
+    for (uint32_t i = 0; i < 2; i++)
+        topo_attach(t, i, (struct fabric_sink){.rx = node_record, .ctx = &rx[i]});
+    link_send(topo_uplink(t, 0), mk(pool, 0, 1, 1066));
+    sim_run(sim, SIM_TIME_NEVER);
+    CHECK_EQ_U64(rx[1].first_t, SER_1086_PS + 5000 + 300000 + SER_1086_PS + 5000);
+    topo_destroy(t);
+    pkt_pool_destroy(pool);
+    sim_destroy(sim);
+
+    /* cut-through, no switch latency, egress 4x faster than ingress: the
+     * egress cannot finish before the last bit came in (clamp), so the
+     * frame arrives one cable after its ingress last bit + one cable */
+    sim = sim_create(1);
+    pool = pkt_pool_create();
+    fabric_defaults(&p);
+    p.sw.latency_ps = 0;
+    t = topo_create(sim, &p, pool);
+    struct link_params fast = *link_get_params(topo_downlink(t, 1));
+    fast.rate_bps *= 4;
+    link_set_params(topo_downlink(t, 1), &fast);
+    memset(rx, 0, sizeof(rx));
+    rx[1].node = 1;
+    topo_attach(t, 1, (struct fabric_sink){.rx = node_record, .ctx = &rx[1]});
+    link_send(topo_uplink(t, 0), mk(pool, 0, 1, 1066));
+    sim_run(sim, SIM_TIME_NEVER);
+    CHECK_EQ_U64(rx[1].first_t, SER_1086_PS + 5000 + 5000);
     topo_destroy(t);
     pkt_pool_destroy(pool);
     sim_destroy(sim);
@@ -317,6 +364,7 @@ int main(void)
 {
     test_defaults();
     test_star_delay_and_iterators();
+    test_store_and_forward();
     test_all_to_all_routing();
     test_incast();
     test_switch_direct();

@@ -69,8 +69,9 @@ static void test_seq_nak_go_back_n(void)
     const struct nic_counters *cb = nic_get_counters(p.h->nic[1]);
     CHECK_EQ_U64(cb->naks_tx, 1); /* one NAK per gap */
     CHECK_EQ_U64(ca->naks_rx, 1);
-    /* packets 4..15 sent again: at least 16 + 12 data packets */
-    CHECK(ca->pkts_tx >= 28);
+    /* packets from 4 on sent again: more than 16 data packets (how many of
+     * 5..15 had left when the NAK came back depends on the timing) */
+    CHECK(ca->pkts_tx > 16 + 1);
     CHECK(cb->rx_drops >= 1);
     CHECK(poll1(p.a.scq, &wc) == 0);
     pair_close(&p);
@@ -663,8 +664,11 @@ static void test_ack_behind_read(void)
         }
     }
     CHECK_EQ_U64(got, 2);
-    /* 128 KiB at ~97 Gb/s is ~11 us; plus a few us of latency */
-    CHECK(sim_now(p.h->sim) - t0 < 20 * SIM_US);
+    /* 128 KiB at MTU 1024 is ~11 us on the wire; the responder fetches
+     * it as 4 KiB host streams (pcie.read_fetch_rate), which with cold
+     * caches and one READ in flight takes ~22 us in all - far from the
+     * ~67 ms local ACK timeout */
+    CHECK(sim_now(p.h->sim) - t0 < 30 * SIM_US);
     CHECK(memcmp(p.a.buf, p.b.buf, 128 * 1024) == 0);
     pair_close(&p);
 }

@@ -213,6 +213,16 @@ static void test_exact_timings(void)
     pcie_params_default(&p);
     double eff = (double)pcie_effective_rate_bps(&p); /* checked in test_rates */
     sim_time_t L = p.read_latency_ps;
+    /* Read fetch rate: MRd j's data are ready L after it arrived plus the
+     * fetch of requests 0..j, one after the other.  A 2 KiB read (4 MRds):
+     * the last request's data at 24 B + L + 4 x F(512), then its 2 CplDs. */
+    sim_time_t F512 = sim_bytes_to_ps(512, p.read_fetch_bps);
+    CHECK_EQ_U64(one_op(&p, OP_READ, 2048, NULL), ser(24, eff) + L + 4 * F512 + 2 * ser(276, eff));
+    /* 64 B: one request, fetched in F(64) */
+    CHECK_EQ_U64(one_op(&p, OP_READ, 64, NULL),
+                 ser(24, eff) + L + sim_bytes_to_ps(64, p.read_fetch_bps) + ser(84, eff));
+    /* the rest of this test is the link's arithmetic without the fetch */
+    p.read_fetch_bps = 0;
 
     /* 1 B write: one MWr of 25 B, then write latency */
     CHECK_EQ_U64(one_op(&p, OP_WRITE, 1, NULL), ser(25, eff) + p.write_latency_ps);
@@ -290,33 +300,52 @@ static void test_calibration(void)
     sim_time_t t64 = one_op(&p, OP_READ, 64, NULL);
     CHECK_NEAR(sim_ps_to_ns(t64), 546.0, 10.0);
 
-    /* the measurement link, Gen3 x8 (57.9 Gb/s): 546 ns within 1 ns */
+    /* the measurement link, Gen3 x8 (57.9 Gb/s): read_latency and the read
+     * fetch rate were fitted to the 64 B and 2 KiB points (pcie.c); the
+     * 256 B and 1 KiB points were not fitted and land within 1.5 %.  The
+     * model values are those quoted in docs/pcie.md (so a change shows). */
     p.lanes = 8;
     p.dllp_overhead_permil = 81;
-    CHECK_NEAR(sim_ps_to_ns(one_op(&p, OP_READ, 64, NULL)), 546.0, 1.0);
-    /* Larger reads: pcie-bench 626 / 853 / 1133 ns.  The model, without
-     * host-side per-cache-line fetch costs, is faster; these are the model
-     * values quoted in docs/pcie.md (so a change to the model shows up). */
     static const struct {
         uint64_t bytes;
         double measured_ns, model_ns;
-    } pts[] = {{256, 626, 572.4}, {1024, 853, 686.8}, {2048, 1133, 839.4}};
-    for (size_t i = 0; i < 3; i++) {
+    } pts[] = {{64, 546, 545.9}, {256, 626, 623.0}, {1024, 853, 863.5}, {2048, 1133, 1132.9}};
+    for (size_t i = 0; i < 4; i++) {
         double ns = sim_ps_to_ns(one_op(&p, OP_READ, pts[i].bytes, NULL));
         printf("read %5llu B on Gen3 x8: model %.1f ns, pcie-bench %.0f ns (%+.1f %%)\n",
                (unsigned long long)pts[i].bytes, ns, pts[i].measured_ns,
                100.0 * (ns - pts[i].measured_ns) / pts[i].measured_ns);
         CHECK_NEAR(ns, pts[i].model_ns, 0.5);
-        CHECK(ns < pts[i].measured_ns);
+        CHECK_NEAR(ns, pts[i].measured_ns, 0.015 * pts[i].measured_ns);
     }
+    /* A stream of reads (pcie_dma_read_chain_k) is fetched like one read:
+     * two chained 1 KiB reads end when one 2 KiB read would. */
+    struct sim *sim = sim_create(1);
+    struct pcie_link *l = pcie_link_create(sim, "t.pcie", &p);
+    sim_time_t chain = 0;
+    rec_reset();
+    pcie_dma_read_chain_k(l, PCIE_K_OTHER, 0, 1024, &chain, rec_done, (void *)(intptr_t)0, NULL);
+    pcie_dma_read_chain_k(l, PCIE_K_OTHER, 0, 1024, &chain, rec_done, (void *)(intptr_t)1, NULL);
+    CHECK(sim_run(sim, SIM_TIME_NEVER) == SIM_RUN_DONE);
+    CHECK_NEAR(sim_ps_to_ns(R.t[1]), 1132.9, 1.0);
+    pcie_link_destroy(l);
+    sim_destroy(sim);
 }
 
 /* ---------------------------------------------------------------- throughput */
+
+static int n_reads_done;
+static void count_done(struct sim *sim, void *a, void *b)
+{
+    (void)sim, (void)a, (void)b;
+    n_reads_done++;
+}
 
 static void test_throughput(void)
 {
     struct pcie_params p;
     pcie_params_default(&p);
+    p.read_fetch_bps = 0; /* one long read: the link's limit (fetch: test_calibration) */
     double eff = (double)pcie_effective_rate_bps(&p);
     double bits = 8.0 * (1 << 20);
 
@@ -349,6 +378,22 @@ static void test_throughput(void)
         CHECK_EQ_U64(R.order[i], i);
     pcie_link_destroy(l);
     sim_destroy(sim);
+    /* With the default read fetch rate (30.4 Gb/s per read), 256 reads of
+     * 4 KiB in flight still reach the link's read rate: reads are fetched
+     * in parallel and the gaps in one read's completions serve others. */
+    pcie_params_default(&p);
+    sim = sim_create(1);
+    l = pcie_link_create(sim, "t.pcie", &p);
+    n_reads_done = 0;
+    for (int i = 0; i < 256; i++)
+        pcie_dma_read(l, 4096, count_done, NULL, NULL);
+    CHECK(sim_run(sim, SIM_TIME_NEVER) == SIM_RUN_DONE);
+    CHECK_EQ_U64(n_reads_done, 256);
+    double rate4k = 256.0 * 4096 * 8 / ((double)sim_now(sim) / 1e12);
+    printf("256 x 4 KiB reads, fetch rate 30.4 Gb/s per read: %.2f Gb/s\n", rate4k / 1e9);
+    CHECK(rate4k > 0.9 * eff * 256 / 276 && rate4k <= eff * 256 / 276);
+    pcie_link_destroy(l);
+    sim_destroy(sim);
 }
 
 /* ---------------------------------------------------------------- ordering */
@@ -371,6 +416,7 @@ static void test_ordering(void)
 {
     struct pcie_params p;
     pcie_params_default(&p);
+    p.read_fetch_bps = 0; /* the link's ordering rules alone */
     double eff = (double)pcie_effective_rate_bps(&p);
 
     /* writes of mixed sizes, issued together and while earlier ones are in

@@ -78,6 +78,7 @@ static void test_kind_counts(void)
     for (size_t c = 0; c < 3; c++) {
         struct pcie_params p;
         pcie_params_default(&p);
+        p.read_fetch_bps = 0; /* tags and credits alone (fetch: test_pcie_model) */
         p.mps_bytes = cfg[c][0];
         p.mrrs_bytes = cfg[c][1];
         uint64_t mps = p.mps_bytes, mrrs = p.mrrs_bytes;
@@ -123,6 +124,7 @@ static void test_kind_counts(void)
     /* an out-of-range kind counts as "other" */
     struct pcie_params p;
     pcie_params_default(&p);
+    p.read_fetch_bps = 0; /* tags and credits alone (fetch: test_pcie_model) */
     struct sim *sim = sim_create(1);
     struct pcie_link *l = pcie_link_create(sim, "t.pcie", &p);
     pcie_dma_write_k(l, (enum pcie_kind)99, 0, 64, NULL, NULL, NULL);
@@ -138,6 +140,7 @@ static void test_tags(void)
 {
     struct pcie_params p;
     pcie_params_default(&p);
+    p.read_fetch_bps = 0; /* tags and credits alone (fetch: test_pcie_model) */
     p.fc_nph_credits = 0; /* tags alone */
     double eff = (double)pcie_effective_rate_bps(&p);
     sim_time_t L = p.read_latency_ps, mrd = ser(24, eff), C = 2 * ser(276, eff);
@@ -190,6 +193,7 @@ static void test_write_passes_waiting_read(void)
 {
     struct pcie_params p;
     pcie_params_default(&p);
+    p.read_fetch_bps = 0; /* tags and credits alone (fetch: test_pcie_model) */
     p.tags = 1;
     double eff = (double)pcie_effective_rate_bps(&p);
     struct sim *sim = sim_create(1);
@@ -212,6 +216,7 @@ static void test_credits(void)
 {
     struct pcie_params p;
     pcie_params_default(&p);
+    p.read_fetch_bps = 0; /* tags and credits alone (fetch: test_pcie_model) */
     double eff = (double)pcie_effective_rate_bps(&p);
     sim_time_t WL = p.write_latency_ps, L = p.read_latency_ps;
 
@@ -258,6 +263,7 @@ static void test_credits(void)
      * MRd j (j >= 4) leaves at A_{j-4} + L, so 4 requests per MRd + L:
      * rate 4 x 512 B / (MRd + L) */
     pcie_params_default(&p);
+    p.read_fetch_bps = 0; /* tags and credits alone (fetch: test_pcie_model) */
     p.tags = 0;
     p.fc_nph_credits = 4;
     struct pcie_counters c;
@@ -275,6 +281,7 @@ static void test_credits(void)
      * credits and tags */
     struct pcie_params d, inf;
     pcie_params_default(&d);
+    d.read_fetch_bps = 0; /* tags and credits alone (fetch: test_pcie_model) */
     inf = d;
     inf.tags = inf.fc_ph_credits = inf.fc_pd_credits = inf.fc_nph_credits = 0;
     CHECK_EQ_U64(one_read(&d, 1 << 20, &c, NULL), one_read(&inf, 1 << 20, NULL, NULL));
@@ -305,6 +312,7 @@ static void test_relaxed_read(void)
 {
     struct pcie_params p;
     pcie_params_default(&p);
+    p.read_fetch_bps = 0;            /* tags and credits alone (fetch: test_pcie_model) */
     p.write_latency_ps = 5 * SIM_US; /* longer than the read path */
     double eff = (double)pcie_effective_rate_bps(&p);
     for (int relaxed = 0; relaxed < 2; relaxed++) {
@@ -362,6 +370,7 @@ static void test_read_never_passes_write(void)
 {
     struct pcie_params p;
     pcie_params_default(&p);
+    p.read_fetch_bps = 0; /* tags and credits alone (fetch: test_pcie_model) */
     p.tags = 6;
     p.fc_nph_credits = 5;
     p.fc_ph_credits = 8;

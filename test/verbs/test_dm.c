@@ -264,7 +264,10 @@ int main(void)
            "(%.1fx)\n",
            N_FAA, sim_ps_to_us(s.faa_host_ps), sim_ps_to_us(s.faa_dm_ps),
            s.faa_dm_ps ? (double)s.faa_host_ps / (double)s.faa_dm_ps : 0.0);
-    CHECK(s.faa_dm_ps > 0 && s.faa_host_ps >= 3 * s.faa_dm_ps);
+    /* one client with 16 in flight: device memory is limited by the
+     * client's round trip, host memory by one PCIe read per FAA (the next
+     * one starts once the previous result write is issued: PCIe ordering) */
+    CHECK(s.faa_dm_ps > 0 && 10 * s.faa_host_ps >= 25 * s.faa_dm_ps);
     fx_destroy(s.fx);
     return test_summary();
 }

@@ -11,9 +11,9 @@
  *   4. <directory of the executable>/..   a build directory inside the
  *      source tree whose source has moved since it was configured
  * Each holds the files at the same relative paths as the source tree:
- * profiles/<name>.yaml and tools/plot_*.py.  An installed copy comes first
- * so that a package never reads a source tree that happens to exist at the
- * path it was built from. */
+ * profiles/<name>.yaml, tools/plot_*.py and validation/points.yaml.  An
+ * installed copy comes first so that a package never reads a source tree
+ * that happens to exist at the path it was built from. */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>

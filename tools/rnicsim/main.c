@@ -48,6 +48,7 @@ static void usage(FILE *out)
                  "  rnicsim sweep FILE.yaml --set KEY=V1,V2,... [--set KEY2=A,B]... [-j N]\n"
                  "                        [-o DIR] [--seed N] [--profiles DIR]\n"
                  "                        [--plot x=KEY,y=COLUMN[,series=KEY]]\n"
+                 "  rnicsim validate [--full] [--only ID,...] [-j N] [-o DIR] [--doc FILE.md]\n"
                  "  rnicsim --version | --help\n"
                  "\n"
                  "run: simulate a scenario, print a summary, write JSON results (-o).\n"
@@ -62,7 +63,10 @@ static void usage(FILE *out)
                  "  (docs/taranov-table2.md).\n"
                  "sweep: run every combination of the --set value lists (-j at a time),\n"
                  "  one CSV row per run in DIR/sweep.csv (default DIR sweep-out);\n"
-                 "  exit status: 0 all ran, 1 a run failed, 2 bad input, 5 output error.\n");
+                 "  exit status: 0 all ran, 1 a run failed, 2 bad input, 5 output error.\n"
+                 "validate: run the published data points (validation/points.yaml) and\n"
+                 "  compare; exit status: 0 all within tolerance or known limits, 1 a point\n"
+                 "  outside or in error, 2 bad input, 5 output error.\n");
 #ifdef RNICSIM_HAVE_EMU
     fprintf(out, "emulate FILE.yaml [-o RESULTS.json] [--socket PATH] [--duration DUR] ...:\n"
                  "  run the scenario's hardware paced by the wall clock for unmodified verbs\n"
@@ -295,6 +299,8 @@ int main(int argc, char **argv)
         return table2_main(argc - 2, argv + 2);
     if (!strcmp(cmd, "sweep"))
         return sweep_main(argc - 2, argv + 2);
+    if (!strcmp(cmd, "validate"))
+        return validate_main(argc - 2, argv + 2);
 #ifdef RNICSIM_HAVE_EMU
     if (!strcmp(cmd, "emulate"))
         return emulate_main("rnicsim emulate", argc - 2, argv + 2);

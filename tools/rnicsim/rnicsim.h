@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "sim/config/config.h"
 #include "sim/fabric/fabric.h"
@@ -396,6 +397,17 @@ void *xrealloc_or_die(void *p, size_t size) __attribute__((returns_nonnull));
 void shell_word(FILE *out, const char *w);
 /* A new string formatted like printf (exits when out of memory). */
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2), returns_nonnull));
+
+/* Start `exe args...` (NULL-terminated) with stdin from /dev/null and
+ * stdout + stderr to `log` (NULL: inherited): the pid, or -1 with errno. */
+pid_t rn_spawn(const char *exe, const char *const *args, const char *log);
+/* A waitpid status as an exit status (128 + signal when killed). */
+int rn_wait_status(int st);
+
+/* ---------------------------------------------------------------- validate.c */
+
+/* `rnicsim validate`: published data points against the model. */
+int validate_main(int argc, char **argv);
 
 /* ---------------------------------------------------------------- datadir.c */
 

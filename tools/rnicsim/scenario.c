@@ -354,10 +354,15 @@ static int read_topology(struct scenario *s, struct cfg_node *root, struct name_
         if (sw->kind != CFG_MAP)
             return cfg_errorf(err, sw, "'topology.switch': expected a mapping, got %s",
                               cfg_kind_name(sw));
+        /* cut-through (first bit in -> first bit out) or store-and-forward */
+        static const char *const fwd_modes[] = {"cut-through", "store-and-forward", NULL};
+        int fwd;
         if (cfg_get_time(sw, "latency", DEFAULT_SWITCH_LATENCY_PS, &s->topo.sw.latency_ps, err) ||
             cfg_get_size(sw, "buffer", DEFAULT_SWITCH_BUFFER_BYTES, &s->topo.sw.port_buffer_bytes,
-                         err))
+                         err) ||
+            cfg_get_enum(sw, "forwarding", fwd_modes, 0, &fwd, err))
             return -1;
+        s->topo.sw.store_and_forward = fwd == 1;
     }
     struct cfg_node *rt = cfg_child(topo, "routing");
     if (rt && s->topo.kind == TOPO_BACK_TO_BACK)

@@ -393,46 +393,6 @@ static int make_dirs(const char *path)
     return rc;
 }
 
-/* Start `exe argv...` with stdin from /dev/null and stdout + stderr to
- * `log` (NULL: inherited).  Returns the pid or -1 with errno. */
-static pid_t spawn(const char *exe, const char *const *args, const char *log)
-{
-    /* posix_spawn takes char *const argv[]: give it copies. */
-    size_t n = 0;
-    while (args[n])
-        n++;
-    char **argv = xcalloc_or_die(n + 1, sizeof(char *));
-    for (size_t i = 0; i < n; i++)
-        argv[i] = xstrdup_or_die(args[i]);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    if (log) {
-        posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0666);
-        posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    }
-    pid_t pid;
-    int e = posix_spawn(&pid, exe, &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    for (size_t i = 0; i < n; i++)
-        free(argv[i]);
-    free(argv);
-    if (e) {
-        errno = e;
-        return -1;
-    }
-    return pid;
-}
-
-static int wait_status(int st)
-{
-    if (WIFEXITED(st))
-        return WEXITSTATUS(st);
-    if (WIFSIGNALED(st))
-        return 128 + WTERMSIG(st);
-    return 255;
-}
-
 static char *json_path(const struct sw_opts *o, size_t r)
 {
     return xasprintf("%s/run-%zu.json", o->dir, r);
@@ -474,7 +434,7 @@ static int run_all(const struct sw_opts *o, size_t nruns, struct sw_run *runs)
             if (unlink(jpath) != 0 && errno != ENOENT)
                 fprintf(stderr, "rnicsim sweep: cannot remove old '%s': %s\n", jpath,
                         strerror(errno));
-            pids[r] = spawn("/proc/self/exe", argv, log);
+            pids[r] = rn_spawn("/proc/self/exe", argv, log);
             if (pids[r] < 0) {
                 fprintf(stderr, "rnicsim sweep: cannot start run %zu: %s\n", r, strerror(errno));
                 runs[r].exit_status = 127;
@@ -500,7 +460,7 @@ static int run_all(const struct sw_opts *o, size_t nruns, struct sw_run *runs)
         }
         for (size_t r = 0; r < nruns; r++) {
             if (pids[r] == pid) {
-                runs[r].exit_status = wait_status(st);
+                runs[r].exit_status = rn_wait_status(st);
                 pids[r] = 0;
                 running--;
                 done++;
@@ -1006,7 +966,7 @@ static int plot(const struct sw_opts *o, const struct sw_cols *cols)
     argv[a++] = png;
     argv[a] = NULL;
     int rc = 0;
-    pid_t pid = spawn(py, argv, NULL);
+    pid_t pid = rn_spawn(py, argv, NULL);
     int st = 0;
     if (pid < 0) {
         fprintf(stderr, "rnicsim sweep: --plot skipped: cannot run %s: %s; the CSV is written\n",
@@ -1014,7 +974,7 @@ static int plot(const struct sw_opts *o, const struct sw_cols *cols)
     } else {
         while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
             ;
-        int es = wait_status(st);
+        int es = rn_wait_status(st);
         if (es == PLOT_EXIT_NO_MATPLOTLIB)
             fprintf(stderr,
                     "rnicsim sweep: --plot skipped: %s has no matplotlib (install "

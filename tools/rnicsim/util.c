@@ -2,12 +2,18 @@
  * (the command cannot continue without memory) and did-you-mean
  * suggestions for names the user misspelt (profiles, parameters,
  * programs, hosts). */
+#include <errno.h>
+#include <fcntl.h>
+#include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "tools/rnicsim/rnicsim.h"
+
+extern char **environ;
 
 char *xstrdup_or_die(const char *s)
 {
@@ -128,4 +134,47 @@ void shell_word(FILE *out, const char *w)
             fputc(*p, out);
     }
     fputc('\'', out);
+}
+
+/* ---------------------------------------------------------------- child processes (sweep,
+ * validate) */
+
+/* Start `exe argv...` with stdin from /dev/null and stdout + stderr to
+ * `log` (NULL: inherited).  Returns the pid or -1 with errno. */
+pid_t rn_spawn(const char *exe, const char *const *args, const char *log)
+{
+    /* posix_spawn takes char *const argv[]: give it copies. */
+    size_t n = 0;
+    while (args[n])
+        n++;
+    char **argv = xcalloc_or_die(n + 1, sizeof(char *));
+    for (size_t i = 0; i < n; i++)
+        argv[i] = xstrdup_or_die(args[i]);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    if (log) {
+        posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+        posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    }
+    pid_t pid;
+    int e = posix_spawn(&pid, exe, &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    for (size_t i = 0; i < n; i++)
+        free(argv[i]);
+    free(argv);
+    if (e) {
+        errno = e;
+        return -1;
+    }
+    return pid;
+}
+
+int rn_wait_status(int st)
+{
+    if (WIFEXITED(st))
+        return WEXITSTATUS(st);
+    if (WIFSIGNALED(st))
+        return 128 + WTERMSIG(st);
+    return 255;
 }

@@ -1,0 +1,91 @@
+/* Seeded noise sources: timing variation drawn from named distributions
+ * that come from published measurements (docs/noise.md).
+ *
+ * A model block that has a cost with run-to-run variation on hardware (a
+ * polling thread noticing new data, later an OS interrupting a thread)
+ * keeps one `struct noise` per source instance and adds a draw to the
+ * cost.  Draws are signed offsets with median zero for the body of a
+ * distribution, so the calibrated constants of the profiles stay the
+ * medians they were fitted to (perftest's "typical" is a median) while
+ * the tail above them comes from the distribution; noise_apply clamps
+ * the sum at zero.
+ *
+ * Every source draws from its own sim_rng stream, named by the caller
+ * (e.g. "noise/wakeup/h3"), so turning one on does not move the draws of
+ * any other, and a run is byte-identical for a given seed.
+ *
+ * Distributions (struct noise_dist):
+ *   NOISE_NONE         always 0 (off)
+ *   NOISE_LOGNORMAL    fast * exp(sigma Z) - fast: median 0, never below
+ *                      -fast, 99th percentile +p99 (sigma from p99/fast)
+ *   NOISE_EXPONENTIAL  Exp(mean): a non-negative extra delay
+ *   NOISE_UNIFORM      uniform in [lo, hi]
+ * each optionally with a rare spike: with probability spike_p per draw an
+ * extra Exp(spike_mean) delay (interrupts, preemption, SMIs).
+ * Presets (noise_presets[]) name the published ones; parameter tables
+ * refer to them by name (noise_preset_names, "none" first). */
+#ifndef RNICSIM_SIM_NOISE_H
+#define RNICSIM_SIM_NOISE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "sim.h"
+
+enum noise_kind {
+    NOISE_NONE,
+    NOISE_LOGNORMAL,
+    NOISE_EXPONENTIAL,
+    NOISE_UNIFORM,
+};
+
+struct noise_dist {
+    enum noise_kind kind;
+    double a_ps;          /* lognormal: fast; exponential: mean; uniform: lo */
+    double b_ps;          /* lognormal: p99 above the median; uniform: hi */
+    double spike_p;       /* probability of a spike per draw (0 = none) */
+    double spike_mean_ps; /* mean of a spike's extra delay (exponential) */
+};
+
+/* A published distribution with a name. */
+struct noise_preset {
+    const char *name;
+    struct noise_dist dist;
+    const char *source; /* where it comes from, what it was fitted to */
+};
+extern const struct noise_preset noise_presets[];
+extern const unsigned noise_presets_count;
+/* The preset names in table order, NULL-terminated ("none" is index 0):
+ * an enum parameter stores the index. */
+extern const char *const noise_preset_names[];
+
+struct noise {
+    struct noise_dist d;
+    double sigma; /* lognormal shape, derived */
+    struct sim_rng rng;
+};
+
+/* Set `n` up to draw from `d` on the stream (sim seed, stream_name). */
+void noise_init(struct noise *n, const struct sim *sim, const struct noise_dist *d,
+                const char *stream_name);
+/* The same from preset number `idx` (out of range: none). */
+void noise_init_preset(struct noise *n, const struct sim *sim, unsigned idx,
+                       const char *stream_name);
+static inline bool noise_on(const struct noise *n)
+{
+    return n->d.kind != NOISE_NONE || n->d.spike_p > 0;
+}
+/* One draw: a signed offset in ps. */
+int64_t noise_draw_ps(struct noise *n);
+/* base + one draw, at least 0 (base unchanged and no draw when off). */
+static inline sim_time_t noise_apply(struct noise *n, sim_time_t base)
+{
+    if (!noise_on(n))
+        return base;
+    int64_t d = noise_draw_ps(n);
+    if (d < 0 && (uint64_t)(-d) >= base)
+        return 0;
+    return (sim_time_t)((int64_t)base + d);
+}
+
+#endif /* RNICSIM_SIM_NOISE_H */
