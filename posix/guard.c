@@ -808,7 +808,13 @@ void posix_guard_start(struct posix_world *w)
     memset(&sa, 0, sizeof(sa));
     sa.sa_sigaction = crash_handler;
     sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    /* The handlers do not interrupt one another: a watchdog signal that
+     * came while a single step (SIGTRAP) or an rdtsc (SIGSEGV) was being
+     * handled is taken when the program is back in its own code, so its
+     * report shows where the program is, never the handler. */
     sigemptyset(&sa.sa_mask);
+    sigaddset(&sa.sa_mask, wd_signal());
+    sigaddset(&sa.sa_mask, preempt_signal());
     for (size_t i = 0; i < N_CRASH_SIGNALS; i++)
         sigaction(crash_signals[i], &sa, &g->old_crash[i]);
     sa.sa_sigaction = watchdog_handler;
