@@ -4,9 +4,6 @@
  * answers on a device without the feature (EOPNOTSUPP, or NULL with errno
  * EOPNOTSUPP).  Not here: ibv_rereg_mr (mr.c, with the registration cost).
  *
- *   ibv_attach_mcast / ibv_detach_mcast   EOPNOTSUPP: no multicast in the
- *                                        fabric model (rdma-core's default
- *                                        provider op answers the same)
  *   _ibv_query_gid_table                 the port's GID table (one entry)
  *   ibv_get_pkey_index                   as rdma-core: the index of `pkey`
  *                                        or the error of ibv_query_pkey
@@ -46,24 +43,6 @@ static void *null_eopnotsupp(void)
     host_note_call();
     errno = EOPNOTSUPP;
     return NULL;
-}
-
-int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
-{
-    (void)qp;
-    (void)gid;
-    (void)lid;
-    shim_charge_control();
-    return EOPNOTSUPP;
-}
-
-int ibv_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
-{
-    (void)qp;
-    (void)gid;
-    (void)lid;
-    shim_charge_control();
-    return EOPNOTSUPP;
 }
 
 ssize_t _ibv_query_gid_table(struct ibv_context *context, struct ibv_gid_entry *entries,

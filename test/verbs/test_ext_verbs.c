@@ -13,9 +13,9 @@
  *    ops, completion timestamps in nanoseconds of the 1 GHz HCA clock that
  *    ibv_query_device_ex announces; ENOENT when empty; CVLAN refused;
  *  - ibv_resize_cq: larger is fine, below the CQEs waiting is EINVAL;
- *  - what rdma-core answers for absent features: memory windows, multicast,
- *    XRC domains (EOPNOTSUPP); the GID type, GID table, P_Key index and
- *    rate conversions. */
+ *  - what rdma-core answers for absent features: memory windows, XRC
+ *    domains (EOPNOTSUPP); multicast on an RC QP (EINVAL); the GID type,
+ *    GID table, P_Key index and rate conversions. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -76,7 +76,7 @@ static void misc_queries(struct fx_rc *rc)
     CHECK(mw == NULL && errno == EOPNOTSUPP);
     union ibv_gid g;
     CHECK(ibv_query_gid(rc->ctx, 1, 0, &g) == 0);
-    CHECK_EQ_U64(ibv_attach_mcast(rc->qp, &g, 0), EOPNOTSUPP);
+    CHECK_EQ_U64(ibv_attach_mcast(rc->qp, &g, 0), EINVAL); /* multicast is UD's */
     struct ibv_xrcd_init_attr xa = {.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS,
                                     .fd = -1,
                                     .oflags = O_CREAT};
