@@ -745,16 +745,18 @@ int posix_wait(struct posix_thread *t, struct sim_waitq *wq, sim_time_t deadline
     struct posix_prog *p = t->prog;
     if (p->pending && !p->in_handler)
         return EINTR;
+    /* asleep in the kernel: its hardware thread is free for the others
+     * (sim/host/cpu.c), and it waits for it again when it wakes */
+    host_block_begin();
     bool woken;
     if (deadline == SIM_TIME_NEVER) {
         sim_waitq_wait(wq, why);
         woken = true;
-        /* an interrupt resumes sim_waitq_wait too */
-        if (p->pending && !p->in_handler)
-            return EINTR;
     } else {
         woken = sim_waitq_wait_until(wq, deadline, why);
     }
+    host_block_end();
+    /* an interrupt resumes the wait too */
     if (p->pending && !p->in_handler)
         return EINTR;
     return woken ? 0 : ETIMEDOUT;
