@@ -144,9 +144,16 @@ void host_charge(sim_time_t ps)
         return;
     t->host->activity_gen++;
     t->own_gen++;
+    t->quiet = false;
     if (!sim_waitq_empty(&t->host->relax_wq))
         sim_waitq_wake_all(t->host->sim, &t->host->relax_wq);
     if (ps)
+        sim_proc_sleep(ps);
+}
+
+void host_charge_quiet(sim_time_t ps)
+{
+    if (host_thread_current() && ps)
         sim_proc_sleep(ps);
 }
 
@@ -199,11 +206,13 @@ void host_park(const char *why)
         return;
     }
     snprintf(t->why, sizeof(t->why), "%s", why);
-    /* This thread may have written memory a sibling thread spins on. */
-    if (!sim_waitq_empty(&t->host->relax_wq))
+    /* This thread may have written memory a sibling thread spins on
+     * (unless it only waited since it last woke: t->quiet). */
+    if (!t->quiet && !sim_waitq_empty(&t->host->relax_wq))
         sim_waitq_wake_all(t->host->sim, &t->host->relax_wq);
     sim_waitq_wait(&t->host->relax_wq, t->why);
     thread_new_turn(t);
+    t->quiet = true;
     sim_time_t wake = noise_apply(&t->host->wakeup_noise, t->host->cpu.wakeup_ps);
     if (wake)
         sim_proc_sleep(wake);

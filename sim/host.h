@@ -79,6 +79,12 @@ struct host_thread {
      * (a CQE landed while its poll was being charged), host_park returns at
      * once instead of parking: the thread has not seen it yet. */
     uint64_t seen_gen, own_gen;
+    /* Nothing but waiting since the thread last woke from a park: empty
+     * polls (host_charge_quiet) and parks.  Such a thread changed nothing
+     * a sibling could be waiting for, so parking it wakes nobody; without
+     * this, idle threads of one host kept waking each other at every poll
+     * and none ever parked (docs/huang.md "Simulator speed"). */
+    bool quiet;
 };
 
 void host_init(struct host *h, struct sim *sim, uint32_t id, const char *name,
@@ -99,6 +105,10 @@ void host_note_call(void);
  * giving up the CPU it wakes this host's host_relax() waiters, since the
  * running thread may have written memory they poll. */
 void host_charge(sim_time_t ps);
+/* Charge `ps` for looking without finding anything (an empty poll): the
+ * thread sleeps, but no sibling is woken and nothing counts as activity
+ * on the host (host_park). */
+void host_charge_quiet(sim_time_t ps);
 /* The running thread is about to store a doorbell: wait (charged as CPU
  * time) until its previous doorbell store has drained
  * (host_cpu_params.doorbell_gap_ps). */

@@ -340,7 +340,10 @@ int shim_poll_cq(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc)
     }
     int n = got > 0 ? got : 0;
     trace_polled(ht->host, wc, n);
-    host_charge(ht->host->cpu.poll_cq_ps + (sim_time_t)n * ht->host->cpu.poll_cqe_ps);
+    if (n)
+        host_charge(ht->host->cpu.poll_cq_ps + (sim_time_t)n * ht->host->cpu.poll_cqe_ps);
+    else /* an empty poll changes nothing a sibling could wait for */
+        host_charge_quiet(ht->host->cpu.poll_cq_ps);
     if (n) {
         ht->empty_poll_mark = 0;
         ht->n_empty_cqs = 0;

@@ -122,8 +122,8 @@ static uint32_t check_hdr(const uint8_t *p, uint64_t tag, uint32_t link, uint32_
     return 1;
 }
 
-uint32_t hg_check_request(const uint8_t *p, uint32_t L, uint64_t tag, uint32_t link,
-                          uint32_t slot, char *why, size_t why_len)
+uint32_t hg_check_request(const uint8_t *p, uint32_t L, uint64_t tag, uint32_t link, uint32_t slot,
+                          char *why, size_t why_len)
 {
     uint32_t bad = check_hdr(p, tag, link, slot, "request", why, why_len);
     if (bad)

@@ -21,22 +21,29 @@
 
 #include "protocols/common/rc_conn.h"
 
-#define HG_MAX_NODES 512         /* nodes of one configuration (the paper: 29) */
-#define HG_MAX_THREADS 64        /* threads of one node (the paper pins at most 16) */
-#define HG_MAX_R 4096            /* pending requests per QP (the paper: up to 256) */
-#define HG_MIN_L 16              /* a request carries tag, link and slot (16 B) */
-#define HG_MIN_V 16              /* a value carries the same header */
-#define HG_MAX_V (1u << 24)      /* 16 MiB values */
-#define HG_FRAME_OVERHEAD 6u     /* length (4), marker, ..., marker */
-#define HG_MARKER 0xa5u          /* the marker byte (any non-zero value) */
-#define HG_HDR_BYTES 16u         /* tag u64, link u32, slot u32 */
-#define HG_DENSE_VALUE 8192u     /* values up to this size carry the pattern in every byte */
-#define HG_PATTERN_EDGE 4096u    /* larger ones in their first and last 4 KiB (docs/huang.md) */
+#define HG_MAX_NODES 512      /* nodes of one configuration (the paper: 29) */
+#define HG_MAX_THREADS 64     /* threads of one node (the paper pins at most 16) */
+#define HG_MAX_R 4096         /* pending requests per QP (the paper: up to 256) */
+#define HG_MIN_L 16           /* a request carries tag, link and slot (16 B) */
+#define HG_MIN_V 16           /* a value carries the same header */
+#define HG_MAX_V (1u << 24)   /* 16 MiB values */
+#define HG_FRAME_OVERHEAD 6u  /* length (4), marker, ..., marker */
+#define HG_MARKER 0xa5u       /* the marker byte (any non-zero value) */
+#define HG_HDR_BYTES 16u      /* tag u64, link u32, slot u32 */
+#define HG_DENSE_VALUE 8192u  /* values up to this size carry the pattern in every byte */
+#define HG_PATTERN_EDGE 4096u /* larger ones in their first and last 4 KiB (docs/huang.md) */
 #define HG_POLL_BATCH 32
 #define HG_KEY_MAX (RC_CONN_NAME_MAX + 64)
 
 enum hg_abs { HG_M1, HG_1M, HG_MM, HG_ABS_COUNT };
-enum hg_proto { HG_SEND_SEND, HG_SEND_WRITE, HG_WRITE_SEND, HG_WRITE_WRITE, HG_READ, HG_PROTO_COUNT };
+enum hg_proto {
+    HG_SEND_SEND,
+    HG_SEND_WRITE,
+    HG_WRITE_SEND,
+    HG_WRITE_WRITE,
+    HG_READ,
+    HG_PROTO_COUNT
+};
 enum hg_verb { HG_NONE, HG_SEND, HG_WRITE, HG_RDMA_READ };
 
 /* The protocol facts (Huang Table III and Section III). */
@@ -59,9 +66,9 @@ struct hg_opts {
     uint32_t L, V;         /* request and value bytes */
     uint32_t resp_threads; /* M:1 responding threads; 0 = the paper's rule */
     uint64_t warmup_ns, duration_ns;
-    bool post_list;        /* one post (doorbell) per QP for the requests a poll found */
-    uint32_t mtu_bytes;    /* 0 = the port's active MTU */
-    int oob_role;          /* --server / --client given (real hardware), 0 none */
+    bool post_list;     /* one post (doorbell) per QP for the requests a poll found */
+    uint32_t mtu_bytes; /* 0 = the port's active MTU */
+    int oob_role;       /* --server / --client given (real hardware), 0 none */
 };
 
 /* ------------------------------------------------------------ layout.c */
@@ -125,8 +132,8 @@ enum hg_frame_state hg_frame_poll(const uint8_t *m, uint32_t want_len);
 
 /* Checks; each returns 0 or fills why[] and returns the index of the first
  * bad byte + 1 (so a non-zero value). */
-uint32_t hg_check_request(const uint8_t *p, uint32_t L, uint64_t tag, uint32_t link,
-                          uint32_t slot, char *why, size_t why_len);
+uint32_t hg_check_request(const uint8_t *p, uint32_t L, uint64_t tag, uint32_t link, uint32_t slot,
+                          char *why, size_t why_len);
 uint32_t hg_check_value(const uint8_t *p, uint32_t V, uint64_t tag, uint32_t link, uint32_t slot,
                         char *why, size_t why_len);
 
@@ -137,7 +144,7 @@ struct hg;
 /* One QP: this end of a link. */
 struct hg_qp {
     struct ibv_qp *qp;
-    uint32_t link;      /* index in the configuration's link list */
+    uint32_t link; /* index in the configuration's link list */
     uint32_t peer_node;
     uint32_t peer_qpn;
     uint64_t peer_addr; /* the peer's buffer array of this link */
@@ -147,17 +154,17 @@ struct hg_qp {
     uint32_t *uses;     /* per slot: requests issued (requester) / served (responder) */
     uint64_t *issue_ns; /* requester: when slot i's request was issued */
     uint64_t sq_posted, sq_done; /* send WRs posted / retired (selective signalling) */
-    uint32_t rq_next;   /* next receive buffer to (re)post, cyclic */
-    uint32_t outstanding; /* requester: requests without a response */
-    uint32_t *pend;     /* slots to issue (requester) / answer (responder) now */
+    uint32_t rq_next;            /* next receive buffer to (re)post, cyclic */
+    uint32_t outstanding;        /* requester: requests without a response */
+    uint32_t *pend;              /* slots to issue (requester) / answer (responder) now */
     uint32_t npend;
-    uint32_t nrecv;     /* receives consumed, to repost */
-    bool dirty;         /* in the thread's dirty list */
+    uint32_t nrecv; /* receives consumed, to repost */
+    bool dirty;     /* in the thread's dirty list */
 };
 
 struct hg_thread {
     struct hg *hg;
-    uint32_t idx;    /* the paper's thread number k on this node */
+    uint32_t idx; /* the paper's thread number k on this node */
     bool requesting;
     struct ibv_cq *cq;
     struct ibv_mr *mr;
@@ -172,8 +179,8 @@ struct hg_thread {
     struct ibv_sge *sge;
     struct ibv_recv_wr *rwr;
     struct ibv_sge *rsge;
-    int handle;      /* host_thread_start handle */
-    int rc;          /* exit status of the thread */
+    int handle; /* host_thread_start handle */
+    int rc;     /* exit status of the thread */
     /* results (requester: responses; responder: requests served) */
     uint64_t responses, lat_sum_ns, lat_n, checked, bytes_checked, scans, slots_scanned;
     uint64_t t0_ns, t1_ns; /* the measurement window */
@@ -196,10 +203,10 @@ struct hg {
     uint32_t nthreads;
     uint32_t region_bytes; /* one QP's buffer array, rounded up to 64 */
     uint32_t sync_seq;
-    atomic_bool stop;      /* responders: every requester has drained */
+    atomic_bool stop; /* responders: every requester has drained */
     bool no_device;
-    bool violation;        /* a torn read was found (exit 1) */
-    uint64_t start_ns;     /* after the start barrier */
+    bool violation;    /* a torn read was found (exit 1) */
+    uint64_t start_ns; /* after the start barrier */
 };
 
 /* thread.c */

@@ -207,11 +207,11 @@ static int parse_args(int argc, char **argv, struct hg_opts *o)
     o->proto = HG_WRITE_WRITE;
     o->P = o->Q = o->N = 28; /* Huang Section IV: 28 requesting / responding nodes */
     o->S = 1;
-    o->R = 128;                /* Huang Fig. 8b, 8c, 10b, 10c, 12b, 12c: R = 128 */
-    o->L = 36;                 /* Huang Section IV: Facebook's mean key size */
-    o->V = 365;                /* ... and mean value size (Atikoglu et al.) */
-    o->warmup_ns = 200000;     /* estimate: pipelines full, caches warm (docs/huang.md) */
-    o->duration_ns = 1000000;  /* spec 3.7: a 1-2 ms window instead of three runs */
+    o->R = 128;               /* Huang Fig. 8b, 8c, 10b, 10c, 12b, 12c: R = 128 */
+    o->L = 36;                /* Huang Section IV: Facebook's mean key size */
+    o->V = 365;               /* ... and mean value size (Atikoglu et al.) */
+    o->warmup_ns = 200000;    /* estimate: pipelines full, caches warm (docs/huang.md) */
+    o->duration_ns = 1000000; /* spec 3.7: a 1-2 ms window instead of three runs */
     o->post_list = true;
 
     optind = 0;
@@ -326,9 +326,9 @@ static int parse_args(int argc, char **argv, struct hg_opts *o)
 
 static uint32_t opts_hash(const struct hg_opts *o)
 {
-    uint64_t w[] = {o->abs,          o->proto,     o->P,         o->Q,        o->N,
-                    o->S,            o->R,         o->L,         o->V,        o->resp_threads,
-                    o->warmup_ns,    o->duration_ns, o->post_list, o->mtu_bytes};
+    uint64_t w[] = {o->abs,       o->proto,       o->P,         o->Q,        o->N,
+                    o->S,         o->R,           o->L,         o->V,        o->resp_threads,
+                    o->warmup_ns, o->duration_ns, o->post_list, o->mtu_bytes};
     return rc_conn_hash_words(w, sizeof(w) / sizeof(w[0]));
 }
 
@@ -492,11 +492,10 @@ static int setup_thread(struct hg *hg, struct hg_thread *t)
     t->buf_bytes = (size_t)t->nqps * hg->region_bytes;
     if (t->buf_bytes) {
         /* mmap: page aligned and zero, and pages never written stay unallocated */
-        void *m = mmap(NULL, t->buf_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                       -1, 0);
+        void *m =
+            mmap(NULL, t->buf_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (m == MAP_FAILED) {
-            fprintf(stderr, "%s: cannot map %zu bytes of buffer arrays\n", hg->prog,
-                    t->buf_bytes);
+            fprintf(stderr, "%s: cannot map %zu bytes of buffer arrays\n", hg->prog, t->buf_bytes);
             t->buf_bytes = 0;
             return 1;
         }
@@ -555,8 +554,8 @@ static int setup_thread(struct hg *hg, struct hg_thread *t)
             q->qp = ibv_create_qp(hg->conn.pd, &ia);
         }
         if (!q->qp) {
-            fprintf(stderr, "%s: ibv_create_qp #%" PRIu32 " of thread %" PRIu32 ": %s\n",
-                    hg->prog, qi, t->idx, strerror(errno));
+            fprintf(stderr, "%s: ibv_create_qp #%" PRIu32 " of thread %" PRIu32 ": %s\n", hg->prog,
+                    qi, t->idx, strerror(errno));
             return 1;
         }
         if (t->requesting && (qi == 0 || ia.cap.max_inline_data < hg->max_inline))

@@ -86,7 +86,8 @@ uint64_t hg_links(const struct hg_opts *o, struct hg_link *out)
         for (uint32_t i = 1; i <= o->P; i++)
             for (uint32_t k = 0; k < o->S; k++, n++)
                 if (out)
-                    out[n] = (struct hg_link){i, k, 0, (uint32_t)(((uint64_t)(i - 1) * o->S + k) % T)};
+                    out[n] =
+                        (struct hg_link){i, k, 0, (uint32_t)(((uint64_t)(i - 1) * o->S + k) % T)};
         break;
     }
     case HG_1M:

@@ -133,7 +133,9 @@ static int wc_ok(struct hg_thread *t, const struct ibv_wc *wc)
 {
     if (wc->status == IBV_WC_SUCCESS)
         return 0;
-    fprintf(stderr, "%s node %" PRIu32 " thread %" PRIu32 ": completion failed on QP 0x%x: %s (status %d)\n",
+    fprintf(stderr,
+            "%s node %" PRIu32 " thread %" PRIu32
+            ": completion failed on QP 0x%x: %s (status %d)\n",
             t->hg->prog, t->hg->o.node, t->idx, wc->qp_num, ibv_wc_status_str(wc->status),
             (int)wc->status);
     return 1;
@@ -160,7 +162,8 @@ static int post_send(struct hg_thread *t, struct hg_qp *q, uint32_t n)
     struct ibv_send_wr *bad = NULL;
     int err = ibv_post_send(q->qp, t->wr, &bad);
     if (err) {
-        fprintf(stderr, "%s node %" PRIu32 ": ibv_post_send (link %" PRIu32 ", %" PRIu32 " WRs): %s\n",
+        fprintf(stderr,
+                "%s node %" PRIu32 ": ibv_post_send (link %" PRIu32 ", %" PRIu32 " WRs): %s\n",
                 t->hg->prog, t->hg->o.node, q->link, n, strerror(err));
         return 1;
     }
@@ -230,8 +233,8 @@ static int requester_got(struct hg_thread *t, uint32_t qi, uint32_t s, const uin
     struct hg_qp *q = &t->qps[qi];
     char why[200];
     if (s >= hg->o.R || q->issue_ns[s] == UINT64_MAX) {
-        snprintf(why, sizeof(why), "a response for slot %" PRIu32 ", which has no request outstanding",
-                 s);
+        snprintf(why, sizeof(why),
+                 "a response for slot %" PRIu32 ", which has no request outstanding", s);
         return violation(t, q, s, false, 0, why);
     }
     uint64_t tag = hg->o.proto == HG_READ ? 0 : hg_tag(q->uses[s] - 1, s, hg->o.R);
