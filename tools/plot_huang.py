@@ -51,7 +51,8 @@ SWEEPS = {
 CHECK_SWEEPS = {
     "m1_S": ("m1_S", "S", [1, 16], {}),
     "1m_S": ("1m_S", "S", [1, 16], {}),
-    "mm_S": ("mm_S", "S", [1, 2, 8], {}),
+    "mm_S": ("mm_S", "S", [1, 2], {}),
+    "mm_S8": ("mm_S", "S", [8], {}, ["read"]),
 }
 QUICK_SWEEPS = {
     "m1_S": ("m1_S", "S", [1], {}),
@@ -116,7 +117,7 @@ def checks(r):
     g = lambda sw, s: ({p: r[sw].get((p, s)) for p in PROTOS}
                        if sw in r and all((p, s) in r[sw] for p in PROTOS) else None)
     m1, m1s1, o1, o1s1 = g("m1_S", 16), g("m1_S", 1), g("1m_S", 16), g("1m_S", 1)
-    mm = {s: g("mm_S", s) for s in (1, 2, 8)}
+    mm = {s: g("mm_S", s) for s in (1, 2)}
     fmt = lambda d: ", ".join(f"{p} {d[p]:.1f}" for p in PROTOS)
     best = lambda d: max(d, key=d.get)
     for d, tag in ((m1, "S16"), (m1s1, "S1")):
@@ -159,9 +160,10 @@ def checks(r):
     if ("read", 1) in r1 and ("read", 16) in r1:
         out.append(("5b", "1:M READ: S=1 >= 4x S=16", f"{r1[('read', 1)]:.1f} / "
                     f"{r1[('read', 16)]:.1f}", r1[("read", 1)] >= 4 * r1[("read", 16)]))
-    if mm[1] and mm[8]:
-        out.append(("5c", "M:M READ: S=1 >= 4x S=8",
-                    f"{mm[1]['read']:.1f} / {mm[8]['read']:.1f}", mm[1]["read"] >= 4 * mm[8]["read"]))
+    r8 = r.get("mm_S8", {})
+    if mm[1] and ("read", 8) in r8:
+        out.append(("5c", "M:M READ: S=1 >= 4x S=8", f"{mm[1]['read']:.1f} / {r8[('read', 8)]:.1f}",
+                    mm[1]["read"] >= 4 * r8[("read", 8)]))
     return out
 
 
