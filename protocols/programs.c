@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "protocols/huang/huang.h"
+#include "protocols/hostbench/hostbench.h"
 #include "protocols/litmus/litmus.h"
 #include "protocols/microbench/microbench.h"
 #include "protocols/microbench/regthrash.h"
@@ -48,6 +49,9 @@ const struct program_def protocol_programs[] = {
     {"huang", huang_main,
      "Huang & Ghandeharizadeh: 5 RC request/response protocols over M:1, 1:M, M:M (--node=I "
      "--abstraction=m1|1m|mm --protocol=P)"},
+    {"hostbench", hostbench_main,
+     "the host model end to end: threads on hyper-threads / shared CPUs (--test=threads), a "
+     "write-twice ping-pong reading each message (--server | --client)"},
     {"ps_count", ps_count_main,
      "programmable-switch example: counts packets and bytes per host pair in the switch's "
      "registers (host sw0; --hosts --for)"},
