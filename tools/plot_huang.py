@@ -55,8 +55,7 @@ CHECK_SWEEPS = {
     "mm_S8": ("mm_S", "S", [8], {}, ["read"]),
 }
 QUICK_SWEEPS = {
-    "m1_S": ("m1_S", "S", [1], {}),
-    "1m_S": ("1m_S", "S", [1, 16], {}, ["read"]),
+    "m1_S": ("m1_S", "S", [1], {}, PROTOS, {"warmup": "1ms", "duration": "1ms"}),
 }
 
 # The paper's numbers from its text (spec 3.5), per figure: (protocol, x) -> Gb/s
@@ -79,11 +78,14 @@ PAPER = {
 def run_sweep(binary, scen_dir, out, spec, jobs):
     scen, x, xs, extra = spec[:4]
     protos = spec[4] if len(spec) > 4 else PROTOS
+    fixed = spec[5] if len(spec) > 5 else {}
     cmd = [binary, "sweep", os.path.join(scen_dir, scen + ".yaml"),
            "--set", "vars.proto=" + ",".join(protos),
            "--set", f"vars.{x}=" + ",".join(map(str, xs))]
     for k, vals in extra.items():
         cmd += ["--set", f"vars.{k}=" + ",".join(map(str, vals))]
+    for k, val in fixed.items():
+        cmd += ["--set", f"vars.{k}={val}"]
     cmd += ["-j", str(jobs), "-o", out]
     t0 = time.monotonic()
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

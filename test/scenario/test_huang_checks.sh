@@ -2,39 +2,37 @@
 # The headline checks of the Huang & Ghandeharizadeh reproduction
 # (docs/huang.md, spec section 3.8) that the model meets and that are cheap
 # to run, through tools/plot_huang.py --checks --quick: the 28-node M:1
-# configuration at S = 1 with the five protocols (checks 1a, 1c) and 1:M
-# READ at S = 1 and S = 16 (check 5b: the requester's READ contexts), R =
-# 128, V = 365 B; and check 9 (marker framing vs DMA order) with
-# rnicsim check-order.  The S = 16 runs of the other protocols take minutes
-# (docs/huang.md has them).  Every number is simulated time, so the verdicts
-# are deterministic.
+# configuration at S = 1 (28 QPs at the responder, R = 128, V = 365 B, a
+# 1 ms window after 1 ms of warm-up) with the five protocols: READ is the
+# best (check 1a) and the response verb changes little (1c); and check 9
+# (marker framing vs DMA order) with rnicsim check-order.  The S = 16 runs
+# take minutes each (docs/huang.md has them).  Every number is simulated
+# time, so the verdicts are deterministic.
 # Args: rnicsim binary, source dir, scratch dir (test/scenario/lib.sh).
 set -u
 . "$(dirname "$0")/lib.sh"
 
-only=m1_S,1m_S
-expect=1a-S1,1c-S1,5b
 if ldd "$bin" 2>/dev/null | grep -q libasan; then
-    # under ASan (about 10x slower) only the M:1 points: the protocols' and
-    # the NIC's code paths are the same in the others
-    only=m1_S
-    expect=1a-S1,1c-S1
-fi
-timeout 900 $py "$src/tools/plot_huang.py" --checks --quick --rnicsim "$bin" -j 2 \
-    --only $only --expect "$expect" -o "$scratch/out" >"$scratch/checks.md" 2>"$scratch/checks.err"
-rc=$?
-cat "$scratch/checks.md"
-check "plot_huang.py --checks exits 0 (got $rc)" "[ $rc -eq 0 ] || { tail -5 '$scratch/checks.err'; false; }"
-for n in ${expect//,/ }; do
-    check "check $n holds" "grep -q '^| $n | .* | yes |\$' '$scratch/checks.md'"
-done
-check "results.json has each sweep's wall time and command" "$py - '$scratch/out/results.json' '$only' <<'PY'
+    # under ASan (about 10x slower) only the check-order runs below: the same
+    # program and NIC code paths, a tenth of the simulated time
+    echo "ASan build: the bandwidth checks run in the plain build only"
+else
+    timeout 900 $py "$src/tools/plot_huang.py" --checks --quick --rnicsim "$bin" -j 2 \
+        --only m1_S --expect 1a-S1,1c-S1 -o "$scratch/out" >"$scratch/checks.md" 2>"$scratch/checks.err"
+    rc=$?
+    cat "$scratch/checks.md"
+    check "plot_huang.py --checks exits 0 (got $rc)" "[ $rc -eq 0 ] || { tail -5 '$scratch/checks.err'; false; }"
+    for n in 1a-S1 1c-S1; do
+        check "check $n holds" "grep -q '^| $n | .* | yes |\$' '$scratch/checks.md'"
+    done
+    check "results.json has the sweep's wall time and command" "$py - '$scratch/out/results.json' <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
-assert set(d['wall_seconds']) == set(sys.argv[2].split(',')), d['wall_seconds']
+assert set(d['wall_seconds']) == {'m1_S'}, d['wall_seconds']
 assert all(c.startswith('rnicsim sweep scenarios/huang/') for c in d['commands'].values()), d['commands']
 assert d['quick'] is True
 PY"
+fi
 # check 9: the marker framing is clean under strict DMA order and torn under
 # relaxed order for a WRITE-framed protocol, never for SEND/SEND (the CQE
 # comes after the data)
