@@ -4,9 +4,10 @@
  * Requesting thread: keeps R requests outstanding on each of its QPs; a
  * request for slot i is issued again as soon as the response for slot i is
  * there.  It polls its CQ continuously and, when responses come by WRITE,
- * scans every response slot of every QP for the markers.  The responses
- * one turn finds on a QP are re-issued with one ibv_post_send (a post list,
- * one doorbell; --post-list=off posts them one by one).
+ * scans every response slot of every QP for the markers.  Each request
+ * is posted by itself (one ibv_post_send, one doorbell), as the paper's;
+ * --post-list=on re-issues the requests one turn finds on a QP with one
+ * post instead.
  *
  *   request by SEND   inline SEND of the L-byte request into a receive the
  *                     responder posted (its request slots, used cyclically)
