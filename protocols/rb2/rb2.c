@@ -50,11 +50,13 @@ enum rb2_wr_kind { RB2_WR_DATA = 1, RB2_WR_TAIL, RB2_WR_HEAD, RB2_WR_PULL };
 #define RB2_WR_KIND(id) ((unsigned)((id) >> 56))
 
 #define RB2_RQ_DEPTH 512u
-#define RB2_MAX_INLINE 220u /* perftest's WRITE inline size; ConnectX-5 takes it */ /* poll-CQ receive WQEs kept posted */
+#define RB2_MAX_INLINE                                                                             \
+    220u /* perftest's WRITE inline size; ConnectX-5 takes it */ /* poll-CQ receive WQEs kept      \
+                                                                    posted */
 
 struct rb2_tx {
-    uint8_t *ring;    /* RB_S (sender_ring) or NULL */
-    uint8_t *staging; /* receiver-only ring: the message being written */
+    uint8_t *ring;                        /* RB_S (sender_ring) or NULL */
+    uint8_t *staging;                     /* receiver-only ring: the message being written */
     uint64_t tail, synced_tail, esc_tail; /* units */
     uint64_t msgs, msgs_synced, msgs_esc; /* messages (thresholds) */
     uint64_t published;                   /* units the receiver was told of (poll CQ) */
@@ -65,7 +67,7 @@ struct rb2_tx {
 };
 
 struct rb2_rx {
-    uint8_t *ring; /* RB_R */
+    uint8_t *ring;                          /* RB_R */
     uint64_t head, synced_head, local_tail; /* units (local_tail: poll CQ's count) */
     uint64_t msgs, msgs_synced;
     uint64_t remote_local_head;
@@ -332,12 +334,9 @@ static int rb2_tail_write(struct rb2 *rb)
     volatile uint64_t *src = rb2_ctrl(rb, RB2_C_TAIL_SRC);
     *src = tx->tail;
     host_touch_write((void *)(uintptr_t)src, 8);
-    struct ibv_sge sge = {
-        .addr = (uint64_t)(uintptr_t)src, .length = 8, .lkey = rb->conn.mr->lkey};
-    struct ibv_send_wr wr = {.sg_list = &sge,
-                             .num_sge = 1,
-                             .opcode = IBV_WR_RDMA_WRITE,
-                             .send_flags = IBV_SEND_INLINE};
+    struct ibv_sge sge = {.addr = (uint64_t)(uintptr_t)src, .length = 8, .lkey = rb->conn.mr->lkey};
+    struct ibv_send_wr wr = {
+        .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_INLINE};
     wr.wr.rdma.remote_addr = tx->remote_local_tail;
     wr.wr.rdma.rkey = rb->conn.peer.rkey;
     uint64_t seq = rb2_post(rb, &wr, RB2_WR_TAIL, true);
@@ -512,9 +511,8 @@ static int rb2_write_common(struct rb2 *rb, uint32_t len, const void *msg, rb2_f
             /* FaRM: the header alone, straight to the receiver */
             uint8_t *p = tx->staging + (tx->tail % c->units) * c->unit_bytes;
             rb2_put_hdr(p, (uint32_t)pad, (uint32_t)pad, RB2_F_WRAP);
-            struct ibv_sge h = {.addr = (uint64_t)(uintptr_t)p,
-                                .length = RB2_HDR_BYTES,
-                                .lkey = rb->conn.mr->lkey};
+            struct ibv_sge h = {
+                .addr = (uint64_t)(uintptr_t)p, .length = RB2_HDR_BYTES, .lkey = rb->conn.mr->lkey};
             struct ibv_send_wr hw = {.sg_list = &h,
                                      .num_sge = 1,
                                      .opcode = IBV_WR_RDMA_WRITE,
@@ -663,8 +661,7 @@ static int rb2_head_sync(struct rb2 *rb)
     if (c->head == RB2_HEAD_LAZY_PULL ||
         (rx->msgs - rx->msgs_synced < gamma && rx->head - rx->synced_head < c->units / 2))
         return 0;
-    struct ibv_sge sge = {
-        .addr = (uint64_t)(uintptr_t)src, .length = 8, .lkey = rb->conn.mr->lkey};
+    struct ibv_sge sge = {.addr = (uint64_t)(uintptr_t)src, .length = 8, .lkey = rb->conn.mr->lkey};
     struct ibv_send_wr wr = {
         .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_INLINE};
     wr.wr.rdma.remote_addr = rx->remote_local_head;
@@ -705,7 +702,8 @@ static int rb2_rx_ready(struct rb2 *rb, uint8_t **slot)
                     return -1;
                 }
                 for (int i = 0; i < n; i++) {
-                    if (wc[i].status != IBV_WC_SUCCESS || wc[i].opcode != IBV_WC_RECV_RDMA_WITH_IMM) {
+                    if (wc[i].status != IBV_WC_SUCCESS ||
+                        wc[i].opcode != IBV_WC_RECV_RDMA_WITH_IMM) {
                         fprintf(stderr, "%s: rb2: receive completion %s (opcode %d)\n", rb->prog,
                                 ibv_wc_status_str(wc[i].status), (int)wc[i].opcode);
                         rb->failed = 1;
@@ -790,8 +788,9 @@ static int rb2_read_common(struct rb2 *rb, void *buf, uint32_t cap, uint32_t *le
     uint32_t n = (uint32_t)rb2_get_hdr_len(slot), units = rb2_msg_units(&rb->cfg, n);
     if (slot[7] != RB2_MARK || n > rb2_ring_bytes(&rb->cfg) ||
         rc_conn_get_le(slot + 4, 2) != (units & 0xffffu)) {
-        fprintf(stderr, "%s: rb2: VIOLATION: bad header at unit %" PRIu64 " (length %" PRIu32
-                        ", units %" PRIu64 ")\n",
+        fprintf(stderr,
+                "%s: rb2: VIOLATION: bad header at unit %" PRIu64 " (length %" PRIu32
+                ", units %" PRIu64 ")\n",
                 rb->prog, rb->rx->head, n, rc_conn_get_le(slot + 4, 2));
         rb->failed = rb->violation = 1;
         return -1;
@@ -910,16 +909,16 @@ int rb2_open(struct rb2 *rb, const char *prog, const char *name, bool is_server,
     }
     int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
     uint32_t rq = has_rx && cfg->tail == RB2_TAIL_POLL_CQ ? RB2_RQ_DEPTH : 1;
-    uint64_t words[] = {cfg->units,   cfg->unit_bytes, cfg->alpha,        cfg->beta,
-                        cfg->gamma,   cfg->head,       cfg->tail,         cfg->elastic,
+    uint64_t words[] = {cfg->units,        cfg->unit_bytes,  cfg->alpha,         cfg->beta,
+                        cfg->gamma,        cfg->head,        cfg->tail,          cfg->elastic,
                         cfg->max_inflight, cfg->sender_ring, cfg->cache_friendly};
     if (rc_conn_create_pd_mr(c, access) || rc_conn_create_cqs(c, cfg->sq_depth, rq + 1) ||
         rc_conn_create_qp(c, cfg->sq_depth, rq, RB2_MAX_INLINE, NULL) ||
         rc_conn_exchange(c, rc_conn_hash_words(words, sizeof(words) / sizeof(words[0])), 0))
         return -1;
     if (c->peer.opts_hash != c->local.opts_hash) {
-        fprintf(stderr, "%s: rb2: the two sides of '%s' disagree on the ring configuration\n",
-                prog, name);
+        fprintf(stderr, "%s: rb2: the two sides of '%s' disagree on the ring configuration\n", prog,
+                name);
         return -1;
     }
     /* the peer's ring offset: its layout has the opposite directions */

@@ -45,7 +45,9 @@
 #define RB2_HDR_BYTES 8u
 #define RB2_LINE_BYTES 64u
 #define RB2_TRAILER_BYTES 8u
-#define RB2_PEND_MAX 8 /* WRs one call posts at most, as one list */ /* poll message: the last byte of the message's last 8 */
+#define RB2_PEND_MAX                                                                               \
+    8 /* WRs one call posts at most, as one list */ /* poll message: the last byte of the          \
+                                                       message's last 8 */
 
 enum rb2_head_sync { RB2_HEAD_LAZY_PUSH, RB2_HEAD_LAZY_PULL, RB2_HEAD_ACTIVE_PUSH };
 enum rb2_tail_sync { RB2_TAIL_WRITE_TWICE, RB2_TAIL_POLL_CQ, RB2_TAIL_POLL_MSG, RB2_TAIL_LEN_WORD };
@@ -55,10 +57,10 @@ enum rb2_elastic { RB2_ELASTIC_TEXT, RB2_ELASTIC_AS_PRINTED, RB2_ELASTIC_OFF };
 enum { RB2_OK = 0, RB2_FULL = 1, RB2_EMPTY = 2 };
 
 struct rb2_config {
-    uint32_t units;        /* ring size in units (RB_R and RB_S) */
-    uint32_t unit_bytes;   /* 64·k: slot-to-slot; 8: back-to-back */
-    uint32_t alpha, beta;  /* pointer advancement, slot transmission (messages) */
-    uint32_t gamma;        /* lazy push / pull threshold (messages) */
+    uint32_t units;       /* ring size in units (RB_R and RB_S) */
+    uint32_t unit_bytes;  /* 64·k: slot-to-slot; 8: back-to-back */
+    uint32_t alpha, beta; /* pointer advancement, slot transmission (messages) */
+    uint32_t gamma;       /* lazy push / pull threshold (messages) */
     enum rb2_head_sync head;
     enum rb2_tail_sync tail;
     enum rb2_elastic elastic;
@@ -95,9 +97,9 @@ struct rb2 {
     const char *prog;
     struct rb2_config cfg;
     struct rc_conn conn;
-    uint8_t *region;       /* host_alloc: control lines, RB_S, RB_R, staging */
+    uint8_t *region; /* host_alloc: control lines, RB_S, RB_R, staging */
     size_t region_bytes;
-    int socket;            /* where region lives */
+    int socket; /* where region lives */
     struct rb2_tx *tx;
     struct rb2_rx *rx;
     /* send-queue accounting (shared by tx and rx, which both post) */
@@ -111,8 +113,8 @@ struct rb2 {
     /* counters */
     uint64_t writes_posted, tail_syncs, tail_syncs_deferred, head_syncs, pulls;
     uint64_t full_waits, bytes_copied;
-    int failed;             /* a completion error was seen */
-    int violation;          /* a message header was not as the sender wrote it */
+    int failed;    /* a completion error was seen */
+    int violation; /* a message header was not as the sender wrote it */
 };
 
 /* Open the link: device, memory, QP, out-of-band exchange under

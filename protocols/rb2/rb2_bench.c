@@ -134,15 +134,16 @@ static int rb2b_usage(const char *prog, const char *bad)
 {
     if (bad)
         fprintf(stderr, "%s: bad option '%s'\n", prog, bad);
-    printf("usage: %s --server | --client [--variant=rb2|farm|sd|l5] [--mode=bw|pingpong|rpc]\n"
-           "   [--size=B] [--resp-size=B] [--slots=N] [--messages=N] [--bytes=V] [--max-messages=N]\n"
-           "   [--warmup=N] [--threads=T]\n"
-           "   [--window=W] [--head=push|pull|active] [--tail=wt|cq|pollmsg|lenword]\n"
-           "   [--alpha=A] [--beta=B] [--gamma=G] [--elastic=text|as_printed|off] [--batching=0|1]\n"
-           "   [--zero-copy=0|1] [--cache-friendly=0|1] [--hugepages=0|1] [--numa=0|1]\n"
-           "   [--sync-send=0|1] [--ablation=M1..M9]\n"
-           "   [--inline=N] [--sw-ns=N] [--name=P] [server-host]\n",
-           prog);
+    printf(
+        "usage: %s --server | --client [--variant=rb2|farm|sd|l5] [--mode=bw|pingpong|rpc]\n"
+        "   [--size=B] [--resp-size=B] [--slots=N] [--messages=N] [--bytes=V] [--max-messages=N]\n"
+        "   [--warmup=N] [--threads=T]\n"
+        "   [--window=W] [--head=push|pull|active] [--tail=wt|cq|pollmsg|lenword]\n"
+        "   [--alpha=A] [--beta=B] [--gamma=G] [--elastic=text|as_printed|off] [--batching=0|1]\n"
+        "   [--zero-copy=0|1] [--cache-friendly=0|1] [--hugepages=0|1] [--numa=0|1]\n"
+        "   [--sync-send=0|1] [--ablation=M1..M9]\n"
+        "   [--inline=N] [--sw-ns=N] [--name=P] [server-host]\n",
+        prog);
     return bad ? 2 : 1;
 }
 
@@ -215,9 +216,9 @@ static int rb2b_parse(int argc, char **argv, struct rb2b_opts *o)
             /* Table II: M1 full RB², M2-M9 one optimisation off (M8,
              * huge pages, is the profile's host.hugepages: the NIC's
              * translation; here only the allocation advice) */
-            static const char *const what[] = {"", "", "all batching", "sync-ahead", "elastic",
-                                               "lazy push", "zero copy", "cache-friendly",
-                                               "huge pages", "NUMA-aware"};
+            static const char *const what[] = {
+                "",          "",          "all batching",   "sync-ahead", "elastic",
+                "lazy push", "zero copy", "cache-friendly", "huge pages", "NUMA-aware"};
             o->ablation = what[v];
             if (v == 2) {
                 c->alpha = c->beta = c->gamma = 1;
@@ -418,7 +419,8 @@ static int rb2b_violation(struct rb2b_pair *pr)
     if (!pr->why[0] && !pr->rb.violation)
         return 2; /* a transport error, reported by the library */
     if (pr->why[0])
-        fprintf(stderr, "%s server: VIOLATION: %s\n", pr->prog, pr->why);
+        fprintf(stderr, "%s %s: VIOLATION: %s\n", pr->prog, pr->o->server ? "server" : "client",
+                pr->why);
     struct host_kv kv[] = {{"message", (double)pr->expect},
                            {"pair", (double)pr->index},
                            {"t_ns", (double)host_now_ns()}};
@@ -468,7 +470,8 @@ static int rb2b_bw(struct rb2b_pair *pr)
 static int rb2b_pingpong(struct rb2b_pair *pr)
 {
     const struct rb2b_opts *o = pr->o;
-    uint32_t req = (uint32_t)(o->size - RB2_HDR_BYTES), resp = (uint32_t)(o->resp_size - RB2_HDR_BYTES);
+    uint32_t req = (uint32_t)(o->size - RB2_HDR_BYTES),
+             resp = (uint32_t)(o->resp_size - RB2_HDR_BYTES);
     uint32_t in = o->server ? req : resp, out = o->server ? resp : req;
     uint64_t total = o->warmup + o->messages;
     uint8_t *scratch = malloc(out > in ? out : in);
@@ -492,9 +495,7 @@ static int rb2b_pingpong(struct rb2b_pair *pr)
         while ((r = rb2b_recv(pr, in, NULL)) == 0)
             rb2_idle(&pr->rb);
         if (r < 0) {
-            rc = o->server ? rb2b_violation(pr) : 2;
-            if (!o->server && pr->why[0])
-                fprintf(stderr, "%s client: VIOLATION: %s\n", pr->prog, pr->why);
+            rc = rb2b_violation(pr);
             break;
         }
         if (o->server && (rb2b_send(pr, i + 1, out, scratch) || rb2_flush(&pr->rb)))
@@ -513,7 +514,8 @@ static int rb2b_pingpong(struct rb2b_pair *pr)
 static int rb2b_rpc(struct rb2b_pair *pr)
 {
     const struct rb2b_opts *o = pr->o;
-    uint32_t req = (uint32_t)(o->size - RB2_HDR_BYTES), resp = (uint32_t)(o->resp_size - RB2_HDR_BYTES);
+    uint32_t req = (uint32_t)(o->size - RB2_HDR_BYTES),
+             resp = (uint32_t)(o->resp_size - RB2_HDR_BYTES);
     uint32_t in = o->server ? req : resp, out = o->server ? resp : req;
     uint64_t total = o->messages;
     uint8_t *scratch = malloc(out > in ? out : in);
@@ -539,13 +541,12 @@ static int rb2b_rpc(struct rb2b_pair *pr)
             uint64_t ts;
             int r;
             while ((r = rb2b_recv(pr, in, &ts)) == 1) {
-                pr->lat[pr->nlat++] = host_now_ns() - ts; /* the response carries the request's time */
+                pr->lat[pr->nlat++] =
+                    host_now_ns() - ts; /* the response carries the request's time */
                 moved = true;
             }
             if (r < 0) {
-                rc = 2;
-                if (pr->why[0])
-                    fprintf(stderr, "%s client: VIOLATION: %s\n", pr->prog, pr->why);
+                rc = rb2b_violation(pr);
                 break;
             }
             if (!moved) { /* nothing to do: publish, then wait */
@@ -627,8 +628,9 @@ static void rb2b_pair_run(void *arg)
     int rc = o->mode == RB2B_BW         ? rb2b_bw(pr)
              : o->mode == RB2B_PINGPONG ? rb2b_pingpong(pr)
                                         : rb2b_rpc(pr);
-    /* the end: both sides learn the worse status */
-    int peer = rc_conn_barrier(&pr->rb.conn, rc, 2);
+    /* the end: both sides learn the worse status (after a violation the
+     * program ends at once: rnicsim check-order stops the run there) */
+    int peer = rc == 1 ? 0 : rc_conn_barrier(&pr->rb.conn, rc, 2);
     pr->rc = rc ? rc : peer;
     rb2_close(&pr->rb);
 }
@@ -703,14 +705,11 @@ int rb2_main(int argc, char **argv)
     if (lat)
         qsort(lat, (size_t)n, sizeof(uint64_t), rb2b_cmp);
     if (!rc && lat) {
-        struct host_kv stat[] = {{"threads", (double)o.threads},
-                                 {"writes", (double)sum.writes_posted},
-                                 {"tail_syncs", (double)sum.tail_syncs},
-                                 {"deferred", (double)sum.tail_syncs_deferred},
-                                 {"head_syncs", (double)sum.head_syncs},
-                                 {"pulls", (double)sum.pulls},
-                                 {"full_waits", (double)sum.full_waits},
-                                 {"copied_bytes", (double)sum.bytes_copied}};
+        struct host_kv stat[] = {
+            {"threads", (double)o.threads},         {"writes", (double)sum.writes_posted},
+            {"tail_syncs", (double)sum.tail_syncs}, {"deferred", (double)sum.tail_syncs_deferred},
+            {"head_syncs", (double)sum.head_syncs}, {"pulls", (double)sum.pulls},
+            {"full_waits", (double)sum.full_waits}, {"copied_bytes", (double)sum.bytes_copied}};
         host_report(o.server ? "rb2_rx" : "rb2_tx", stat, sizeof(stat) / sizeof(stat[0]));
         double us = (double)slowest / 1e3;
         if (o.mode == RB2B_BW && o.server) {
@@ -724,7 +723,8 @@ int rb2_main(int argc, char **argv)
                                    {"lat_p50_us", rb2b_pct_us(lat, n, 50)},
                                    {"lat_p999_us", rb2b_pct_us(lat, n, 99.9)}};
             host_report("rb2_bw", kv, sizeof(kv) / sizeof(kv[0]));
-            printf("%s: %s %" PRIu64 " B x %" PRIu64 " (%" PRIu64 " pairs): %.2f Gb/s, %.3f Mmsg/s\n",
+            printf("%s: %s %" PRIu64 " B x %" PRIu64 " (%" PRIu64
+                   " pairs): %.2f Gb/s, %.3f Mmsg/s\n",
                    prog, o.variant, o.size, checked, o.threads, kv[4].value, kv[5].value);
         } else if (o.mode == RB2B_PINGPONG && !o.server) {
             struct host_kv kv[] = {{"size_bytes", (double)o.size},
