@@ -324,6 +324,7 @@ static int rb2_transmit(struct rb2 *rb, uint64_t from, uint64_t to)
     }
     if (c->tail == RB2_TAIL_POLL_CQ || c->tail == RB2_TAIL_POLL_MSG)
         tx->published = to;
+    rb->last_tx_units = units;
     return 0;
 }
 
@@ -845,6 +846,24 @@ void rb2_idle(struct rb2 *rb)
     if (rb->rx && rb->cfg.tail == RB2_TAIL_POLL_CQ && !rb->tx)
         return;
     host_relax();
+}
+
+void rb2_get_state(struct rb2 *rb, struct rb2_state *st)
+{
+    memset(st, 0, sizeof(*st));
+    if (rb->tx) {
+        st->tail = rb->tx->tail;
+        st->synced_tail = rb->tx->synced_tail;
+        st->esc_tail = rb->tx->esc_tail;
+        st->local_head = *rb2_ctrl(rb, RB2_C_LOCAL_HEAD);
+    }
+    if (rb->rx) {
+        st->head = rb->rx->head;
+        st->synced_head = rb->rx->synced_head;
+        st->local_tail = rb->cfg.tail == RB2_TAIL_WRITE_TWICE ? *rb2_ctrl(rb, RB2_C_LOCAL_TAIL)
+                                                              : rb->rx->local_tail;
+    }
+    st->last_tx_units = rb->last_tx_units;
 }
 
 /* ------------------------------------------------------------ set-up */

@@ -112,7 +112,7 @@ struct rb2 {
     int npend;
     /* counters */
     uint64_t writes_posted, tail_syncs, tail_syncs_deferred, head_syncs, pulls;
-    uint64_t full_waits, bytes_copied;
+    uint64_t full_waits, bytes_copied, last_tx_units;
     int failed;    /* a completion error was seen */
     int violation; /* a message header was not as the sender wrote it */
 };
@@ -146,6 +146,19 @@ int rb2_read_zc(struct rb2 *rb, rb2_consume_fn consume, void *arg);
 /* Body of a loop that got RB2_FULL or RB2_EMPTY: wait until the peer may
  * have moved (host_relax, or the CQ poll of the poll-CQ receiver). */
 void rb2_idle(struct rb2 *rb);
+
+/* The pointers (positions in units since the start; the ring index is
+ * the position modulo the ring), for tests and diagnostics.  local_head
+ * and local_tail are the control words as the peer's NIC last wrote them
+ * (the receiver's own cached local_tail may lag: it reads the word only
+ * when it finds the ring empty).  last_tx_units: units of the last data
+ * transmission. */
+struct rb2_state {
+    uint64_t tail, synced_tail, esc_tail, local_head;
+    uint64_t head, synced_head, local_tail;
+    uint64_t last_tx_units;
+};
+void rb2_get_state(struct rb2 *rb, struct rb2_state *st);
 
 /* The CPU a NUMA-aware (or, numa_aware off, a deliberately wrong) thread
  * should run on: the `k`-th core of the NIC's socket (the other socket).

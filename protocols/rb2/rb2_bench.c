@@ -1,6 +1,6 @@
 /* rb2: the evaluation driver of RB² and its rival DRBs (docs/rb2.md).
  *
- *   rb2 --server | --client [--variant=rb2|farm|sd|l5] [--mode=bw|pingpong|rpc]
+ *   rb2 --server | --client [--variant=rb2|farm|sd|l5] [--mode=bw|pingpong|rpc|example]
  *       [--size=B] [--resp-size=B] [--slots=N] [--messages=N] [--warmup=N]
  *       [--bytes=V [--max-messages=N]] [--threads=T] [--window=W]
  *       [--head=push|pull|active] [--tail=wt|cq|pollmsg|lenword]
@@ -58,7 +58,7 @@
 #define RB2B_MAX_THREADS 16
 #define RB2B_GOLDEN 0x9e3779b97f4a7c15ull
 
-enum rb2b_mode { RB2B_BW, RB2B_PINGPONG, RB2B_RPC };
+enum rb2b_mode { RB2B_BW, RB2B_PINGPONG, RB2B_RPC, RB2B_EXAMPLE };
 
 struct rb2b_opts {
     bool server;
@@ -135,7 +135,8 @@ static int rb2b_usage(const char *prog, const char *bad)
     if (bad)
         fprintf(stderr, "%s: bad option '%s'\n", prog, bad);
     printf(
-        "usage: %s --server | --client [--variant=rb2|farm|sd|l5] [--mode=bw|pingpong|rpc]\n"
+        "usage: %s --server | --client [--variant=rb2|farm|sd|l5] "
+        "[--mode=bw|pingpong|rpc|example]\n"
         "   [--size=B] [--resp-size=B] [--slots=N] [--messages=N] [--bytes=V] [--max-messages=N]\n"
         "   [--warmup=N] [--threads=T]\n"
         "   [--window=W] [--head=push|pull|active] [--tail=wt|cq|pollmsg|lenword]\n"
@@ -196,6 +197,8 @@ static int rb2b_parse(int argc, char **argv, struct rb2b_opts *o)
             o->mode = RB2B_PINGPONG;
         else if (!strcmp(a, "--mode=rpc"))
             o->mode = RB2B_RPC;
+        else if (!strcmp(a, "--mode=example"))
+            o->mode = RB2B_EXAMPLE;
         else if (!strncmp(a, "--resp-size=", 12) && rc_conn_parse_uint(a + 12, 16, 64ull << 20, &v))
             o->resp_size = v;
         else if (!strncmp(a, "--messages=", 11) && rc_conn_parse_uint(a + 11, 1, 1ull << 32, &v))
@@ -290,6 +293,13 @@ static int rb2b_parse(int argc, char **argv, struct rb2b_opts *o)
     if (o->size < RB2_HDR_BYTES + 16 || o->resp_size < RB2_HDR_BYTES + 16) {
         fprintf(stderr, "%s: --size and --resp-size must be at least 24 bytes\n", argv[0]);
         return 2;
+    }
+    if (o->mode == RB2B_EXAMPLE) { /* the paper's Fig. 4: N 8, α 4, β 2, γ 2 */
+        c->units = 8;
+        c->alpha = 4;
+        c->beta = 2;
+        c->gamma = 2;
+        c->elastic = RB2_ELASTIC_OFF;
     }
     if (o->bytes) { /* a volume: at least 64 messages, at most --max-messages */
         o->messages = o->bytes / o->size < 64 ? 64 : o->bytes / o->size;
@@ -602,6 +612,143 @@ static int rb2b_rpc(struct rb2b_pair *pr)
     return rc;
 }
 
+/* ------------------------------------------------------------ Fig. 4 */
+
+/* The worked example of the paper (Fig. 4, as the build spec reconstructs
+ * it): N = 8, α = 4, β = 2, γ = 2.  Three messages written and flushed,
+ * one read, one more written: state (a); then write one (a -> b: two
+ * slots transmitted ahead of the pointer), read two (b -> c: the first
+ * read pushes the head, the second only advances it), write two (c -> d:
+ * two slots sent, local_tail advanced by four, synced_tail = esc_tail =
+ * tail).  Each side checks its pointers after every step; the receiver
+ * then reads and checks the four messages it was given.  Table
+ * "rb2_example": steps_checked, mismatches. */
+struct rb2b_ex {
+    struct rb2b_pair *pr;
+    int checked, bad;
+};
+
+static void rb2b_ex_expect(struct rb2b_ex *ex, const char *step, const char *what, uint64_t got,
+                           uint64_t want)
+{
+    ex->checked++;
+    if (got == want)
+        return;
+    ex->bad++;
+    fprintf(stderr, "%s: example %s: %s is %" PRIu64 ", expected %" PRIu64 "\n", ex->pr->prog, step,
+            what, got, want);
+}
+
+static int rb2b_example(struct rb2b_pair *pr)
+{
+    const struct rb2b_opts *o = pr->o;
+    struct rb2 *rb = &pr->rb;
+    struct rc_conn *c = &rb->conn;
+    uint32_t len = (uint32_t)(o->size - RB2_HDR_BYTES);
+    uint8_t *scratch = malloc(len);
+    struct rb2b_ex ex = {.pr = pr};
+    struct rb2_state st;
+    int rc = 0;
+    if (!scratch)
+        return 2;
+    pr->expect = 1;
+    if (!o->server) {
+        uint64_t w0;
+        for (uint64_t i = 1; i <= 3 && !rc; i++)
+            rc = rb2b_send(pr, i, len, scratch);
+        if (rc || rb2_flush(rb))
+            goto fail;
+        rc_conn_barrier(c, 0, 1); /* 1: the receiver reads one */
+        rc_conn_barrier(c, 0, 1); /* 2 */
+        if (rb2b_send(pr, 4, len, scratch))
+            goto fail;
+        rb2_get_state(rb, &st); /* (a) */
+        rb2b_ex_expect(&ex, "(a)", "tail", st.tail, 4);
+        rb2b_ex_expect(&ex, "(a)", "synced_tail", st.synced_tail, 3);
+        rb2b_ex_expect(&ex, "(a)", "esc_tail", st.esc_tail, 3);
+        rb2b_ex_expect(&ex, "(a)", "local_head", st.local_head, 0);
+        w0 = rb->writes_posted;
+        if (rb2b_send(pr, 5, len, scratch))
+            goto fail;
+        rb2_get_state(rb, &st); /* (b) */
+        rb2b_ex_expect(&ex, "(a)->(b)", "tail", st.tail, 5);
+        rb2b_ex_expect(&ex, "(a)->(b)", "esc_tail", st.esc_tail, 5);
+        rb2b_ex_expect(&ex, "(a)->(b)", "synced_tail", st.synced_tail, 3);
+        rb2b_ex_expect(&ex, "(a)->(b)", "data WRITEs", rb->writes_posted - w0, 1);
+        rb2b_ex_expect(&ex, "(a)->(b)", "slots in it", st.last_tx_units, 2);
+        rc_conn_barrier(c, 0, 1); /* 3: the receiver sees (b), reads two */
+        rc_conn_barrier(c, 0, 1); /* 4 */
+        while (rb2_get_state(rb, &st), st.local_head != 2 && st.local_head < 8)
+            host_relax();
+        rb2b_ex_expect(&ex, "(b)->(c)", "local_head", st.local_head, 2);
+        w0 = rb->writes_posted;
+        uint64_t s0 = rb->tail_syncs;
+        if (rb2b_send(pr, 6, len, scratch))
+            goto fail;
+        rb2_get_state(rb, &st);
+        rb2b_ex_expect(&ex, "(c)", "tail after one write", st.tail, 6);
+        rb2b_ex_expect(&ex, "(c)", "WRITEs after one write", rb->writes_posted - w0, 0);
+        if (rb2b_send(pr, 7, len, scratch))
+            goto fail;
+        rb2_get_state(rb, &st); /* (d) */
+        rb2b_ex_expect(&ex, "(c)->(d)", "tail", st.tail, 7);
+        rb2b_ex_expect(&ex, "(c)->(d)", "synced_tail", st.synced_tail, 7);
+        rb2b_ex_expect(&ex, "(c)->(d)", "esc_tail", st.esc_tail, 7);
+        rb2b_ex_expect(&ex, "(c)->(d)", "data WRITEs", rb->writes_posted - w0, 1);
+        rb2b_ex_expect(&ex, "(c)->(d)", "slots in it", st.last_tx_units, 2);
+        rb2b_ex_expect(&ex, "(c)->(d)", "tail WRITEs", rb->tail_syncs - s0, 1);
+        rc_conn_barrier(c, 0, 1); /* 5: the receiver sees (d) */
+    } else {
+        rc_conn_barrier(c, 0, 1); /* 1 */
+        int r;
+        while ((r = rb2b_recv(pr, len, NULL)) == 0)
+            rb2_idle(rb);
+        if (r < 0)
+            goto fail;
+        rc_conn_barrier(c, 0, 1); /* 2: the sender writes (a), (b) */
+        rc_conn_barrier(c, 0, 1); /* 3 */
+        rb2_get_state(rb, &st);   /* (b): slots 3-4 there, local_tail still 3 */
+        rb2b_ex_expect(&ex, "(b)", "head", st.head, 1);
+        rb2b_ex_expect(&ex, "(b)", "synced_head", st.synced_head, 0);
+        rb2b_ex_expect(&ex, "(b)", "local_tail", st.local_tail, 3);
+        uint64_t h0 = rb->head_syncs;
+        for (int k = 0; k < 2; k++) {
+            while ((r = rb2b_recv(pr, len, NULL)) == 0)
+                rb2_idle(rb);
+            if (r < 0)
+                goto fail;
+            rb2_get_state(rb, &st);
+            rb2b_ex_expect(&ex, k ? "(c) 2nd read" : "(c) 1st read", "head", st.head,
+                           (uint64_t)(2 + k));
+            rb2b_ex_expect(&ex, k ? "(c) 2nd read" : "(c) 1st read", "synced_head", st.synced_head,
+                           2);
+            rb2b_ex_expect(&ex, k ? "(c) 2nd read" : "(c) 1st read", "head pushes",
+                           rb->head_syncs - h0, 1);
+        }
+        rc_conn_barrier(c, 0, 1); /* 4: the sender writes (d) */
+        rc_conn_barrier(c, 0, 1); /* 5 */
+        while (rb2_get_state(rb, &st), st.local_tail != 7 && st.local_tail < 8)
+            host_relax();
+        rb2b_ex_expect(&ex, "(c)->(d)", "local_tail (3 + 4)", st.local_tail, 7);
+        for (int k = 0; k < 4; k++) { /* messages 4..7, each checked */
+            while ((r = rb2b_recv(pr, len, NULL)) == 0)
+                rb2_idle(rb);
+            if (r < 0)
+                goto fail;
+        }
+        rb2b_ex_expect(&ex, "(d)", "messages read", pr->checked, 7);
+    }
+    free(scratch);
+    struct host_kv kv[] = {{"steps_checked", (double)ex.checked}, {"mismatches", (double)ex.bad}};
+    host_report("rb2_example", kv, 2);
+    printf("%s: Fig. 4 example (%s): %d checks, %d mismatches\n", pr->prog,
+           o->server ? "receiver" : "sender", ex.checked, ex.bad);
+    return ex.bad ? 1 : 0;
+fail:
+    free(scratch);
+    return pr->why[0] ? rb2b_violation(pr) : 2;
+}
+
 /* ------------------------------------------------------------ pairs */
 
 static void rb2b_pair_run(void *arg)
@@ -614,7 +761,8 @@ static void rb2b_pair_run(void *arg)
         pr->rc = 2;
         return;
     }
-    bool tx = !o->server || o->mode != RB2B_BW, rx = o->server || o->mode != RB2B_BW;
+    bool one_way = o->mode == RB2B_BW || o->mode == RB2B_EXAMPLE;
+    bool tx = !o->server || !one_way, rx = o->server || !one_way;
     if (rb2_open(&pr->rb, pr->prog, pr->name, o->server, &o->cfg, tx, rx)) {
         pr->rc = 2;
         rb2_close(&pr->rb);
@@ -627,6 +775,7 @@ static void rb2b_pair_run(void *arg)
     }
     int rc = o->mode == RB2B_BW         ? rb2b_bw(pr)
              : o->mode == RB2B_PINGPONG ? rb2b_pingpong(pr)
+             : o->mode == RB2B_EXAMPLE  ? rb2b_example(pr)
                                         : rb2b_rpc(pr);
     /* the end: both sides learn the worse status (after a violation the
      * program ends at once: rnicsim check-order stops the run there) */

@@ -2,6 +2,8 @@
 # RB² and its rival DRBs (protocols/rb2, scenarios/rb2, docs/rb2.md): the
 # headline checks of the build spec (section 1.10) that the model
 # reproduces, on short runs; every run's receiver checks every message.
+#  0. the worked example of the paper's Fig. 4 (N 8, α 4, β 2, γ 2): the
+#     pointers of both sides after every step;
 #  1. 64 B: RB² >= 2x raw WRITE (perftest) and >= 2x FaRM, SocksDirect, L5
 #     (spec check 3); every message of every DRB checked;
 #  2. 1 MiB: RB² >= 90 % of raw WRITE and >= 1.5x the three rivals
@@ -38,6 +40,13 @@ ge() { # ge A B F: A >= F * B
 within() { # within A B F: |A - B| <= F * B
     $py -c "import sys; a,b,f=map(float,sys.argv[1:]); sys.exit(0 if abs(a-b)<=f*b else 1)" "$1" "$2" "$3"
 }
+
+# ---- 0: the worked example of Fig. 4, every pointer after every step
+run fig4 "$s/fig4_example.yaml"
+a=$(val fig4 rb2_example steps_checked 0)/$(val fig4 rb2_example mismatches 0)
+b=$(val fig4 rb2_example steps_checked 1)/$(val fig4 rb2_example mismatches 1)
+check "Fig. 4 example: 18 + 11 pointer checks, no mismatch (got $a, $b)" \
+    "[ '$a $b' = '18/0 11/0' ] || [ '$a $b' = '11/0 18/0' ]"
 
 # ---- 1, 2: Fig. 5 at 64 B and 1 MiB
 for v in rb2 farm sd l5; do
