@@ -133,6 +133,8 @@ int host_sched_setup(struct host *h)
 
 void host_sched_fini(struct host *h)
 {
+    for (uint32_t i = 0; i < h->nvcpus; i++)
+        sim_cancel(h->sim, &h->vcpus[i].slice_ev); /* a run stopped mid-slice */
     free(h->vcpus);
     h->vcpus = NULL;
     h->nvcpus = 0;
