@@ -91,7 +91,7 @@ void rb2_config_default(struct rb2_config *c, uint32_t slot_bytes, uint32_t slot
         .cache_friendly = true,
         .hugepages = true,
         .numa_aware = true,
-        .sw_ns = 20,
+        .sw_ns = 20, /* estimate: ~50 instructions of pointer arithmetic and checks at 2.3 GHz */
         .sq_depth = 128, /* perftest's tx-depth */
     };
 }
