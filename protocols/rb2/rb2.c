@@ -102,8 +102,8 @@ const char *rb2_config_check(const struct rb2_config *c)
         return "unit size must be 8 (back-to-back) or a multiple of 64 (slots)";
     if (c->units < 4 || c->units > (1u << 28))
         return "ring must have 4 .. 2^28 units";
-    if ((uint64_t)c->units * c->unit_bytes > (1ull << 34))
-        return "ring larger than 16 GiB";
+    if ((uint64_t)c->units * c->unit_bytes > (1ull << 30))
+        return "ring larger than 1 GiB (the evaluation's largest is 128 x 1 MiB)";
     if (!c->alpha || !c->beta || !c->gamma || c->beta > c->alpha)
         return "need 1 <= beta <= alpha and gamma >= 1";
     if (c->inline_bytes > RB2_MAX_INLINE)
