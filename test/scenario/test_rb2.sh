@@ -24,21 +24,30 @@ set -u
 . "$(dirname "$0")/lib.sh"
 s="$src/scenarios/rb2"
 
-run() { # run NAME SCENARIO [--set ...]: results in $scratch/NAME.json
+run() { # run NAME SCENARIO [--set ...]: tables in $scratch/NAME.kv (TABLE.COLUMN.ROW=value)
     local name=$1 scn=$2
     shift 2
-    timeout 120 "$bin" run "$scn" "$@" -o "$scratch/$name.json" >"$scratch/$name.log" 2>&1 ||
+    if timeout 120 "$bin" run "$scn" "$@" -o "$scratch/$name.json" >"$scratch/$name.log" 2>&1; then
+        $py -c "import json,sys
+t = json.load(open(sys.argv[1]))['tables']
+for k, rows in t.items():
+    for i, r in enumerate(rows):
+        for c, v in r.items(): print('%s.%s.%d=%s' % (k, c, i, v))" "$scratch/$name.json" >"$scratch/$name.kv"
+    else
         bad "run $name (see $scratch/$name.log)"
+        : >"$scratch/$name.kv"
+    fi
 }
 val() { # val NAME TABLE COLUMN [ROW]
-    $py -c "import json,sys; print(json.load(open(sys.argv[1]))['tables'][sys.argv[2]][int(sys.argv[4])][sys.argv[3]])" \
-        "$scratch/$1.json" "$2" "$3" "${4:-0}" 2>/dev/null || echo nan
+    local v
+    v=$(grep -m1 "^$2\.$3\.${4:-0}=" "$scratch/$1.kv" | cut -d= -f2)
+    echo "${v:-nan}"
 }
 ge() { # ge A B F: A >= F * B
-    $py -c "import sys; a,b,f=map(float,sys.argv[1:]); sys.exit(0 if a>=f*b else 1)" "$1" "$2" "$3"
+    awk -v a="$1" -v b="$2" -v f="$3" 'BEGIN { exit !(a != "nan" && b != "nan" && a >= f * b) }'
 }
 within() { # within A B F: |A - B| <= F * B
-    $py -c "import sys; a,b,f=map(float,sys.argv[1:]); sys.exit(0 if abs(a-b)<=f*b else 1)" "$1" "$2" "$3"
+    awk -v a="$1" -v b="$2" -v f="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "nan" && d <= f * b) }'
 }
 
 # ---- 0: the worked example of Fig. 4, every pointer after every step
@@ -50,12 +59,12 @@ check "Fig. 4 example: 18 + 11 pointer checks, no mismatch (got $a, $b)" \
 
 # ---- 1, 2: Fig. 5 at 64 B and 1 MiB
 for v in rb2 farm sd l5; do
-    run "$v-64" "$s/fig5_throughput.yaml" --set vars.variant=$v --set vars.max=4000
+    run "$v-64" "$s/fig5_throughput.yaml" --set vars.variant=$v --set vars.max=2000
     n=$(val "$v-64" order_check messages_checked)
-    check "$v 64 B: 4000 messages checked, no violation (got $n)" \
-        "[ \"$n\" = 4000 ] && [ \"$(val "$v-64" order_check violations)\" = 0 ]"
+    check "$v 64 B: 2000 messages checked, no violation (got $n)" \
+        "[ \"$n\" = 2000 ] && [ \"$(val "$v-64" order_check violations)\" = 0 ]"
     run "$v-1m" "$s/fig5_throughput.yaml" --set vars.variant=$v --set vars.size=1048576 \
-        --set vars.bytes=24MiB
+        --set vars.max=24
 done
 run raw-64 "$s/raw_write.yaml" --set vars.iters=200
 run raw-1m "$s/raw_write.yaml" --set vars.size=1048576 --set vars.iters=20
@@ -78,7 +87,7 @@ done
 for size in 64 1024; do
     for h in push pull; do
         run "f3-$h-$size" "$s/fig3_pointer_sync.yaml" --set vars.head=$h --set vars.size=$size \
-            --set vars.max=4000
+            --set vars.max=2000
     done
     p=$(val f3-push-$size rb2_bw gbps)
     q=$(val f3-pull-$size rb2_bw gbps)
@@ -88,13 +97,13 @@ done
 # ---- 4: Table II
 t2="$s/table2_ablation.yaml"
 for m in M1 M2 M3 M5 M6 M9; do
-    run "t2-$m-512" "$t2" --set vars.m=$m --set vars.max=4000
-    run "t2-$m-1m" "$t2" --set vars.m=$m --set vars.size=1048576 --set vars.bytes=24MiB
+    run "t2-$m-512" "$t2" --set vars.m=$m --set vars.max=2000
+    run "t2-$m-1m" "$t2" --set vars.m=$m --set vars.size=1048576 --set vars.max=24
 done
-run t2-M8-512 "$t2" --set vars.m=M8 --set vars.max=4000 --set hardware.host.hugepages=false
+run t2-M8-512 "$t2" --set vars.m=M8 --set vars.max=2000 --set hardware.host.hugepages=false
 m1=$(val t2-M1-512 rb2_bw gbps)
 m2=$(val t2-M2-512 rb2_bw gbps)
-check "512 B: M2 (no batching) $m2 <= 0.45 x M1 $m1" "ge $(echo "$m1 * 0.45" | bc -l) $m2 1"
+check "512 B: M2 (no batching) $m2 <= 0.45 x M1 $m1" "ge $m1 $m2 2.2222"
 for m in M3 M5 M6 M9; do
     x=$(val t2-$m-512 rb2_bw gbps)
     check "512 B: $m $x below M1 $m1" "ge $m1 $x 1.02"
@@ -110,16 +119,16 @@ for m in M2 M3 M5 M9; do
 done
 
 # ---- 5: Fig. 7, thread pairs
-run f7-1 "$s/fig7_threads.yaml" --set vars.threads=1 --set vars.messages=3000
-run f7-8 "$s/fig7_threads.yaml" --set vars.threads=8 --set vars.messages=3000
+run f7-1 "$s/fig7_threads.yaml" --set vars.threads=1 --set vars.messages=1500
+run f7-8 "$s/fig7_threads.yaml" --set vars.threads=8 --set vars.messages=1500
 a=$(val f7-1 rb2_bw gbps)
 b=$(val f7-8 rb2_bw gbps)
 check "8 pairs $b Gb/s >= 0.8 x 8 x one pair $a" "ge $b $a 6.4"
-check "8 pairs: 24000 messages checked" "[ \"$(val f7-8 order_check messages_checked)\" = 24000 ]"
+check "8 pairs: 12000 messages checked" "[ \"$(val f7-8 order_check messages_checked)\" = 12000 ]"
 
 # ---- 6: Case#1, network function (time = messages / rate)
 for v in rb2 farm sd l5; do
-    run "nf-$v" "$s/case_nf.yaml" --set vars.variant=$v --set vars.messages=4000
+    run "nf-$v" "$s/case_nf.yaml" --set vars.variant=$v --set vars.messages=2000
 done
 n=$(val nf-rb2 rb2_bw mmsgs)
 for v in sd l5; do
@@ -148,8 +157,7 @@ check "check-order, poll CQ, relaxed DMA: clean (exit $rc)" \
 run det-a "$s/fig6_latency.yaml" --set vars.iters=300
 run det-b "$s/fig6_latency.yaml" --set vars.iters=300
 check "same seed twice: identical tables" \
-    "cmp -s <($py -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))[\"tables\"], sort_keys=True))' $scratch/det-a.json) \
-            <($py -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))[\"tables\"], sort_keys=True))' $scratch/det-b.json)"
+    "[ -s '$scratch/det-a.kv' ] && cmp -s '$scratch/det-a.kv' '$scratch/det-b.kv'"
 timeout 60 "$bin" run "$s/fig5_throughput.yaml" --set vars.variant=bogus >"$scratch/bad1.log" 2>&1
 rc=$?
 check "--variant=bogus: refused (exit $rc), says so" "[ $rc -ne 0 ] && grep -q \"bad option 'bogus'\" '$scratch/bad1.log'"
