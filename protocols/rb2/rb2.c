@@ -267,6 +267,8 @@ static uint64_t rb2_post(struct rb2 *rb, struct ibv_send_wr *wr, enum rb2_wr_kin
     if (wr->num_sge)
         rb->pend_sge[rb->npend] = wr->sg_list[0];
     rb->npend++;
+    if (rb->cfg.post_each && rb2_submit(rb))
+        return 0;
     if (kind == RB2_WR_DATA) {
         rb->writes_posted++;
         if (rb->cfg.max_inflight)

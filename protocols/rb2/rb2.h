@@ -74,6 +74,7 @@ struct rb2_config {
     uint32_t sw_ns;        /* CPU time of the layer's logic per call that moves a message */
     uint32_t sq_depth;     /* send queue depth (a signaled WR at least every half) */
     uint32_t inline_bytes; /* data WRITEs of at most this many bytes go inline (<= 220) */
+    bool post_each;        /* one ibv_post_send per WR (else one list per call) */
 };
 
 /* RB²'s published configuration: α 32, β 16, γ 32, lazy push, write

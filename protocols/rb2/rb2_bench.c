@@ -7,7 +7,7 @@
  *       [--alpha=A] [--beta=B] [--gamma=G] [--elastic=text|as_printed|off]
  *       [--batching=0|1] [--zero-copy=0|1] [--cache-friendly=0|1]
  *       [--hugepages=0|1] [--numa=0|1] [--sync-send=0|1] [--ablation=M1..M9]
- *       [--inline=N] [--sw-ns=N] [--name=P]
+ *       [--inline=N] [--post=list|each] [--sw-ns=N] [--name=P]
  *       [server-host]
  *
  * --variant picks a row of the paper's Table I (the presets below); the
@@ -143,7 +143,7 @@ static int rb2b_usage(const char *prog, const char *bad)
         "   [--alpha=A] [--beta=B] [--gamma=G] [--elastic=text|as_printed|off] [--batching=0|1]\n"
         "   [--zero-copy=0|1] [--cache-friendly=0|1] [--hugepages=0|1] [--numa=0|1]\n"
         "   [--sync-send=0|1] [--ablation=M1..M9]\n"
-        "   [--inline=N] [--sw-ns=N] [--name=P] [server-host]\n",
+        "   [--inline=N] [--post=list|each] [--sw-ns=N] [--name=P] [server-host]\n",
         prog);
     return bad ? 2 : 1;
 }
@@ -280,6 +280,8 @@ static int rb2b_parse(int argc, char **argv, struct rb2b_opts *o)
             c->sync_send = b;
         else if (!strncmp(a, "--numa=", 7) && rb2b_bool(a + 7, &b))
             c->numa_aware = b;
+        else if (!strcmp(a, "--post=list") || !strcmp(a, "--post=each"))
+            c->post_each = a[7] == 'e';
         else if (!strncmp(a, "--inline=", 9) && rc_conn_parse_uint(a + 9, 0, 220, &v))
             c->inline_bytes = (uint32_t)v;
         else if (!strncmp(a, "--sw-ns=", 8) && rc_conn_parse_uint(a + 8, 0, 1000000, &v))
