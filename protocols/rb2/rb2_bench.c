@@ -77,6 +77,8 @@ struct rb2b_pair {
     struct rb2 rb;
     uint64_t elapsed_ns, checked, bytes;
     uint64_t *lat; /* samples (ns) */
+    uint8_t *rxbuf; /* the application's buffer rb2_read copies into (no zero copy) */
+    uint32_t rxcap;
     uint64_t nlat;
     uint64_t expect; /* next sequence number */
     /* the first violation */
@@ -414,7 +416,22 @@ static int rb2b_send(struct rb2b_pair *pr, uint64_t seq, uint32_t len, uint8_t *
 static int rb2b_recv(struct rb2b_pair *pr, uint32_t want_len, uint64_t *t_sent)
 {
     struct rb2b_check ck = {.pr = pr, .want_len = want_len};
-    int r = rb2_read_zc(&pr->rb, rb2b_consume, &ck);
+    int r;
+    if (pr->rb.cfg.zero_copy) {
+        r = rb2_read_zc(&pr->rb, rb2b_consume, &ck);
+    } else { /* the copying API: into the application's buffer, then checked there */
+        if (pr->rxcap < want_len) {
+            free(pr->rxbuf);
+            pr->rxbuf = malloc(want_len);
+            pr->rxcap = pr->rxbuf ? want_len : 0;
+            if (!pr->rxbuf)
+                return -1;
+        }
+        uint32_t len = 0;
+        r = rb2_read(&pr->rb, pr->rxbuf, pr->rxcap, &len);
+        if (r == RB2_OK && rb2b_consume(&ck, pr->rxbuf, len))
+            return -1;
+    }
     if (r == RB2_EMPTY)
         return 0;
     if (r < 0)
@@ -913,8 +930,10 @@ int rb2_main(int argc, char **argv)
         }
     }
     free(lat);
-    for (uint64_t t = 0; t < o.threads; t++)
+    for (uint64_t t = 0; t < o.threads; t++) {
         free(pr[t].lat);
+        free(pr[t].rxbuf);
+    }
     free(pr);
     free(handle);
     return rc;
