@@ -576,6 +576,10 @@ static int rb2_write_common(struct rb2 *rb, uint32_t len, const void *msg, rb2_f
 
 int rb2_write(struct rb2 *rb, const void *msg, uint32_t len)
 {
+    if (!msg && len) {
+        errno = EINVAL;
+        return -1;
+    }
     int r = rb2_write_common(rb, len, msg ? msg : "", NULL, NULL);
     return rb2_submit(rb) ? -1 : r;
 }
