@@ -99,6 +99,57 @@ static void heap_grow(struct sim *sim)
     sim->cap = cap;
 }
 
+/* ---------------------------------------------------------------- the now-FIFO */
+
+static void zq_push(struct sim *sim, struct sim_event *ev)
+{
+    if (sim->zq_n == sim->zq_cap) {
+        size_t cap = sim->zq_cap ? 2 * sim->zq_cap : 256;
+        struct sim_event **nq = malloc(cap * sizeof(*nq));
+        if (!nq) {
+            fprintf(stderr, "rnicsim: out of memory growing the event queue\n");
+            abort();
+        }
+        for (size_t i = 0; i < sim->zq_n; i++) {
+            nq[i] = sim->zq[(sim->zq_head + i) & (sim->zq_cap - 1)];
+            if (nq[i])
+                nq[i]->heap_index = SIM_EVENT_IN_ZQ | (uint32_t)i;
+        }
+        free(sim->zq);
+        sim->zq = nq;
+        sim->zq_cap = cap;
+        sim->zq_head = 0;
+    }
+    size_t slot = (sim->zq_head + sim->zq_n++) & (sim->zq_cap - 1);
+    sim->zq[slot] = ev;
+    ev->heap_index = SIM_EVENT_IN_ZQ | (uint32_t)slot;
+    sim->zq_live++;
+}
+
+/* Take a pending event out of the FIFO (its slot stays, empty). */
+static void zq_remove(struct sim *sim, struct sim_event *ev)
+{
+    sim->zq[ev->heap_index & ~SIM_EVENT_IN_ZQ] = NULL;
+    ev->heap_index = SIM_EVENT_IDLE;
+    if (--sim->zq_live == 0)
+        sim->zq_n = 0; /* only empty slots left */
+}
+
+struct sim_event *sim_zq_pop(struct sim *sim)
+{
+    while (sim->zq_n) {
+        struct sim_event *ev = sim->zq[sim->zq_head];
+        sim->zq_head = (sim->zq_head + 1) & (sim->zq_cap - 1);
+        sim->zq_n--;
+        if (ev) {
+            ev->heap_index = SIM_EVENT_IDLE;
+            sim->zq_live--;
+            return ev;
+        }
+    }
+    return NULL;
+}
+
 /* Remove the entry at index i (not the ghost). */
 static void heap_remove_at(struct sim *sim, size_t i)
 {
@@ -128,6 +179,9 @@ void sim_heap_free(struct sim *sim)
         free(sim->heap - HEAP_SHIFT);
     sim->heap = NULL;
     sim->n = sim->cap = 0;
+    free(sim->zq);
+    sim->zq = NULL;
+    sim->zq_head = sim->zq_n = sim->zq_cap = sim->zq_live = 0;
 }
 
 void sim_event_init(struct sim_event *ev, sim_event_fn fn, void *ctx, const char *name)
@@ -150,6 +204,23 @@ void sim_schedule_at(struct sim *sim, struct sim_event *ev, sim_time_t when)
     struct sim_heap_ent e = {when, ev};
     ev->time = when;
     ev->seq = sim->seq++;
+    if (when == sim->now) {
+        /* due now: to the back of the now-FIFO, out of wherever it was */
+        if (ev->heap_index & SIM_EVENT_IN_ZQ) {
+            if (ev->heap_index != SIM_EVENT_IDLE)
+                zq_remove(sim, ev);
+            else if (ev == sim->ghost) {
+                sim->ghost = NULL;
+                sim_heap_pop_root(sim);
+            }
+        } else {
+            heap_remove_at(sim, ev->heap_index);
+        }
+        zq_push(sim, ev);
+        return;
+    }
+    if ((ev->heap_index & SIM_EVENT_IN_ZQ) && ev->heap_index != SIM_EVENT_IDLE)
+        zq_remove(sim, ev); /* moved from now to later: into the heap */
     if (ev->heap_index != SIM_EVENT_IDLE) {
         /* Move: a later key sinks, an earlier one rises. */
         size_t i = ev->heap_index;
@@ -180,7 +251,10 @@ void sim_cancel(struct sim *sim, struct sim_event *ev)
 {
     if (ev->heap_index == SIM_EVENT_IDLE)
         return;
-    heap_remove_at(sim, ev->heap_index);
+    if (ev->heap_index & SIM_EVENT_IN_ZQ)
+        zq_remove(sim, ev);
+    else
+        heap_remove_at(sim, ev->heap_index);
 }
 
 void sim_check_invariants(const struct sim *sim)
@@ -201,5 +275,34 @@ void sim_check_invariants(const struct sim *sim)
                     i, e->ev->name ? e->ev->name : "?", what);
             abort();
         }
+    }
+    size_t live = 0;
+    uint64_t last_seq = 0;
+    for (size_t i = 0; i < sim->zq_n; i++) {
+        size_t slot = (sim->zq_head + i) & (sim->zq_cap - 1);
+        const struct sim_event *ev = sim->zq[slot];
+        if (!ev)
+            continue;
+        const char *what = NULL;
+        if (ev->heap_index != (SIM_EVENT_IN_ZQ | (uint32_t)slot))
+            what = "now-FIFO entry's heap_index does not point back at its slot";
+        else if (ev->time != sim->now)
+            what = "now-FIFO entry is not due now";
+        else if (live && ev->seq <= last_seq)
+            what = "now-FIFO entries out of sequence order";
+        if (what) {
+            fprintf(stderr,
+                    "rnicsim: event queue invariant broken at now-FIFO slot %zu (event '%s'): %s\n",
+                    slot, ev->name ? ev->name : "?", what);
+            abort();
+        }
+        last_seq = ev->seq;
+        live++;
+    }
+    if (live != sim->zq_live) {
+        fprintf(stderr,
+                "rnicsim: event queue invariant broken: now-FIFO holds %zu events, counts %zu\n",
+                live, sim->zq_live);
+        abort();
     }
 }

@@ -53,10 +53,12 @@ uint64_t sim_events_executed(const struct sim *sim)
 }
 size_t sim_events_pending(const struct sim *sim)
 {
-    return sim->n - (sim->ghost ? 1 : 0);
+    return sim->n - (sim->ghost ? 1 : 0) + sim->zq_live;
 }
 sim_time_t sim_next_event_time(const struct sim *sim)
 {
+    if (sim->zq_live)
+        return sim->now;
     /* heap[0] is the running event itself while a callback runs (ghost) */
     if (sim->n == 0 || (sim->ghost && sim->n == 1))
         return SIM_TIME_NEVER;
@@ -150,21 +152,28 @@ enum sim_run_result sim_run(struct sim *sim, sim_time_t until)
     for (;;) {
         if (sim->stop)
             return SIM_RUN_STOPPED;
-        if (sim->n == 0)
-            return live_processes(sim) ? SIM_RUN_DEADLOCK : SIM_RUN_DONE;
-        struct sim_heap_ent top = sim->heap[0];
-        if (top.time > until) {
-            sim->now = until;
-            return SIM_RUN_TIME_LIMIT;
-        }
-        sim->now = top.time;
-        struct sim_event *ev = top.ev;
-        ev->heap_index = SIM_EVENT_IDLE;
-        sim->ghost = ev;
-        ev->fn(sim, ev);
-        if (sim->ghost) { /* not rescheduled by its callback */
-            sim->ghost = NULL;
-            sim_heap_pop_root(sim);
+        /* Events due now wait in the now-FIFO; heap events of this same
+         * instant were scheduled before them (smaller seq) and go first. */
+        if (sim->zq_live && (sim->n == 0 || sim->heap[0].time != sim->now)) {
+            struct sim_event *ev = sim_zq_pop(sim);
+            ev->fn(sim, ev);
+        } else {
+            if (sim->n == 0)
+                return live_processes(sim) ? SIM_RUN_DEADLOCK : SIM_RUN_DONE;
+            struct sim_heap_ent top = sim->heap[0];
+            if (top.time > until) {
+                sim->now = until;
+                return SIM_RUN_TIME_LIMIT;
+            }
+            sim->now = top.time;
+            struct sim_event *ev = top.ev;
+            ev->heap_index = SIM_EVENT_IDLE;
+            sim->ghost = ev;
+            ev->fn(sim, ev);
+            if (sim->ghost) { /* not rescheduled by its callback */
+                sim->ghost = NULL;
+                sim_heap_pop_root(sim);
+            }
         }
         sim->executed++;
         if (sim->progress_fn && sim->executed >= sim->progress_next) {

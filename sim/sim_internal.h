@@ -31,6 +31,14 @@ struct sim {
      * root is re-keyed and sifted down once instead of pop + push. */
     struct sim_event *ghost;
 
+    /* Events due now (scheduled with no delay): a FIFO beside the heap
+     * (event.c).  They carry the newest sequence numbers, so they run after
+     * every heap event of the same instant and in the order scheduled: the
+     * (time, seq) order of the heap, without its O(log n).  A slot is NULL
+     * once its event was cancelled or moved. */
+    struct sim_event **zq;
+    size_t zq_head, zq_n, zq_cap, zq_live; /* ring: zq_cap a power of two */
+
     struct sim_call *call_free;
     void **call_slabs;
     size_t n_call_slabs, cap_call_slabs;
@@ -53,7 +61,11 @@ struct sim {
 };
 
 /* event.c */
+/* heap_index of an event in the now-FIFO: this bit + its ring slot */
+#define SIM_EVENT_IN_ZQ 0x80000000u
 void sim_heap_pop_root(struct sim *sim);
+/* The next event of the now-FIFO, taken out of it (NULL if empty). */
+struct sim_event *sim_zq_pop(struct sim *sim);
 void sim_heap_free(struct sim *sim);
 /* proc.c */
 void sim_procs_free(struct sim *sim);

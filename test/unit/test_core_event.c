@@ -121,6 +121,25 @@ static size_t g_n;
 static sim_time_t g_last_time;
 static uint64_t g_last_order;
 static unsigned g_bad;
+/* inside callbacks too (when g_inner): schedule, move (also to now: the
+ * now-FIFO), cancel and self-reschedule from within an event */
+static struct sim_rng *g_rng;
+static uint64_t *g_order;
+static bool g_inner;
+
+static void rnd_op(struct sim *sim, struct rnd_ev *e)
+{
+    if (sim_rng_below(g_rng, 4) == 0) {
+        sim_cancel(sim, &e->ev);
+        e->pending = false;
+    } else {
+        /* few distinct times, so ties are frequent; 0 = due now */
+        e->when = sim_now(sim) + sim_rng_below(g_rng, 8) * 100;
+        e->order = (*g_order)++;
+        e->pending = true;
+        sim_schedule_at(sim, &e->ev, e->when);
+    }
+}
 
 static void rnd_fire(struct sim *sim, struct sim_event *ev)
 {
@@ -138,9 +157,15 @@ static void rnd_fire(struct sim *sim, struct sim_event *ev)
     g_last_time = e->when;
     g_last_order = e->order;
     e->pending = false;
+    if (g_inner && *g_order < 200000)
+        for (uint64_t k = sim_rng_below(g_rng, 3); k > 0; k--) {
+            struct rnd_ev *o = &g_evs[sim_rng_below(g_rng, g_n)];
+            rnd_op(sim, o); /* o may be e itself: the ghost path */
+            sim_check_invariants(sim);
+        }
 }
 
-static void test_random_against_reference(void)
+static void test_random_against_reference(bool inner)
 {
     struct sim *sim = sim_create(7);
     struct sim_rng rng;
@@ -148,21 +173,17 @@ static void test_random_against_reference(void)
     g_n = 300;
     g_evs = calloc(g_n, sizeof(*g_evs));
     uint64_t order = 0;
+    g_rng = &rng;
+    g_order = &order;
+    g_inner = inner;
+    g_bad = 0;
+    g_last_time = 0;
+    g_last_order = 0;
     for (size_t i = 0; i < g_n; i++)
         sim_event_init(&g_evs[i].ev, rnd_fire, &g_evs[i], "rnd");
     for (int round = 0; round < 200; round++) {
         for (int k = 0; k < 20; k++) {
-            struct rnd_ev *e = &g_evs[sim_rng_below(&rng, g_n)];
-            if (sim_rng_below(&rng, 4) == 0) {
-                sim_cancel(sim, &e->ev);
-                e->pending = false;
-            } else {
-                /* few distinct times, so ties are frequent */
-                e->when = sim_now(sim) + sim_rng_below(&rng, 8) * 100;
-                e->order = order++;
-                e->pending = true;
-                sim_schedule_at(sim, &e->ev, e->when);
-            }
+            rnd_op(sim, &g_evs[sim_rng_below(&rng, g_n)]);
             sim_check_invariants(sim);
         }
         size_t want = 0;
@@ -199,7 +220,8 @@ int main(void)
     test_order_and_ties();
     test_cancel_and_move();
     test_periodic_and_call_in();
-    test_random_against_reference();
+    test_random_against_reference(false);
+    test_random_against_reference(true);
     test_bench_runs();
     test_bytes_to_ps();
     return test_summary();
