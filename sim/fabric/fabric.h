@@ -40,7 +40,8 @@ struct link_params {
 
 /* One direction of a cable: queue (serialisation at rate_bps, drop-tail when
  * queue_bytes is exceeded) -> pipe (delay_ps) -> sink.  Packets are not
- * reordered. */
+ * reordered.  One event per frame (its arrival), plus one at its end only
+ * when something depends on that instant (link.c). */
 struct link;
 struct pcap_writer; /* pcap.h */
 
@@ -55,9 +56,14 @@ bool link_send(struct link *l, struct pkt *p);
 bool link_idle(const struct link *l);
 /* Bytes queued, including the packet being serialised. */
 uint64_t link_queued_bytes(const struct link *l);
-/* Called (once per transition) when the queue drains, so a sender that
- * paces itself on the link (the NIC's transmit engine) can send more. */
+/* A sender that paces itself on the link (the NIC's transmit engine):
+ * after link_want_idle(l), `fn` is called once, at the next transition to
+ * idle (the last queued frame has left).  link_want_idle returns false, and
+ * registers nothing, if the link is idle now.  link_idle_count counts every
+ * transition to idle, asked for or not. */
 void link_set_idle_hook(struct link *l, sim_cb_fn fn, void *a, void *b);
+bool link_want_idle(struct link *l);
+uint64_t link_idle_count(struct link *l);
 
 struct link_counters {
     uint64_t pkts_sent, bytes_sent; /* left the serialiser (incl. later lost); wire bytes */
@@ -74,6 +80,7 @@ struct link_counters {
     uint64_t pfc_frames_sent;         /* PFC pause frames transmitted */
     uint64_t pfc_xoff_rx, pfc_xon_rx; /* pauses / resumes applied to this transmitter */
 };
+/* (A due lazy end is processed first, so the counters are those of now.) */
 const struct link_counters *link_get_counters(const struct link *l);
 const char *link_name(const struct link *l);
 const struct link_params *link_get_params(const struct link *l);
@@ -81,6 +88,18 @@ const struct link_params *link_get_params(const struct link *l);
  * switch's PFC accounting, pfc.c, releases its bytes). */
 typedef void (*link_deq_fn)(void *ctx, struct pkt *p);
 void link_set_dequeue_hook(struct link *l, link_deq_fn fn, void *ctx);
+/* Lazy ends (link.c): the end of a frame with nothing queued behind it is
+ * processed, dequeue hook included, by whatever touches the link next, not
+ * by an event at that instant.  The owner of a dequeue hook whose effect is
+ * timed (a switch's PFC accounting) is asked first: `fn` returns false to
+ * have an event at the frame's end after all; link_settle processes a
+ * lazy end that is due by now, link_arm gives the pending end its event. */
+typedef bool (*link_lazy_fn)(void *ctx, unsigned cookie, const struct pkt *p);
+void link_set_lazy_hook(struct link *l, link_lazy_fn fn, void *ctx, unsigned cookie);
+void link_settle(struct link *l);
+void link_arm(struct link *l);
+bool link_lazy_pending(const struct link *l);      /* a lazy end is pending */
+sim_time_t link_pending_end(const struct link *l); /* ... at this time */
 /* Priorities, PFC and ECN (link.c has the rules). */
 void link_set_peer(struct link *l, struct link *peer); /* the other direction of the cable */
 struct link *link_peer(const struct link *l);

@@ -154,6 +154,10 @@ uint64_t pfc_port_bytes(const struct pfc_port *pt, unsigned prio)
 {
     return prio < PKT_PRIOS ? pt->bytes[prio] : 0;
 }
+uint8_t pfc_port_paused(const struct pfc_port *pt)
+{
+    return pt->paused;
+}
 uint64_t pfc_port_headroom(const struct pfc_port *pt)
 {
     return pt->headroom_bytes;
