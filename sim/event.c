@@ -1,14 +1,48 @@
-/* The event queue: a 4-ary min-heap of (time, seq) keys with back-pointers
- * (heap_index) in the events, so a pending event can be moved or cancelled
- * in O(log n).  A 4-ary heap halves the depth of a binary one and keeps the
- * four children of a node in one or two cache lines (Larkin, Sen & Tarjan,
- * "A back-to-basics empirical study of priority queues", 2014). */
+/* The event queue: (time, seq) order, FIFO among equal times.
+ *
+ * Three structures, each event in at most one (ev->heap_index says where):
+ *
+ *   now-FIFO   events due at the current instant, scheduled with no delay:
+ *              they carry the newest sequence numbers, so they run after
+ *              every other event of this instant, in the order scheduled;
+ *   wheel      a calendar of SIM_WHEEL_BUCKETS buckets of 2^SIM_WHEEL_SHIFT
+ *              ps each covering the next ~4 us (Brown, "Calendar queues",
+ *              CACM 1988): an event goes into the bucket of its time, O(1);
+ *              a bucket is sorted by (time, seq) when the clock reaches it
+ *              and then drained in order (a few entries per bucket at the
+ *              densities of a fabric run);
+ *   heap       a 4-ary min-heap with back-pointers for events beyond the
+ *              wheel's horizon (timers of microseconds to milliseconds);
+ *              they move into the wheel as its horizon reaches them.
+ *
+ * Why: the 4-ary heap alone cost ~370 instructions per event at 10-80k
+ * pending events (30% of a 1024-host permutation's instructions, most of
+ * it sifting past events that are nanoseconds apart); the wheel costs an
+ * append and a share of a small sort.  docs/core.md has the numbers.
+ *
+ * The order is exactly the heap's: nothing depends on which structure an
+ * event sat in.  A moved or cancelled event's wheel entry is taken out at
+ * once (found by a scan of its bucket), so no entry outlives its event. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "sim_internal.h"
 
 #define HEAP_ARITY 4
+#define WHEEL_W ((sim_time_t)1 << SIM_WHEEL_SHIFT)
+#define WHEEL_MASK (SIM_WHEEL_BUCKETS - 1)
+
+static void *xmalloc(size_t bytes)
+{
+    void *p = malloc(bytes);
+    if (!p) {
+        fprintf(stderr, "rnicsim: out of memory growing the event queue\n");
+        abort();
+    }
+    return p;
+}
+
+/* ---------------------------------------------------------------- the heap */
 
 /* Slots hold (time, event): 16 bytes, so the four children of a node
  * fill exactly one 64-byte cache line (LaMarca & Ladner, "The influence of
@@ -22,8 +56,7 @@ static inline bool ent_less(const struct sim_heap_ent *a, const struct sim_heap_
 static inline void heap_place(struct sim *sim, size_t i, struct sim_heap_ent e)
 {
     sim->heap[i] = e;
-    if (e.ev != sim->ghost || i != 0)
-        e.ev->heap_index = (uint32_t)i;
+    e.ev->heap_index = (uint32_t)i;
 }
 
 static void sift_up(struct sim *sim, size_t i, struct sim_heap_ent e)
@@ -99,17 +132,34 @@ static void heap_grow(struct sim *sim)
     sim->cap = cap;
 }
 
+static void heap_push(struct sim *sim, struct sim_event *ev)
+{
+    if (sim->n == sim->cap)
+        heap_grow(sim);
+    sift_up(sim, sim->n++, (struct sim_heap_ent){ev->time, ev});
+}
+
+/* Remove the entry at index i. */
+static void heap_remove_at(struct sim *sim, size_t i)
+{
+    sim->heap[i].ev->heap_index = SIM_EVENT_IDLE;
+    sim->n--;
+    if (i == sim->n)
+        return;
+    struct sim_heap_ent last = sim->heap[sim->n];
+    if (i > 0 && ent_less(&last, &sim->heap[(i - 1) / HEAP_ARITY]))
+        sift_up(sim, i, last);
+    else
+        sift_down(sim, i, last);
+}
+
 /* ---------------------------------------------------------------- the now-FIFO */
 
 static void zq_push(struct sim *sim, struct sim_event *ev)
 {
     if (sim->zq_n == sim->zq_cap) {
         size_t cap = sim->zq_cap ? 2 * sim->zq_cap : 256;
-        struct sim_event **nq = malloc(cap * sizeof(*nq));
-        if (!nq) {
-            fprintf(stderr, "rnicsim: out of memory growing the event queue\n");
-            abort();
-        }
+        struct sim_event **nq = xmalloc(cap * sizeof(*nq));
         for (size_t i = 0; i < sim->zq_n; i++) {
             nq[i] = sim->zq[(sim->zq_head + i) & (sim->zq_cap - 1)];
             if (nq[i])
@@ -150,25 +200,215 @@ struct sim_event *sim_zq_pop(struct sim *sim)
     return NULL;
 }
 
-/* Remove the entry at index i (not the ghost). */
-static void heap_remove_at(struct sim *sim, size_t i)
+/* ---------------------------------------------------------------- the wheel */
+
+static inline size_t wheel_idx(sim_time_t t)
 {
-    sim->heap[i].ev->heap_index = SIM_EVENT_IDLE;
-    sim->n--;
-    if (i == sim->n)
-        return;
-    struct sim_heap_ent last = sim->heap[sim->n];
-    if (i > 0 && ent_less(&last, &sim->heap[(i - 1) / HEAP_ARITY]))
-        sift_up(sim, i, last);
-    else
-        sift_down(sim, i, last);
+    return (size_t)(t >> SIM_WHEEL_SHIFT) & WHEEL_MASK;
 }
 
-void sim_heap_pop_root(struct sim *sim)
+/* First time past the wheel: events from here on go to the heap. */
+static inline sim_time_t wheel_end(const struct sim *sim)
 {
-    sim->n--;
-    if (sim->n > 0)
-        sift_down(sim, 0, sim->heap[sim->n]);
+    sim_time_t span = (sim_time_t)SIM_WHEEL_BUCKETS << SIM_WHEEL_SHIFT;
+    return sim->wheel_start > SIM_TIME_NEVER - span ? SIM_TIME_NEVER : sim->wheel_start + span;
+}
+
+static inline bool went_less(const struct sim_went *a, const struct sim_went *b)
+{
+    return a->time < b->time || (a->time == b->time && a->seq < b->seq);
+}
+
+/* An entry at position k of its bucket (ev->heap_index says where). */
+static inline void went_place(struct sim_bucket *b, uint32_t k, struct sim_went e)
+{
+    b->e[k] = e;
+    e.ev->heap_index = SIM_EVENT_IN_WHEEL | k;
+}
+
+static void bucket_reserve(struct sim_bucket *b)
+{
+    if (b->n < b->cap)
+        return;
+    uint32_t cap = b->cap ? 2 * b->cap : 8;
+    if (cap > SIM_EVENT_IN_WHEEL) {
+        fprintf(stderr, "rnicsim: over 2^30 events at one nanosecond\n");
+        abort();
+    }
+    struct sim_went *ne = xmalloc(cap * sizeof(*ne));
+    if (b->n)
+        memcpy(ne, b->e, b->n * sizeof(*ne));
+    free(b->e);
+    b->e = ne;
+    b->cap = cap;
+}
+
+/* The clock's bucket is a binary min-heap on (time, seq); the others are
+ * unordered until the clock reaches them. */
+static void bsift_up(struct sim_bucket *b, uint32_t k, struct sim_went e)
+{
+    while (k > 0) {
+        uint32_t parent = (k - 1) / 2;
+        if (!went_less(&e, &b->e[parent]))
+            break;
+        went_place(b, k, b->e[parent]);
+        k = parent;
+    }
+    went_place(b, k, e);
+}
+
+static void bsift_down(struct sim_bucket *b, uint32_t k, struct sim_went e)
+{
+    uint32_t n = b->n;
+    for (;;) {
+        uint32_t c = 2 * k + 1;
+        if (c >= n)
+            break;
+        if (c + 1 < n && went_less(&b->e[c + 1], &b->e[c]))
+            c++;
+        if (!went_less(&b->e[c], &e))
+            break;
+        went_place(b, k, b->e[c]);
+        k = c;
+    }
+    went_place(b, k, e);
+}
+
+static void wheel_insert(struct sim *sim, struct sim_event *ev)
+{
+    size_t i = wheel_idx(ev->time);
+    struct sim_bucket *b = &sim->wheel[i];
+    struct sim_went e = {ev->time, ev->seq, ev};
+    sim->wheel_live++;
+    bucket_reserve(b);
+    sim->wheel_bits[i / 64] |= 1ull << (i % 64);
+    if (i == sim->wheel_cur)
+        bsift_up(b, b->n++, e);
+    else
+        went_place(b, b->n++, e);
+}
+
+/* Take a pending event's entry out of its bucket. */
+static void wheel_remove(struct sim *sim, struct sim_event *ev)
+{
+    size_t i = wheel_idx(ev->time);
+    struct sim_bucket *b = &sim->wheel[i];
+    uint32_t k = ev->heap_index & ~SIM_EVENT_IN_WHEEL;
+    ev->heap_index = SIM_EVENT_IDLE;
+    sim->wheel_live--;
+    if (--b->n == k)
+        return;
+    struct sim_went last = b->e[b->n];
+    if (i != sim->wheel_cur)
+        went_place(b, k, last);
+    else if (k > 0 && went_less(&last, &b->e[(k - 1) / 2]))
+        bsift_up(b, k, last);
+    else
+        bsift_down(b, k, last);
+}
+
+/* The next non-empty bucket after the current one, within the wheel;
+ * SIZE_MAX if none. */
+static size_t next_bucket(const struct sim *sim)
+{
+    size_t cur = sim->wheel_cur;
+    for (size_t step = 1; step < SIM_WHEEL_BUCKETS;) {
+        size_t i = (cur + step) & WHEEL_MASK;
+        uint64_t word = sim->wheel_bits[i / 64] >> (i % 64);
+        if (word)
+            return step + (size_t)__builtin_ctzll(word) < SIM_WHEEL_BUCKETS
+                       ? (cur + step + (size_t)__builtin_ctzll(word)) & WHEEL_MASK
+                       : SIZE_MAX;
+        step += 64 - i % 64;
+    }
+    return SIZE_MAX;
+}
+
+/* Move the clock's bucket forward to the next one that holds events
+ * (bringing heap events the horizon now covers into the wheel) and make
+ * it a heap.  False when nothing is pending in the wheel or the heap, or
+ * the next bucket starts after `limit` (the wheel never runs ahead of the
+ * clock by more than the bucket of the next event to run). */
+static bool wheel_advance(struct sim *sim, sim_time_t limit)
+{
+    size_t j = next_bucket(sim);
+    sim_time_t start;
+    if (j != SIZE_MAX)
+        start = sim->wheel_start + (sim_time_t)((j - sim->wheel_cur) & WHEEL_MASK) * WHEEL_W;
+    else if (sim->n)
+        start = sim->heap[0].time & ~(WHEEL_W - 1);
+    else
+        return false;
+    if (start > limit)
+        return false;
+    sim->wheel_start = start;
+    sim->wheel_cur = SIZE_MAX; /* heap events land unordered, then heapify */
+    sim_time_t end = wheel_end(sim);
+    while (sim->n && sim->heap[0].time < end) {
+        struct sim_event *ev = sim->heap[0].ev;
+        heap_remove_at(sim, 0);
+        wheel_insert(sim, ev);
+    }
+    sim->wheel_cur = wheel_idx(start);
+    struct sim_bucket *b = &sim->wheel[sim->wheel_cur];
+    for (uint32_t k = b->n / 2; k-- > 0;) /* Floyd's heap construction */
+        bsift_down(b, k, b->e[k]);
+    return true;
+}
+
+struct sim_event *sim_wheel_peek(struct sim *sim, sim_time_t limit)
+{
+    for (;;) {
+        struct sim_bucket *b = &sim->wheel[sim->wheel_cur];
+        if (b->n)
+            return b->e[0].ev;
+        if (b->cap > 64) { /* a burst's array: not kept for the next lap */
+            free(b->e);
+            b->e = NULL;
+            b->cap = 0;
+        }
+        sim->wheel_bits[sim->wheel_cur / 64] &= ~(1ull << (sim->wheel_cur % 64));
+        if (!wheel_advance(sim, limit))
+            return NULL;
+    }
+}
+
+void sim_wheel_pop(struct sim *sim)
+{
+    struct sim_bucket *b = &sim->wheel[sim->wheel_cur];
+    b->e[0].ev->heap_index = SIM_EVENT_IDLE;
+    sim->wheel_live--;
+    if (--b->n)
+        bsift_down(b, 0, b->e[b->n]);
+}
+
+sim_time_t sim_queue_next_time(const struct sim *sim)
+{
+    if (sim->zq_live)
+        return sim->now;
+    const struct sim_bucket *b = &sim->wheel[sim->wheel_cur];
+    if (b->n)
+        return b->e[0].time;
+    size_t j = next_bucket(sim);
+    if (j != SIZE_MAX) { /* not a heap yet: its smallest */
+        const struct sim_bucket *nb = &sim->wheel[j];
+        sim_time_t t = SIM_TIME_NEVER;
+        for (uint32_t k = 0; k < nb->n; k++)
+            t = nb->e[k].time < t ? nb->e[k].time : t;
+        return t;
+    }
+    return sim->n ? sim->heap[0].time : SIM_TIME_NEVER;
+}
+
+/* ---------------------------------------------------------------- set-up */
+
+void sim_queue_init(struct sim *sim)
+{
+    sim->wheel = calloc(SIM_WHEEL_BUCKETS, sizeof(*sim->wheel));
+    if (!sim->wheel) {
+        fprintf(stderr, "rnicsim: out of memory for the event queue\n");
+        abort();
+    }
 }
 
 /* Does not touch the events: their owners may already be gone (components
@@ -182,6 +422,12 @@ void sim_heap_free(struct sim *sim)
     free(sim->zq);
     sim->zq = NULL;
     sim->zq_head = sim->zq_n = sim->zq_cap = sim->zq_live = 0;
+    if (sim->wheel)
+        for (size_t i = 0; i < SIM_WHEEL_BUCKETS; i++)
+            free(sim->wheel[i].e);
+    free(sim->wheel);
+    sim->wheel = NULL;
+    sim->wheel_live = 0;
 }
 
 void sim_event_init(struct sim_event *ev, sim_event_fn fn, void *ctx, const char *name)
@@ -193,6 +439,20 @@ void sim_event_init(struct sim_event *ev, sim_event_fn fn, void *ctx, const char
     ev->heap_index = SIM_EVENT_IDLE;
 }
 
+/* Out of whichever structure holds it. */
+static void unqueue(struct sim *sim, struct sim_event *ev)
+{
+    uint32_t h = ev->heap_index;
+    if (h == SIM_EVENT_IDLE)
+        return;
+    if (h & SIM_EVENT_IN_ZQ)
+        zq_remove(sim, ev);
+    else if (h & SIM_EVENT_IN_WHEEL)
+        wheel_remove(sim, ev);
+    else
+        heap_remove_at(sim, h);
+}
+
 void sim_schedule_at(struct sim *sim, struct sim_event *ev, sim_time_t when)
 {
     if (when < sim->now) {
@@ -201,45 +461,15 @@ void sim_schedule_at(struct sim *sim, struct sim_event *ev, sim_time_t when)
                 ev->name ? ev->name : "?", (unsigned long long)when, (unsigned long long)sim->now);
         abort();
     }
-    struct sim_heap_ent e = {when, ev};
+    unqueue(sim, ev);
     ev->time = when;
     ev->seq = sim->seq++;
-    if (when == sim->now) {
-        /* due now: to the back of the now-FIFO, out of wherever it was */
-        if (ev->heap_index & SIM_EVENT_IN_ZQ) {
-            if (ev->heap_index != SIM_EVENT_IDLE)
-                zq_remove(sim, ev);
-            else if (ev == sim->ghost) {
-                sim->ghost = NULL;
-                sim_heap_pop_root(sim);
-            }
-        } else {
-            heap_remove_at(sim, ev->heap_index);
-        }
+    if (when == sim->now)
         zq_push(sim, ev);
-        return;
-    }
-    if ((ev->heap_index & SIM_EVENT_IN_ZQ) && ev->heap_index != SIM_EVENT_IDLE)
-        zq_remove(sim, ev); /* moved from now to later: into the heap */
-    if (ev->heap_index != SIM_EVENT_IDLE) {
-        /* Move: a later key sinks, an earlier one rises. */
-        size_t i = ev->heap_index;
-        if (ent_less(&e, &sim->heap[i]))
-            sift_up(sim, i, e);
-        else
-            sift_down(sim, i, e);
-        return;
-    }
-    if (ev == sim->ghost) {
-        /* The running event reschedules itself: it still sits in the root
-         * with the smallest key, so re-key it and sift it down once. */
-        sim->ghost = NULL;
-        sift_down(sim, 0, e);
-        return;
-    }
-    if (sim->n == sim->cap)
-        heap_grow(sim);
-    sift_up(sim, sim->n++, e);
+    else if (when < wheel_end(sim))
+        wheel_insert(sim, ev);
+    else
+        heap_push(sim, ev);
 }
 
 void sim_schedule_in(struct sim *sim, struct sim_event *ev, sim_time_t delay_ps)
@@ -249,55 +479,78 @@ void sim_schedule_in(struct sim *sim, struct sim_event *ev, sim_time_t delay_ps)
 
 void sim_cancel(struct sim *sim, struct sim_event *ev)
 {
-    if (ev->heap_index == SIM_EVENT_IDLE)
-        return;
-    if (ev->heap_index & SIM_EVENT_IN_ZQ)
-        zq_remove(sim, ev);
-    else
-        heap_remove_at(sim, ev->heap_index);
+    unqueue(sim, ev);
 }
 
 void sim_check_invariants(const struct sim *sim)
 {
-    for (size_t i = 0; i < sim->n; i++) {
+    const char *what = NULL;
+    const struct sim_event *bad = NULL;
+    sim_time_t end = wheel_end(sim);
+    for (size_t i = 0; i < sim->n && !what; i++) {
         const struct sim_heap_ent *e = &sim->heap[i];
-        const char *what = NULL;
-        if (e->ev->heap_index != i && !(i == 0 && e->ev == sim->ghost))
+        bad = e->ev;
+        if (e->ev->heap_index != i)
             what = "heap_index does not point back at the slot";
         else if (e->ev->time != e->time)
             what = "slot key differs from the event's key";
         else if (i > 0 && ent_less(e, &sim->heap[(i - 1) / HEAP_ARITY]))
             what = "slot is smaller than its parent";
-        else if (e->time < sim->now)
-            what = "event is in the past";
-        if (what) {
-            fprintf(stderr, "rnicsim: event queue invariant broken at slot %zu (event '%s'): %s\n",
-                    i, e->ev->name ? e->ev->name : "?", what);
-            abort();
-        }
+        else if (e->time < end)
+            what = "heap event is within the wheel's horizon";
     }
     size_t live = 0;
+    for (size_t i = 0; i < SIM_WHEEL_BUCKETS && !what; i++) {
+        const struct sim_bucket *b = &sim->wheel[i];
+        bool cur = i == sim->wheel_cur;
+        /* bucket i covers [bstart, bstart + W) */
+        sim_time_t bstart =
+            sim->wheel_start + (sim_time_t)((i - sim->wheel_cur) & WHEEL_MASK) * WHEEL_W;
+        if (b->n && !(sim->wheel_bits[i / 64] & (1ull << (i % 64))))
+            what = "wheel bucket holds events but is not marked";
+        for (uint32_t k = 0; k < b->n && !what; k++) {
+            const struct sim_went *e = &b->e[k];
+            bad = e->ev;
+            if (e->ev->heap_index != (SIM_EVENT_IN_WHEEL | k))
+                what = "wheel entry's event does not point back at it";
+            else if (e->ev->time != e->time || e->ev->seq != e->seq)
+                what = "wheel entry's key differs from the event's key";
+            else if (e->time < bstart || e->time - bstart >= WHEEL_W)
+                what = "wheel entry in the wrong bucket";
+            else if (e->time < sim->now)
+                what = "event is in the past";
+            else if (cur && k > 0 && went_less(e, &b->e[(k - 1) / 2]))
+                what = "the clock's bucket is not a heap";
+            live++;
+        }
+    }
+    if (!what && live != sim->wheel_live) {
+        fprintf(stderr,
+                "rnicsim: event queue invariant broken: the wheel holds %zu events, counts %zu\n",
+                live, sim->wheel_live);
+        abort();
+    }
+    live = 0;
     uint64_t last_seq = 0;
-    for (size_t i = 0; i < sim->zq_n; i++) {
+    for (size_t i = 0; i < sim->zq_n && !what; i++) {
         size_t slot = (sim->zq_head + i) & (sim->zq_cap - 1);
         const struct sim_event *ev = sim->zq[slot];
         if (!ev)
             continue;
-        const char *what = NULL;
+        bad = ev;
         if (ev->heap_index != (SIM_EVENT_IN_ZQ | (uint32_t)slot))
             what = "now-FIFO entry's heap_index does not point back at its slot";
         else if (ev->time != sim->now)
             what = "now-FIFO entry is not due now";
         else if (live && ev->seq <= last_seq)
             what = "now-FIFO entries out of sequence order";
-        if (what) {
-            fprintf(stderr,
-                    "rnicsim: event queue invariant broken at now-FIFO slot %zu (event '%s'): %s\n",
-                    slot, ev->name ? ev->name : "?", what);
-            abort();
-        }
         last_seq = ev->seq;
         live++;
+    }
+    if (what) {
+        fprintf(stderr, "rnicsim: event queue invariant broken (event '%s'): %s\n",
+                bad && bad->name ? bad->name : "?", what);
+        abort();
     }
     if (live != sim->zq_live) {
         fprintf(stderr,

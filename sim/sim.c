@@ -19,6 +19,7 @@ struct sim *sim_create(uint64_t seed)
     if (!sim)
         return NULL;
     sim->seed = seed;
+    sim_queue_init(sim);
 #ifndef NDEBUG
     const char *chk = getenv("RNICSIM_CHECK_EVQ");
     sim->check_evq = chk && *chk && strcmp(chk, "0") != 0;
@@ -53,16 +54,11 @@ uint64_t sim_events_executed(const struct sim *sim)
 }
 size_t sim_events_pending(const struct sim *sim)
 {
-    return sim->n - (sim->ghost ? 1 : 0) + sim->zq_live;
+    return sim->n + sim->zq_live + sim->wheel_live;
 }
 sim_time_t sim_next_event_time(const struct sim *sim)
 {
-    if (sim->zq_live)
-        return sim->now;
-    /* heap[0] is the running event itself while a callback runs (ghost) */
-    if (sim->n == 0 || (sim->ghost && sim->n == 1))
-        return SIM_TIME_NEVER;
-    return sim->heap[0].time;
+    return sim_queue_next_time(sim);
 }
 void sim_stop(struct sim *sim)
 {
@@ -152,29 +148,32 @@ enum sim_run_result sim_run(struct sim *sim, sim_time_t until)
     for (;;) {
         if (sim->stop)
             return SIM_RUN_STOPPED;
-        /* Events due now wait in the now-FIFO; heap events of this same
+        /* Events due now wait in the now-FIFO; wheel events of this same
          * instant were scheduled before them (smaller seq) and go first. */
-        if (sim->zq_live && (sim->n == 0 || sim->heap[0].time != sim->now)) {
-            struct sim_event *ev = sim_zq_pop(sim);
-            ev->fn(sim, ev);
+        struct sim_event *ev;
+        if (sim->zq_live) {
+            ev = sim_wheel_peek(sim, sim->now);
+            if (ev && ev->time == sim->now)
+                sim_wheel_pop(sim);
+            else
+                ev = sim_zq_pop(sim);
         } else {
-            if (sim->n == 0)
+            ev = sim_wheel_peek(sim, until);
+            if (!ev) {
+                if (sim->n || sim->wheel_live) { /* the next event is past `until` */
+                    sim->now = until;
+                    return SIM_RUN_TIME_LIMIT;
+                }
                 return live_processes(sim) ? SIM_RUN_DEADLOCK : SIM_RUN_DONE;
-            struct sim_heap_ent top = sim->heap[0];
-            if (top.time > until) {
+            }
+            if (ev->time > until) {
                 sim->now = until;
                 return SIM_RUN_TIME_LIMIT;
             }
-            sim->now = top.time;
-            struct sim_event *ev = top.ev;
-            ev->heap_index = SIM_EVENT_IDLE;
-            sim->ghost = ev;
-            ev->fn(sim, ev);
-            if (sim->ghost) { /* not rescheduled by its callback */
-                sim->ghost = NULL;
-                sim_heap_pop_root(sim);
-            }
+            sim_wheel_pop(sim);
+            sim->now = ev->time;
         }
+        ev->fn(sim, ev);
         sim->executed++;
         if (sim->progress_fn && sim->executed >= sim->progress_next) {
             sim->progress_next = sim->executed + sim->progress_every;

@@ -133,8 +133,13 @@ static void rnd_op(struct sim *sim, struct rnd_ev *e)
         sim_cancel(sim, &e->ev);
         e->pending = false;
     } else {
-        /* few distinct times, so ties are frequent; 0 = due now */
-        e->when = sim_now(sim) + sim_rng_below(g_rng, 8) * 100;
+        /* few distinct delays, so ties are frequent: 0 (due now), within
+         * one wheel bucket (1.024 ns), a few buckets, around the wheel's
+         * horizon (~4.2 us) and past it (into the heap) */
+        static const sim_time_t delays[] = {0,       100,     700,     1024,      2047,
+                                            300000,  4194303, 4194304, 4195000,   9000000,
+                                            9000000, 2000000, 1000000, 123456789, 100};
+        e->when = sim_now(sim) + delays[sim_rng_below(g_rng, sizeof(delays) / sizeof(delays[0]))];
         e->order = (*g_order)++;
         e->pending = true;
         sim_schedule_at(sim, &e->ev, e->when);
@@ -190,7 +195,7 @@ static void test_random_against_reference(bool inner)
         for (size_t i = 0; i < g_n; i++)
             want += g_evs[i].pending;
         CHECK_EQ_U64(sim_events_pending(sim), want);
-        sim_run(sim, sim_now(sim) + 300);
+        sim_run(sim, sim_now(sim) + (round % 3 ? 300 : 3000000));
         sim_check_invariants(sim);
     }
     sim_run(sim, SIM_TIME_NEVER);
