@@ -9,8 +9,10 @@
  *              ps each covering the next ~4 us (Brown, "Calendar queues",
  *              CACM 1988): an event goes into the bucket of its time, O(1);
  *              a bucket is sorted by (time, seq) when the clock reaches it
- *              and then drained in order (a few entries per bucket at the
- *              densities of a fabric run);
+ *              and then drained in order (a dozen entries per bucket at the
+ *              densities of a fabric run); events scheduled into the
+ *              clock's bucket after that wait in a small binary heap beside
+ *              it (the near heap), cancelled ones leave a hole;
  *   heap       a 4-ary min-heap with back-pointers for events beyond the
  *              wheel's horizon (timers of microseconds to milliseconds);
  *              they move into the wheel as its horizon reaches them.
@@ -226,13 +228,15 @@ static inline void went_place(struct sim_bucket *b, uint32_t k, struct sim_went 
     e.ev->heap_index = SIM_EVENT_IN_WHEEL | k;
 }
 
-static void bucket_reserve(struct sim_bucket *b)
+static void bucket_reserve(struct sim_bucket *b, uint32_t more)
 {
-    if (b->n < b->cap)
+    if (b->n + more <= b->cap)
         return;
     uint32_t cap = b->cap ? 2 * b->cap : 8;
-    if (cap > SIM_EVENT_IN_WHEEL) {
-        fprintf(stderr, "rnicsim: over 2^30 events at one nanosecond\n");
+    while (cap < b->n + more)
+        cap *= 2;
+    if (cap > SIM_EVENT_IN_NEAR) {
+        fprintf(stderr, "rnicsim: over 2^29 events in one nanosecond\n");
         abort();
     }
     struct sim_went *ne = xmalloc(cap * sizeof(*ne));
@@ -243,68 +247,145 @@ static void bucket_reserve(struct sim_bucket *b)
     b->cap = cap;
 }
 
-/* The clock's bucket is a binary min-heap on (time, seq); the others are
- * unordered until the clock reaches them. */
-static void bsift_up(struct sim_bucket *b, uint32_t k, struct sim_went e)
+/* ---- the near heap: events scheduled into the clock's bucket after it
+ * was sorted (a binary heap; a few entries) */
+
+static inline void near_place(struct sim *sim, uint32_t k, struct sim_went e)
+{
+    sim->near.e[k] = e;
+    e.ev->heap_index = SIM_EVENT_IN_NEAR | k;
+}
+
+static void near_sift_up(struct sim *sim, uint32_t k, struct sim_went e)
 {
     while (k > 0) {
         uint32_t parent = (k - 1) / 2;
-        if (!went_less(&e, &b->e[parent]))
+        if (!went_less(&e, &sim->near.e[parent]))
             break;
-        went_place(b, k, b->e[parent]);
+        near_place(sim, k, sim->near.e[parent]);
         k = parent;
     }
-    went_place(b, k, e);
+    near_place(sim, k, e);
 }
 
-static void bsift_down(struct sim_bucket *b, uint32_t k, struct sim_went e)
+static void near_sift_down(struct sim *sim, uint32_t k, struct sim_went e)
 {
-    uint32_t n = b->n;
+    uint32_t n = sim->near.n;
     for (;;) {
         uint32_t c = 2 * k + 1;
         if (c >= n)
             break;
-        if (c + 1 < n && went_less(&b->e[c + 1], &b->e[c]))
+        if (c + 1 < n && went_less(&sim->near.e[c + 1], &sim->near.e[c]))
             c++;
-        if (!went_less(&b->e[c], &e))
+        if (!went_less(&sim->near.e[c], &e))
             break;
-        went_place(b, k, b->e[c]);
+        near_place(sim, k, sim->near.e[c]);
         k = c;
     }
-    went_place(b, k, e);
+    near_place(sim, k, e);
 }
+
+static void near_remove_at(struct sim *sim, uint32_t k)
+{
+    sim->near.e[k].ev->heap_index = SIM_EVENT_IDLE;
+    if (--sim->near.n == k)
+        return;
+    struct sim_went last = sim->near.e[sim->near.n];
+    if (k > 0 && went_less(&last, &sim->near.e[(k - 1) / 2]))
+        near_sift_up(sim, k, last);
+    else
+        near_sift_down(sim, k, last);
+}
+
+/* ---- the wheel proper */
 
 static void wheel_insert(struct sim *sim, struct sim_event *ev)
 {
     size_t i = wheel_idx(ev->time);
-    struct sim_bucket *b = &sim->wheel[i];
     struct sim_went e = {ev->time, ev->seq, ev};
     sim->wheel_live++;
-    bucket_reserve(b);
+    if (i == sim->wheel_cur) { /* the clock's bucket, already sorted */
+        bucket_reserve(&sim->near, 1);
+        near_sift_up(sim, sim->near.n++, e);
+        return;
+    }
+    struct sim_bucket *b = &sim->wheel[i];
+    bucket_reserve(b, 1);
     sim->wheel_bits[i / 64] |= 1ull << (i % 64);
-    if (i == sim->wheel_cur)
-        bsift_up(b, b->n++, e);
-    else
-        went_place(b, b->n++, e);
+    went_place(b, b->n++, e);
 }
 
-/* Take a pending event's entry out of its bucket. */
+/* Take a pending event's entry out (the clock's bucket: a hole, skipped). */
 static void wheel_remove(struct sim *sim, struct sim_event *ev)
 {
+    uint32_t h = ev->heap_index;
+    sim->wheel_live--;
+    if (h & SIM_EVENT_IN_NEAR) {
+        near_remove_at(sim, h & ~SIM_EVENT_IN_NEAR);
+        return;
+    }
     size_t i = wheel_idx(ev->time);
     struct sim_bucket *b = &sim->wheel[i];
-    uint32_t k = ev->heap_index & ~SIM_EVENT_IN_WHEEL;
+    uint32_t k = h & ~SIM_EVENT_IN_WHEEL;
     ev->heap_index = SIM_EVENT_IDLE;
-    sim->wheel_live--;
-    if (--b->n == k)
+    if (i == sim->wheel_cur) {
+        b->e[k].ev = NULL;
         return;
-    struct sim_went last = b->e[b->n];
-    if (i != sim->wheel_cur)
-        went_place(b, k, last);
-    else if (k > 0 && went_less(&last, &b->e[(k - 1) / 2]))
-        bsift_up(b, k, last);
-    else
-        bsift_down(b, k, last);
+    }
+    if (--b->n != k)
+        went_place(b, k, b->e[b->n]);
+}
+
+/* Sort the clock's bucket by (time, seq): insertion sort for a few entries,
+ * else a bottom-up merge sort through the scratch array. */
+static void bucket_sort(struct sim *sim, struct sim_bucket *b)
+{
+    uint32_t n = b->n;
+    if (n <= 24) {
+        for (uint32_t i = 1; i < n; i++) {
+            struct sim_went e = b->e[i];
+            uint32_t j = i;
+            for (; j > 0 && went_less(&e, &b->e[j - 1]); j--)
+                b->e[j] = b->e[j - 1];
+            b->e[j] = e;
+        }
+    } else {
+        if (sim->scratch_cap < n) {
+            free(sim->scratch);
+            sim->scratch_cap = n;
+            sim->scratch = xmalloc(n * sizeof(*sim->scratch));
+        }
+        struct sim_went *src = b->e, *dst = sim->scratch;
+        for (uint32_t i = 0; i < n; i += 8) { /* runs of 8 by insertion */
+            uint32_t end = i + 8 < n ? i + 8 : n;
+            for (uint32_t a = i + 1; a < end; a++) {
+                struct sim_went e = src[a];
+                uint32_t j = a;
+                for (; j > i && went_less(&e, &src[j - 1]); j--)
+                    src[j] = src[j - 1];
+                src[j] = e;
+            }
+        }
+        for (uint32_t w = 8; w < n; w *= 2) {
+            for (uint32_t lo = 0; lo < n; lo += 2 * w) {
+                uint32_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+                uint32_t x = lo, y = mid, k = lo;
+                while (x < mid && y < hi)
+                    dst[k++] = went_less(&src[y], &src[x]) ? src[y++] : src[x++];
+                while (x < mid)
+                    dst[k++] = src[x++];
+                while (y < hi)
+                    dst[k++] = src[y++];
+            }
+            struct sim_went *t = src;
+            src = dst;
+            dst = t;
+        }
+        if (src != b->e)
+            memcpy(b->e, src, n * sizeof(*src));
+    }
+    for (uint32_t k = 0; k < n; k++)
+        b->e[k].ev->heap_index = SIM_EVENT_IN_WHEEL | k;
 }
 
 /* The next non-empty bucket after the current one, within the wheel;
@@ -325,10 +406,11 @@ static size_t next_bucket(const struct sim *sim)
 }
 
 /* Move the clock's bucket forward to the next one that holds events
- * (bringing heap events the horizon now covers into the wheel) and make
- * it a heap.  False when nothing is pending in the wheel or the heap, or
- * the next bucket starts after `limit` (the wheel never runs ahead of the
- * clock by more than the bucket of the next event to run). */
+ * (bringing heap events the horizon now covers into the wheel) and sort
+ * it.  False when nothing is pending in the wheel or the heap, or the next
+ * bucket starts after `limit` (the wheel never runs ahead of the clock by
+ * more than the bucket of the next event to run).  The clock's bucket is
+ * drained (its sorted run and the near heap are empty). */
 static bool wheel_advance(struct sim *sim, sim_time_t limit)
 {
     size_t j = next_bucket(sim);
@@ -341,8 +423,17 @@ static bool wheel_advance(struct sim *sim, sim_time_t limit)
         return false;
     if (start > limit)
         return false;
+    struct sim_bucket *old = &sim->wheel[sim->wheel_cur];
+    old->n = 0;
+    sim->wheel_pos = 0;
+    if (old->cap > 64) { /* a burst's array: not kept for the next lap */
+        free(old->e);
+        old->e = NULL;
+        old->cap = 0;
+    }
+    sim->wheel_bits[sim->wheel_cur / 64] &= ~(1ull << (sim->wheel_cur % 64));
     sim->wheel_start = start;
-    sim->wheel_cur = SIZE_MAX; /* heap events land unordered, then heapify */
+    sim->wheel_cur = SIZE_MAX; /* heap events land in their buckets, unsorted */
     sim_time_t end = wheel_end(sim);
     while (sim->n && sim->heap[0].time < end) {
         struct sim_event *ev = sim->heap[0].ev;
@@ -350,24 +441,32 @@ static bool wheel_advance(struct sim *sim, sim_time_t limit)
         wheel_insert(sim, ev);
     }
     sim->wheel_cur = wheel_idx(start);
-    struct sim_bucket *b = &sim->wheel[sim->wheel_cur];
-    for (uint32_t k = b->n / 2; k-- > 0;) /* Floyd's heap construction */
-        bsift_down(b, k, b->e[k]);
+    bucket_sort(sim, &sim->wheel[sim->wheel_cur]);
     return true;
+}
+
+/* The earliest of the sorted run (skipping holes) and the near heap. */
+static inline struct sim_went *wheel_front(struct sim *sim, bool *from_near)
+{
+    struct sim_bucket *b = &sim->wheel[sim->wheel_cur];
+    while (sim->wheel_pos < b->n && !b->e[sim->wheel_pos].ev)
+        sim->wheel_pos++;
+    struct sim_went *r = sim->wheel_pos < b->n ? &b->e[sim->wheel_pos] : NULL;
+    *from_near = false;
+    if (sim->near.n && (!r || went_less(&sim->near.e[0], r))) {
+        r = &sim->near.e[0];
+        *from_near = true;
+    }
+    return r;
 }
 
 struct sim_event *sim_wheel_peek(struct sim *sim, sim_time_t limit)
 {
     for (;;) {
-        struct sim_bucket *b = &sim->wheel[sim->wheel_cur];
-        if (b->n)
-            return b->e[0].ev;
-        if (b->cap > 64) { /* a burst's array: not kept for the next lap */
-            free(b->e);
-            b->e = NULL;
-            b->cap = 0;
-        }
-        sim->wheel_bits[sim->wheel_cur / 64] &= ~(1ull << (sim->wheel_cur % 64));
+        bool near;
+        struct sim_went *r = wheel_front(sim, &near);
+        if (r)
+            return r->ev;
         if (!wheel_advance(sim, limit))
             return NULL;
     }
@@ -375,11 +474,17 @@ struct sim_event *sim_wheel_peek(struct sim *sim, sim_time_t limit)
 
 void sim_wheel_pop(struct sim *sim)
 {
-    struct sim_bucket *b = &sim->wheel[sim->wheel_cur];
-    b->e[0].ev->heap_index = SIM_EVENT_IDLE;
+    bool near;
+    struct sim_went *r = wheel_front(sim, &near);
+    if (!r)
+        return; /* (callers peek first) */
     sim->wheel_live--;
-    if (--b->n)
-        bsift_down(b, 0, b->e[b->n]);
+    if (near) {
+        near_remove_at(sim, 0);
+        return;
+    }
+    r->ev->heap_index = SIM_EVENT_IDLE;
+    sim->wheel_pos++;
 }
 
 sim_time_t sim_queue_next_time(const struct sim *sim)
@@ -387,12 +492,19 @@ sim_time_t sim_queue_next_time(const struct sim *sim)
     if (sim->zq_live)
         return sim->now;
     const struct sim_bucket *b = &sim->wheel[sim->wheel_cur];
-    if (b->n)
-        return b->e[0].time;
+    sim_time_t t = SIM_TIME_NEVER;
+    for (size_t k = sim->wheel_pos; k < b->n; k++)
+        if (b->e[k].ev) {
+            t = b->e[k].time;
+            break;
+        }
+    if (sim->near.n && sim->near.e[0].time < t)
+        t = sim->near.e[0].time;
+    if (t != SIM_TIME_NEVER)
+        return t;
     size_t j = next_bucket(sim);
-    if (j != SIZE_MAX) { /* not a heap yet: its smallest */
+    if (j != SIZE_MAX) { /* not sorted yet: its smallest */
         const struct sim_bucket *nb = &sim->wheel[j];
-        sim_time_t t = SIM_TIME_NEVER;
         for (uint32_t k = 0; k < nb->n; k++)
             t = nb->e[k].time < t ? nb->e[k].time : t;
         return t;
@@ -426,6 +538,11 @@ void sim_heap_free(struct sim *sim)
         for (size_t i = 0; i < SIM_WHEEL_BUCKETS; i++)
             free(sim->wheel[i].e);
     free(sim->wheel);
+    free(sim->near.e);
+    free(sim->scratch);
+    memset(&sim->near, 0, sizeof(sim->near));
+    sim->scratch = NULL;
+    sim->scratch_cap = 0;
     sim->wheel = NULL;
     sim->wheel_live = 0;
 }
@@ -447,7 +564,7 @@ static void unqueue(struct sim *sim, struct sim_event *ev)
         return;
     if (h & SIM_EVENT_IN_ZQ)
         zq_remove(sim, ev);
-    else if (h & SIM_EVENT_IN_WHEEL)
+    else if (h & (SIM_EVENT_IN_WHEEL | SIM_EVENT_IN_NEAR))
         wheel_remove(sim, ev);
     else
         heap_remove_at(sim, h);
@@ -506,10 +623,13 @@ void sim_check_invariants(const struct sim *sim)
         /* bucket i covers [bstart, bstart + W) */
         sim_time_t bstart =
             sim->wheel_start + (sim_time_t)((i - sim->wheel_cur) & WHEEL_MASK) * WHEEL_W;
-        if (b->n && !(sim->wheel_bits[i / 64] & (1ull << (i % 64))))
+        if (b->n && !cur && !(sim->wheel_bits[i / 64] & (1ull << (i % 64))))
             what = "wheel bucket holds events but is not marked";
-        for (uint32_t k = 0; k < b->n && !what; k++) {
+        const struct sim_went *prev = NULL;
+        for (uint32_t k = cur ? (uint32_t)sim->wheel_pos : 0; k < b->n && !what; k++) {
             const struct sim_went *e = &b->e[k];
+            if (!e->ev && cur)
+                continue; /* a hole left by a cancellation */
             bad = e->ev;
             if (e->ev->heap_index != (SIM_EVENT_IN_WHEEL | k))
                 what = "wheel entry's event does not point back at it";
@@ -519,10 +639,24 @@ void sim_check_invariants(const struct sim *sim)
                 what = "wheel entry in the wrong bucket";
             else if (e->time < sim->now)
                 what = "event is in the past";
-            else if (cur && k > 0 && went_less(e, &b->e[(k - 1) / 2]))
-                what = "the clock's bucket is not a heap";
+            else if (cur && prev && went_less(e, prev))
+                what = "the clock's bucket is out of order";
+            prev = e;
             live++;
         }
+    }
+    for (uint32_t k = 0; k < sim->near.n && !what; k++) {
+        const struct sim_went *e = &sim->near.e[k];
+        bad = e->ev;
+        if (e->ev->heap_index != (SIM_EVENT_IN_NEAR | k))
+            what = "near-heap entry's event does not point back at it";
+        else if (e->ev->time != e->time || e->ev->seq != e->seq)
+            what = "near-heap entry's key differs from the event's key";
+        else if (wheel_idx(e->time) != sim->wheel_cur || e->time < sim->now)
+            what = "near-heap entry outside the clock's bucket";
+        else if (k > 0 && went_less(e, &sim->near.e[(k - 1) / 2]))
+            what = "the near heap is out of order";
+        live++;
     }
     if (!what && live != sim->wheel_live) {
         fprintf(stderr,

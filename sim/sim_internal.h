@@ -41,12 +41,15 @@ struct sim {
     struct sim_heap_ent *heap;
     size_t n, cap;
 
-    /* the wheel: bucket wheel_cur covers [wheel_start, + 2^SHIFT) and is a
-     * binary heap; the others follow in order, unordered inside */
+    /* the wheel: bucket wheel_cur covers [wheel_start, + 2^SHIFT) and is
+     * sorted; the others follow in order, unordered inside */
     struct sim_bucket *wheel;
     uint64_t wheel_bits[SIM_WHEEL_BUCKETS / 64]; /* bucket may hold entries */
     sim_time_t wheel_start;
-    size_t wheel_cur, wheel_live;
+    size_t wheel_cur, wheel_pos, wheel_live; /* the clock's bucket is drained from wheel_pos */
+    struct sim_bucket near;                  /* binary heap: scheduled into it since */
+    struct sim_went *scratch;                /* for sorting a bucket */
+    size_t scratch_cap;
 
     /* Events due now (scheduled with no delay): a FIFO beside the heap
      * (event.c).  They carry the newest sequence numbers, so they run after
@@ -79,10 +82,12 @@ struct sim {
 
 /* event.c */
 /* heap_index of an event in the now-FIFO: this bit + its ring slot; in
- * the wheel: SIM_EVENT_IN_WHEEL + its slot in the bucket of its time; in
- * the heap: its slot (below both) */
+ * the wheel: SIM_EVENT_IN_WHEEL + its slot in the bucket of its time, or
+ * SIM_EVENT_IN_NEAR + its slot in the near heap; in the heap: its slot
+ * (below all three) */
 #define SIM_EVENT_IN_ZQ 0x80000000u
 #define SIM_EVENT_IN_WHEEL 0x40000000u
+#define SIM_EVENT_IN_NEAR 0x20000000u
 void sim_queue_init(struct sim *sim);
 /* The next event of the now-FIFO, taken out of it (NULL if empty). */
 struct sim_event *sim_zq_pop(struct sim *sim);

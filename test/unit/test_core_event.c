@@ -126,6 +126,7 @@ static unsigned g_bad;
 static struct sim_rng *g_rng;
 static uint64_t *g_order;
 static bool g_inner;
+static bool g_burst; /* times spread over 3 buckets: hundreds per bucket (the merge sort) */
 
 static void rnd_op(struct sim *sim, struct rnd_ev *e)
 {
@@ -140,6 +141,8 @@ static void rnd_op(struct sim *sim, struct rnd_ev *e)
                                             300000,  4194303, 4194304, 4195000,   9000000,
                                             9000000, 2000000, 1000000, 123456789, 100};
         e->when = sim_now(sim) + delays[sim_rng_below(g_rng, sizeof(delays) / sizeof(delays[0]))];
+        if (g_burst)
+            e->when = sim_now(sim) + 5000 + sim_rng_below(g_rng, 3000);
         e->order = (*g_order)++;
         e->pending = true;
         sim_schedule_at(sim, &e->ev, e->when);
@@ -170,12 +173,13 @@ static void rnd_fire(struct sim *sim, struct sim_event *ev)
         }
 }
 
-static void test_random_against_reference(bool inner)
+static void test_random_against_reference(bool inner, bool burst)
 {
     struct sim *sim = sim_create(7);
     struct sim_rng rng;
     sim_rng_seed(&rng, 7, "test");
-    g_n = 300;
+    g_n = burst ? 2000 : 300;
+    g_burst = burst;
     g_evs = calloc(g_n, sizeof(*g_evs));
     uint64_t order = 0;
     g_rng = &rng;
@@ -186,10 +190,11 @@ static void test_random_against_reference(bool inner)
     g_last_order = 0;
     for (size_t i = 0; i < g_n; i++)
         sim_event_init(&g_evs[i].ev, rnd_fire, &g_evs[i], "rnd");
-    for (int round = 0; round < 200; round++) {
-        for (int k = 0; k < 20; k++) {
+    for (int round = 0; round < (burst ? 20 : 200); round++) {
+        for (int k = 0; k < (burst ? 1500 : 20); k++) {
             rnd_op(sim, &g_evs[sim_rng_below(&rng, g_n)]);
-            sim_check_invariants(sim);
+            if (!burst || k % 250 == 0)
+                sim_check_invariants(sim);
         }
         size_t want = 0;
         for (size_t i = 0; i < g_n; i++)
@@ -225,8 +230,9 @@ int main(void)
     test_order_and_ties();
     test_cancel_and_move();
     test_periodic_and_call_in();
-    test_random_against_reference(false);
-    test_random_against_reference(true);
+    test_random_against_reference(false, false);
+    test_random_against_reference(true, false);
+    test_random_against_reference(false, true);
     test_bench_runs();
     test_bytes_to_ps();
     return test_summary();
