@@ -28,21 +28,6 @@ int nic_cache_init(struct nic_cache *c, struct sim *sim, const char *name, uint3
     c->fetch = fetch;
     c->owner = owner;
     c->lru_head = c->lru_tail = NO_SLOT;
-    if (!cap)
-        return 0;
-    uint32_t hsize = 4;
-    while (hsize < 2u * cap)
-        hsize *= 2;
-    c->slot_key = malloc(cap * sizeof(*c->slot_key));
-    c->prev = malloc(cap * sizeof(*c->prev));
-    c->next = malloc(cap * sizeof(*c->next));
-    c->hash = malloc(hsize * sizeof(*c->hash));
-    if (!c->slot_key || !c->prev || !c->next || !c->hash) {
-        nic_cache_fini(c);
-        return ENOMEM;
-    }
-    memset(c->hash, 0xff, hsize * sizeof(*c->hash));
-    c->hash_mask = hsize - 1;
     return 0;
 }
 
@@ -52,27 +37,44 @@ int nic_cache_set_ways(struct nic_cache *c, uint32_t ways)
         return 0;
     if (ways > UINT16_MAX)
         ways = UINT16_MAX;
-    uint32_t sets = c->cap / ways;
-    uint64_t *k = calloc((size_t)sets * ways, sizeof(*k));
-    uint16_t *n = calloc(sets, sizeof(*n));
-    if (!k || !n) {
-        free(k);
-        free(n);
-        return ENOMEM;
-    }
     c->ways = ways;
-    c->n_sets = sets;
-    c->cap = sets * ways;
-    c->sa_key = k;
-    c->sa_n = n;
-    /* the fully associative structures are not used */
-    free(c->slot_key);
-    free(c->prev);
-    free(c->next);
-    free(c->hash);
-    c->slot_key = NULL;
-    c->prev = c->next = c->hash = NULL;
+    c->n_sets = c->cap / ways;
+    c->cap = c->n_sets * ways;
     return 0;
+}
+
+/* The tables are allocated when the first entry goes in: a NIC has a
+ * few caches of thousands of entries, and a fabric run of 1024 NICs
+ * touches a handful of entries of each (docs/performance.md, memory). */
+static bool tables_ready(const struct nic_cache *c)
+{
+    return c->ways ? c->sa_key != NULL : c->hash != NULL;
+}
+
+static void tables_alloc(struct nic_cache *c)
+{
+    if (c->ways) {
+        c->sa_key = calloc((size_t)c->n_sets * c->ways, sizeof(*c->sa_key));
+        c->sa_n = calloc(c->n_sets, sizeof(*c->sa_n));
+        if (c->sa_key && c->sa_n)
+            return;
+    } else {
+        uint32_t hsize = 4;
+        while (hsize < 2u * c->cap)
+            hsize *= 2;
+        c->slot_key = malloc(c->cap * sizeof(*c->slot_key));
+        c->prev = malloc(c->cap * sizeof(*c->prev));
+        c->next = malloc(c->cap * sizeof(*c->next));
+        c->hash = malloc(hsize * sizeof(*c->hash));
+        if (c->slot_key && c->prev && c->next && c->hash) {
+            memset(c->hash, 0xff, hsize * sizeof(*c->hash));
+            c->hash_mask = hsize - 1;
+            return;
+        }
+    }
+    fprintf(stderr, "rnicsim: out of memory for the %s cache's tables\n",
+            c->name ? c->name : "NIC");
+    abort();
 }
 
 void nic_cache_set_random(struct nic_cache *c, const char *stream_name)
@@ -106,6 +108,8 @@ void nic_cache_fini(struct nic_cache *c)
 
 static uint32_t hash_find(const struct nic_cache *c, uint64_t key)
 {
+    if (!c->hash)
+        return NO_SLOT; /* nothing inserted yet */
     for (uint32_t h = key_hash(key) & c->hash_mask;; h = (h + 1) & c->hash_mask) {
         uint32_t s = c->hash[h];
         if (s == NO_SLOT)
@@ -185,6 +189,8 @@ static uint64_t *sa_set(const struct nic_cache *c, uint64_t key, uint16_t **n)
 /* Position of key in its set, or -1. */
 static int sa_find(const struct nic_cache *c, uint64_t key, uint64_t **set, uint16_t **n)
 {
+    if (!c->sa_key)
+        return -1; /* nothing inserted yet */
     *set = sa_set(c, key, n);
     for (int i = 0; i < **n; i++)
         if ((*set)[i] == key)
@@ -223,6 +229,8 @@ static void sa_insert(struct nic_cache *c, uint64_t key)
 
 static void insert_key(struct nic_cache *c, uint64_t key)
 {
+    if (!tables_ready(c))
+        tables_alloc(c);
     if (c->ways) {
         sa_insert(c, key);
         return;
@@ -312,7 +320,7 @@ uint64_t nic_cache_invalidate_if(struct nic_cache *c, bool (*match)(uint64_t key
                                  const void *arg)
 {
     uint64_t gone = 0;
-    if (!c->cap)
+    if (!c->cap || !tables_ready(c))
         return 0;
     if (c->ways) {
         for (uint32_t s = 0; s < c->n_sets; s++) {
@@ -342,6 +350,8 @@ uint64_t nic_cache_invalidate_if(struct nic_cache *c, bool (*match)(uint64_t key
 uint32_t nic_cache_lru_keys(const struct nic_cache *c, uint64_t *keys, uint32_t n)
 {
     uint32_t i = 0;
+    if (!tables_ready(c))
+        return 0;
     if (c->ways) {
         for (uint32_t s = 0; s < c->n_sets; s++)
             for (uint32_t j = 0; j < c->sa_n[s] && i < n; j++)
