@@ -129,7 +129,7 @@ int ibv_destroy_srq(struct ibv_srq *srq)
     int rc = nic_srq_destroy(ssrq->nsrq);
     if (rc)
         return rc;
-    shim_async_drop_srq(ssrq->ctx, srq);
+    shim_async_drop(ssrq->ctx, srq);
     ssrq->pd->n_srqs--;
     pthread_cond_destroy(&srq->cond);
     pthread_mutex_destroy(&srq->mutex);
@@ -160,7 +160,7 @@ int shim_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_r
         *bad_wr = wr;
     struct host *h = host_of_current();
     if (h && attempted)
-        host_charge((sim_time_t)attempted * h->cpu.post_recv_ps);
+        host_charge(sim_time_mul(attempted, h->cpu.post_recv_ps));
     if (h && srq && sim_trace_enabled(h->sim)) /* TRACE_POST (sim/trace.h) */
         for (const struct ibv_recv_wr *w = head; w && w != wr; w = w->next) {
             uint64_t n = 0;

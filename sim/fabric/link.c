@@ -563,11 +563,12 @@ static bool tx_start(struct link *l)
         if (start > now)
             start = now;
     }
-    sim_time_t end = start + ser_ps > now ? start + ser_ps : now;
+    sim_time_t end = sim_time_add(start, ser_ps);
+    end = end > now ? end : now;
     l->c.busy_ps += ser_ps;
     /* the far end sees the first bit one cable delay after it left */
-    p->head_ps = start + l->p.delay_ps;
-    pipe_push(l, end + l->p.delay_ps, p);
+    p->head_ps = sim_time_add(start, l->p.delay_ps);
+    pipe_push(l, sim_time_add(end, l->p.delay_ps), p);
     l->tx_pending = true;
     l->tx_end_ps = end;
     l->tx_eager = false;

@@ -17,6 +17,44 @@ static uint32_t key_hash(uint64_t key)
     return (uint32_t)key;
 }
 
+/* Slots allocated at first: small caches get all their slots at once. */
+#define CACHE_INITIAL_SLOTS 1024u
+
+static void hash_insert(struct nic_cache *c, uint64_t key, uint32_t slot);
+
+/* Make room for `want` slots (<= cap): the slot arrays and a hash table
+ * of a power of two >= 2 * want entries, rebuilt from the slots.  Sizes
+ * are computed in 64 bits (cap may be up to 2^32 - 1).  0 or ENOMEM (the
+ * cache is unchanged then). */
+static int cache_grow(struct nic_cache *c, uint32_t want)
+{
+    uint64_t hsize = 4;
+    while (hsize < 2 * (uint64_t)want)
+        hsize *= 2;
+    if (hsize > UINT32_MAX)
+        return ENOMEM; /* slot numbers are 32-bit, UINT32_MAX means empty */
+    uint64_t *k = realloc(c->slot_key, (size_t)want * sizeof(*k));
+    if (k)
+        c->slot_key = k;
+    uint32_t *p = k ? realloc(c->prev, (size_t)want * sizeof(*p)) : NULL;
+    if (p)
+        c->prev = p;
+    uint32_t *nx = p ? realloc(c->next, (size_t)want * sizeof(*nx)) : NULL;
+    if (nx)
+        c->next = nx;
+    uint32_t *h = nx ? malloc((size_t)hsize * sizeof(*h)) : NULL;
+    if (!h)
+        return ENOMEM;
+    free(c->hash);
+    c->hash = h;
+    memset(c->hash, 0xff, (size_t)hsize * sizeof(*c->hash));
+    c->hash_mask = (uint32_t)(hsize - 1);
+    c->alloc = want;
+    for (uint32_t s = 0; s < c->n; s++)
+        hash_insert(c, c->slot_key[s], s);
+    return 0;
+}
+
 int nic_cache_init(struct nic_cache *c, struct sim *sim, const char *name, uint32_t cap,
                    uint32_t max_misses, nic_cache_fetch_fn fetch, void *owner)
 {
@@ -28,6 +66,12 @@ int nic_cache_init(struct nic_cache *c, struct sim *sim, const char *name, uint3
     c->fetch = fetch;
     c->owner = owner;
     c->lru_head = c->lru_tail = NO_SLOT;
+    if (!cap)
+        return 0;
+    if (cache_grow(c, cap < CACHE_INITIAL_SLOTS ? cap : CACHE_INITIAL_SLOTS)) {
+        nic_cache_fini(c);
+        return ENOMEM;
+    }
     return 0;
 }
 
@@ -37,44 +81,27 @@ int nic_cache_set_ways(struct nic_cache *c, uint32_t ways)
         return 0;
     if (ways > UINT16_MAX)
         ways = UINT16_MAX;
-    c->ways = ways;
-    c->n_sets = c->cap / ways;
-    c->cap = c->n_sets * ways;
-    return 0;
-}
-
-/* The tables are allocated when the first entry goes in: a NIC has a
- * few caches of thousands of entries, and a fabric run of 1024 NICs
- * touches a handful of entries of each (docs/performance.md, memory). */
-static bool tables_ready(const struct nic_cache *c)
-{
-    return c->ways ? c->sa_key != NULL : c->hash != NULL;
-}
-
-static void tables_alloc(struct nic_cache *c)
-{
-    if (c->ways) {
-        c->sa_key = calloc((size_t)c->n_sets * c->ways, sizeof(*c->sa_key));
-        c->sa_n = calloc(c->n_sets, sizeof(*c->sa_n));
-        if (c->sa_key && c->sa_n)
-            return;
-    } else {
-        uint32_t hsize = 4;
-        while (hsize < 2u * c->cap)
-            hsize *= 2;
-        c->slot_key = malloc(c->cap * sizeof(*c->slot_key));
-        c->prev = malloc(c->cap * sizeof(*c->prev));
-        c->next = malloc(c->cap * sizeof(*c->next));
-        c->hash = malloc(hsize * sizeof(*c->hash));
-        if (c->slot_key && c->prev && c->next && c->hash) {
-            memset(c->hash, 0xff, hsize * sizeof(*c->hash));
-            c->hash_mask = hsize - 1;
-            return;
-        }
+    uint32_t sets = c->cap / ways;
+    uint64_t *k = calloc((size_t)sets * ways, sizeof(*k));
+    uint16_t *n = calloc(sets, sizeof(*n));
+    if (!k || !n) {
+        free(k);
+        free(n);
+        return ENOMEM;
     }
-    fprintf(stderr, "rnicsim: out of memory for the %s cache's tables\n",
-            c->name ? c->name : "NIC");
-    abort();
+    c->ways = ways;
+    c->n_sets = sets;
+    c->cap = sets * ways;
+    c->sa_key = k;
+    c->sa_n = n;
+    /* the fully associative structures are not used */
+    free(c->slot_key);
+    free(c->prev);
+    free(c->next);
+    free(c->hash);
+    c->slot_key = NULL;
+    c->prev = c->next = c->hash = NULL;
+    return 0;
 }
 
 void nic_cache_set_random(struct nic_cache *c, const char *stream_name)
@@ -108,8 +135,6 @@ void nic_cache_fini(struct nic_cache *c)
 
 static uint32_t hash_find(const struct nic_cache *c, uint64_t key)
 {
-    if (!c->hash)
-        return NO_SLOT; /* nothing inserted yet */
     for (uint32_t h = key_hash(key) & c->hash_mask;; h = (h + 1) & c->hash_mask) {
         uint32_t s = c->hash[h];
         if (s == NO_SLOT)
@@ -189,8 +214,6 @@ static uint64_t *sa_set(const struct nic_cache *c, uint64_t key, uint16_t **n)
 /* Position of key in its set, or -1. */
 static int sa_find(const struct nic_cache *c, uint64_t key, uint64_t **set, uint16_t **n)
 {
-    if (!c->sa_key)
-        return -1; /* nothing inserted yet */
     *set = sa_set(c, key, n);
     for (int i = 0; i < **n; i++)
         if ((*set)[i] == key)
@@ -229,8 +252,6 @@ static void sa_insert(struct nic_cache *c, uint64_t key)
 
 static void insert_key(struct nic_cache *c, uint64_t key)
 {
-    if (!tables_ready(c))
-        tables_alloc(c);
     if (c->ways) {
         sa_insert(c, key);
         return;
@@ -238,6 +259,13 @@ static void insert_key(struct nic_cache *c, uint64_t key)
     if (hash_find(c, key) != NO_SLOT)
         return;
     uint32_t s;
+    if (c->n == c->alloc && c->alloc < c->cap) {
+        uint64_t want = 2 * (uint64_t)c->alloc;
+        if (cache_grow(c, want < c->cap ? (uint32_t)want : c->cap)) {
+            fprintf(stderr, "rnicsim: cache %s: out of memory\n", c->name);
+            abort();
+        }
+    }
     if (c->n < c->cap) {
         s = c->n++;
     } else {
@@ -320,7 +348,7 @@ uint64_t nic_cache_invalidate_if(struct nic_cache *c, bool (*match)(uint64_t key
                                  const void *arg)
 {
     uint64_t gone = 0;
-    if (!c->cap || !tables_ready(c))
+    if (!c->cap)
         return 0;
     if (c->ways) {
         for (uint32_t s = 0; s < c->n_sets; s++) {
@@ -350,8 +378,6 @@ uint64_t nic_cache_invalidate_if(struct nic_cache *c, bool (*match)(uint64_t key
 uint32_t nic_cache_lru_keys(const struct nic_cache *c, uint64_t *keys, uint32_t n)
 {
     uint32_t i = 0;
-    if (!tables_ready(c))
-        return 0;
     if (c->ways) {
         for (uint32_t s = 0; s < c->n_sets; s++)
             for (uint32_t j = 0; j < c->sa_n[s] && i < n; j++)
