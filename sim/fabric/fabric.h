@@ -243,18 +243,25 @@ const struct switch_counters *switch_get_counters(const struct fswitch *sw);
 
 /* ---------------------------------------------------------------- topologies */
 
-enum topo_kind { TOPO_BACK_TO_BACK, TOPO_STAR, TOPO_LEAF_SPINE };
+enum topo_kind { TOPO_BACK_TO_BACK, TOPO_STAR, TOPO_LEAF_SPINE, TOPO_FAT_TREE };
 
 struct topo_params {
     enum topo_kind kind;
-    unsigned n_nodes; /* NIC ports; back-to-back needs 2; leaf-spine: leaves * hosts_per_leaf */
+    unsigned n_nodes; /* NIC ports; back-to-back needs 2; leaf-spine: leaves * hosts_per_leaf;
+                       * fat tree: k^3 / 4 */
     struct link_params link; /* every cable (leaf-spine: host <-> leaf) */
     struct switch_params sw; /* every switch (star, leaf-spine) */
     /* leaf-spine: node i hangs off leaf i / hosts_per_leaf; every leaf has
      * a cable to every spine, so two hosts on different leaves have
      * n_spines equal-cost paths. */
     unsigned n_leaves, n_spines, hosts_per_leaf;
-    struct link_params spine_link; /* leaf <-> spine cables; rate_bps 0 = same as `link` */
+    /* fat tree (Al-Fares, Loukissas, Vahdat, SIGCOMM 2008), k even: k pods
+     * of k/2 edge and k/2 aggregation switches, (k/2)^2 core switches,
+     * k/2 hosts per edge switch; node i hangs off edge i / (k/2) */
+    unsigned fat_tree_k;
+    /* cables between switches (leaf <-> spine; fat tree: edge <-> agg and
+     * agg <-> core); rate_bps 0 = same as `link` */
+    struct link_params spine_link;
     /* After a link goes down or up, switches other than the one the link
      * leaves stop (resume) using paths through it this much later
      * (routing convergence); the switch at the failed port reacts at once. */
@@ -294,7 +301,7 @@ int topo_schedule_link_state(struct topology *t, struct link *l, sim_time_t at_p
 void topo_recompute_routes(struct topology *t);
 /* Node `node` joins (leaves) multicast group `group` (IGMP / the IB subnet
  * manager's job): every switch copies the group's packets to it.  -1
- * (ENOTSUP) on a leaf-spine, whose switches would each copy a packet again
+ * (ENOTSUP) on a leaf-spine or fat tree, whose switches would each copy a packet again
  * (no multicast tree is built). */
 int topo_mcast_join(struct topology *t, uint32_t group, uint32_t node, bool join);
 

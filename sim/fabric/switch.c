@@ -300,11 +300,17 @@ unsigned switch_add_port(struct fswitch *sw, struct link *out)
 }
 
 /* The set holding `ports` (n of them, increasing): a new one each call,
- * except single-port sets, which are made once per port. */
+ * except single-port sets, which are made once per port, and a set equal
+ * to the one made just before (a leaf's set towards every remote rack is
+ * all its up spine ports: one set, not one per rack -- 256 leaves x 256
+ * spines made 64 MiB of identical sets). */
 uint32_t switch_new_route_set(struct fswitch *sw, const uint32_t *ports, uint32_t n)
 {
     if (n == 1 && ports[0] < sw->cap_single && sw->single[ports[0]])
         return sw->single[ports[0]] - 1;
+    if (n > 1 && sw->n_sets > 1 && sw->sets[sw->n_sets - 1].n == n &&
+        !memcmp(sw->sets[sw->n_sets - 1].ports, ports, n * sizeof(*ports)))
+        return sw->n_sets - 1;
     if (sw->n_sets == sw->cap_sets) {
         sw->cap_sets = sw->cap_sets ? 2 * sw->cap_sets : 16;
         sw->sets = xrealloc(sw->sets, sw->cap_sets * sizeof(*sw->sets));

@@ -15,6 +15,20 @@
  *   leaves, then spines.  Leaf ports: its hosts first, then spines 0..S-1;
  *   spine ports: leaves 0..L-1.
  *
+ * fat tree, k even (k pods; pod p has edge switches "edge<e>" and
+ * aggregation switches "agg<a>" numbered p*k/2 .. p*k/2 + k/2 - 1; core
+ * switches "core<c>", c = j*k/2 + m, hang off aggregation switch j of
+ * every pod; node i hangs off edge e = i / (k/2)):
+ *     node i --"node<i>->edge<e>"--> edge e --"edge<e>->node<i>"--> node i
+ *     edge e <--"edge<e>->agg<a>" / "agg<a>->edge<e>"--> agg a  (same pod)
+ *     agg a <--"agg<a>->core<c>" / "core<c>->agg<a>"--> core c  (c / (k/2)
+ *                                                       = a mod k/2)
+ *   Links: node uplinks, edge->node (node order), edge->agg (edge major),
+ *   agg->edge (agg major), agg->core (agg major), core->agg (core major);
+ *   switches: edges, aggs, cores.  Edge ports: its hosts, then its pod's
+ *   aggs; agg ports: its pod's edges, then its cores; core ports: pods
+ *   0..k-1.  Two hosts in different pods have (k/2)^2 equal-cost paths.
+ *
  * Links are numbered uplinks first (node order).  Every link that ends at a
  * node delivers through a per-node indirection slot, so topo_attach() may
  * come before or after topo_create() wiring; a frame for a node nobody
@@ -83,6 +97,7 @@ struct topology {
     struct topo_change *changes;
     /* routing scratch: per vertex distance, BFS queue, incoming edges (CSR) */
     uint32_t *dist, *queue, *in_start, *in_edges;
+    uint8_t *up; /* per link, copied from the links at each recomputation */
 };
 
 void fabric_defaults(struct topo_params *p)
@@ -235,6 +250,12 @@ static bool params_ok(const struct topo_params *p)
         return p->n_nodes == 2;
     case TOPO_STAR:
         return true;
+    case TOPO_FAT_TREE:
+        return p->fat_tree_k >= 2 && p->fat_tree_k % 2 == 0 && p->fat_tree_k <= 64 &&
+               (uint64_t)p->fat_tree_k * p->fat_tree_k * p->fat_tree_k / 4 == p->n_nodes &&
+               (p->spine_link.rate_bps == 0 ||
+                (p->spine_link.loss_prob >= 0.0 && p->spine_link.loss_prob <= 1.0 &&
+                 p->spine_link.corrupt_prob >= 0.0 && p->spine_link.corrupt_prob <= 1.0));
     case TOPO_LEAF_SPINE:
         return p->n_leaves > 0 && p->n_spines > 0 && p->hosts_per_leaf > 0 &&
                (uint64_t)p->n_leaves * p->hosts_per_leaf == p->n_nodes &&
@@ -245,20 +266,23 @@ static bool params_ok(const struct topo_params *p)
     return false;
 }
 
+static int add_switches(struct topology *t, const char *prefix, unsigned n)
+{
+    char name[64];
+    for (unsigned i = 0; i < n; i++) {
+        snprintf(name, sizeof(name), "%s%u", prefix, i);
+        if (!(t->switches[t->n_switches++] = switch_create(t->sim, name, &t->p.sw, t->pool)))
+            return -1;
+    }
+    return 0;
+}
+
 static int build_leaf_spine(struct topology *t)
 {
     const struct topo_params *p = &t->p;
     char name[64];
-    for (unsigned l = 0; l < p->n_leaves; l++) {
-        snprintf(name, sizeof(name), "leaf%u", l);
-        if (!(t->switches[t->n_switches++] = switch_create(t->sim, name, &p->sw, t->pool)))
-            return -1;
-    }
-    for (unsigned s = 0; s < p->n_spines; s++) {
-        snprintf(name, sizeof(name), "spine%u", s);
-        if (!(t->switches[t->n_switches++] = switch_create(t->sim, name, &p->sw, t->pool)))
-            return -1;
-    }
+    if (add_switches(t, "leaf", p->n_leaves) || add_switches(t, "spine", p->n_spines))
+        return -1;
     struct link_params down = p->link;
     down.queue_bytes = p->sw.port_buffer_bytes;
     struct link_params fab = p->spine_link.rate_bps ? p->spine_link : p->link;
@@ -290,6 +314,61 @@ static int build_leaf_spine(struct topology *t)
     return 0;
 }
 
+static int build_fat_tree(struct topology *t)
+{
+    const struct topo_params *p = &t->p;
+    const unsigned h = p->fat_tree_k / 2; /* hosts per edge, edges and aggs per pod */
+    const unsigned n_edge = p->fat_tree_k * h, n_agg = n_edge, n_core = h * h;
+    const uint32_t edge0 = switch_vertex(t, 0), agg0 = edge0 + n_edge, core0 = agg0 + n_agg;
+    char name[64];
+    if (add_switches(t, "edge", n_edge) || add_switches(t, "agg", n_agg) ||
+        add_switches(t, "core", n_core))
+        return -1;
+    struct link_params down = p->link;
+    down.queue_bytes = p->sw.port_buffer_bytes;
+    struct link_params fab = p->spine_link.rate_bps ? p->spine_link : p->link;
+    fab.queue_bytes = p->sw.port_buffer_bytes;
+    for (uint32_t i = 0; i < p->n_nodes; i++) {
+        snprintf(name, sizeof(name), "node%u->edge%u", i, i / h);
+        if (!add_link(t, name, &p->link, i, edge0 + i / h))
+            return -1;
+    }
+    for (uint32_t i = 0; i < p->n_nodes; i++) {
+        snprintf(name, sizeof(name), "edge%u->node%u", i / h, i);
+        if (!add_link(t, name, &down, edge0 + i / h, i))
+            return -1;
+    }
+    for (unsigned e = 0; e < n_edge; e++) /* to the aggs of its pod */
+        for (unsigned j = 0; j < h; j++) {
+            unsigned a = e / h * h + j;
+            snprintf(name, sizeof(name), "edge%u->agg%u", e, a);
+            if (!add_link(t, name, &fab, edge0 + e, agg0 + a))
+                return -1;
+        }
+    for (unsigned a = 0; a < n_agg; a++)
+        for (unsigned j = 0; j < h; j++) {
+            unsigned e = a / h * h + j;
+            snprintf(name, sizeof(name), "agg%u->edge%u", a, e);
+            if (!add_link(t, name, &fab, agg0 + a, edge0 + e))
+                return -1;
+        }
+    for (unsigned a = 0; a < n_agg; a++) /* agg j of a pod: cores j*h .. j*h + h - 1 */
+        for (unsigned m = 0; m < h; m++) {
+            unsigned c = a % h * h + m;
+            snprintf(name, sizeof(name), "agg%u->core%u", a, c);
+            if (!add_link(t, name, &fab, agg0 + a, core0 + c))
+                return -1;
+        }
+    for (unsigned c = 0; c < n_core; c++) /* one agg in every pod */
+        for (unsigned pod = 0; pod < p->fat_tree_k; pod++) {
+            unsigned a = pod * h + c / h;
+            snprintf(name, sizeof(name), "core%u->agg%u", c, a);
+            if (!add_link(t, name, &fab, core0 + c, agg0 + a))
+                return -1;
+        }
+    return 0;
+}
+
 /* Incoming-edge lists (CSR) for the backwards BFS. */
 static int build_adjacency(struct topology *t)
 {
@@ -298,7 +377,8 @@ static int build_adjacency(struct topology *t)
     t->queue = calloc(nv, sizeof(*t->queue));
     t->in_start = calloc(nv + 1, sizeof(*t->in_start));
     t->in_edges = calloc(t->n_links ? t->n_links : 1, sizeof(*t->in_edges));
-    if (!t->dist || !t->queue || !t->in_start || !t->in_edges)
+    t->up = calloc(t->n_links ? t->n_links : 1, sizeof(*t->up));
+    if (!t->dist || !t->queue || !t->in_start || !t->in_edges || !t->up)
         return -1;
     for (unsigned i = 0; i < t->n_links; i++)
         t->in_start[t->edges[i].to_v + 1]++;
@@ -351,6 +431,11 @@ struct topology *topo_create(struct sim *sim, const struct topo_params *p, struc
         n_sw = p->n_leaves + p->n_spines;
         n_links += 2 * (size_t)p->n_leaves * p->n_spines;
     }
+    if (p->kind == TOPO_FAT_TREE) {
+        size_t k = p->fat_tree_k;
+        n_sw = (unsigned)(k * k + k * k / 4);
+        n_links += 2 * (k * k / 2 * k / 2) * 2; /* edge<->agg, agg<->core */
+    }
     t->cap_links = (unsigned)n_links;
     t->nodes = calloc(p->n_nodes, sizeof(*t->nodes));
     t->links = calloc(n_links, sizeof(*t->links));
@@ -393,6 +478,10 @@ struct topology *topo_create(struct sim *sim, const struct topo_params *p, struc
         if (build_leaf_spine(t))
             goto fail;
         break;
+    case TOPO_FAT_TREE:
+        if (build_fat_tree(t))
+            goto fail;
+        break;
     }
     if (build_adjacency(t))
         goto fail;
@@ -425,6 +514,7 @@ void topo_destroy(struct topology *t)
     free(t->queue);
     free(t->in_start);
     free(t->in_edges);
+    free(t->up);
     free(t->links);
     free(t->edges);
     free(t->switches);
@@ -451,6 +541,11 @@ void topo_recompute_routes(struct topology *t)
         switch_clear_routes(t->switches[s]);
     if (t->n_switches == 0)
         return;
+    /* the searches read every link's state once per rack: from one byte
+     * array rather than from each link's own cache lines (at 256 leaves x
+     * 256 spines that was a third of the set-up time) */
+    for (unsigned e = 0; e < t->n_links; e++)
+        t->up[e] = link_is_up(t->links[e]);
     /* nodes grouped by attachment switch, in node order */
     uint32_t *first = calloc(t->n_switches, sizeof(*first)); /* node + 1 */
     uint32_t *next = calloc(n, sizeof(*next));               /* node + 1 */
@@ -488,7 +583,7 @@ void topo_recompute_routes(struct topology *t)
             for (uint32_t k = t->in_start[v]; k < t->in_start[v + 1]; k++) {
                 uint32_t e = t->in_edges[k];
                 uint32_t u = t->edges[e].from_v;
-                if (u < n || t->dist[u] != NO_DIST || !link_is_up(t->links[e]))
+                if (u < n || t->dist[u] != NO_DIST || !t->up[e])
                     continue; /* nodes do not forward */
                 t->dist[u] = t->dist[v] + 1;
                 t->queue[tail++] = u;
@@ -505,7 +600,7 @@ void topo_recompute_routes(struct topology *t)
             for (; e < t->n_links && t->edges[e].from_v == u; e++) {
                 const struct topo_edge *ed = &t->edges[e];
                 if (u < n || u == n + a || t->dist[u] == NO_DIST || t->dist[ed->to_v] == NO_DIST ||
-                    t->dist[ed->to_v] + 1 != t->dist[u] || !link_is_up(t->links[e]))
+                    t->dist[ed->to_v] + 1 != t->dist[u] || !t->up[e])
                     continue;
                 ports[np++] = ed->port;
             }
@@ -690,7 +785,7 @@ const struct topo_node_counters *topo_node_counters(const struct topology *t, ui
 
 int topo_mcast_join(struct topology *t, uint32_t group, uint32_t node, bool join)
 {
-    if (t->p.kind == TOPO_LEAF_SPINE) {
+    if (t->p.kind == TOPO_LEAF_SPINE || t->p.kind == TOPO_FAT_TREE) {
         errno = ENOTSUP;
         return -1;
     }

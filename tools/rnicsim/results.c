@@ -53,17 +53,22 @@ static void write_params(struct json_writer *w, const struct scenario *s)
     json_kv_str(w, "kind",
                 tp->kind == TOPO_STAR         ? "star"
                 : tp->kind == TOPO_LEAF_SPINE ? "leaf-spine"
+                : tp->kind == TOPO_FAT_TREE   ? "fat-tree"
                                               : "back-to-back");
     json_kv_u64(w, "hosts", tp->n_nodes);
     json_kv_u64(w, "link.rate", tp->link.rate_bps);
     json_kv_u64(w, "link.delay", tp->link.delay_ps);
     json_kv_double(w, "link.loss", tp->link.loss_prob);
     json_kv_double(w, "link.corrupt", tp->link.corrupt_prob);
-    if (tp->kind == TOPO_LEAF_SPINE) {
+    if (tp->kind == TOPO_LEAF_SPINE || tp->kind == TOPO_FAT_TREE) {
         const struct link_params *sl = tp->spine_link.rate_bps ? &tp->spine_link : &tp->link;
-        json_kv_u64(w, "leaves", tp->n_leaves);
-        json_kv_u64(w, "spines", tp->n_spines);
-        json_kv_u64(w, "hosts_per_leaf", tp->hosts_per_leaf);
+        if (tp->kind == TOPO_FAT_TREE) {
+            json_kv_u64(w, "k", tp->fat_tree_k);
+        } else {
+            json_kv_u64(w, "leaves", tp->n_leaves);
+            json_kv_u64(w, "spines", tp->n_spines);
+            json_kv_u64(w, "hosts_per_leaf", tp->hosts_per_leaf);
+        }
         json_kv_u64(w, "spine_link.rate", sl->rate_bps);
         json_kv_u64(w, "spine_link.delay", sl->delay_ps);
         json_kv_double(w, "spine_link.loss", sl->loss_prob);
