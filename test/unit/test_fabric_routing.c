@@ -555,6 +555,36 @@ static void test_failure_no_path(void)
     sim_destroy(sim);
 }
 
+/* Oversubscription: 4 hosts per leaf over S spines is 4:S.  Each host of
+ * leaf 0 sends 50 frames to its peer on leaf 1 (static routing: one spine
+ * per destination).  With 4 spines every flow has its own spine and all
+ * are done after ~50 frame times; with 1 spine (4:1) the leaf's only
+ * uplink carries 200 frames, 4x as long. */
+static sim_time_t oversub_run(unsigned spines)
+{
+    struct fab f;
+    fab_init(&f, 1, 2, spines, 4, ROUTE_STATIC, 0);
+    for (uint32_t k = 0; k < 50; k++)
+        for (uint32_t i = 0; i < 4; i++)
+            send1(&f, i, 4 + i, i);
+    sim_run(f.sim, SIM_TIME_NEVER);
+    for (uint32_t i = 0; i < 4; i++)
+        CHECK_EQ_U64(f.rx[4 + i].n, 50);
+    sim_time_t t = sim_now(f.sim);
+    fab_fini(&f);
+    return t;
+}
+
+static void test_oversubscription(void)
+{
+    sim_time_t full = oversub_run(4), over = oversub_run(1);
+    /* 4 cables, 3 switches (latency, store and forward), + 50 (200) frames */
+    sim_time_t fixed = 4 * 5 * SIM_NS + 3 * 300 * SIM_NS + 3 * SER_PS;
+    printf("oversubscription: 4:4 done at %.3f us, 4:1 at %.3f us\n", full / 1e6, over / 1e6);
+    CHECK(full >= 50 * SER_PS && full <= fixed + 51 * SER_PS);
+    CHECK(over >= 200 * SER_PS && over <= fixed + 201 * SER_PS);
+}
+
 /* A k = 4 fat tree: 16 hosts, 4 pods of 2 edge + 2 agg switches, 4 cores.
  * Paths of 2 links (same edge), 4 (same pod) and 6 (another pod); every
  * frame of an all-to-all delivered to the right host under ECMP, none
@@ -666,6 +696,7 @@ int main(void)
     test_failure_local();
     test_failure_remote();
     test_failure_no_path();
+    test_oversubscription();
     test_fat_tree();
     return test_summary();
 }
