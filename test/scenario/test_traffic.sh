@@ -46,6 +46,21 @@ sed -e 's/payload: none/payload: carried/' -e 's/size: 256KiB,/size: 64KiB, veri
 "$bin" run "$scratch/verify.yaml" -o "$scratch/verify.json" > "$scratch/verify.out" 2>&1
 check "verify: every flow checked" "grep -q 'data check: 32 flows verified, 0 with wrong bytes' '$scratch/verify.out'"
 
+# the same over a k = 4 fat tree (16 hosts, 3 tiers): bytes checked, nothing dropped
+sed -e '/^  leaves:/d' -e '/^  spines:/d' -e 's/^  hosts_per_leaf: 4/  k: 4/' \
+    -e 's/kind: leaf-spine/kind: fat-tree/' "$scratch/verify.yaml" > "$scratch/ft.yaml"
+"$bin" run "$scratch/ft.yaml" -o "$scratch/ft.json" > "$scratch/ft.out" 2>&1
+check "fat tree: every flow checked" "grep -q 'data check: 32 flows verified, 0 with wrong bytes' '$scratch/ft.out'"
+"$py" - "$scratch/ft.json" <<'PY' && ok "fat tree json" || bad "fat tree json"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["topology"]["kind"] == "fat-tree" and d["topology"]["k"] == 4 and d["topology"]["hosts"] == 16
+assert d["traffic"]["unfinished"] == 0
+assert sum(l["pkts_dropped"] for l in d["counters"]["links"].values()) == 0
+core = [n for n in d["counters"]["links"] if n.startswith("core")]
+assert len(core) == 16 and sum(d["counters"]["links"][n]["pkts_sent"] for n in core) > 0, core
+PY
+
 # refusals
 sed -e 's/size: 256KiB,/size: 64KiB, verify: true,/' "$scratch/perm.yaml" > "$scratch/bad1.yaml"
 out=$("$bin" run "$scratch/bad1.yaml" 2>&1); rc=$?
