@@ -175,6 +175,10 @@ struct pfc_params {
     uint64_t xon_bytes;      /* ... and resume at or below this */
     uint64_t headroom_bytes; /* admitted above xoff before a drop; 0 = from the cable */
     uint16_t quanta;         /* pause time of an XOFF, in 512-bit-time quanta */
+    /* Not a parameter: called with `on_xoff_ctx` whenever a port sends an
+     * XOFF (the topology's deadlock detector arms itself on it). */
+    void (*on_xoff)(void *ctx);
+    void *on_xoff_ctx;
 };
 
 struct switch_params {
@@ -243,12 +247,12 @@ const struct switch_counters *switch_get_counters(const struct fswitch *sw);
 
 /* ---------------------------------------------------------------- topologies */
 
-enum topo_kind { TOPO_BACK_TO_BACK, TOPO_STAR, TOPO_LEAF_SPINE, TOPO_FAT_TREE };
+enum topo_kind { TOPO_BACK_TO_BACK, TOPO_STAR, TOPO_LEAF_SPINE, TOPO_FAT_TREE, TOPO_RING };
 
 struct topo_params {
     enum topo_kind kind;
     unsigned n_nodes; /* NIC ports; back-to-back needs 2; leaf-spine: leaves * hosts_per_leaf;
-                       * fat tree: k^3 / 4 */
+                       * fat tree: k^3 / 4; ring: one per switch, at least 3 */
     struct link_params link; /* every cable (leaf-spine: host <-> leaf) */
     struct switch_params sw; /* every switch (star, leaf-spine) */
     /* leaf-spine: node i hangs off leaf i / hosts_per_leaf; every leaf has
@@ -301,9 +305,23 @@ int topo_schedule_link_state(struct topology *t, struct link *l, sim_time_t at_p
 void topo_recompute_routes(struct topology *t);
 /* Node `node` joins (leaves) multicast group `group` (IGMP / the IB subnet
  * manager's job): every switch copies the group's packets to it.  -1
- * (ENOTSUP) on a leaf-spine or fat tree, whose switches would each copy a packet again
+ * (ENOTSUP) on a leaf-spine, fat tree or ring, whose switches would each copy a packet again
  * (no multicast tree is built). */
 int topo_mcast_join(struct topology *t, uint32_t group, uint32_t node, bool join);
+
+/* PFC deadlock detection (topology.c; on when the switches run PFC): a
+ * cycle of links between switches, each paused at the same priority with
+ * frames of it queued, each leading into the switch the next one leaves,
+ * none of which sent a data frame during a whole check interval
+ * (TOPO_DEADLOCK_CHECK_PS).  The first one found, or NULL. */
+#define TOPO_DEADLOCK_CHECK_PS (100 * SIM_US)
+struct topo_deadlock {
+    sim_time_t at_ps; /* when the check found it */
+    unsigned prio;
+    unsigned n_links;
+    const unsigned *links; /* topo_link() indices, in the order of the cycle */
+};
+const struct topo_deadlock *topo_pfc_deadlock(const struct topology *t);
 
 /* The first equal-cost path from node `src` to node `dst` (following each
  * switch's route set), for what an unloaded fabric gives a flow: the one-way

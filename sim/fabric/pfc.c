@@ -51,6 +51,8 @@ static void send_pause(struct pfc_port *pt, uint8_t mask, bool xoff)
         if (mask & (1u << c))
             f->pfc_quanta[c] = xoff ? pt->pp->quanta : 0;
     link_send_ctrl(pt->out, f);
+    if (xoff && pt->pp->on_xoff)
+        pt->pp->on_xoff(pt->pp->on_xoff_ctx);
     if (xoff)
         pt->c->pfc_xoff_sent++;
     else

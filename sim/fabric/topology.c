@@ -29,6 +29,14 @@
  *   aggs; agg ports: its pod's edges, then its cores; core ports: pods
  *   0..k-1.  Two hosts in different pods have (k/2)^2 equal-cost paths.
  *
+ * ring (n >= 3 switches "ring<i>", node i on ring i):
+ *     node i --"node<i>->ring<i>"--> ring i --"ring<i>->node<i>"--> node i
+ *     ring i --"ring<i>->ring<i+1>"--> ring i+1 --"ring<i+1>->ring<i>"--> ring i
+ *   Links: node uplinks, ring->node, clockwise (ring<i>->ring<i+1>, i
+ *   order), counter-clockwise (ring<i+1>->ring<i>, i order).  A fabric
+ *   with cyclic buffer dependencies: flows two hops the same way round can
+ *   deadlock under PFC (the detector below finds it).
+ *
  * Links are numbered uplinks first (node order).  Every link that ends at a
  * node delivers through a per-node indirection slot, so topo_attach() may
  * come before or after topo_create() wiring; a frame for a node nobody
@@ -97,6 +105,16 @@ struct topology {
     struct topo_change *changes;
     /* routing scratch: per vertex distance, BFS queue, incoming edges (CSR) */
     uint32_t *dist, *queue, *in_start, *in_edges;
+    uint32_t *out_start, *out_edges; /* outgoing edges (CSR) */
+    /* PFC deadlock detection: data frames each link had sent at the last
+     * check, per link candidate flag and DFS state, the cycle found */
+    struct sim_event dl_ev;
+    uint64_t *dl_sent;
+    uint8_t *dl_cand, *dl_color;
+    uint32_t *dl_stack, *dl_iter;
+    unsigned *dl_cycle;
+    bool dl_found;
+    struct topo_deadlock dl;
     uint8_t *up; /* per link, copied from the links at each recomputation */
 };
 
@@ -256,6 +274,8 @@ static bool params_ok(const struct topo_params *p)
                (p->spine_link.rate_bps == 0 ||
                 (p->spine_link.loss_prob >= 0.0 && p->spine_link.loss_prob <= 1.0 &&
                  p->spine_link.corrupt_prob >= 0.0 && p->spine_link.corrupt_prob <= 1.0));
+    case TOPO_RING:
+        return p->n_nodes >= 3;
     case TOPO_LEAF_SPINE:
         return p->n_leaves > 0 && p->n_spines > 0 && p->hosts_per_leaf > 0 &&
                (uint64_t)p->n_leaves * p->hosts_per_leaf == p->n_nodes &&
@@ -369,6 +389,35 @@ static int build_fat_tree(struct topology *t)
     return 0;
 }
 
+static int build_ring(struct topology *t)
+{
+    const struct topo_params *p = &t->p;
+    const uint32_t n = p->n_nodes, r0 = switch_vertex(t, 0);
+    char name[64];
+    if (add_switches(t, "ring", n))
+        return -1;
+    struct link_params down = p->link;
+    down.queue_bytes = p->sw.port_buffer_bytes;
+    for (uint32_t i = 0; i < n; i++) {
+        snprintf(name, sizeof(name), "node%u->ring%u", i, i);
+        if (!add_link(t, name, &p->link, i, r0 + i))
+            return -1;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        snprintf(name, sizeof(name), "ring%u->node%u", i, i);
+        if (!add_link(t, name, &down, r0 + i, i))
+            return -1;
+    }
+    for (int dir = 0; dir < 2; dir++)
+        for (uint32_t i = 0; i < n; i++) {
+            uint32_t a = dir ? (i + 1) % n : i, b = dir ? i : (i + 1) % n;
+            snprintf(name, sizeof(name), "ring%u->ring%u", a, b);
+            if (!add_link(t, name, &down, r0 + a, r0 + b))
+                return -1;
+        }
+    return 0;
+}
+
 /* Incoming-edge lists (CSR) for the backwards BFS. */
 static int build_adjacency(struct topology *t)
 {
@@ -384,12 +433,24 @@ static int build_adjacency(struct topology *t)
         t->in_start[t->edges[i].to_v + 1]++;
     for (size_t v = 0; v < nv; v++)
         t->in_start[v + 1] += t->in_start[v];
+    t->out_start = calloc(nv + 1, sizeof(*t->out_start));
+    t->out_edges = calloc(t->n_links ? t->n_links : 1, sizeof(*t->out_edges));
     uint32_t *fill = calloc(nv, sizeof(*fill));
-    if (!fill)
+    if (!fill || !t->out_start || !t->out_edges) {
+        free(fill);
         return -1;
+    }
     for (unsigned i = 0; i < t->n_links; i++) {
         uint32_t v = t->edges[i].to_v;
         t->in_edges[t->in_start[v] + fill[v]++] = i;
+        t->out_start[t->edges[i].from_v + 1]++;
+    }
+    for (size_t v = 0; v < nv; v++)
+        t->out_start[v + 1] += t->out_start[v];
+    memset(fill, 0, nv * sizeof(*fill));
+    for (unsigned i = 0; i < t->n_links; i++) {
+        uint32_t v = t->edges[i].from_v;
+        t->out_edges[t->out_start[v] + fill[v]++] = i;
     }
     free(fill);
     return 0;
@@ -411,6 +472,125 @@ static void pair_peers(struct topology *t)
     }
 }
 
+/* ---------------------------------------------------------------- PFC deadlock */
+
+/* A deadlock is a cycle in the graph whose vertices are the links between
+ * switches that are paused at priority c with frames of c queued and sent
+ * no data frame since the previous check, an arc e -> f when f leaves the
+ * switch e enters: every link of the cycle waits for the next one to
+ * drain, which waits on the next... back to itself.  Checked every
+ * TOPO_DEADLOCK_CHECK_PS while any link is paused with frames waiting,
+ * armed by the switches' XOFFs; O(links) per check.  Checks stop at the
+ * first deadlock found (it persists: nothing in it moves again). */
+
+static uint64_t data_sent(const struct link *l)
+{
+    const struct link_counters *c = link_get_counters(l);
+    return c->pkts_sent - c->pfc_frames_sent;
+}
+
+static void snapshot(struct topology *t)
+{
+    for (unsigned e = 0; e < t->n_links; e++)
+        t->dl_sent[e] = data_sent(t->links[e]);
+}
+
+static void deadlock_arm(void *ctx)
+{
+    struct topology *t = ctx;
+    if (t->dl_found || sim_event_pending(&t->dl_ev))
+        return;
+    if (!t->dl_sent) {
+        size_t n = t->n_links ? t->n_links : 1;
+        t->dl_sent = calloc(n, sizeof(*t->dl_sent));
+        t->dl_cand = calloc(n, sizeof(*t->dl_cand));
+        t->dl_color = calloc(n, sizeof(*t->dl_color));
+        t->dl_stack = calloc(n, sizeof(*t->dl_stack));
+        t->dl_iter = calloc(n, sizeof(*t->dl_iter));
+        t->dl_cycle = calloc(n, sizeof(*t->dl_cycle));
+        if (!t->dl_sent || !t->dl_cand || !t->dl_color || !t->dl_stack || !t->dl_iter ||
+            !t->dl_cycle) {
+            fprintf(stderr, "rnicsim: topology: out of memory for deadlock detection\n");
+            abort();
+        }
+    }
+    snapshot(t);
+    sim_schedule_in(t->sim, &t->dl_ev, TOPO_DEADLOCK_CHECK_PS);
+}
+
+/* A cycle among the candidates (iterative DFS, colours 0 new, 1 on the
+ * stack, 2 done); its length, the links in t->dl_cycle, or 0. */
+static unsigned find_cycle(struct topology *t)
+{
+    uint32_t n = t->p.n_nodes;
+    memset(t->dl_color, 0, t->n_links);
+    for (unsigned s = 0; s < t->n_links; s++) {
+        if (!t->dl_cand[s] || t->dl_color[s])
+            continue;
+        unsigned sp = 0;
+        t->dl_stack[sp++] = s;
+        t->dl_color[s] = 1;
+        t->dl_iter[s] = t->out_start[t->edges[s].to_v];
+        while (sp) {
+            uint32_t e = t->dl_stack[sp - 1], v = t->edges[e].to_v;
+            if (v < n || t->dl_iter[e] == t->out_start[v + 1]) {
+                t->dl_color[e] = 2;
+                sp--;
+                continue;
+            }
+            uint32_t f = t->out_edges[t->dl_iter[e]++];
+            if (!t->dl_cand[f] || t->dl_color[f] == 2)
+                continue;
+            if (t->dl_color[f] == 1) { /* back to the stack: f .. e is a cycle */
+                unsigned k = sp;
+                while (t->dl_stack[k - 1] != f)
+                    k--;
+                unsigned len = 0;
+                for (unsigned i = k - 1; i < sp; i++)
+                    t->dl_cycle[len++] = t->dl_stack[i];
+                return len;
+            }
+            t->dl_color[f] = 1;
+            t->dl_iter[f] = t->out_start[t->edges[f].to_v];
+            t->dl_stack[sp++] = f;
+        }
+    }
+    return 0;
+}
+
+static void deadlock_check_ev(struct sim *sim, struct sim_event *ev)
+{
+    struct topology *t = ev->ctx;
+    uint32_t n = t->p.n_nodes;
+    bool waiting = false;
+    for (unsigned c = 0; c < PKT_PRIOS && !t->dl_found; c++) {
+        if (!(t->p.sw.pfc.prio_mask & (1u << c)))
+            continue;
+        for (unsigned e = 0; e < t->n_links; e++) {
+            const struct link *l = t->links[e];
+            bool held = link_prio_paused(l, c) && link_prio_queued_bytes(l, c) > 0;
+            waiting |= held;
+            t->dl_cand[e] = held && t->edges[e].from_v >= n && t->edges[e].to_v >= n &&
+                            data_sent(l) == t->dl_sent[e];
+        }
+        unsigned len = find_cycle(t);
+        if (len) {
+            t->dl_found = true;
+            t->dl = (struct topo_deadlock){
+                .at_ps = sim_now(sim), .prio = c, .n_links = len, .links = t->dl_cycle};
+        }
+    }
+    if (t->dl_found || !waiting)
+        return; /* re-armed by the next XOFF */
+    snapshot(t);
+    sim_schedule_in(sim, &t->dl_ev, TOPO_DEADLOCK_CHECK_PS);
+}
+
+const struct topo_deadlock *topo_pfc_deadlock(const struct topology *t)
+{
+    return t->dl_found ? &t->dl : NULL;
+}
+
 struct topology *topo_create(struct sim *sim, const struct topo_params *p, struct pkt_pool *pool)
 {
     if (!sim || !p || !params_ok(p)) {
@@ -423,6 +603,11 @@ struct topology *topo_create(struct sim *sim, const struct topo_params *p, struc
     t->sim = sim;
     t->p = *p;
     t->pool = pool;
+    sim_event_init(&t->dl_ev, deadlock_check_ev, t, "topo.pfc_deadlock");
+    if (t->p.sw.pfc.enabled) {
+        t->p.sw.pfc.on_xoff = deadlock_arm;
+        t->p.sw.pfc.on_xoff_ctx = t;
+    }
     unsigned n_sw = 0;
     size_t n_links = 2 * (size_t)p->n_nodes;
     if (p->kind == TOPO_STAR)
@@ -430,6 +615,10 @@ struct topology *topo_create(struct sim *sim, const struct topo_params *p, struc
     if (p->kind == TOPO_LEAF_SPINE) {
         n_sw = p->n_leaves + p->n_spines;
         n_links += 2 * (size_t)p->n_leaves * p->n_spines;
+    }
+    if (p->kind == TOPO_RING) {
+        n_sw = p->n_nodes;
+        n_links += 2 * (size_t)p->n_nodes;
     }
     if (p->kind == TOPO_FAT_TREE) {
         size_t k = p->fat_tree_k;
@@ -458,7 +647,7 @@ struct topology *topo_create(struct sim *sim, const struct topo_params *p, struc
         }
         break;
     case TOPO_STAR: {
-        if (!(t->switches[t->n_switches++] = switch_create(sim, "sw0", &p->sw, pool)))
+        if (!(t->switches[t->n_switches++] = switch_create(sim, "sw0", &t->p.sw, pool)))
             goto fail;
         for (uint32_t i = 0; i < p->n_nodes; i++) {
             snprintf(name, sizeof(name), "node%u->sw0", i);
@@ -480,6 +669,10 @@ struct topology *topo_create(struct sim *sim, const struct topo_params *p, struc
         break;
     case TOPO_FAT_TREE:
         if (build_fat_tree(t))
+            goto fail;
+        break;
+    case TOPO_RING:
+        if (build_ring(t))
             goto fail;
         break;
     }
@@ -504,6 +697,7 @@ void topo_destroy(struct topology *t)
         sim_cancel(t->sim, &c->ev);
         free(c);
     }
+    sim_cancel(t->sim, &t->dl_ev);
     for (unsigned i = 0; i < t->n_links; i++)
         link_destroy(t->links[i]);
     for (unsigned i = 0; i < t->n_switches; i++)
@@ -515,6 +709,14 @@ void topo_destroy(struct topology *t)
     free(t->in_start);
     free(t->in_edges);
     free(t->up);
+    free(t->out_start);
+    free(t->out_edges);
+    free(t->dl_sent);
+    free(t->dl_cand);
+    free(t->dl_color);
+    free(t->dl_stack);
+    free(t->dl_iter);
+    free(t->dl_cycle);
     free(t->links);
     free(t->edges);
     free(t->switches);
@@ -785,7 +987,7 @@ const struct topo_node_counters *topo_node_counters(const struct topology *t, ui
 
 int topo_mcast_join(struct topology *t, uint32_t group, uint32_t node, bool join)
 {
-    if (t->p.kind == TOPO_LEAF_SPINE || t->p.kind == TOPO_FAT_TREE) {
+    if (t->p.kind == TOPO_LEAF_SPINE || t->p.kind == TOPO_FAT_TREE || t->p.kind == TOPO_RING) {
         errno = ENOTSUP;
         return -1;
     }

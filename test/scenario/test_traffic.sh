@@ -61,6 +61,22 @@ core = [n for n in d["counters"]["links"] if n.startswith("core")]
 assert len(core) == 16 and sum(d["counters"]["links"][n]["pkts_sent"] for n in core) > 0, core
 PY
 
+# PFC deadlock: the ring scenario deadlocks (flows unfinished at stop_time,
+# exit 4) and the detector names the clockwise cycle; the leaf-spine
+# permutation above paused links under PFC but reports none
+"$bin" run "$src/scenarios/fabric/pfc-deadlock.yaml" -o "$scratch/dl.json" > "$scratch/dl.out" 2>&1
+rc=$?
+check "deadlock: time limit, flows unfinished" "[ $rc -eq 4 ] && grep -q '160 unfinished' '$scratch/dl.out'"
+check "deadlock: summary line" "grep -q 'PFC deadlock at .*priority 3, a cycle of 5 paused links: ring0->ring1 ring1->ring2' '$scratch/dl.out'"
+"$py" - "$scratch/dl.json" "$scratch/perm.json" <<'PY' && ok "deadlock json" || bad "deadlock json"
+import json, sys
+d = json.load(open(sys.argv[1]))["counters"]["pfc_deadlock"]
+assert d["prio"] == 3 and 100e6 < d["at_ps"] < 5e9, d
+assert d["links"] == ["ring%d->ring%d" % (i, (i + 1) % 5) for i in range(5)], d
+p = json.load(open(sys.argv[2]))["counters"]
+assert "pfc_deadlock" not in p
+PY
+
 # refusals
 sed -e 's/size: 256KiB,/size: 64KiB, verify: true,/' "$scratch/perm.yaml" > "$scratch/bad1.yaml"
 out=$("$bin" run "$scratch/bad1.yaml" 2>&1); rc=$?

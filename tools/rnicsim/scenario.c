@@ -8,7 +8,7 @@
  *   profile: cx5-100g           optional hardware profile (default: the C defaults)
  *   hardware: {nic: {...}}      optional parameter overrides (params.c)
  *   topology:                   required
- *     kind: star                star | back-to-back | leaf-spine | fat-tree
+ *     kind: star                star | back-to-back | leaf-spine | fat-tree | ring
  *     hosts: 2                  hosts h0..h(N-1) (leaf-spine: optional, = leaves x hosts_per_leaf;
  *                               fat-tree: optional, = k^3 / 4)
  *     leaves: 2, spines: 2, hosts_per_leaf: 4      leaf-spine only
@@ -71,9 +71,10 @@
 #define MIN_STACK_BYTES ((uint64_t)64 * 1024)
 #define MAX_STACK_BYTES ((uint64_t)1 << 30)
 
-static const char *const topo_kinds[] = {"star", "back-to-back", "leaf-spine", "fat-tree", NULL};
+static const char *const topo_kinds[] = {"star",     "back-to-back", "leaf-spine",
+                                         "fat-tree", "ring",         NULL};
 static const enum topo_kind topo_kind_values[] = {TOPO_STAR, TOPO_BACK_TO_BACK, TOPO_LEAF_SPINE,
-                                                  TOPO_FAT_TREE};
+                                                  TOPO_FAT_TREE, TOPO_RING};
 /* Index = enum route_mode. */
 static const char *const route_modes[] = {"ecmp", "static", "spray", "spray-rr", NULL};
 static const char *const capture_taps[] = {"tx", "rx", NULL};
@@ -370,6 +371,11 @@ static int read_topology(struct scenario *s, struct cfg_node *root, struct name_
                 err, hosts,
                 "'topology.hosts': a back-to-back topology has exactly 2 hosts, not %llu",
                 (unsigned long long)n);
+        if (s->topo.kind == TOPO_RING && (n < 3 || n > MAX_HOSTS))
+            return cfg_errorf(err, hosts,
+                              "'topology.hosts': a ring has 3..%d switches (one host each), "
+                              "got %llu",
+                              MAX_HOSTS, (unsigned long long)n);
         if (n < 1 || n > MAX_HOSTS)
             return cfg_errorf(err, hosts, "'topology.hosts': expected 1..%d hosts, got %llu",
                               MAX_HOSTS, (unsigned long long)n);
