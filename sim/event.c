@@ -525,6 +525,71 @@ void sim_queue_init(struct sim *sim)
 
 /* Does not touch the events: their owners may already be gone (components
  * are destroyed before the simulator). */
+/* An event's bound for sim_horizon: later by the lookahead when it
+ * resumes a process of another host. */
+static inline void horizon_see(const struct sim_event *ev, sim_time_t time, uint32_t host,
+                               sim_time_t lookahead_ps, sim_time_t *best)
+{
+    if (time >= *best)
+        return;
+    uint32_t owner = ev->owner;
+    sim_time_t t = owner && owner != host + 1 ? sim_time_add(time, lookahead_ps) : time;
+    if (t < *best)
+        *best = t;
+}
+
+/* Every structure is visited in time order where it has one, and left as
+ * soon as its next event is not earlier than the best bound so far (no
+ * later event can improve it): only the events of [first, first +
+ * lookahead) are looked at. */
+sim_time_t sim_queue_horizon(const struct sim *sim, uint32_t host, sim_time_t lookahead_ps)
+{
+    sim_time_t best = SIM_TIME_NEVER;
+    for (size_t i = 0; i < sim->zq_n; i++) {
+        const struct sim_event *ev = sim->zq[(sim->zq_head + i) & (sim->zq_cap - 1)];
+        if (ev)
+            horizon_see(ev, ev->time, host, lookahead_ps, &best);
+    }
+    if (sim->wheel) {
+        const struct sim_bucket *b = &sim->wheel[sim->wheel_cur];
+        for (size_t k = sim->wheel_pos; k < b->n && b->e[k].time < best; k++)
+            if (b->e[k].ev)
+                horizon_see(b->e[k].ev, b->e[k].time, host, lookahead_ps, &best);
+        for (uint32_t k = 0; k < sim->near.n; k++)
+            horizon_see(sim->near.e[k].ev, sim->near.e[k].time, host, lookahead_ps, &best);
+        /* the later buckets, in time order */
+        for (size_t step = 1; step < SIM_WHEEL_BUCKETS; step++) {
+            sim_time_t bstart = sim->wheel_start + (sim_time_t)step * WHEEL_W;
+            if (bstart >= best)
+                break;
+            size_t i = (sim->wheel_cur + step) & WHEEL_MASK;
+            if (!(sim->wheel_bits[i / 64] & (1ull << (i % 64))))
+                continue;
+            const struct sim_bucket *nb = &sim->wheel[i];
+            for (uint32_t k = 0; k < nb->n; k++)
+                horizon_see(nb->e[k].ev, nb->e[k].time, host, lookahead_ps, &best);
+        }
+    }
+    /* the heap: a subtree whose root is not earlier than the bound cannot
+     * improve it (every entry is later than its parent) */
+    size_t stack[128], n = 0;
+    if (sim->n)
+        stack[n++] = 0;
+    while (n) {
+        size_t i = stack[--n];
+        const struct sim_heap_ent *e = &sim->heap[i];
+        if (e->time >= best)
+            continue;
+        horizon_see(e->ev, e->time, host, lookahead_ps, &best);
+        for (size_t c = HEAP_ARITY * i + 1; c <= HEAP_ARITY * i + HEAP_ARITY && c < sim->n; c++) {
+            if (n == sizeof(stack) / sizeof(stack[0]))
+                return sim_queue_next_time(sim); /* too many to look at: no lookahead */
+            stack[n++] = c;
+        }
+    }
+    return best;
+}
+
 void sim_heap_free(struct sim *sim)
 {
     if (sim->heap)

@@ -60,6 +60,17 @@ sim_time_t sim_next_event_time(const struct sim *sim)
 {
     return sim_queue_next_time(sim);
 }
+
+uint64_t sim_switches(const struct sim *sim)
+{
+    return sim->switches;
+}
+
+sim_time_t sim_horizon(const struct sim *sim, uint32_t host, sim_time_t lookahead_ps)
+{
+    return sim_queue_horizon(sim, host, lookahead_ps); /* event.c: it walks every structure */
+}
+
 void sim_stop(struct sim *sim)
 {
     sim->stop = true;

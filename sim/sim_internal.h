@@ -67,6 +67,7 @@ struct sim {
     struct sim_proc **procs;
     size_t n_procs, cap_procs;
     void *main_sp;                 /* scheduler context while a process runs */
+    uint64_t switches;             /* switches into processes (sim_switches) */
     const void *main_stack_bottom; /* for the ASan fiber annotations */
     size_t main_stack_size;
 
@@ -98,6 +99,9 @@ struct sim_event *sim_wheel_peek(struct sim *sim, sim_time_t limit);
 void sim_wheel_pop(struct sim *sim);
 /* Time of the earliest pending event (SIM_TIME_NEVER: none). */
 sim_time_t sim_queue_next_time(const struct sim *sim);
+/* sim_horizon over the now-FIFO, the wheel (its clock's bucket, near heap
+ * and later buckets in time order) and the heap. */
+sim_time_t sim_queue_horizon(const struct sim *sim, uint32_t host, sim_time_t lookahead_ps);
 void sim_heap_free(struct sim *sim);
 /* proc.c */
 void sim_procs_free(struct sim *sim);

@@ -126,7 +126,9 @@ static unsigned g_bad;
 static struct sim_rng *g_rng;
 static uint64_t *g_order;
 static bool g_inner;
-static bool g_burst; /* times spread over 3 buckets: hundreds per bucket (the merge sort) */
+static bool g_burst;
+static unsigned
+    g_bad_horizon; /* times spread over 3 buckets: hundreds per bucket (the merge sort) */
 
 static void rnd_op(struct sim *sim, struct rnd_ev *e)
 {
@@ -145,6 +147,7 @@ static void rnd_op(struct sim *sim, struct rnd_ev *e)
             e->when = sim_now(sim) + 5000 + sim_rng_below(g_rng, 3000);
         e->order = (*g_order)++;
         e->pending = true;
+        e->ev.owner = (uint32_t)sim_rng_below(g_rng, 3); /* anything, host 0, host 1 */
         sim_schedule_at(sim, &e->ev, e->when);
     }
 }
@@ -200,11 +203,24 @@ static void test_random_against_reference(bool inner, bool burst)
         for (size_t i = 0; i < g_n; i++)
             want += g_evs[i].pending;
         CHECK_EQ_U64(sim_events_pending(sim), want);
+        /* sim_horizon for host 0 against every pending event: host 1's
+         * (owner 2) count a lookahead later */
+        for (int li = 0; li < 2; li++) {
+            sim_time_t la = li ? 5000000 : 2000, ref = SIM_TIME_NEVER;
+            for (size_t i = 0; i < g_n; i++)
+                if (g_evs[i].pending) {
+                    sim_time_t t = g_evs[i].when + (g_evs[i].ev.owner == 2 ? la : 0);
+                    ref = t < ref ? t : ref;
+                }
+            if (sim_horizon(sim, 0, la) != ref)
+                g_bad_horizon++;
+        }
         sim_run(sim, sim_now(sim) + (round % 3 ? 300 : 3000000));
         sim_check_invariants(sim);
     }
     sim_run(sim, SIM_TIME_NEVER);
     CHECK_EQ_U64(g_bad, 0);
+    CHECK_EQ_U64(g_bad_horizon, 0);
     CHECK_EQ_U64(sim_events_pending(sim), 0);
     free(g_evs);
     sim_destroy(sim);

@@ -1,7 +1,7 @@
 /* The rnicsim command line.
  *
  *   rnicsim run FILE.yaml [-o results.json] [--set KEY=VALUE]... [--seed N]
- *                         [--profiles DIR] [--quiet]
+ *                         [--profiles DIR] [--tables] [--quiet] [--watchdog SECONDS]
  *   rnicsim params [--profile NAME] [--profiles DIR] [--markdown]
  *   rnicsim programs
  *   rnicsim bench [--reps N] [--json FILE]
@@ -23,6 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "posix/posix.h"
 #include "tools/rnicsim/rnicsim.h"
 #ifdef RNICSIM_HAVE_EMU
 #include "emu/daemon/emu.h"
@@ -39,7 +40,7 @@ static void usage(FILE *out)
     fprintf(out, "usage:\n"
                  "  rnicsim run FILE.yaml [-o RESULTS.json] [--set KEY=VALUE]... [--seed N]\n"
                  "                        [--profiles DIR] [--wall-limit SECONDS] [--keep-going]\n"
-                 "                        [--tables] [--quiet]\n"
+                 "                        [--tables] [--quiet] [--watchdog SECONDS]\n"
                  "  rnicsim params [--profile NAME] [--profiles DIR] [--markdown]\n"
                  "  rnicsim programs\n"
                  "  rnicsim bench [--reps N] [--json FILE]\n"
@@ -138,6 +139,8 @@ static void report_outcome(const struct run *r)
     if (r->sim_result == SIM_RUN_DEADLOCK) {
         fprintf(stderr, "deadlock at %s: no event is pending and these programs are blocked:\n", t);
         sim_deadlock_report(sim, stderr);
+        if (r->os)
+            posix_report_spinners(r->os, stderr);
     } else if (r->result == RUN_TIME_LIMIT) {
         char st[32];
         format_time(r->scn->stop_time_ps, st, sizeof(st));
@@ -168,6 +171,7 @@ static int cmd_run(int argc, char **argv)
     struct scenario_opts o = {.sets = sets};
     bool quiet = false, keep_going = false, tables = false;
     double wall_limit = DEFAULT_WALL_LIMIT_S;
+    double watchdog_s = 0; /* default (posix/guard.c) */
     int rc = EXIT_USAGE;
     for (int i = 0; i < argc; i++) {
         bool missing = false;
@@ -186,6 +190,15 @@ static int cmd_run(int argc, char **argv)
             o.have_seed = true;
         } else if ((v = opt_value(argc, argv, &i, "--profiles", &missing))) {
             o.profiles_dir = v;
+        } else if ((v = opt_value(argc, argv, &i, "--watchdog", &missing))) {
+            char *end;
+            watchdog_s = strtod(v, &end);
+            if (*end || end == v || watchdog_s < 0) {
+                fprintf(stderr, "rnicsim: bad --watchdog '%s': seconds >= 0 expected\n", v);
+                goto out;
+            }
+            if (watchdog_s == 0)
+                watchdog_s = -1; /* off */
         } else if ((v = opt_value(argc, argv, &i, "--wall-limit", &missing))) {
             char *end = NULL;
             errno = 0;
@@ -238,7 +251,8 @@ static int cmd_run(int argc, char **argv)
     }
     struct run_opts ro = {.progress = !quiet && isatty(STDERR_FILENO),
                           .stop_on_failure = !keep_going,
-                          .wall_limit_s = wall_limit};
+                          .wall_limit_s = wall_limit,
+                          .watchdog_s = watchdog_s};
     struct run *r = run_scenario_opts(s, &ro, why, sizeof(why));
     fflush(stdout);
     if (!r) {

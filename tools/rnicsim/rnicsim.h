@@ -127,8 +127,11 @@ typedef int (*program_main_fn)(int argc, char **argv);
 struct scn_program {
     char *host; /* "h1" */
     uint32_t host_index;
-    char *program; /* as written (argv[0]) */
-    char *so_path; /* resolved shared-object path, or NULL for a built-in */
+    char *program;     /* as written (argv[0]) */
+    char *so_path;     /* resolved shared-object path, or NULL for a built-in */
+    int so_fd;         /* memfd of a private copy (a second instance), or -1 */
+    uintptr_t so_base; /* where the object was loaded, and its extent */
+    size_t so_size;
     program_main_fn main;
     char **args; /* NULL-terminated */
     size_t nargs;
@@ -285,6 +288,8 @@ struct report_table {
 enum run_result { RUN_DONE, RUN_DEADLOCK, RUN_PROGRAM_FAILED, RUN_TIME_LIMIT, RUN_WALL_LIMIT };
 
 struct run;
+struct posix_world;
+struct posix_prog;
 
 /* One program instance (and, shared, its threads): the host_thread.program
  * pointer of its processes. */
@@ -297,6 +302,7 @@ struct prog_inst {
     char proc_name[96]; /* "h1/perftest#0": the process name (kept alive) */
     int exit_code;
     bool finished;
+    struct posix_prog *os; /* a shared object's simulated POSIX (posix/), or NULL */
     uint32_t threads_started; /* host_thread_start calls (the cpus: list) */
     sim_time_t finished_ps; /* when it returned */
 };
@@ -328,6 +334,8 @@ struct run {
     double progress_t0, progress_last;
     /* stop the simulation as soon as a program returns non-zero */
     bool stop_on_failure;
+    /* the simulated POSIX of the shared-object programs (posix/), or NULL */
+    struct posix_world *os;
     const struct prog_inst *first_failed; /* the first program that returned non-zero */
     /* --wall-limit: stop when the run has taken this many seconds (0: none) */
     double wall_limit_s, wall_t0;
@@ -348,6 +356,7 @@ struct run_opts {
     sim_progress_fn observe; /* called every `observe_every` events during the run */
     void *observe_arg;
     uint64_t observe_every;
+    double watchdog_s; /* spin watchdog of shared-object programs: 0 default, < 0 off */
     double wall_limit_s; /* > 0: stop after this much wall-clock time (result wall-limit) */
 };
 
