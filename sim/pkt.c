@@ -7,7 +7,13 @@
 
 #include "pkt.h"
 
-enum { PKT_SLAB = 64 };
+enum { PKT_SLAB = 64, PKT_LINE = 64 };
+
+/* Packets start on a cache line (pkt.h: the fabric's fields fill the first). */
+static size_t line_round(size_t bytes)
+{
+    return (bytes + PKT_LINE - 1) / PKT_LINE * PKT_LINE;
+}
 
 struct pkt_pool {
     struct pkt *free;
@@ -22,7 +28,7 @@ struct pkt_pool *pkt_pool_create(void)
 {
     struct pkt_pool *pool = calloc(1, sizeof(struct pkt_pool));
     if (pool) {
-        pool->stride = sizeof(struct pkt);
+        pool->stride = line_round(sizeof(struct pkt));
         pool->payload = true;
     }
     return pool;
@@ -32,8 +38,7 @@ struct pkt_pool *pkt_pool_create_headers_only(void)
 {
     struct pkt_pool *pool = calloc(1, sizeof(struct pkt_pool));
     if (pool) {
-        size_t a = _Alignof(struct pkt);
-        pool->stride = (offsetof(struct pkt, payload) + a - 1) / a * a;
+        pool->stride = line_round(offsetof(struct pkt, payload));
         pool->payload = false;
     }
     return pool;
@@ -74,7 +79,7 @@ static void pool_grow(struct pkt_pool *pool)
         pool->slabs = s;
         pool->cap_slabs = cap;
     }
-    char *slab = malloc(PKT_SLAB * pool->stride);
+    char *slab = aligned_alloc(PKT_LINE, PKT_SLAB * pool->stride);
     if (!slab)
         goto oom;
     pool->slabs[pool->n_slabs++] = slab;

@@ -62,9 +62,15 @@ static inline bool pkt_node_is_mcast(uint32_t node)
     return (node & PKT_MCAST_NODE) != 0;
 }
 
+/* Field order: what the fabric reads at every hop (addressing, size,
+ * class of service, the cut-through head, the send stamp) comes first and
+ * fills the first 64-byte cache line; the transport's extension headers
+ * follow.  Packets are cache-line aligned (pkt.c), so a hop touches one
+ * line of the packet: at 1024 hosts the in-flight packets no longer fit
+ * the per-core cache, and a second line per hop was a second miss
+ * (docs/performance.md). */
 struct pkt {
     struct pkt *next; /* queue link, owned by whoever holds the packet */
-    uint64_t id;      /* unique per simulation, for traces */
 
     /* fabric addressing */
     uint32_t src_node, dst_node; /* NIC node ids (index into the topology) */
@@ -72,8 +78,7 @@ struct pkt {
     uint16_t udp_sport;          /* RoCEv2 UDP source port: the flow's ECMP entropy */
 
     /* BTH */
-    uint8_t opcode;    /* IBA opcode (ib_opcode table in sim/nic/opcode.h) */
-    uint32_t ext_hdrs; /* enum pkt_ext_hdr: extension headers present */
+    uint8_t opcode; /* IBA opcode (ib_opcode table in sim/nic/opcode.h) */
     uint8_t se : 1, ack_req : 1, migreq : 1;
     uint8_t ar_ctx : 1;   /* ib-ar placement context present (ar_msg_psn, RETH fields) */
     uint8_t no_bytes : 1; /* from a pool without payloads: p->payload must not be touched */
@@ -81,15 +86,29 @@ struct pkt {
      * selector, what PFC pauses and ECN queues are per) and the IP ECN
      * field (0 not ECN-capable, 2 ECT(0), 3 CE: congestion experienced) */
     uint8_t prio : 3, ecn : 2;
-    uint8_t kind;     /* enum pkt_kind: a RoCEv2 packet, or a PFC pause frame */
-    uint16_t in_port; /* the switch ingress port it came in on (PFC accounting) */
+    uint8_t kind;           /* enum pkt_kind: a RoCEv2 packet, or a PFC pause frame */
+    uint16_t in_port;       /* the switch ingress port it came in on (PFC accounting) */
+    uint32_t dest_qpn, psn; /* 24-bit values */
+    uint32_t src_qpn;       /* not on the wire for RC; kept for traces/UD */
+
+    sim_time_t t_sent_ps; /* when the NIC handed it to the wire */
+    /* Cut-through (docs/fabric.md "Cut-through"): when the frame's first
+     * bit was (or could have been) available at the stage that holds it
+     * now.  A stage receives the frame when its LAST bit is there (the
+     * event), but the next stage may have started on the head earlier: a
+     * link that is idle starts serialising at head_ps instead of now, and
+     * never finishes before now.  0 = no earlier head: the frame is
+     * handled store-and-forward. */
+    sim_time_t head_ps;
+    uint32_t ext_hdrs;    /* enum pkt_ext_hdr: extension headers present */
+    uint32_t payload_len; /* bytes of payload (the frame carries them) */
+
+    uint64_t id; /* unique per simulation, for traces */
     /* PFC pause frame (kind PKT_PFC, IEEE 802.1Qbb): the priorities it names
      * (class-enable vector) and each one's pause time in quanta of 512 bit
      * times (0 = resume) */
     uint8_t pfc_enable;
     uint16_t pfc_quanta[8];
-    uint32_t dest_qpn, psn; /* 24-bit values */
-    uint32_t src_qpn;       /* not on the wire for RC; kept for traces/UD */
 
     /* RETH */
     uint64_t reth_va;
@@ -114,21 +133,10 @@ struct pkt {
      * Modelled as carried free: not counted in frame_bytes. */
     uint32_t ar_msg_psn;
 
-    sim_time_t t_sent_ps; /* when the NIC handed it to the wire */
-    /* Cut-through (docs/fabric.md "Cut-through"): when the frame's first
-     * bit was (or could have been) available at the stage that holds it
-     * now.  A stage receives the frame when its LAST bit is there (the
-     * event), but the next stage may have started on the head earlier: a
-     * link that is idle starts serialising at head_ps instead of now, and
-     * never finishes before now.  0 = no earlier head: the frame is
-     * handled store-and-forward. */
-    sim_time_t head_ps;
-
-    uint32_t payload_len;
     /* The bytes, when the pool carries payloads (pkt_pool_carries_payload);
      * a pool without them (scenario `payload: none`) hands out packets
      * that end here: sizes are modelled, contents are not. */
-    uint8_t payload[PKT_MAX_PAYLOAD_BYTES];
+    _Alignas(16) uint8_t payload[PKT_MAX_PAYLOAD_BYTES];
 };
 
 /* Bytes the frame occupies on an Ethernet link, including preamble and IFG. */

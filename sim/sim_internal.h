@@ -15,6 +15,20 @@ struct sim_heap_ent {
 
 struct sim_call; /* one-off callback (sim_call_in), free-listed */
 
+/* The calendar wheel (event.c): buckets of 2^SIM_WHEEL_SHIFT ps (~1 ns),
+ * SIM_WHEEL_BUCKETS of them (~4.2 us ahead of the clock's bucket). */
+#define SIM_WHEEL_SHIFT 10
+#define SIM_WHEEL_BUCKETS 4096
+struct sim_went {
+    sim_time_t time;
+    uint64_t seq;
+    struct sim_event *ev;
+};
+struct sim_bucket {
+    struct sim_went *e;
+    uint32_t n, cap;
+};
+
 struct sim {
     sim_time_t now;
     uint64_t seq;
@@ -23,13 +37,27 @@ struct sim {
     bool stop;
     bool check_evq; /* RNICSIM_CHECK_EVQ set (debug builds only) */
 
-    /* 4-ary min-heap on (time, seq) */
+    /* 4-ary min-heap on (time, seq): events past the wheel's horizon */
     struct sim_heap_ent *heap;
     size_t n, cap;
-    /* The event being executed stays in heap[0] as a "ghost" (heap_index
-     * IDLE) until its callback returns; if the callback reschedules it, the
-     * root is re-keyed and sifted down once instead of pop + push. */
-    struct sim_event *ghost;
+
+    /* the wheel: bucket wheel_cur covers [wheel_start, + 2^SHIFT) and is
+     * sorted; the others follow in order, unordered inside */
+    struct sim_bucket *wheel;
+    uint64_t wheel_bits[SIM_WHEEL_BUCKETS / 64]; /* bucket may hold entries */
+    sim_time_t wheel_start;
+    size_t wheel_cur, wheel_pos, wheel_live; /* the clock's bucket is drained from wheel_pos */
+    struct sim_bucket near;                  /* binary heap: scheduled into it since */
+    struct sim_went *scratch;                /* for sorting a bucket */
+    size_t scratch_cap;
+
+    /* Events due now (scheduled with no delay): a FIFO beside the heap
+     * (event.c).  They carry the newest sequence numbers, so they run after
+     * every heap event of the same instant and in the order scheduled: the
+     * (time, seq) order of the heap, without its O(log n).  A slot is NULL
+     * once its event was cancelled or moved. */
+    struct sim_event **zq;
+    size_t zq_head, zq_n, zq_cap, zq_live; /* ring: zq_cap a power of two */
 
     struct sim_call *call_free;
     void **call_slabs;
@@ -54,7 +82,26 @@ struct sim {
 };
 
 /* event.c */
-void sim_heap_pop_root(struct sim *sim);
+/* heap_index of an event in the now-FIFO: this bit + its ring slot; in
+ * the wheel: SIM_EVENT_IN_WHEEL + its slot in the bucket of its time, or
+ * SIM_EVENT_IN_NEAR + its slot in the near heap; in the heap: its slot
+ * (below all three) */
+#define SIM_EVENT_IN_ZQ 0x80000000u
+#define SIM_EVENT_IN_WHEEL 0x40000000u
+#define SIM_EVENT_IN_NEAR 0x20000000u
+void sim_queue_init(struct sim *sim);
+/* The next event of the now-FIFO, taken out of it (NULL if empty). */
+struct sim_event *sim_zq_pop(struct sim *sim);
+/* The earliest event of the wheel and heap (left in place), or NULL when
+ * none is due in a bucket starting at or before `limit`; sim_wheel_pop
+ * takes it out. */
+struct sim_event *sim_wheel_peek(struct sim *sim, sim_time_t limit);
+void sim_wheel_pop(struct sim *sim);
+/* Time of the earliest pending event (SIM_TIME_NEVER: none). */
+sim_time_t sim_queue_next_time(const struct sim *sim);
+/* sim_horizon over the now-FIFO, the wheel (its clock's bucket, near heap
+ * and later buckets in time order) and the heap. */
+sim_time_t sim_queue_horizon(const struct sim *sim, uint32_t host, sim_time_t lookahead_ps);
 void sim_heap_free(struct sim *sim);
 /* proc.c */
 void sim_procs_free(struct sim *sim);

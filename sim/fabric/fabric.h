@@ -40,7 +40,8 @@ struct link_params {
 
 /* One direction of a cable: queue (serialisation at rate_bps, drop-tail when
  * queue_bytes is exceeded) -> pipe (delay_ps) -> sink.  Packets are not
- * reordered. */
+ * reordered.  One event per frame (its arrival), plus one at its end only
+ * when something depends on that instant (link.c). */
 struct link;
 struct pcap_writer; /* pcap.h */
 
@@ -55,9 +56,14 @@ bool link_send(struct link *l, struct pkt *p);
 bool link_idle(const struct link *l);
 /* Bytes queued, including the packet being serialised. */
 uint64_t link_queued_bytes(const struct link *l);
-/* Called (once per transition) when the queue drains, so a sender that
- * paces itself on the link (the NIC's transmit engine) can send more. */
+/* A sender that paces itself on the link (the NIC's transmit engine):
+ * after link_want_idle(l), `fn` is called once, at the next transition to
+ * idle (the last queued frame has left).  link_want_idle returns false, and
+ * registers nothing, if the link is idle now.  link_idle_count counts every
+ * transition to idle, asked for or not. */
 void link_set_idle_hook(struct link *l, sim_cb_fn fn, void *a, void *b);
+bool link_want_idle(struct link *l);
+uint64_t link_idle_count(struct link *l);
 
 struct link_counters {
     uint64_t pkts_sent, bytes_sent; /* left the serialiser (incl. later lost); wire bytes */
@@ -74,6 +80,7 @@ struct link_counters {
     uint64_t pfc_frames_sent;         /* PFC pause frames transmitted */
     uint64_t pfc_xoff_rx, pfc_xon_rx; /* pauses / resumes applied to this transmitter */
 };
+/* (A due lazy end is processed first, so the counters are those of now.) */
 const struct link_counters *link_get_counters(const struct link *l);
 const char *link_name(const struct link *l);
 const struct link_params *link_get_params(const struct link *l);
@@ -81,6 +88,18 @@ const struct link_params *link_get_params(const struct link *l);
  * switch's PFC accounting, pfc.c, releases its bytes). */
 typedef void (*link_deq_fn)(void *ctx, struct pkt *p);
 void link_set_dequeue_hook(struct link *l, link_deq_fn fn, void *ctx);
+/* Lazy ends (link.c): the end of a frame with nothing queued behind it is
+ * processed, dequeue hook included, by whatever touches the link next, not
+ * by an event at that instant.  The owner of a dequeue hook whose effect is
+ * timed (a switch's PFC accounting) is asked first: `fn` returns false to
+ * have an event at the frame's end after all; link_settle processes a
+ * lazy end that is due by now, link_arm gives the pending end its event. */
+typedef bool (*link_lazy_fn)(void *ctx, unsigned cookie, const struct pkt *p);
+void link_set_lazy_hook(struct link *l, link_lazy_fn fn, void *ctx, unsigned cookie);
+void link_settle(struct link *l);
+void link_arm(struct link *l);
+bool link_lazy_pending(const struct link *l);      /* a lazy end is pending */
+sim_time_t link_pending_end(const struct link *l); /* ... at this time */
 /* Priorities, PFC and ECN (link.c has the rules). */
 void link_set_peer(struct link *l, struct link *peer); /* the other direction of the cable */
 struct link *link_peer(const struct link *l);
@@ -156,6 +175,10 @@ struct pfc_params {
     uint64_t xon_bytes;      /* ... and resume at or below this */
     uint64_t headroom_bytes; /* admitted above xoff before a drop; 0 = from the cable */
     uint16_t quanta;         /* pause time of an XOFF, in 512-bit-time quanta */
+    /* Not a parameter: called with `on_xoff_ctx` whenever a port sends an
+     * XOFF (the topology's deadlock detector arms itself on it). */
+    void (*on_xoff)(void *ctx);
+    void *on_xoff_ctx;
 };
 
 struct switch_params {
@@ -224,18 +247,25 @@ const struct switch_counters *switch_get_counters(const struct fswitch *sw);
 
 /* ---------------------------------------------------------------- topologies */
 
-enum topo_kind { TOPO_BACK_TO_BACK, TOPO_STAR, TOPO_LEAF_SPINE };
+enum topo_kind { TOPO_BACK_TO_BACK, TOPO_STAR, TOPO_LEAF_SPINE, TOPO_FAT_TREE, TOPO_RING };
 
 struct topo_params {
     enum topo_kind kind;
-    unsigned n_nodes; /* NIC ports; back-to-back needs 2; leaf-spine: leaves * hosts_per_leaf */
+    unsigned n_nodes; /* NIC ports; back-to-back needs 2; leaf-spine: leaves * hosts_per_leaf;
+                       * fat tree: k^3 / 4; ring: one per switch, at least 3 */
     struct link_params link; /* every cable (leaf-spine: host <-> leaf) */
     struct switch_params sw; /* every switch (star, leaf-spine) */
     /* leaf-spine: node i hangs off leaf i / hosts_per_leaf; every leaf has
      * a cable to every spine, so two hosts on different leaves have
      * n_spines equal-cost paths. */
     unsigned n_leaves, n_spines, hosts_per_leaf;
-    struct link_params spine_link; /* leaf <-> spine cables; rate_bps 0 = same as `link` */
+    /* fat tree (Al-Fares, Loukissas, Vahdat, SIGCOMM 2008), k even: k pods
+     * of k/2 edge and k/2 aggregation switches, (k/2)^2 core switches,
+     * k/2 hosts per edge switch; node i hangs off edge i / (k/2) */
+    unsigned fat_tree_k;
+    /* cables between switches (leaf <-> spine; fat tree: edge <-> agg and
+     * agg <-> core); rate_bps 0 = same as `link` */
+    struct link_params spine_link;
     /* After a link goes down or up, switches other than the one the link
      * leaves stop (resume) using paths through it this much later
      * (routing convergence); the switch at the failed port reacts at once. */
@@ -275,9 +305,23 @@ int topo_schedule_link_state(struct topology *t, struct link *l, sim_time_t at_p
 void topo_recompute_routes(struct topology *t);
 /* Node `node` joins (leaves) multicast group `group` (IGMP / the IB subnet
  * manager's job): every switch copies the group's packets to it.  -1
- * (ENOTSUP) on a leaf-spine, whose switches would each copy a packet again
+ * (ENOTSUP) on a leaf-spine, fat tree or ring, whose switches would each copy a packet again
  * (no multicast tree is built). */
 int topo_mcast_join(struct topology *t, uint32_t group, uint32_t node, bool join);
+
+/* PFC deadlock detection (topology.c; on when the switches run PFC): a
+ * cycle of links between switches, each paused at the same priority with
+ * frames of it queued, each leading into the switch the next one leaves,
+ * none of which sent a data frame during a whole check interval
+ * (TOPO_DEADLOCK_CHECK_PS).  The first one found, or NULL. */
+#define TOPO_DEADLOCK_CHECK_PS (100 * SIM_US)
+struct topo_deadlock {
+    sim_time_t at_ps; /* when the check found it */
+    unsigned prio;
+    unsigned n_links;
+    const unsigned *links; /* topo_link() indices, in the order of the cycle */
+};
+const struct topo_deadlock *topo_pfc_deadlock(const struct topology *t);
 
 /* The first equal-cost path from node `src` to node `dst` (following each
  * switch's route set), for what an unloaded fabric gives a flow: the one-way

@@ -1,14 +1,27 @@
 /* One direction of a cable: a drop-tail queue that serialises frames at the
  * line rate, followed by a propagation pipe (htsim's Queue + Pipe).
  *
- *   link_send -> [queue: drop-tail by bytes] -> serialiser (tx_ev)
+ *   link_send -> [queue: drop-tail by bytes] -> serialiser
  *             -> [pipe: FIFO of (arrival time, pkt)] (pipe_ev) -> sink.rx
  *
- * Two intrusive events per link, whatever the load: `tx_ev` fires when the
- * frame being serialised has left, `pipe_ev` when the oldest frame in the
- * pipe reaches the far end.  Frames leave the serialiser in order and the
- * delay is constant, so pipe arrival times are increasing and a ring buffer
- * is enough.
+ * One event per frame.  When a frame starts serialising its whole timing is
+ * known (start, end = start + serialisation, arrival = end + delay), so it
+ * goes into the pipe at once and `pipe_ev` delivers it at its arrival.  What
+ * happens when its last bit leaves (the end: the queue's bytes go down,
+ * counters, the TX tap, the loss draw, the dequeue hook, starting the next
+ * frame, the idle transition) needs an event of its own only when something
+ * depends on that instant; then `tx_ev` fires at the end ("eager").  Else
+ * the end is processed by whoever touches the link next at or after it
+ * (settle(): link_send, a pause, a query, the frame's own arrival), with
+ * the same result.  The end is eager when a frame waits behind (it starts
+ * then), a sender asked to hear of the idle transition (link_want_idle),
+ * a TX tap writes it, loss is drawn, the link is down, or the lazy hook
+ * says so (a switch's PFC accounting, which settles its ports' lazy ends
+ * before it admits a frame: switch.c).  Frames leave the serialiser in
+ * order and the delay is constant, so pipe arrival times are increasing
+ * and a ring buffer is enough; the frame whose end is pending is always
+ * the ring's newest.  At one instant a frame that ends then has left
+ * (settle() takes ends <= now).
  *
  * Queue accounting counts wire bytes (frame + preamble/SFD + IFG) and
  * includes the frame being serialised, so `queue_bytes` bounds the whole
@@ -72,49 +85,54 @@ struct link_fifo {
 #define LINK_CTRL PKT_PRIOS /* index of the MAC-control FIFO */
 
 struct link {
+    /* what every frame touches first */
     struct sim *sim;
-    char *name;
-    struct link_params p;
     struct pkt_pool *pool;
+    struct link_params p;
     struct fabric_sink sink;
-
-    /* queue: a FIFO per priority + control; `tx` is the frame on the wire */
-    struct link_fifo q[PKT_PRIOS + 1];
     uint16_t nonempty; /* bit i: q[i] holds a frame */
-    struct pkt *tx;
-    uint64_t queued_bytes; /* queue + tx, wire bytes */
-    struct sim_event tx_ev;
-    sim_time_t tx_start_ps; /* when `tx`'s first bit went onto the wire */
-    sim_time_t free_at_ps;  /* when the wire last became free */
+    bool up;
+    bool tx_pending;  /* the pipe's newest frame has not had its end processed */
+    bool tx_eager;    /* ... and tx_ev is set for it */
+    bool idle_wanted; /* call the idle hook at the next transition to idle */
+    uint8_t lossless; /* priorities exempt from drop-tail */
+    bool ecn_on;
+    uint32_t fail_epoch;
+    sim_time_t tx_end_ps;  /* the pending frame's last bit leaves then */
+    sim_time_t free_at_ps; /* when the wire last became free */
+    uint64_t queued_bytes; /* queue + the frame being serialised, wire bytes */
+    uint64_t idle_count;   /* transitions to idle */
+    /* pipe: ring of frames in flight, pipe_cap a power of two */
+    struct pipe_slot *pipe;
+    size_t pipe_cap, pipe_head, pipe_n;
+    struct sim_event pipe_ev, tx_ev;
+    link_deq_fn deq_fn; /* a frame left the queue (sent or dropped) */
+    void *deq_ctx;
+    link_lazy_fn lazy_fn; /* a frame's end is about to be left lazy */
+    void *lazy_ctx;
+    unsigned lazy_cookie;
+    struct prob loss, corrupt;
+
+    char *name;
+    /* queue: a FIFO per priority + control */
+    struct link_fifo q[PKT_PRIOS + 1];
 
     /* PFC: pause state of this link's transmitter, set by frames that
      * arrive on its peer (the other direction of the cable) */
     struct link *peer;
     sim_time_t paused_until[PKT_PRIOS];
     struct sim_event resume_ev;
-    uint8_t lossless; /* priorities exempt from drop-tail */
-    bool ecn_on;
     struct link_ecn ecn;
-    link_deq_fn deq_fn; /* a frame left the queue (sent or dropped) */
-    void *deq_ctx;
-
-    /* pipe: ring of frames in flight */
-    struct pipe_slot *pipe;
-    size_t pipe_cap, pipe_head, pipe_n;
-    struct sim_event pipe_ev;
 
     sim_cb_fn idle_fn;
     void *idle_a, *idle_b;
 
     /* impairments and failures */
-    struct prob loss, corrupt;
     struct sim_rng rng;
-    bool up;
-    uint32_t fail_epoch;
     uint32_t trace_id;
 
     struct link_tap_entry taps[LINK_MAX_TAPS];
-    unsigned n_taps;
+    unsigned n_taps, n_tx_taps;
 
     struct link_counters c;
 };
@@ -192,6 +210,7 @@ static void tap(struct link *l, enum link_tap where, const struct pkt *p, bool c
 static void tx_done(struct sim *sim, struct sim_event *ev);
 static void pipe_arrive(struct sim *sim, struct sim_event *ev);
 static void resume_fn(struct sim *sim, struct sim_event *ev);
+static void settle(struct link *l);
 
 static bool params_valid(const struct link_params *p)
 {
@@ -236,10 +255,8 @@ void link_destroy(struct link *l)
             next = p->next;
             pkt_free(l->pool, p);
         }
-    if (l->tx)
-        pkt_free(l->pool, l->tx);
-    for (size_t i = 0; i < l->pipe_n; i++)
-        pkt_free(l->pool, l->pipe[(l->pipe_head + i) % l->pipe_cap].pkt);
+    for (size_t i = 0; i < l->pipe_n; i++) /* the frame on the wire is the newest */
+        pkt_free(l->pool, l->pipe[(l->pipe_head + i) & (l->pipe_cap - 1)].pkt);
     free(l->pipe);
     free(l->name);
     free(l);
@@ -252,6 +269,9 @@ void link_connect(struct link *l, struct fabric_sink sink)
 
 const struct link_counters *link_get_counters(const struct link *l)
 {
+    /* the counters of now: a lazy end that is due counts (the link itself
+     * is not const: it has only not caught up) */
+    settle((struct link *)(uintptr_t)l);
     return &l->c;
 }
 const char *link_name(const struct link *l)
@@ -269,6 +289,7 @@ int link_set_params(struct link *l, const struct link_params *p)
         errno = EINVAL;
         return -1;
     }
+    settle(l);
     l->p = *p;
     l->loss = prob_from(p->loss_prob);
     l->corrupt = prob_from(p->corrupt_prob);
@@ -284,6 +305,8 @@ uint32_t link_trace_id(const struct link *l)
     return l->trace_id;
 }
 
+static void arm(struct link *l);
+
 int link_add_capture(struct link *l, struct pcap_writer *w, enum link_tap where)
 {
     if (!w || l->n_taps == LINK_MAX_TAPS || (where != LINK_TAP_TX && where != LINK_TAP_RX)) {
@@ -291,6 +314,11 @@ int link_add_capture(struct link *l, struct pcap_writer *w, enum link_tap where)
         return -1;
     }
     l->taps[l->n_taps++] = (struct link_tap_entry){w, where};
+    if (where == LINK_TAP_TX) {
+        l->n_tx_taps++;
+        settle(l);
+        arm(l); /* the frame on the wire is written at its end */
+    }
     return 0;
 }
 
@@ -299,17 +327,110 @@ bool link_is_up(const struct link *l)
     return l->up;
 }
 
+/* ---------------------------------------------------------------- the serialiser */
+
+/* The pipe's newest slot: the frame whose end is pending. */
+static struct pipe_slot *newest(struct link *l)
+{
+    return &l->pipe[(l->pipe_head + l->pipe_n - 1) & (l->pipe_cap - 1)];
+}
+
+/* The frame on the wire was dropped at its end: out of the pipe. */
+static void pipe_drop_newest(struct link *l)
+{
+    if (--l->pipe_n == 0)
+        sim_cancel(l->sim, &l->pipe_ev);
+}
+
+/* The end of the pending frame (its last bit left at tx_end_ps): what
+ * tx_done did at that instant, but the next frame and the idle
+ * transition, which are the caller's. */
+static void tx_finish(struct link *l)
+{
+    struct pipe_slot *s = newest(l);
+    struct pkt *p = s->pkt;
+    uint64_t wire = pkt_wire_bytes(p);
+    l->tx_pending = false;
+    l->tx_eager = false;
+    l->queued_bytes -= wire;
+    l->free_at_ps = l->tx_end_ps;
+    if (l->deq_fn)
+        l->deq_fn(l->deq_ctx, p);
+    if (p->kind == PKT_PFC)
+        l->c.pfc_frames_sent++;
+    if (!l->up) { /* serialised into a failed link */
+        pipe_drop_newest(l);
+        drop(l, p, DROP_DOWN);
+        return;
+    }
+    l->c.pkts_sent++;
+    l->c.bytes_sent += wire;
+    tap(l, LINK_TAP_TX, p, false);
+    if (draw(l, &l->loss)) {
+        pipe_drop_newest(l);
+        drop(l, p, DROP_LOST);
+        return;
+    }
+    s->corrupt = draw(l, &l->corrupt);
+    s->epoch = l->fail_epoch; /* it entered the cable now */
+}
+
+/* A lazy end that is due (<= now) is processed now; with nothing queued
+ * behind it, the link goes idle then. */
+static void settle(struct link *l)
+{
+    if (!l->tx_pending || l->tx_eager || l->tx_end_ps > sim_now(l->sim))
+        return;
+    tx_finish(l);
+    l->idle_count++;
+}
+
+/* The pending end gets its event (something now depends on its instant). */
+static void arm(struct link *l)
+{
+    if (!l->tx_pending || l->tx_eager)
+        return;
+    l->tx_eager = true;
+    sim_schedule_at(l->sim, &l->tx_ev, l->tx_end_ps);
+}
+
+void link_settle(struct link *l)
+{
+    settle(l);
+}
+void link_arm(struct link *l)
+{
+    settle(l);
+    arm(l);
+}
+bool link_lazy_pending(const struct link *l)
+{
+    return l->tx_pending && !l->tx_eager;
+}
+sim_time_t link_pending_end(const struct link *l)
+{
+    return l->tx_pending ? l->tx_end_ps : 0;
+}
+void link_set_lazy_hook(struct link *l, link_lazy_fn fn, void *ctx, unsigned cookie)
+{
+    l->lazy_fn = fn;
+    l->lazy_ctx = ctx;
+    l->lazy_cookie = cookie;
+}
+
 void link_set_up(struct link *l, bool up)
 {
     if (up == l->up)
         return;
+    settle(l);
     l->up = up;
     if (up)
         return;
     /* Down: the cable's contents are lost (slots of the old epoch are
      * dropped when they reach the end), the queue is flushed; the frame on
-     * the wire finishes and is dropped in tx_done. */
+     * the wire finishes and is dropped at its end (tx_finish). */
     l->fail_epoch++;
+    arm(l);
     for (unsigned c = 0; c <= PKT_PRIOS; c++) {
         for (struct pkt *p = l->q[c].head, *next; p; p = next) {
             next = p->next;
@@ -322,12 +443,23 @@ void link_set_up(struct link *l, bool up)
     }
     l->nonempty = 0;
 }
+
+/* The pending frame's end has not been processed, and it is not due yet
+ * (or its event has not run): the wire is busy. */
+static bool busy(const struct link *l)
+{
+    return l->tx_pending && (l->tx_eager || l->tx_end_ps > sim_now(l->sim));
+}
+
 bool link_idle(const struct link *l)
 {
-    return l->tx == NULL && !l->nonempty;
+    return !busy(l) && !l->nonempty;
 }
 uint64_t link_queued_bytes(const struct link *l)
 {
+    if (l->tx_pending && !busy(l)) /* lazily gone */
+        return l->queued_bytes -
+               pkt_wire_bytes(l->pipe[(l->pipe_head + l->pipe_n - 1) & (l->pipe_cap - 1)].pkt);
     return l->queued_bytes;
 }
 
@@ -336,6 +468,22 @@ void link_set_idle_hook(struct link *l, sim_cb_fn fn, void *a, void *b)
     l->idle_fn = fn;
     l->idle_a = a;
     l->idle_b = b;
+}
+
+bool link_want_idle(struct link *l)
+{
+    settle(l);
+    if (!busy(l) && !l->nonempty)
+        return false; /* idle now */
+    l->idle_wanted = true;
+    arm(l);
+    return true;
+}
+
+uint64_t link_idle_count(struct link *l)
+{
+    settle(l);
+    return l->idle_count;
 }
 
 /* The FIFO to serve next: control frames, then the highest priority
@@ -359,7 +507,30 @@ static int pick_fifo(struct link *l)
     return -1;
 }
 
-/* Take the next frame onto the wire; false if none may go. */
+static void pipe_push(struct link *l, sim_time_t arrive_ps, struct pkt *p)
+{
+    if (l->pipe_n == l->pipe_cap) {
+        size_t cap = l->pipe_cap ? 2 * l->pipe_cap : 16;
+        struct pipe_slot *np = malloc(cap * sizeof(*np));
+        if (!np) {
+            fprintf(stderr, "rnicsim: link %s: out of memory\n", l->name);
+            abort();
+        }
+        for (size_t i = 0; i < l->pipe_n; i++)
+            np[i] = l->pipe[(l->pipe_head + i) & (l->pipe_cap - 1)];
+        free(l->pipe);
+        l->pipe = np;
+        l->pipe_cap = cap;
+        l->pipe_head = 0;
+    }
+    l->pipe[(l->pipe_head + l->pipe_n) & (l->pipe_cap - 1)] =
+        (struct pipe_slot){arrive_ps, p, l->fail_epoch, false};
+    if (l->pipe_n++ == 0)
+        sim_schedule_at(l->sim, &l->pipe_ev, arrive_ps);
+}
+
+/* Take the next frame onto the wire (the link is not busy); false if none
+ * may go.  Its timing is known now: into the pipe at once. */
 static bool tx_start(struct link *l)
 {
     int c = l->nonempty ? pick_fifo(l) : -1;
@@ -375,7 +546,6 @@ static bool tx_start(struct link *l)
     p->next = NULL;
     uint64_t wire = pkt_wire_bytes(p);
     q->bytes -= wire;
-    l->tx = p;
     sim_time_t ser_ps = sim_bytes_to_ps(wire, l->p.rate_bps);
     /* Cut-through (docs/fabric.md "Cut-through"): a frame whose head was
      * available before now (pkt.head_ps, set by a cut-through switch or a
@@ -393,11 +563,38 @@ static bool tx_start(struct link *l)
         if (start > now)
             start = now;
     }
-    sim_time_t end = start + ser_ps > now ? start + ser_ps : now;
-    l->tx_start_ps = start;
+    sim_time_t end = sim_time_add(start, ser_ps);
+    end = end > now ? end : now;
     l->c.busy_ps += ser_ps;
-    sim_schedule_at(l->sim, &l->tx_ev, end);
+    /* the far end sees the first bit one cable delay after it left */
+    p->head_ps = sim_time_add(start, l->p.delay_ps);
+    pipe_push(l, sim_time_add(end, l->p.delay_ps), p);
+    l->tx_pending = true;
+    l->tx_end_ps = end;
+    l->tx_eager = false;
+    bool eager =
+        l->nonempty || l->idle_wanted || l->n_tx_taps || !l->up || l->loss.thr || l->loss.always;
+    if (eager || (l->lazy_fn && !l->lazy_fn(l->lazy_ctx, l->lazy_cookie, p))) {
+        l->tx_eager = true;
+        sim_schedule_at(l->sim, &l->tx_ev, end);
+    }
     return true;
+}
+
+/* The pending frame's end, at its instant: then the next frame, or the
+ * transition to idle. */
+static void tx_done(struct sim *sim, struct sim_event *ev)
+{
+    struct link *l = ev->ctx;
+    tx_finish(l);
+    if (tx_start(l) || l->nonempty)
+        return; /* busy again, or frames wait for a pause to end: not idle */
+    l->idle_count++;
+    if (l->idle_wanted) {
+        l->idle_wanted = false;
+        if (l->idle_fn)
+            l->idle_fn(sim, l->idle_a, l->idle_b);
+    }
 }
 
 static void enqueue(struct link *l, unsigned c, struct pkt *p, uint64_t wire)
@@ -414,7 +611,9 @@ static void enqueue(struct link *l, unsigned c, struct pkt *p, uint64_t wire)
     l->queued_bytes += wire;
     if (l->queued_bytes > l->c.max_queue_bytes)
         l->c.max_queue_bytes = l->queued_bytes;
-    if (!l->tx)
+    if (l->tx_pending)
+        arm(l); /* it starts when the frame on the wire has left */
+    else
         tx_start(l);
 }
 
@@ -438,6 +637,7 @@ static void ecn_mark(struct link *l, struct pkt *p)
 
 bool link_send(struct link *l, struct pkt *p)
 {
+    settle(l);
     uint64_t wire = pkt_wire_bytes(p);
     if (l->p.queue_bytes && !(l->lossless & (1u << p->prio)) &&
         l->queued_bytes + wire > l->p.queue_bytes) {
@@ -454,6 +654,7 @@ bool link_send(struct link *l, struct pkt *p)
 
 void link_send_ctrl(struct link *l, struct pkt *p)
 {
+    settle(l);
     enqueue(l, LINK_CTRL, p, pkt_wire_bytes(p));
 }
 
@@ -492,6 +693,7 @@ bool link_prio_paused(const struct link *l, unsigned prio)
 /* A PFC frame reached this link's transmitter (through its peer). */
 static void pfc_apply(struct link *l, const struct pkt *f)
 {
+    settle(l);
     sim_time_t now = sim_now(l->sim);
     for (unsigned c = 0; c < PKT_PRIOS; c++) {
         if (!(f->pfc_enable & (1u << c)))
@@ -506,7 +708,7 @@ static void pfc_apply(struct link *l, const struct pkt *f)
             l->c.pfc_xon_rx++;
         }
     }
-    if (!l->tx)
+    if (!l->tx_pending)
         tx_start(l);
 }
 
@@ -514,71 +716,30 @@ static void resume_fn(struct sim *sim, struct sim_event *ev)
 {
     (void)sim;
     struct link *l = ev->ctx;
-    if (!l->tx)
+    settle(l);
+    if (!l->tx_pending)
         tx_start(l);
-}
-
-static void pipe_push(struct link *l, sim_time_t arrive_ps, struct pkt *p, bool corrupt)
-{
-    if (l->pipe_n == l->pipe_cap) {
-        size_t cap = l->pipe_cap ? 2 * l->pipe_cap : 16;
-        struct pipe_slot *np = malloc(cap * sizeof(*np));
-        if (!np) {
-            fprintf(stderr, "rnicsim: link %s: out of memory\n", l->name);
-            abort();
-        }
-        for (size_t i = 0; i < l->pipe_n; i++)
-            np[i] = l->pipe[(l->pipe_head + i) % l->pipe_cap];
-        free(l->pipe);
-        l->pipe = np;
-        l->pipe_cap = cap;
-        l->pipe_head = 0;
-    }
-    l->pipe[(l->pipe_head + l->pipe_n) % l->pipe_cap] =
-        (struct pipe_slot){arrive_ps, p, l->fail_epoch, corrupt};
-    l->pipe_n++;
-    if (!sim_event_pending(&l->pipe_ev))
-        sim_schedule_at(l->sim, &l->pipe_ev, arrive_ps);
-}
-
-/* The last bit of `tx` has left: into the pipe (unless the link is down or
- * the frame is lost), then the next frame (or tell the sender the link
- * went idle). */
-static void tx_done(struct sim *sim, struct sim_event *ev)
-{
-    struct link *l = ev->ctx;
-    struct pkt *p = l->tx;
-    uint64_t wire = pkt_wire_bytes(p);
-    l->tx = NULL;
-    l->queued_bytes -= wire;
-    l->free_at_ps = sim_now(sim);
-    /* the far end sees the first bit one cable delay after it left */
-    p->head_ps = l->tx_start_ps + l->p.delay_ps;
-    if (l->deq_fn)
-        l->deq_fn(l->deq_ctx, p);
-    if (p->kind == PKT_PFC)
-        l->c.pfc_frames_sent++;
-    if (!l->up) {
-        drop(l, p, DROP_DOWN);
-    } else {
-        l->c.pkts_sent++;
-        l->c.bytes_sent += wire;
-        tap(l, LINK_TAP_TX, p, false);
-        if (draw(l, &l->loss))
-            drop(l, p, DROP_LOST);
-        else
-            pipe_push(l, sim_time_add(sim_now(sim), l->p.delay_ps), p, draw(l, &l->corrupt));
-    }
-    if (!tx_start(l) && !l->nonempty && l->idle_fn)
-        l->idle_fn(sim, l->idle_a, l->idle_b);
 }
 
 /* The oldest frame in the pipe reaches the far end. */
 static void pipe_arrive(struct sim *sim, struct sim_event *ev)
 {
     struct link *l = ev->ctx;
+    if (l->tx_pending && l->pipe_n == 1 && l->tx_end_ps <= sim_now(sim)) {
+        /* No cable delay: the frame arriving is the one whose end is due
+         * now.  Its end first (and the next frame, if one waits). */
+        struct pkt *arriving = l->pipe[l->pipe_head].pkt;
+        if (l->tx_eager) {
+            sim_cancel(sim, &l->tx_ev);
+            tx_done(sim, &l->tx_ev);
+        } else {
+            settle(l);
+        }
+        if (!l->pipe_n || l->pipe[l->pipe_head].pkt != arriving)
+            return; /* dropped at its end */
+    }
     struct pipe_slot s = l->pipe[l->pipe_head];
-    l->pipe_head = (l->pipe_head + 1) % l->pipe_cap;
+    l->pipe_head = (l->pipe_head + 1) & (l->pipe_cap - 1);
     l->pipe_n--;
     if (l->pipe_n)
         sim_schedule_at(sim, &l->pipe_ev, l->pipe[l->pipe_head].arrive_ps);

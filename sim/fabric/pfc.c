@@ -51,6 +51,8 @@ static void send_pause(struct pfc_port *pt, uint8_t mask, bool xoff)
         if (mask & (1u << c))
             f->pfc_quanta[c] = xoff ? pt->pp->quanta : 0;
     link_send_ctrl(pt->out, f);
+    if (xoff && pt->pp->on_xoff)
+        pt->pp->on_xoff(pt->pp->on_xoff_ctx);
     if (xoff)
         pt->c->pfc_xoff_sent++;
     else
@@ -153,6 +155,10 @@ void pfc_release(struct pfc_port *pt, const struct pkt *p)
 uint64_t pfc_port_bytes(const struct pfc_port *pt, unsigned prio)
 {
     return prio < PKT_PRIOS ? pt->bytes[prio] : 0;
+}
+uint8_t pfc_port_paused(const struct pfc_port *pt)
+{
+    return pt->paused;
 }
 uint64_t pfc_port_headroom(const struct pfc_port *pt)
 {

@@ -16,6 +16,8 @@ bool pfc_admit(struct pfc_port *pt, const struct pkt *p);
 void pfc_release(struct pfc_port *pt, const struct pkt *p);
 uint64_t pfc_port_bytes(const struct pfc_port *pt, unsigned prio);
 uint64_t pfc_port_headroom(const struct pfc_port *pt);
+/* Priorities this port has paused its upstream for (XOFF sent, no XON). */
+uint8_t pfc_port_paused(const struct pfc_port *pt);
 /* The headroom IEEE 802.1Qbb Annex N asks for on ingress link `in`. */
 uint64_t pfc_default_headroom(const struct link *in);
 

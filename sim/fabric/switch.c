@@ -60,6 +60,11 @@ struct fwd_slot {
 
 struct switch_in;
 
+struct lazy_end {
+    sim_time_t end_ps;
+    uint32_t port;
+};
+
 struct fswitch {
     struct sim *sim;
     char *name;
@@ -82,6 +87,15 @@ struct fswitch {
     struct pfc_port **in; /* ingress ports (switch_ingress_sink); in_port = index + 1 */
     struct switch_in **in_ctx;
     unsigned n_in, cap_in;
+
+    /* With PFC: egress ports whose frame on the wire has a lazy end
+     * (link.c), with that end; settled before a frame is admitted, so the
+     * ingress counters are what they would be with an event at each end */
+    struct lazy_end *lazy;
+    uint32_t n_lazy, cap_lazy;
+    uint32_t *lazy_at; /* by port: its entry in `lazy` + 1, 0 = none */
+    uint32_t cap_lazy_at;
+    sim_time_t lazy_min; /* no lazy end is due before this */
 
     struct fwd_slot *fwd; /* forwarding pipeline ring */
     size_t fwd_cap, fwd_head, fwd_n;
@@ -135,6 +149,7 @@ struct fswitch *switch_create(struct sim *sim, const char *name, const struct sw
     snprintf(stream, sizeof(stream), "%s.spray", sw->name);
     sim_rng_stream(sim, &sw->rng, stream);
     sim_event_init(&sw->fwd_ev, fwd_ready, sw, "switch.fwd");
+    sw->lazy_min = SIM_TIME_NEVER;
     return sw;
 }
 
@@ -169,6 +184,8 @@ void switch_destroy(struct fswitch *sw)
     free(sw->route_of_dst);
     free(sw->rr);
     free(sw->single);
+    free(sw->lazy);
+    free(sw->lazy_at);
     for (uint32_t i = 0; i < sw->n_mgroups; i++)
         free(sw->mgroups[i].nodes);
     free(sw->mgroups);
@@ -186,11 +203,91 @@ static void egress_dequeued(void *ctx, struct pkt *p)
         pfc_release(sw->in[p->in_port - 1], p);
 }
 
+/* A frame on egress `port` would have a lazy end (link.c).  Its ingress
+ * port's bytes are released at that end: if that port has paused its
+ * upstream the release may resume it, so the end gets its event; else the
+ * port is noted, and settled before the next admission. */
+static bool egress_lazy(void *ctx, unsigned port, const struct pkt *p)
+{
+    struct fswitch *sw = ctx;
+    if (p->in_port && p->in_port <= sw->n_in &&
+        (pfc_port_paused(sw->in[p->in_port - 1]) & (1u << p->prio)))
+        return false;
+    sim_time_t end = link_pending_end(sw->ports[port]);
+    if (sw->lazy_at[port]) {
+        sw->lazy[sw->lazy_at[port] - 1].end_ps = end;
+    } else {
+        if (sw->n_lazy == sw->cap_lazy) {
+            sw->cap_lazy = sw->cap_lazy ? 2 * sw->cap_lazy : 8;
+            sw->lazy = xrealloc(sw->lazy, sw->cap_lazy * sizeof(*sw->lazy));
+        }
+        sw->lazy[sw->n_lazy++] = (struct lazy_end){end, port};
+        sw->lazy_at[port] = sw->n_lazy;
+    }
+    if (end < sw->lazy_min)
+        sw->lazy_min = end;
+    return true;
+}
+
+static void lazy_remove(struct fswitch *sw, uint32_t i)
+{
+    sw->lazy_at[sw->lazy[i].port] = 0;
+    if (i + 1 < sw->n_lazy) {
+        sw->lazy[i] = sw->lazy[sw->n_lazy - 1];
+        sw->lazy_at[sw->lazy[i].port] = i + 1;
+    }
+    sw->n_lazy--;
+}
+
+/* Process the lazy ends due by now (their bytes leave the ingress counts). */
+static void settle_lazy(struct fswitch *sw)
+{
+    sim_time_t now = sim_now(sw->sim);
+    if (now < sw->lazy_min)
+        return;
+    sim_time_t min = SIM_TIME_NEVER;
+    for (uint32_t i = 0; i < sw->n_lazy;) {
+        if (sw->lazy[i].end_ps <= now) {
+            struct link *l = sw->ports[sw->lazy[i].port];
+            link_settle(l);
+            if (!link_lazy_pending(l)) {
+                lazy_remove(sw, i);
+                continue;
+            }
+            sw->lazy[i].end_ps = link_pending_end(l); /* a later frame's */
+        }
+        if (sw->lazy[i].end_ps < min)
+            min = sw->lazy[i].end_ps;
+        i++;
+    }
+    sw->lazy_min = min;
+}
+
+/* An ingress port has just paused its upstream: every lazy end gets its
+ * event, so that releases happen at their instants (and resume on time). */
+static void arm_lazy(struct fswitch *sw)
+{
+    for (uint32_t i = 0; i < sw->n_lazy; i++) {
+        link_arm(sw->ports[sw->lazy[i].port]);
+        sw->lazy_at[sw->lazy[i].port] = 0;
+    }
+    sw->n_lazy = 0;
+    sw->lazy_min = SIM_TIME_NEVER;
+}
+
 unsigned switch_add_port(struct fswitch *sw, struct link *out)
 {
     if (sw->p.pfc.enabled) {
         link_set_lossless(out, sw->p.pfc.prio_mask);
         link_set_dequeue_hook(out, egress_dequeued, sw);
+        link_set_lazy_hook(out, egress_lazy, sw, sw->n_ports);
+        if (sw->n_ports >= sw->cap_lazy_at) {
+            uint32_t cap = sw->cap_lazy_at ? 2 * sw->cap_lazy_at : 8;
+            sw->lazy_at = xrealloc(sw->lazy_at, cap * sizeof(*sw->lazy_at));
+            memset(sw->lazy_at + sw->cap_lazy_at, 0,
+                   (cap - sw->cap_lazy_at) * sizeof(*sw->lazy_at));
+            sw->cap_lazy_at = cap;
+        }
     }
     if (sw->p.ecn)
         link_set_ecn(out, &sw->p.ecn_red);
@@ -203,11 +300,17 @@ unsigned switch_add_port(struct fswitch *sw, struct link *out)
 }
 
 /* The set holding `ports` (n of them, increasing): a new one each call,
- * except single-port sets, which are made once per port. */
+ * except single-port sets, which are made once per port, and a set equal
+ * to the one made just before (a leaf's set towards every remote rack is
+ * all its up spine ports: one set, not one per rack -- 256 leaves x 256
+ * spines made 64 MiB of identical sets). */
 uint32_t switch_new_route_set(struct fswitch *sw, const uint32_t *ports, uint32_t n)
 {
     if (n == 1 && ports[0] < sw->cap_single && sw->single[ports[0]])
         return sw->single[ports[0]] - 1;
+    if (n > 1 && sw->n_sets > 1 && sw->sets[sw->n_sets - 1].n == n &&
+        !memcmp(sw->sets[sw->n_sets - 1].ports, ports, n * sizeof(*ports)))
+        return sw->n_sets - 1;
     if (sw->n_sets == sw->cap_sets) {
         sw->cap_sets = sw->cap_sets ? 2 * sw->cap_sets : 16;
         sw->sets = xrealloc(sw->sets, sw->cap_sets * sizeof(*sw->sets));
@@ -517,12 +620,20 @@ static void switch_rx_port(struct sim *sim, void *ctx, struct pkt *p)
     struct switch_in *in = ctx;
     struct fswitch *sw = in->sw;
     p->in_port = in->port;
-    if (sw->p.pfc.enabled && !pfc_admit(sw->in[in->port - 1], p)) {
-        p->in_port = 0; /* not admitted: nothing to release */
-        if (sim_trace_enabled(sw->sim))
-            trace_drop(sw, p, "switch: PFC headroom exceeded");
-        pkt_free(sw->pool, p);
-        return;
+    if (sw->p.pfc.enabled) {
+        struct pfc_port *pt = sw->in[in->port - 1];
+        settle_lazy(sw);
+        uint8_t paused = pfc_port_paused(pt);
+        bool ok = pfc_admit(pt, p);
+        if (pfc_port_paused(pt) & ~paused)
+            arm_lazy(sw);
+        if (!ok) {
+            p->in_port = 0; /* not admitted: nothing to release */
+            if (sim_trace_enabled(sw->sim))
+                trace_drop(sw, p, "switch: PFC headroom exceeded");
+            pkt_free(sw->pool, p);
+            return;
+        }
     }
     switch_rx(sim, sw, p);
 }

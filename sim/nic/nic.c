@@ -9,7 +9,9 @@
  * takes one packet, spends tx_pkt_proc_ps on it (pipeline occupancy; the
  * next packet starts after it), then hands it to the uplink - but never
  * keeps more than NIC_TX_LINK_PKTS frames queued there: a finished packet
- * waits "in hand" until the link's idle hook says the queue drained.  So
+ * waits "in hand" until the link's idle hook says the queue drained (the
+ * engine asks for it then: link_want_idle; without a packet in hand it
+ * learns of idle transitions from link_idle_count).  So
  * the link is paced by its own serialisation and the NIC never floods it,
  * and packets that become ready later (ACKs) are not stuck behind a deep
  * queue.
@@ -631,16 +633,30 @@ static void tx_start(struct nic *nic)
     sim_schedule_in(nic->sim, &nic->tx_ev, nic->p.tx_pkt_proc_ps);
 }
 
+/* May the engine hand the uplink another frame?  It keeps at most
+ * NIC_TX_LINK_PKTS there since the link was last idle. */
+static bool uplink_room(struct nic *nic)
+{
+    if (!nic->uplink)
+        return true;
+    uint64_t idle = link_idle_count(nic->uplink);
+    if (idle != nic->tx_idle_seen) { /* it went idle since: empty again */
+        nic->tx_idle_seen = idle;
+        nic->tx_link_pkts = 0;
+    }
+    return nic->tx_link_pkts < NIC_TX_LINK_PKTS;
+}
+
 static void tx_ev_fn(struct sim *sim, struct sim_event *ev)
 {
     (void)sim;
     struct nic *nic = ev->ctx;
     struct pkt *p = nic->tx_building;
     nic->tx_building = NULL;
-    if (nic->tx_link_pkts < NIC_TX_LINK_PKTS)
+    if (uplink_room(nic) || !link_want_idle(nic->uplink))
         tx_send(nic, p);
     else
-        nic->tx_hand = p;
+        nic->tx_hand = p; /* until the idle hook */
     tx_start(nic);
 }
 
@@ -650,6 +666,7 @@ static void tx_link_idle(struct sim *sim, void *a, void *b)
     (void)b;
     struct nic *nic = a;
     nic->tx_link_pkts = 0;
+    nic->tx_idle_seen = link_idle_count(nic->uplink);
     if (nic->tx_hand) {
         struct pkt *p = nic->tx_hand;
         nic->tx_hand = NULL;

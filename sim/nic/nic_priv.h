@@ -193,6 +193,7 @@ struct nic {
     struct pkt *tx_building; /* in the pipeline for tx_pkt_proc_ps */
     struct pkt *tx_hand;     /* built, waiting for room on the uplink */
     unsigned tx_link_pkts;   /* frames handed to the uplink since it was last idle */
+    uint64_t tx_idle_seen;   /* the uplink's link_idle_count when last looked at */
     bool tx_taking;          /* inside tx_take (source hooks may queue sources) */
     struct sim_event tx_ev;
 

@@ -15,8 +15,11 @@ void fc_pool_init(struct fc_pool *p, uint64_t hdr_cap, uint64_t data_cap)
 void fc_pool_free(struct fc_pool *p)
 {
     free(p->g);
+    free(p->heap);
     p->g = NULL;
+    p->heap = NULL;
     p->size = p->len = p->head = 0;
+    p->free_slot = 0;
 }
 
 static sim_time_t max3(sim_time_t x, sim_time_t y, sim_time_t z)
@@ -70,13 +73,90 @@ static int grp_release_until(struct fc_pool *p, struct fc_group *g, sim_time_t t
 void fc_pool_set_unordered(struct fc_pool *p)
 {
     p->unordered = 1;
-    p->min_next = SIM_TIME_NEVER;
 }
+
+/* ---------------------------------------------------------------- unordered: heap */
+
+static void heap_sift_up(struct fc_pool *p, size_t i, struct fc_heap_ent e)
+{
+    while (i > 0) {
+        size_t parent = (i - 1) / 2;
+        if (p->heap[parent].next <= e.next)
+            break;
+        p->heap[i] = p->heap[parent];
+        i = parent;
+    }
+    p->heap[i] = e;
+}
+
+static void heap_sift_down(struct fc_pool *p, size_t i, struct fc_heap_ent e)
+{
+    size_t n = p->len;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n)
+            break;
+        if (c + 1 < n && p->heap[c + 1].next < p->heap[c].next)
+            c++;
+        if (e.next <= p->heap[c].next)
+            break;
+        p->heap[i] = p->heap[c];
+        i = c;
+    }
+    p->heap[i] = e;
+}
+
+static void unordered_release_until(struct fc_pool *p, sim_time_t t)
+{
+    while (p->len && p->heap[0].next <= t) {
+        size_t slot = p->heap[0].slot;
+        struct fc_group *g = &p->g[slot];
+        if (!grp_release_until(p, g, t)) {
+            p->heap[0].next = grp_release(g, g->i);
+            heap_sift_down(p, 0, p->heap[0]);
+            continue;
+        }
+        g->i = p->free_slot; /* the slot is free: chain it */
+        p->free_slot = slot + 1;
+        p->len--;
+        if (p->len)
+            heap_sift_down(p, 0, p->heap[p->len]);
+    }
+}
+
+static int unordered_push(struct fc_pool *p, const struct fc_group *g)
+{
+    if (!p->free_slot) {
+        size_t nsize = p->size ? 2 * p->size : 16;
+        struct fc_group *ng = realloc(p->g, nsize * sizeof(*ng));
+        if (!ng)
+            return -1;
+        p->g = ng;
+        struct fc_heap_ent *nh = realloc(p->heap, nsize * sizeof(*nh));
+        if (!nh)
+            return -1;
+        p->heap = nh;
+        for (size_t k = nsize; k-- > p->size;) {
+            p->g[k].i = p->free_slot;
+            p->free_slot = k + 1;
+        }
+        p->size = nsize;
+    }
+    size_t slot = p->free_slot - 1;
+    p->free_slot = p->g[slot].i;
+    p->g[slot] = *g;
+    heap_sift_up(p, p->len++, (struct fc_heap_ent){grp_release(g, g->i), slot});
+    return 0;
+}
+
+/* ---------------------------------------------------------------- both */
 
 void fc_pool_release_until(struct fc_pool *p, sim_time_t t)
 {
-    if (p->unordered && t < p->min_next)
-        return; /* nothing is due in any group */
+    if (p->unordered) {
+        unordered_release_until(p, t);
+        return;
+    }
     while (p->len) {
         struct fc_group *g = &p->g[p->head];
         if (!grp_release_until(p, g, t))
@@ -84,38 +164,16 @@ void fc_pool_release_until(struct fc_pool *p, sim_time_t t)
         p->head = (p->head + 1) & (p->size - 1);
         p->len--;
     }
-    if (!p->unordered)
-        return;
-    sim_time_t next = SIM_TIME_NEVER;
-    for (size_t k = 0; k < p->len; k++) {
-        struct fc_group *g = &p->g[(p->head + k) & (p->size - 1)];
-        if (k)
-            grp_release_until(p, g, t);
-        if (g->i < g->n) {
-            sim_time_t r = grp_release(g, g->i);
-            if (r < next)
-                next = r;
-        }
-    }
-    p->min_next = next;
 }
 
 sim_time_t fc_pool_next_release(const struct fc_pool *p)
 {
+    if (!p->len)
+        return SIM_TIME_NEVER;
     if (p->unordered)
-        return p->len ? p->min_next : SIM_TIME_NEVER;
-    sim_time_t best = SIM_TIME_NEVER;
-    for (size_t k = 0; k < p->len; k++) {
-        const struct fc_group *g = &p->g[(p->head + k) & (p->size - 1)];
-        if (g->i < g->n) {
-            sim_time_t r = grp_release(g, g->i);
-            if (r < best)
-                best = r;
-        }
-        if (!p->unordered)
-            break;
-    }
-    return best;
+        return p->heap[0].next;
+    const struct fc_group *g = &p->g[p->head];
+    return g->i < g->n ? grp_release(g, g->i) : SIM_TIME_NEVER;
 }
 
 uint64_t fc_pool_hdr_free(const struct fc_pool *p, uint64_t extra_hdr)
@@ -149,6 +207,13 @@ sim_time_t fc_pool_wait(struct fc_pool *p, sim_time_t t, uint64_t data)
 
 int fc_pool_push(struct fc_pool *p, const struct fc_group *g)
 {
+    if (p->unordered) {
+        if (g->i < g->n && unordered_push(p, g))
+            return -1;
+        p->hdr_out += g->n;
+        p->data_out += (g->n - 1) * g->data_each + g->data_last;
+        return 0;
+    }
     if (p->len == p->size) {
         size_t nsize = p->size ? 2 * p->size : 16;
         struct fc_group *ng = malloc(nsize * sizeof(*ng));
@@ -163,11 +228,6 @@ int fc_pool_push(struct fc_pool *p, const struct fc_group *g)
     }
     p->g[(p->head + p->len) & (p->size - 1)] = *g;
     p->len++;
-    if (p->unordered && g->i < g->n) {
-        sim_time_t r = grp_release(g, g->i);
-        if (r < p->min_next)
-            p->min_next = r;
-    }
     p->hdr_out += g->n;
     p->data_out += (g->n - 1) * g->data_each + g->data_last;
     return 0;

@@ -15,8 +15,11 @@
  * times are non-decreasing along the ring and only its head is examined;
  * an unordered pool (tags, non-posted credits, whose reads the host
  * fetches at their own pace: docs/pcie.md "Read fetch rate") examines
- * every group, O(groups held), but only when a release is due: it keeps
- * the earliest next release over its groups (min_next). */
+ * only the groups with a release due: its groups sit in a min-heap keyed
+ * by the release time of each one's next unit, so a release costs
+ * O(log groups) and a look at the earliest next release O(1).  (A scan of
+ * every group held was 36 % of the last-level cache misses of a 1024-host
+ * permutation: ~60 groups of a NIC's reads are held at once.) */
 #ifndef RNICSIM_PCIE_FC_H
 #define RNICSIM_PCIE_FC_H
 
@@ -31,13 +34,23 @@ struct fc_group {
     uint32_t data_each, data_last; /* data credits per unit; of the last unit */
 };
 
+/* Unordered pools: a heap entry, the next release of group g[slot]. */
+struct fc_heap_ent {
+    sim_time_t next;
+    size_t slot;
+};
+
 struct fc_pool {
     uint64_t hdr_cap, data_cap; /* 0 = unlimited */
-    uint64_t hdr_out, data_out; /* held by the groups in the ring */
+    uint64_t hdr_out, data_out; /* held by the groups */
+    /* ordered: a ring, size a power of two (index & (size - 1));
+     * unordered: slots (size of them, `len` in use, free ones chained
+     * through fc_group.i), with `heap` ordering the used ones */
     struct fc_group *g;
-    size_t size, head, len; /* ring; size is a power of two (index & (size - 1)) */
-    int unordered;          /* groups may release out of ring order */
-    sim_time_t min_next;    /* unordered: no unit is released before this (a cache) */
+    size_t size, head, len;
+    int unordered; /* groups may release out of taking order */
+    struct fc_heap_ent *heap;
+    size_t free_slot; /* unordered: first free slot + 1 (0: none) */
 };
 
 void fc_pool_init(struct fc_pool *p, uint64_t hdr_cap, uint64_t data_cap);

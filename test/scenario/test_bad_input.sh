@@ -87,6 +87,10 @@ expect bad_kind 's/back-to-back/bus/' \
     "bad_kind.yaml:4:9: bad value 'bus' for 'topology.kind': expected one of star, back-to-back"
 expect huge_leaf_spine 's/^  kind: back-to-back/  kind: leaf-spine\n  leaves: 4096\n  spines: 1024\n  hosts_per_leaf: 1/; /^  hosts: 2/d' \
     "huge_leaf_spine.yaml:6:11: 'topology.spines': leaves x spines = 4194304 cables, more than the 65536"
+expect fat_tree_odd_k 's/^  kind: back-to-back/  kind: fat-tree\n  k: 5/; /^  hosts: 2/d' \
+    "fat_tree_odd_k.yaml:5:6: 'topology.k': expected an even number 2..24"
+expect fat_tree_hosts 's/^  kind: back-to-back/  kind: fat-tree\n  k: 4/' \
+    "fat_tree_hosts.yaml:6:10: 'topology.hosts': a fat tree of k = 4 has 16, not 2"
 expect bad_transport 's/tx_pkt_proc: 5ns/transport: iwarp/' \
     "bad_transport.yaml:8:20: bad value 'iwarp' for 'nic.transport': expected one of ib, ib-ar, efa-srd, 1rma"
 expect yaml_syntax 's/^  hosts: 2/  hosts: 2: 3/' "yaml_syntax.yaml:5:"

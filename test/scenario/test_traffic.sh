@@ -46,6 +46,37 @@ sed -e 's/payload: none/payload: carried/' -e 's/size: 256KiB,/size: 64KiB, veri
 "$bin" run "$scratch/verify.yaml" -o "$scratch/verify.json" > "$scratch/verify.out" 2>&1
 check "verify: every flow checked" "grep -q 'data check: 32 flows verified, 0 with wrong bytes' '$scratch/verify.out'"
 
+# the same over a k = 4 fat tree (16 hosts, 3 tiers): bytes checked, nothing dropped
+sed -e '/^  leaves:/d' -e '/^  spines:/d' -e 's/^  hosts_per_leaf: 4/  k: 4/' \
+    -e 's/kind: leaf-spine/kind: fat-tree/' "$scratch/verify.yaml" > "$scratch/ft.yaml"
+"$bin" run "$scratch/ft.yaml" -o "$scratch/ft.json" > "$scratch/ft.out" 2>&1
+check "fat tree: every flow checked" "grep -q 'data check: 32 flows verified, 0 with wrong bytes' '$scratch/ft.out'"
+"$py" - "$scratch/ft.json" <<'PY' && ok "fat tree json" || bad "fat tree json"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["topology"]["kind"] == "fat-tree" and d["topology"]["k"] == 4 and d["topology"]["hosts"] == 16
+assert d["traffic"]["unfinished"] == 0
+assert sum(l["pkts_dropped"] for l in d["counters"]["links"].values()) == 0
+core = [n for n in d["counters"]["links"] if n.startswith("core")]
+assert len(core) == 16 and sum(d["counters"]["links"][n]["pkts_sent"] for n in core) > 0, core
+PY
+
+# PFC deadlock: the ring scenario deadlocks (flows unfinished at stop_time,
+# exit 4) and the detector names the clockwise cycle; the leaf-spine
+# permutation above paused links under PFC but reports none
+"$bin" run "$src/scenarios/fabric/pfc-deadlock.yaml" -o "$scratch/dl.json" > "$scratch/dl.out" 2>&1
+rc=$?
+check "deadlock: time limit, flows unfinished" "[ $rc -eq 4 ] && grep -q '160 unfinished' '$scratch/dl.out'"
+check "deadlock: summary line" "grep -q 'PFC deadlock at .*priority 3, a cycle of 5 paused links: ring0->ring1 ring1->ring2' '$scratch/dl.out'"
+"$py" - "$scratch/dl.json" "$scratch/perm.json" <<'PY' && ok "deadlock json" || bad "deadlock json"
+import json, sys
+d = json.load(open(sys.argv[1]))["counters"]["pfc_deadlock"]
+assert d["prio"] == 3 and 100e6 < d["at_ps"] < 5e9, d
+assert d["links"] == ["ring%d->ring%d" % (i, (i + 1) % 5) for i in range(5)], d
+p = json.load(open(sys.argv[2]))["counters"]
+assert "pfc_deadlock" not in p
+PY
+
 # refusals
 sed -e 's/size: 256KiB,/size: 64KiB, verify: true,/' "$scratch/perm.yaml" > "$scratch/bad1.yaml"
 out=$("$bin" run "$scratch/bad1.yaml" 2>&1); rc=$?

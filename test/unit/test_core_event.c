@@ -121,6 +121,36 @@ static size_t g_n;
 static sim_time_t g_last_time;
 static uint64_t g_last_order;
 static unsigned g_bad;
+/* inside callbacks too (when g_inner): schedule, move (also to now: the
+ * now-FIFO), cancel and self-reschedule from within an event */
+static struct sim_rng *g_rng;
+static uint64_t *g_order;
+static bool g_inner;
+static bool g_burst;
+static unsigned
+    g_bad_horizon; /* times spread over 3 buckets: hundreds per bucket (the merge sort) */
+
+static void rnd_op(struct sim *sim, struct rnd_ev *e)
+{
+    if (sim_rng_below(g_rng, 4) == 0) {
+        sim_cancel(sim, &e->ev);
+        e->pending = false;
+    } else {
+        /* few distinct delays, so ties are frequent: 0 (due now), within
+         * one wheel bucket (1.024 ns), a few buckets, around the wheel's
+         * horizon (~4.2 us) and past it (into the heap) */
+        static const sim_time_t delays[] = {0,       100,     700,     1024,      2047,
+                                            300000,  4194303, 4194304, 4195000,   9000000,
+                                            9000000, 2000000, 1000000, 123456789, 100};
+        e->when = sim_now(sim) + delays[sim_rng_below(g_rng, sizeof(delays) / sizeof(delays[0]))];
+        if (g_burst)
+            e->when = sim_now(sim) + 5000 + sim_rng_below(g_rng, 3000);
+        e->order = (*g_order)++;
+        e->pending = true;
+        e->ev.owner = (uint32_t)sim_rng_below(g_rng, 3); /* anything, host 0, host 1 */
+        sim_schedule_at(sim, &e->ev, e->when);
+    }
+}
 
 static void rnd_fire(struct sim *sim, struct sim_event *ev)
 {
@@ -138,42 +168,59 @@ static void rnd_fire(struct sim *sim, struct sim_event *ev)
     g_last_time = e->when;
     g_last_order = e->order;
     e->pending = false;
+    if (g_inner && *g_order < 200000)
+        for (uint64_t k = sim_rng_below(g_rng, 3); k > 0; k--) {
+            struct rnd_ev *o = &g_evs[sim_rng_below(g_rng, g_n)];
+            rnd_op(sim, o); /* o may be e itself: the ghost path */
+            sim_check_invariants(sim);
+        }
 }
 
-static void test_random_against_reference(void)
+static void test_random_against_reference(bool inner, bool burst)
 {
     struct sim *sim = sim_create(7);
     struct sim_rng rng;
     sim_rng_seed(&rng, 7, "test");
-    g_n = 300;
+    g_n = burst ? 2000 : 300;
+    g_burst = burst;
     g_evs = calloc(g_n, sizeof(*g_evs));
     uint64_t order = 0;
+    g_rng = &rng;
+    g_order = &order;
+    g_inner = inner;
+    g_bad = 0;
+    g_last_time = 0;
+    g_last_order = 0;
     for (size_t i = 0; i < g_n; i++)
         sim_event_init(&g_evs[i].ev, rnd_fire, &g_evs[i], "rnd");
-    for (int round = 0; round < 200; round++) {
-        for (int k = 0; k < 20; k++) {
-            struct rnd_ev *e = &g_evs[sim_rng_below(&rng, g_n)];
-            if (sim_rng_below(&rng, 4) == 0) {
-                sim_cancel(sim, &e->ev);
-                e->pending = false;
-            } else {
-                /* few distinct times, so ties are frequent */
-                e->when = sim_now(sim) + sim_rng_below(&rng, 8) * 100;
-                e->order = order++;
-                e->pending = true;
-                sim_schedule_at(sim, &e->ev, e->when);
-            }
-            sim_check_invariants(sim);
+    for (int round = 0; round < (burst ? 20 : 200); round++) {
+        for (int k = 0; k < (burst ? 1500 : 20); k++) {
+            rnd_op(sim, &g_evs[sim_rng_below(&rng, g_n)]);
+            if (!burst || k % 250 == 0)
+                sim_check_invariants(sim);
         }
         size_t want = 0;
         for (size_t i = 0; i < g_n; i++)
             want += g_evs[i].pending;
         CHECK_EQ_U64(sim_events_pending(sim), want);
-        sim_run(sim, sim_now(sim) + 300);
+        /* sim_horizon for host 0 against every pending event: host 1's
+         * (owner 2) count a lookahead later */
+        for (int li = 0; li < 2; li++) {
+            sim_time_t la = li ? 5000000 : 2000, ref = SIM_TIME_NEVER;
+            for (size_t i = 0; i < g_n; i++)
+                if (g_evs[i].pending) {
+                    sim_time_t t = g_evs[i].when + (g_evs[i].ev.owner == 2 ? la : 0);
+                    ref = t < ref ? t : ref;
+                }
+            if (sim_horizon(sim, 0, la) != ref)
+                g_bad_horizon++;
+        }
+        sim_run(sim, sim_now(sim) + (round % 3 ? 300 : 3000000));
         sim_check_invariants(sim);
     }
     sim_run(sim, SIM_TIME_NEVER);
     CHECK_EQ_U64(g_bad, 0);
+    CHECK_EQ_U64(g_bad_horizon, 0);
     CHECK_EQ_U64(sim_events_pending(sim), 0);
     free(g_evs);
     sim_destroy(sim);
@@ -199,7 +246,9 @@ int main(void)
     test_order_and_ties();
     test_cancel_and_move();
     test_periodic_and_call_in();
-    test_random_against_reference();
+    test_random_against_reference(false, false);
+    test_random_against_reference(true, false);
+    test_random_against_reference(false, true);
     test_bench_runs();
     test_bytes_to_ps();
     return test_summary();

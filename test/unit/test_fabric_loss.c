@@ -256,6 +256,7 @@ static void pacer_idle(struct sim *sim, void *a, void *b)
     if (pc->left) {
         pc->left--;
         rig_send(pc->r, 1);
+        link_want_idle(pc->r->l); /* and asks for the next transition */
     }
 }
 
@@ -286,6 +287,7 @@ static void test_link_down_up(void)
     link_set_idle_hook(r.l, pacer_idle, &pc, NULL);
     sim_time_t t0 = sim_now(r.sim);
     rig_send(&r, 1);
+    CHECK(link_want_idle(r.l));
     sim_run(r.sim, t0 + 50 * SER_PS + 1);
     CHECK(pc.idle_calls >= 49);
     CHECK_EQ_U64(r.log.n, 0);

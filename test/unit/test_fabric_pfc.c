@@ -312,11 +312,123 @@ static void test_pfc_deadlock(void)
     sim_destroy(sim);
 }
 
+/* The topology's deadlock detector.  A ring of 5 switches (kind ring),
+ * every host sending to the host two switches clockwise (the unique
+ * shortest path): the cyclic buffer dependency of the hand-built ring
+ * above, through the generic routes.  It deadlocks, and the detector names
+ * the cycle: the 5 clockwise ring links, priority 3, found within a few
+ * check intervals.  A leaf-spine incast pauses links between switches too
+ * (the spines' links into the receiver's leaf, the leaves' uplinks) but
+ * has no cycle and keeps draining: no deadlock reported. */
+static struct topology *pfc_topo(struct sim *sim, struct pkt_pool *pool, enum topo_kind kind,
+                                 unsigned nodes)
+{
+    struct topo_params tp;
+    fabric_defaults(&tp);
+    tp.kind = kind;
+    tp.n_nodes = nodes;
+    if (kind == TOPO_LEAF_SPINE) {
+        tp.n_leaves = 2;
+        tp.n_spines = 2;
+        tp.hosts_per_leaf = nodes / 2;
+    }
+    tp.link.delay_ps = SIM_US;
+    tp.sw.latency_ps = 0;
+    tp.sw.pfc.enabled = true;
+    tp.sw.pfc.prio_mask = 1u << 3;
+    tp.sw.pfc.xoff_bytes = 20000;
+    tp.sw.pfc.xon_bytes = 15000;
+    tp.sw.pfc.quanta = 65535;
+    return topo_create(sim, &tp, pool);
+}
+
+static void test_deadlock_detector(void)
+{
+    struct sim *sim = sim_create(1);
+    struct pkt_pool *pool = pkt_pool_create();
+    struct topo_params bad;
+    fabric_defaults(&bad);
+    bad.kind = TOPO_RING;
+    bad.n_nodes = 2;
+    CHECK(topo_create(sim, &bad, pool) == NULL); /* a ring has at least 3 switches */
+    struct topology *t = pfc_topo(sim, pool, TOPO_RING, 5);
+    CHECK(t != NULL);
+    struct rec *r = calloc(5, sizeof(*r));
+    for (uint32_t i = 0; i < 5; i++)
+        topo_attach(t, i, (struct fabric_sink){.rx = free_rx, .ctx = &r[i]});
+    for (unsigned k = 0; k < 3000; k++)
+        for (uint32_t i = 0; i < 5; i++)
+            link_send(topo_uplink(t, i), frame(pool, i, (i + 2) % 5, 3));
+    CHECK(topo_pfc_deadlock(t) == NULL);
+    sim_run(sim, 5 * SIM_MS);
+    uint64_t at5 = 0, at10 = 0;
+    for (int i = 0; i < 5; i++)
+        at5 += r[i].n;
+    sim_run(sim, 10 * SIM_MS);
+    for (int i = 0; i < 5; i++)
+        at10 += r[i].n;
+    const struct topo_deadlock *d = topo_pfc_deadlock(t);
+    CHECK(d != NULL);
+    CHECK_EQ_U64(at5, at10); /* it is one: nothing moves */
+    CHECK(at10 < 5 * 3000);
+    if (d) {
+        CHECK_EQ_U64(d->prio, 3);
+        CHECK_EQ_U64(d->n_links, 5);
+        CHECK(d->at_ps > TOPO_DEADLOCK_CHECK_PS && d->at_ps <= 5 * SIM_MS);
+        unsigned seen = 0;
+        for (unsigned i = 0; i < d->n_links; i++) {
+            const char *a = link_name(topo_link(t, d->links[i]));
+            const char *b = link_name(topo_link(t, d->links[(i + 1) % d->n_links]));
+            unsigned x, y, x2, y2;
+            CHECK(sscanf(a, "ring%u->ring%u", &x, &y) == 2 && y == (x + 1) % 5);
+            CHECK(sscanf(b, "ring%u->ring%u", &x2, &y2) == 2 && x2 == y); /* a leads into b */
+            seen |= 1u << x;
+        }
+        CHECK_EQ_U64(seen, 0x1f);
+        printf("deadlock detector: ring of 5 stuck after %llu of 15000 frames, cycle of %u links "
+               "found at %.1f us, %s first\n",
+               (unsigned long long)at10, d->n_links, d->at_ps / 1e6,
+               link_name(topo_link(t, d->links[0])));
+    }
+    topo_destroy(t);
+    free(r);
+
+    /* leaf-spine, 3 hosts of leaf 0 and 1 of leaf 1 into host 4 (leaf 1) */
+    t = pfc_topo(sim, pool, TOPO_LEAF_SPINE, 8);
+    r = calloc(8, sizeof(*r));
+    for (uint32_t i = 0; i < 8; i++)
+        topo_attach(t, i, (struct fabric_sink){.rx = free_rx, .ctx = &r[i]});
+    const uint32_t src[4] = {0, 1, 2, 5};
+    for (unsigned k = 0; k < 3000; k++)
+        for (int i = 0; i < 4; i++) {
+            struct pkt *p = frame(pool, src[i], 4, 3);
+            p->udp_sport = (uint16_t)(0xc000 + i);
+            link_send(topo_uplink(t, src[i]), p);
+        }
+    sim_run(sim, sim_now(sim) + 20 * SIM_MS);
+    uint64_t xoff_rx = 0;
+    for (unsigned i = 0; i < topo_n_links(t); i++) {
+        const char *nm = link_name(topo_link(t, i));
+        if (strncmp(nm, "spine", 5) == 0 || strstr(nm, "->spine"))
+            xoff_rx += link_get_counters(topo_link(t, i))->pfc_xoff_rx;
+    }
+    CHECK(xoff_rx > 0); /* switch-to-switch links were paused */
+    CHECK_EQ_U64(r[4].n, 4 * 3000);
+    CHECK(topo_pfc_deadlock(t) == NULL);
+    printf("deadlock detector: leaf-spine 4:1 incast, %llu pauses between switches, no deadlock\n",
+           (unsigned long long)xoff_rx);
+    topo_destroy(t);
+    free(r);
+    pkt_pool_destroy(pool);
+    sim_destroy(sim);
+}
+
 int main(void)
 {
     test_pause_resume();
     test_pfc_incast();
     test_ecn_thresholds();
     test_pfc_deadlock();
+    test_deadlock_detector();
     return test_summary();
 }

@@ -555,6 +555,136 @@ static void test_failure_no_path(void)
     sim_destroy(sim);
 }
 
+/* Oversubscription: 4 hosts per leaf over S spines is 4:S.  Each host of
+ * leaf 0 sends 50 frames to its peer on leaf 1 (static routing: one spine
+ * per destination).  With 4 spines every flow has its own spine and all
+ * are done after ~50 frame times; with 1 spine (4:1) the leaf's only
+ * uplink carries 200 frames, 4x as long. */
+static sim_time_t oversub_run(unsigned spines)
+{
+    struct fab f;
+    fab_init(&f, 1, 2, spines, 4, ROUTE_STATIC, 0);
+    for (uint32_t k = 0; k < 50; k++)
+        for (uint32_t i = 0; i < 4; i++)
+            send1(&f, i, 4 + i, i);
+    sim_run(f.sim, SIM_TIME_NEVER);
+    for (uint32_t i = 0; i < 4; i++)
+        CHECK_EQ_U64(f.rx[4 + i].n, 50);
+    sim_time_t t = sim_now(f.sim);
+    fab_fini(&f);
+    return t;
+}
+
+static void test_oversubscription(void)
+{
+    sim_time_t full = oversub_run(4), over = oversub_run(1);
+    /* 4 cables, 3 switches (latency, store and forward), + 50 (200) frames */
+    sim_time_t fixed = 4 * 5 * SIM_NS + 3 * 300 * SIM_NS + 3 * SER_PS;
+    printf("oversubscription: 4:4 done at %.3f us, 4:1 at %.3f us\n", full / 1e6, over / 1e6);
+    CHECK(full >= 50 * SER_PS && full <= fixed + 51 * SER_PS);
+    CHECK(over >= 200 * SER_PS && over <= fixed + 201 * SER_PS);
+}
+
+/* A k = 4 fat tree: 16 hosts, 4 pods of 2 edge + 2 agg switches, 4 cores.
+ * Paths of 2 links (same edge), 4 (same pod) and 6 (another pod); every
+ * frame of an all-to-all delivered to the right host under ECMP, none
+ * reordered; flows from one host to another pod spread over both of its
+ * edge's aggs and all 4 cores (64 flows into 4 cores: mean 16, sd 3.5,
+ * each gets 4..28); with agg0->core0 down the same all-to-all still
+ * arrives whole: routes avoid it, nothing is sent into it. */
+static void test_fat_tree(void)
+{
+    struct sim *sim = sim_create(5);
+    struct pkt_pool *pool = pkt_pool_create();
+    struct topo_params p;
+    fabric_defaults(&p);
+    p.kind = TOPO_FAT_TREE;
+    p.fat_tree_k = 4;
+    p.n_nodes = 15;
+    CHECK(topo_create(sim, &p, pool) == NULL); /* hosts must be k^3 / 4 */
+    p.fat_tree_k = 3;
+    p.n_nodes = 6;
+    CHECK(topo_create(sim, &p, pool) == NULL); /* k must be even */
+    p.fat_tree_k = 4;
+    p.n_nodes = 16;
+    struct fab f;
+    memset(&f, 0, sizeof(f));
+    f.sim = sim;
+    f.pool = pool;
+    f.t = topo_create(sim, &p, pool);
+    CHECK(f.t != NULL);
+    if (!f.t)
+        return;
+    for (uint32_t i = 0; i < 16; i++) {
+        f.rx[i].node = i;
+        topo_attach(f.t, i, (struct fabric_sink){.rx = node_record, .ctx = &f.rx[i]});
+    }
+    CHECK_EQ_U64(topo_n_links(f.t), 2 * 16 + 2 * 16 + 2 * 16); /* host, edge-agg, agg-core */
+    CHECK_EQ_U64(topo_n_switches(f.t), 8 + 8 + 4);
+    CHECK_STR_CONTAINS(link_name(topo_link(f.t, 0)), "node0->edge0");
+    CHECK(topo_find_link(f.t, "agg5->core2") != NULL); /* agg 1 of pod 2: cores 2, 3 */
+    CHECK(topo_find_link(f.t, "agg5->core0") == NULL);
+    CHECK(topo_find_link(f.t, "core3->agg7") != NULL); /* pod 3's agg 1 */
+    CHECK(topo_find_link(f.t, "edge3->agg2") != NULL); /* pod 1 */
+    CHECK(topo_find_link(f.t, "edge3->agg0") == NULL);
+    struct topo_path_info pi;
+    const uint32_t dsts[3] = {1, 2, 4};
+    const unsigned hops[3] = {2, 4, 6};
+    for (int i = 0; i < 3; i++) {
+        CHECK(topo_path(f.t, 0, dsts[i], FRAME, &pi) == 0);
+        CHECK_EQ_U64(pi.links, hops[i]);
+        CHECK_EQ_U64(pi.latency_ps, hops[i] * p.link.delay_ps + (hops[i] - 1) * p.sw.latency_ps);
+    }
+    for (int round = 0; round < 2; round++) {
+        for (uint32_t s = 0; s < 16; s++)
+            for (uint32_t d = 0; d < 16; d++)
+                for (uint32_t k = 0; s != d && k < 10; k++)
+                    send1(&f, s, d, s * 100 + d);
+        sim_run(sim, SIM_TIME_NEVER);
+        for (uint32_t d = 0; d < 16; d++) {
+            CHECK_EQ_U64(f.rx[d].n, 15 * 10 * (round + 1));
+            CHECK_EQ_U64(f.rx[d].wrong_dst, 0);
+            CHECK_EQ_U64(f.rx[d].reordered, 0);
+        }
+        CHECK_EQ_U64(all_link_drops(&f), 0);
+        if (round == 0) {
+            /* 64 flows node0 -> node4: both aggs of edge0, all cores */
+            uint64_t agg[2], core[4];
+            char name[32];
+            for (unsigned a = 0; a < 2; a++) {
+                snprintf(name, sizeof(name), "edge0->agg%u", a);
+                agg[a] = sent_on(&f, name);
+            }
+            for (unsigned c = 0; c < 4; c++) {
+                snprintf(name, sizeof(name), "core%u->agg%u", c, 2 + c / 2);
+                core[c] = sent_on(&f, name);
+            }
+            for (uint32_t flow = 0; flow < 64; flow++)
+                send1(&f, 0, 4, 1000 + flow);
+            sim_run(sim, SIM_TIME_NEVER);
+            for (unsigned a = 0; a < 2; a++) {
+                snprintf(name, sizeof(name), "edge0->agg%u", a);
+                agg[a] = sent_on(&f, name) - agg[a];
+                CHECK(agg[a] >= 16 && agg[a] <= 48);
+            }
+            for (unsigned c = 0; c < 4; c++) {
+                snprintf(name, sizeof(name), "core%u->agg%u", c, 2 + c / 2);
+                core[c] = sent_on(&f, name) - core[c];
+                CHECK(core[c] >= 4 && core[c] <= 28);
+            }
+            printf("fat tree k=4: 64 flows over aggs %" PRIu64 " %" PRIu64 ", cores %" PRIu64
+                   " %" PRIu64 " %" PRIu64 " %" PRIu64 "\n",
+                   agg[0], agg[1], core[0], core[1], core[2], core[3]);
+            f.rx[4].n -= 64;
+            topo_set_link_up(f.t, topo_find_link(f.t, "agg0->core0"), false);
+        }
+    }
+    CHECK_EQ_U64(link_get_counters(topo_find_link(f.t, "agg0->core0"))->pkts_dropped, 0);
+    topo_destroy(f.t);
+    pkt_pool_destroy(pool);
+    sim_destroy(sim);
+}
+
 int main(void)
 {
     test_shape();
@@ -566,5 +696,7 @@ int main(void)
     test_failure_local();
     test_failure_remote();
     test_failure_no_path();
+    test_oversubscription();
+    test_fat_tree();
     return test_summary();
 }

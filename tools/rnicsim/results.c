@@ -53,17 +53,23 @@ static void write_params(struct json_writer *w, const struct scenario *s)
     json_kv_str(w, "kind",
                 tp->kind == TOPO_STAR         ? "star"
                 : tp->kind == TOPO_LEAF_SPINE ? "leaf-spine"
+                : tp->kind == TOPO_FAT_TREE   ? "fat-tree"
+                : tp->kind == TOPO_RING       ? "ring"
                                               : "back-to-back");
     json_kv_u64(w, "hosts", tp->n_nodes);
     json_kv_u64(w, "link.rate", tp->link.rate_bps);
     json_kv_u64(w, "link.delay", tp->link.delay_ps);
     json_kv_double(w, "link.loss", tp->link.loss_prob);
     json_kv_double(w, "link.corrupt", tp->link.corrupt_prob);
-    if (tp->kind == TOPO_LEAF_SPINE) {
+    if (tp->kind == TOPO_LEAF_SPINE || tp->kind == TOPO_FAT_TREE) {
         const struct link_params *sl = tp->spine_link.rate_bps ? &tp->spine_link : &tp->link;
-        json_kv_u64(w, "leaves", tp->n_leaves);
-        json_kv_u64(w, "spines", tp->n_spines);
-        json_kv_u64(w, "hosts_per_leaf", tp->hosts_per_leaf);
+        if (tp->kind == TOPO_FAT_TREE) {
+            json_kv_u64(w, "k", tp->fat_tree_k);
+        } else {
+            json_kv_u64(w, "leaves", tp->n_leaves);
+            json_kv_u64(w, "spines", tp->n_spines);
+            json_kv_u64(w, "hosts_per_leaf", tp->hosts_per_leaf);
+        }
         json_kv_u64(w, "spine_link.rate", sl->rate_bps);
         json_kv_u64(w, "spine_link.delay", sl->delay_ps);
         json_kv_double(w, "spine_link.loss", sl->loss_prob);
@@ -334,6 +340,17 @@ static void write_counters(struct json_writer *w, const struct run *r)
         json_object_end(w);
     }
     json_object_end(w);
+    const struct topo_deadlock *dl = topo_pfc_deadlock(wd->topo);
+    if (dl) { /* only when one was found: other runs' output is unchanged */
+        json_kv_object_begin(w, "pfc_deadlock");
+        json_kv_u64(w, "at_ps", dl->at_ps);
+        json_kv_u64(w, "prio", dl->prio);
+        json_kv_array_begin(w, "links");
+        for (unsigned i = 0; i < dl->n_links; i++)
+            json_str(w, link_name(topo_link(wd->topo, dl->links[i])));
+        json_array_end(w);
+        json_object_end(w);
+    }
     if (wd->pswitch)
         write_pswitch(w, wd->pswitch);
     json_object_end(w);
@@ -458,10 +475,21 @@ static void print_table(const struct report_table *tb, FILE *out)
     }
 }
 
-/* One line of fabric impairments, when there were any. */
+/* One line of fabric impairments, when there were any (and one for a PFC
+ * deadlock). */
 static void print_fabric_summary(const struct run *r, FILE *out)
 {
     const struct topology *t = r->world->topo;
+    const struct topo_deadlock *dl = topo_pfc_deadlock(t);
+    if (dl) {
+        char at[32];
+        format_time(dl->at_ps, at, sizeof(at));
+        fprintf(out, "PFC deadlock at %s, priority %u, a cycle of %u paused links:", at, dl->prio,
+                dl->n_links);
+        for (unsigned i = 0; i < dl->n_links; i++)
+            fprintf(out, " %s", link_name(topo_link(t, dl->links[i])));
+        fputc('\n', out);
+    }
     uint64_t lost = 0, corrupt = 0, down = 0, overflow = 0, reordered = 0;
     for (unsigned i = 0; i < topo_n_links(t); i++) {
         const struct link_counters *c = link_get_counters(topo_link(t, i));

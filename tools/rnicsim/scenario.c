@@ -8,11 +8,14 @@
  *   profile: cx5-100g           optional hardware profile (default: the C defaults)
  *   hardware: {nic: {...}}      optional parameter overrides (params.c)
  *   topology:                   required
- *     kind: star                star | back-to-back | leaf-spine
- *     hosts: 2                  hosts h0..h(N-1) (leaf-spine: optional, = leaves x hosts_per_leaf)
+ *     kind: star                star | back-to-back | leaf-spine | fat-tree | ring
+ *     hosts: 2                  hosts h0..h(N-1) (leaf-spine: optional, = leaves x hosts_per_leaf;
+ *                               fat-tree: optional, = k^3 / 4)
  *     leaves: 2, spines: 2, hosts_per_leaf: 4      leaf-spine only
+ *     k: 4                      fat-tree only: even, 2..24
  *     link: {rate: 100Gbps, delay: 10ns, loss: 1%, corrupt: 0.1%}
- *     spine_link: {rate: 400Gbps, ...}              leaf-spine only (default: link)
+ *     spine_link: {rate: 400Gbps, ...}              switch-to-switch cables, leaf-spine and
+ *                                                   fat-tree (default: link)
  *     switch: {latency: 300ns, buffer: 1MiB}        star, leaf-spine
  *     routing: ecmp             ecmp | static | spray | spray-rr
  *     reroute_delay: 0          routing convergence after a link changes state
@@ -58,6 +61,8 @@
 #define MAX_HOSTS 4096
 #define MAX_SPINES 1024
 #define MAX_LEAF_SPINE_CABLES 65536
+/* k^3 / 4 <= MAX_HOSTS */
+#define MAX_FAT_TREE_K 24
 /* Ranges of the scenario's own numbers (docs/robustness.md): cables from
  * 1 Mb/s (slower is no datacenter fabric, and a frame would take hours)
  * to 100 Tb/s; a delay or latency is a duration (at most an hour, like
@@ -69,8 +74,10 @@
 #define MIN_STACK_BYTES ((uint64_t)64 * 1024)
 #define MAX_STACK_BYTES ((uint64_t)1 << 30)
 
-static const char *const topo_kinds[] = {"star", "back-to-back", "leaf-spine", NULL};
-static const enum topo_kind topo_kind_values[] = {TOPO_STAR, TOPO_BACK_TO_BACK, TOPO_LEAF_SPINE};
+static const char *const topo_kinds[] = {"star",     "back-to-back", "leaf-spine",
+                                         "fat-tree", "ring",         NULL};
+static const enum topo_kind topo_kind_values[] = {TOPO_STAR, TOPO_BACK_TO_BACK, TOPO_LEAF_SPINE,
+                                                  TOPO_FAT_TREE, TOPO_RING};
 /* Index = enum route_mode. */
 static const char *const route_modes[] = {"ecmp", "static", "spray", "spray-rr", NULL};
 static const char *const capture_taps[] = {"tx", "rx", NULL};
@@ -341,6 +348,24 @@ static int read_topology(struct scenario *s, struct cfg_node *root, struct name_
         s->topo.n_spines = (unsigned)sp;
         s->topo.hosts_per_leaf = (unsigned)h;
         n = l * h;
+    } else if (s->topo.kind == TOPO_FAT_TREE) {
+        uint64_t k;
+        struct cfg_node *kn;
+        if (cfg_req_node(topo, "k", CFG_SCALAR, &kn, err) || cfg_node_u64(kn, &k, err))
+            return -1;
+        if (k < 2 || k > MAX_FAT_TREE_K || k % 2)
+            return cfg_errorf(err, kn,
+                              "'topology.k': expected an even number 2..%d (k^3 / 4 hosts, at "
+                              "most %d), got %llu",
+                              MAX_FAT_TREE_K, MAX_HOSTS, (unsigned long long)k);
+        if (hosts && cfg_node_u64(hosts, &n, err))
+            return -1;
+        if (hosts && n != k * k * k / 4)
+            return cfg_errorf(
+                err, hosts, "'topology.hosts': a fat tree of k = %llu has %llu, not %llu",
+                (unsigned long long)k, (unsigned long long)(k * k * k / 4), (unsigned long long)n);
+        s->topo.fat_tree_k = (unsigned)k;
+        n = k * k * k / 4;
     } else {
         if (cfg_req_node(topo, "hosts", CFG_SCALAR, &hosts, err) || cfg_node_u64(hosts, &n, err))
             return -1;
@@ -349,6 +374,11 @@ static int read_topology(struct scenario *s, struct cfg_node *root, struct name_
                 err, hosts,
                 "'topology.hosts': a back-to-back topology has exactly 2 hosts, not %llu",
                 (unsigned long long)n);
+        if (s->topo.kind == TOPO_RING && (n < 3 || n > MAX_HOSTS))
+            return cfg_errorf(err, hosts,
+                              "'topology.hosts': a ring has 3..%d switches (one host each), "
+                              "got %llu",
+                              MAX_HOSTS, (unsigned long long)n);
         if (n < 1 || n > MAX_HOSTS)
             return cfg_errorf(err, hosts, "'topology.hosts': expected 1..%d hosts, got %llu",
                               MAX_HOSTS, (unsigned long long)n);
@@ -361,8 +391,10 @@ static int read_topology(struct scenario *s, struct cfg_node *root, struct name_
         read_link_map(link, &none, &s->topo.link, err))
         return -1;
     struct cfg_node *spl = cfg_child(topo, "spine_link");
-    if (spl && s->topo.kind != TOPO_LEAF_SPINE)
-        return cfg_errorf(err, spl, "'topology.spine_link': only a leaf-spine topology has spines");
+    if (spl && s->topo.kind != TOPO_LEAF_SPINE && s->topo.kind != TOPO_FAT_TREE)
+        return cfg_errorf(err, spl,
+                          "'topology.spine_link': only leaf-spine and fat-tree topologies have "
+                          "cables between switches");
     if (spl) {
         if (spl->kind != CFG_MAP)
             return cfg_errorf(err, spl, "'topology.spine_link': expected a mapping, got %s",
