@@ -79,24 +79,6 @@ static void usage(FILE *out)
 #endif
 }
 
-/* "--opt VALUE" or "--opt=VALUE"; advances *i.  NULL if not this option. */
-static const char *opt_value(int argc, char **argv, int *i, const char *name, bool *missing)
-{
-    size_t n = strlen(name);
-    const char *a = argv[*i];
-    if (strncmp(a, name, n) != 0)
-        return NULL;
-    if (a[n] == '=')
-        return a + n + 1;
-    if (a[n] != '\0')
-        return NULL;
-    if (*i + 1 >= argc) {
-        *missing = true;
-        return NULL;
-    }
-    return argv[++*i];
-}
-
 static void report_outcome(const struct run *r)
 {
     struct sim *sim = r->world->sim;
@@ -176,21 +158,21 @@ static int cmd_run(int argc, char **argv)
     for (int i = 0; i < argc; i++) {
         bool missing = false;
         const char *v;
-        if ((v = opt_value(argc, argv, &i, "--set", &missing))) {
+        if ((v = cli_opt_value(argc, argv, &i, "--set", &missing))) {
             sets[o.nsets++] = v;
-        } else if ((v = opt_value(argc, argv, &i, "-o", &missing)) ||
-                   (v = opt_value(argc, argv, &i, "--output", &missing))) {
+        } else if ((v = cli_opt_value(argc, argv, &i, "-o", &missing)) ||
+                   (v = cli_opt_value(argc, argv, &i, "--output", &missing))) {
             out = v;
-        } else if ((v = opt_value(argc, argv, &i, "--seed", &missing))) {
+        } else if ((v = cli_opt_value(argc, argv, &i, "--seed", &missing))) {
             char why[160];
             if (cfg_parse_u64(v, &o.seed, why, sizeof(why))) {
                 fprintf(stderr, "rnicsim: bad --seed '%s': %s\n", v, why);
                 goto out;
             }
             o.have_seed = true;
-        } else if ((v = opt_value(argc, argv, &i, "--profiles", &missing))) {
+        } else if ((v = cli_opt_value(argc, argv, &i, "--profiles", &missing))) {
             o.profiles_dir = v;
-        } else if ((v = opt_value(argc, argv, &i, "--watchdog", &missing))) {
+        } else if ((v = cli_opt_value(argc, argv, &i, "--watchdog", &missing))) {
             char *end;
             watchdog_s = strtod(v, &end);
             if (*end || end == v || watchdog_s < 0) {
@@ -199,7 +181,7 @@ static int cmd_run(int argc, char **argv)
             }
             if (watchdog_s == 0)
                 watchdog_s = -1; /* off */
-        } else if ((v = opt_value(argc, argv, &i, "--wall-limit", &missing))) {
+        } else if ((v = cli_opt_value(argc, argv, &i, "--wall-limit", &missing))) {
             char *end = NULL;
             errno = 0;
             wall_limit = strtod(v, &end);
@@ -291,9 +273,9 @@ static int cmd_params(int argc, char **argv)
     for (int i = 0; i < argc; i++) {
         bool missing = false;
         const char *v;
-        if ((v = opt_value(argc, argv, &i, "--profile", &missing))) {
+        if ((v = cli_opt_value(argc, argv, &i, "--profile", &missing))) {
             profile = v;
-        } else if ((v = opt_value(argc, argv, &i, "--profiles", &missing))) {
+        } else if ((v = cli_opt_value(argc, argv, &i, "--profiles", &missing))) {
             ps.cli_dir = v;
         } else if (!strcmp(argv[i], "--markdown")) {
             markdown = true;

@@ -463,6 +463,11 @@ void *xcalloc_or_die(size_t n, size_t size) __attribute__((returns_nonnull));
 void *xrealloc_or_die(void *p, size_t size) __attribute__((returns_nonnull));
 /* Write `w` as one POSIX shell word (single-quoted unless it is plain). */
 void shell_word(FILE *out, const char *w);
+/* The one option parser of every command (run, sweep, check-order, emulate,
+ * rnicsimd): argv[*i] is `name`: "--opt VALUE" (advances *i), "--opt=VALUE",
+ * or for a one-letter option "-jVALUE".  NULL if argv[*i] is another option;
+ * NULL with *missing set when the value is absent. */
+const char *cli_opt_value(int argc, char **argv, int *i, const char *name, bool *missing);
 /* A new string formatted like printf (exits when out of memory). */
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2), returns_nonnull));
 
