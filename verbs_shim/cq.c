@@ -359,10 +359,15 @@ static int cq_poll_charged(struct shim_cq *scq, int num, struct ibv_wc *wc, sim_
     }
     int n = got > 0 ? got : 0;
     trace_polled(ht->host, wc, n);
-    /* a thread on another socket than the NIC reads each CQE across it */
-    host_charge(sim_time_add(
-        ht->host->cpu.poll_cq_ps,
-        sim_time_mul((uint64_t)n, sim_time_add(ht->host->cpu.poll_cqe_ps, host_remote_line_extra()))));
+    /* a thread on another socket than the NIC reads each CQE across it; an
+     * empty poll changes nothing a sibling could wait for */
+    if (n)
+        host_charge(
+            sim_time_add(ht->host->cpu.poll_cq_ps,
+                         sim_time_mul((uint64_t)n, sim_time_add(ht->host->cpu.poll_cqe_ps,
+                                                                host_remote_line_extra()))));
+    else
+        host_charge_private(ht->host->cpu.poll_cq_ps);
     if (n) {
         ht->empty_poll_mark = 0;
         ht->n_empty_cqs = 0;
