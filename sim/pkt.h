@@ -23,7 +23,8 @@ enum {
     PKT_ATOMICETH_BYTES = 28,
     PKT_ATOMICACKETH_BYTES = 8,
     PKT_IMMDT_BYTES = 4,
-    PKT_DETH_BYTES = 8, /* UD: Q_Key 4 + reserved 1 + source QP 3 */
+    PKT_DETH_BYTES = 8,   /* UD: Q_Key 4 + reserved 1 + source QP 3 */
+    PKT_XRCETH_BYTES = 4, /* XRC: reserved 1 + XRC SRQ number 3 (IBA Annex A14) */
     PKT_ICRC_BYTES = 4,
     PKT_ETH_FCS_BYTES = 4,
     PKT_ETH_PREAMBLE_IFG_BYTES = 20, /* 8 preamble+SFD, 12 inter-frame gap */
@@ -52,6 +53,9 @@ enum pkt_ext_hdr {
     PKT_EXT_ATMACK = 1u << 3, /* AtomicAckETH, 8 B */
     PKT_EXT_IMMDT = 1u << 4,  /* 4 B */
     PKT_EXT_DETH = 1u << 5,   /* 8 B (UD), comes right after the BTH */
+    /* 4 B (XRC requests), right after the BTH; bit 20, past the NIC's
+     * opcode-table flags that follow the extension-header bits */
+    PKT_EXT_XRCETH = 1u << 20,
 };
 
 /* A multicast destination (IB UD multicast, ibv_attach_mcast): dst_node is
@@ -124,6 +128,9 @@ struct pkt {
     uint64_t atomic_orig;
     /* DETH (UD): Q_Key; the source QP is src_qpn above */
     uint32_t deth_qkey;
+    /* XRCETH (XRC requests): the XRC SRQ at the target that receives the
+     * message, 24 bits */
+    uint32_t xrc_srqn;
     /* ImmDt (network byte order, as in ibv_send_wr.imm_data) */
     uint32_t imm_data;
     /* IB adaptive routing (nic.transport ib-ar): the PSN of the first

@@ -96,9 +96,8 @@ void shim_context_set_ops(struct shim_context *sctx)
     ops->_compat_detach_mcast = unsupported_compat;
     ops->_compat_async_event = unsupported_compat;
 
-    /* Extended ops: only what is implemented.  Everything else (srq_ex,
-     * xrcd, flows, counters, parent domains, WQs, ...) stays NULL on
-     * purpose: see the file comment. */
+    /* Extended ops: only what is implemented.  Everything else (flows, counters, parent domains,
+     * WQs, ...) stays NULL on purpose: see the file comment. */
     sctx->vctx.query_port = shim_query_port_ex;
     sctx->vctx.create_qp_ex = shim_create_qp_ex;       /* qp_ex.c */
     sctx->vctx.create_cq_ex = shim_create_cq_ex;       /* cq.c */
@@ -107,4 +106,5 @@ void shim_context_set_ops(struct shim_context *sctx)
     sctx->vctx.free_dm = shim_free_dm;
     sctx->vctx.reg_dm_mr = shim_reg_dm_mr;
     sctx->vctx.modify_qp_rate_limit = shim_modify_qp_rate_limit; /* qp.c */
+    shim_xrc_ops(sctx);                                          /* xrc.c */
 }

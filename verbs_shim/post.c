@@ -44,6 +44,10 @@ bool shim_send_opcode_ok(enum ibv_qp_type t, enum ibv_wr_opcode op)
     /* RIMA append (rnicsim/rima.h): RC only, like READ and atomics */
     if ((unsigned)op == (unsigned)IBV_WR_APPEND)
         return t == IBV_QPT_RC;
+    /* an XRC initiator posts what an RC QP posts (IBA Annex A14); an
+     * XRC target posts nothing */
+    if (t == IBV_QPT_XRC_SEND)
+        t = IBV_QPT_RC;
     uint8_t bit = t == IBV_QPT_RC   ? QPT_RC_BIT
                   : t == IBV_QPT_UC ? QPT_UC_BIT
                   : t == IBV_QPT_UD ? QPT_UD_BIT
@@ -215,6 +219,8 @@ static int build_send_wqe(const struct shim_qp *sqp, enum nic_transport pers,
         wqe->remote_addr = wr->wr.rdma.remote_addr;
         wqe->rkey = wr->wr.rdma.rkey;
     }
+    if (sqp->qp.qp_type == IBV_QPT_XRC_SEND)
+        wqe->xrc_srqn = wr->qp_type.xrc.remote_srqn & 0xffffff;
     if (sqp->qp.qp_type == IBV_QPT_UD) {
         wqe->ud_node = shim_ah(wr->wr.ud.ah)->node;
         wqe->ud_qpn = wr->wr.ud.remote_qpn & 0xffffff;
@@ -341,7 +347,7 @@ int shim_recv_wqe(const struct ibv_recv_wr *wr, uint32_t max_sge, struct nic_rec
 
 /* ops.post_recv.  Returns 0 or an errno with *bad_wr at the first WR not
  * posted: EINVAL (QP in RESET, too many SGEs, NULL list), ENOMEM (receive
- * queue full, or the QP has an SRQ: mlx5 gives such a QP a receive queue
+ * queue full, an XRC QP, or the QP has an SRQ: mlx5 gives such a QP a receive queue
  * of size 0, so mlx5_post_recv's mlx5_wq_overflow check answers ENOMEM
  * for the first WR; rxe would say EINVAL). */
 int shim_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr)
@@ -355,8 +361,8 @@ int shim_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr
 
     if (!wr)
         rc = EINVAL;
-    else if (sqp->srq)
-        rc = ENOMEM;
+    else if (sqp->srq || qp->qp_type == IBV_QPT_XRC_SEND || qp->qp_type == IBV_QPT_XRC_RECV)
+        rc = ENOMEM; /* XRC QPs have no receive queue either (size 0 in mlx5) */
     else if (sqp->nqp->state == IBV_QPS_RESET)
         rc = EINVAL;
     for (; !rc && wr; wr = wr->next) {

@@ -215,6 +215,27 @@ static const struct qp_transition ud_transitions[SHIM_N_QP_STATES][SHIM_N_QP_STA
         },
 };
 
+/* The XRC rows that differ from RC's (drivers/infiniband/core/verbs.c
+ * qp_state_table, IB_QPT_XRC_INI and IB_QPT_XRC_TGT); only the named
+ * transition of each is read. */
+static const struct qp_transition xrc_ini_transitions[SHIM_N_QP_STATES][SHIM_N_QP_STATES] = {
+    [IBV_QPS_INIT] =
+        {
+            [IBV_QPS_RTR] = {.valid = true,
+                             .req = IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN,
+                             .opt = IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX},
+        },
+};
+static const struct qp_transition xrc_tgt_transitions[SHIM_N_QP_STATES][SHIM_N_QP_STATES] = {
+    [IBV_QPS_RTR] =
+        {
+            [IBV_QPS_RTS] = {.valid = true,
+                             .req = IBV_QP_TIMEOUT | IBV_QP_SQ_PSN,
+                             .opt = IBV_QP_CUR_STATE | IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS |
+                                    IBV_QP_MIN_RNR_TIMER | IBV_QP_PATH_MIG_STATE},
+        },
+};
+
 /* Mask bits above the last one the uverbs ABI knows are EOPNOTSUPP. */
 #define SHIM_QP_ATTR_KNOWN ((IBV_QP_RATE_LIMIT << 1) - 1)
 
@@ -227,6 +248,17 @@ bool shim_modify_qp_is_ok(enum ibv_qp_state cur, enum ibv_qp_state next, enum ib
     switch (type) {
     case IBV_QPT_RC:
         table = rc_transitions;
+        break;
+    case IBV_QPT_XRC_SEND:
+    case IBV_QPT_XRC_RECV:
+        table = rc_transitions;
+        /* the kernel's XRC_INI / XRC_TGT rows are RC's but for two: the
+         * initiator's INIT->RTR has no responder attributes, the target's
+         * RTR->RTS no requester ones */
+        if (type == IBV_QPT_XRC_SEND && cur == IBV_QPS_INIT && next == IBV_QPS_RTR)
+            table = xrc_ini_transitions;
+        if (type == IBV_QPT_XRC_RECV && cur == IBV_QPS_RTR && next == IBV_QPS_RTS)
+            table = xrc_tgt_transitions;
         break;
     case IBV_QPT_UC:
         table = uc_transitions;
@@ -258,10 +290,10 @@ static int check_qp_type(enum ibv_qp_type type)
     case IBV_QPT_RC:
     case IBV_QPT_UC:
     case IBV_QPT_UD:
-        return 0;
-    case IBV_QPT_RAW_PACKET:
     case IBV_QPT_XRC_SEND:
     case IBV_QPT_XRC_RECV:
+        return 0;
+    case IBV_QPT_RAW_PACKET:
     case IBV_QPT_DRIVER:
         return EOPNOTSUPP;
     }
@@ -274,12 +306,15 @@ static int check_qp_type(enum ibv_qp_type type)
  * receive queue of its own), or NULL with errno: EINVAL for NULL
  * pd/attr/CQs, CQs or an SRQ of another context, or capabilities above
  * the device limits;
- * EOPNOTSUPP for QP types the model lacks (raw packet, XRC); the NIC's
- * errno otherwise. */
+ * EOPNOTSUPP for QP types the model lacks (raw packet, driver); the NIC's
+ * errno otherwise.  XRC (sim/nic/xrc.c): an XRC_SEND QP needs a PD and a
+ * send CQ, ignores recv_cq and SRQ (mlx5 gives it no receive side); an
+ * XRC_RECV QP has only its domain: PD, CQs and SRQ are ignored, and it
+ * accepts no work requests (its messages land in XRC SRQs). */
 /* NIC callback: the QP went to error with its overrun CQ (sim/nic/cq.c):
  * IBV_EVENT_QP_FATAL, as mlx5 reports a local work queue catastrophic
  * error. */
-static void qp_fatal(struct sim *sim, void *a, void *b)
+void shim_qp_fatal(struct sim *sim, void *a, void *b)
 {
     (void)sim;
     (void)b;
@@ -289,10 +324,22 @@ static void qp_fatal(struct sim *sim, void *a, void *b)
     shim_async_event_post(sqp->ctx, &ev);
 }
 
-struct shim_qp *shim_qp_create(struct ibv_pd *pd, struct ibv_qp_init_attr *init)
+struct shim_qp *shim_qp_create(struct ibv_context *ctx, struct ibv_pd *pd,
+                               struct ibv_qp_init_attr *init, struct ibv_xrcd *xrcd)
 {
-    if (!pd || !init || !init->send_cq || !init->recv_cq || init->send_cq->context != pd->context ||
-        init->recv_cq->context != pd->context || (init->srq && init->srq->context != pd->context)) {
+    bool tgt = init && init->qp_type == IBV_QPT_XRC_RECV;
+    bool ini = init && init->qp_type == IBV_QPT_XRC_SEND;
+    if (tgt) {
+        if (!xrcd || !ctx || xrcd->context != ctx) {
+            errno = EINVAL;
+            return NULL;
+        }
+        return shim_qp_create_xrc_tgt(shim_xrcd(xrcd), init);
+    }
+    if (!pd || !init || !init->send_cq || (!ini && !init->recv_cq) ||
+        init->send_cq->context != pd->context ||
+        (!ini && (init->recv_cq->context != pd->context ||
+                  (init->srq && init->srq->context != pd->context)))) {
         errno = EINVAL;
         return NULL;
     }
@@ -319,7 +366,10 @@ struct shim_qp *shim_qp_create(struct ibv_pd *pd, struct ibv_qp_init_attr *init)
     }
     sqp->cap = *c;
     sqp->cap.max_inline_data = max_inline;
-    if (init->srq) {
+    if (ini) { /* no receive side */
+        sqp->cap.max_recv_wr = 0;
+        sqp->cap.max_recv_sge = 0;
+    } else if (init->srq) {
         sqp->srq = shim_srq(init->srq);
         sqp->cap.max_recv_wr = 0;
         sqp->cap.max_recv_sge = 0;
@@ -328,13 +378,14 @@ struct shim_qp *shim_qp_create(struct ibv_pd *pd, struct ibv_qp_init_attr *init)
     sqp->ctx = spd->ctx;
     sqp->pd = spd;
     sqp->send_cq = shim_cq(init->send_cq);
-    sqp->recv_cq = shim_cq(init->recv_cq);
+    sqp->recv_cq = ini ? NULL : shim_cq(init->recv_cq);
 
     struct nic_qp_init ninit = {
-        .qp_type = init->qp_type,
+        .qp_type = ini ? IBV_QPT_RC : init->qp_type,
+        .xrc = ini ? NIC_XRC_INI : NIC_XRC_NONE,
         .pd = spd->npd,
         .send_cq = sqp->send_cq->ncq,
-        .recv_cq = sqp->recv_cq->ncq,
+        .recv_cq = sqp->recv_cq ? sqp->recv_cq->ncq : NULL,
         .srq = sqp->srq ? sqp->srq->nsrq : NULL,
         .cap = sqp->cap,
         .sq_sig_all = sqp->sq_sig_all,
@@ -347,15 +398,15 @@ struct shim_qp *shim_qp_create(struct ibv_pd *pd, struct ibv_qp_init_attr *init)
         return NULL;
     }
     init->cap = sqp->cap;
-    nic_qp_set_fatal_notify(sqp->nqp, qp_fatal, sqp, NULL);
+    nic_qp_set_fatal_notify(sqp->nqp, shim_qp_fatal, sqp, NULL);
 
     struct ibv_qp *qp = &sqp->qp;
     qp->context = pd->context;
     qp->qp_context = init->qp_context;
     qp->pd = pd;
     qp->send_cq = init->send_cq;
-    qp->recv_cq = init->recv_cq;
-    qp->srq = init->srq;
+    qp->recv_cq = ini ? NULL : init->recv_cq;
+    qp->srq = sqp->srq ? init->srq : NULL;
     qp->handle = sqp->nqp->qpn;
     qp->qp_num = sqp->nqp->qpn;
     qp->state = IBV_QPS_RESET;
@@ -366,7 +417,8 @@ struct shim_qp *shim_qp_create(struct ibv_pd *pd, struct ibv_qp_init_attr *init)
 
     spd->n_qps++;
     sqp->send_cq->n_qps++;
-    sqp->recv_cq->n_qps++;
+    if (sqp->recv_cq)
+        sqp->recv_cq->n_qps++;
     if (sqp->srq)
         sqp->srq->n_qps++;
     return sqp;
@@ -375,7 +427,7 @@ struct shim_qp *shim_qp_create(struct ibv_pd *pd, struct ibv_qp_init_attr *init)
 struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *init)
 {
     shim_charge_control();
-    struct shim_qp *sqp = shim_qp_create(pd, init);
+    struct shim_qp *sqp = shim_qp_create(NULL, pd, init, NULL);
     return sqp ? &sqp->qp : NULL;
 }
 
@@ -389,15 +441,19 @@ int ibv_destroy_qp(struct ibv_qp *qp)
     nic_qp_set_fatal_notify(sqp->nqp, NULL, NULL, NULL);
     int rc = nic_qp_destroy(sqp->nqp);
     if (rc) {
-        nic_qp_set_fatal_notify(sqp->nqp, qp_fatal, sqp, NULL);
+        nic_qp_set_fatal_notify(sqp->nqp, shim_qp_fatal, sqp, NULL);
         return rc;
     }
     shim_async_drop(sqp->ctx, qp);
-    sqp->pd->n_qps--;
-    sqp->send_cq->n_qps--;
-    sqp->recv_cq->n_qps--;
+    if (sqp->pd)
+        sqp->pd->n_qps--;
+    if (sqp->send_cq)
+        sqp->send_cq->n_qps--;
+    if (sqp->recv_cq)
+        sqp->recv_cq->n_qps--;
     if (sqp->srq)
         sqp->srq->n_qps--;
+
     pthread_cond_destroy(&qp->cond);
     pthread_mutex_destroy(&qp->mutex);
     shim_wr_batch_free(sqp);

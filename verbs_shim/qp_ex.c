@@ -344,6 +344,7 @@ static uint64_t ops_of_type(enum ibv_qp_type t)
 {
     switch (t) {
     case IBV_QPT_RC:
+    case IBV_QPT_XRC_SEND: /* RC's operations; wr_set_xrc_srqn names the target */
         return SHIM_QP_EX_OPS_RC;
     case IBV_QPT_UC:
         return SHIM_QP_EX_OPS_UC;
@@ -389,25 +390,32 @@ struct ibv_qp *shim_create_qp_ex(struct ibv_context *context, struct ibv_qp_init
         errno = EINVAL;
         return NULL;
     }
-    const uint32_t known =
-        IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | IBV_QP_INIT_ATTR_CREATE_FLAGS;
+    const uint32_t known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD |
+                           IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | IBV_QP_INIT_ATTR_CREATE_FLAGS;
     if ((attr->comp_mask & ~known) ||
         ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && attr->create_flags)) {
         errno = EOPNOTSUPP;
         return NULL;
     }
-    if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !attr->pd || attr->pd->context != context) {
+    /* an XRC target QP has a domain instead of a PD (the kernel's
+     * create_qp takes the xrcd for IB_QPT_XRC_TGT, EINVAL without one) */
+    bool tgt = attr->qp_type == IBV_QPT_XRC_RECV;
+    if (tgt ? !(attr->comp_mask & IBV_QP_INIT_ATTR_XRCD) || !attr->xrcd ||
+                  attr->xrcd->context != context
+            : !(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !attr->pd ||
+                  attr->pd->context != context) {
         errno = EINVAL;
         return NULL;
     }
     uint64_t ops = (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) ? attr->send_ops_flags : 0;
     if (ops & ~ops_of_type(attr->qp_type)) {
-        errno =
-            ops_of_type(attr->qp_type) || attr->qp_type == IBV_QPT_XRC_SEND ? EOPNOTSUPP : EINVAL;
+        errno = ops_of_type(attr->qp_type) ? EOPNOTSUPP : EINVAL;
         return NULL;
     }
     /* ibv_qp_init_attr_ex starts with the fields of ibv_qp_init_attr */
-    struct shim_qp *sqp = shim_qp_create(attr->pd, (struct ibv_qp_init_attr *)(void *)attr);
+    struct shim_qp *sqp =
+        shim_qp_create(context, tgt ? NULL : attr->pd, (struct ibv_qp_init_attr *)(void *)attr,
+                       tgt ? attr->xrcd : NULL);
     if (!sqp)
         return NULL;
     if (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {

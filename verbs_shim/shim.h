@@ -111,6 +111,15 @@ struct shim_srq {
     struct nic_srq *nsrq;
     uint32_t max_wr, max_sge; /* what was granted */
     uint32_t n_qps;
+    /* XRC SRQ (xrc.c): its completion queue; NULL: a basic SRQ */
+    struct shim_cq *cq;
+};
+
+/* XRC domain (xrc.c). */
+struct shim_xrcd {
+    struct ibv_xrcd xrcd;
+    struct shim_context *ctx;
+    struct nic_xrcd *nxrcd; /* the NIC counts its users (close -> EBUSY) */
 };
 
 /* One work request being built with the ibv_wr_* calls (qp_ex.c). */
@@ -177,6 +186,10 @@ static inline struct shim_qp *shim_qp(struct ibv_qp *q)
 static inline struct shim_srq *shim_srq(struct ibv_srq *s)
 {
     return shim_container_of(s, struct shim_srq, srq);
+}
+static inline struct shim_xrcd *shim_xrcd(struct ibv_xrcd *x)
+{
+    return shim_container_of(x, struct shim_xrcd, xrcd);
 }
 static inline struct shim_ah *shim_ah(struct ibv_ah *a)
 {
@@ -260,11 +273,28 @@ int shim_recv_wqe(const struct ibv_recv_wr *wr, uint32_t max_sge, struct nic_rec
 /* ---------------------------------------------------------------- srq.c */
 
 int shim_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr);
+/* ibv_create_srq, or an XRC SRQ when xrcd and cq are given (xrc.c). */
+struct ibv_srq *shim_srq_create(struct ibv_pd *pd, struct ibv_srq_init_attr *init,
+                                struct shim_xrcd *xrcd, struct shim_cq *cq);
+
+/* ---------------------------------------------------------------- xrc.c */
+
+/* The verbs_context XRC entries (open/close_xrcd, create_srq_ex,
+ * get_srq_num). */
+void shim_xrc_ops(struct shim_context *sctx);
+/* An XRC target QP of domain `sx` (init->cap zeroed: no queues). */
+struct shim_qp *shim_qp_create_xrc_tgt(struct shim_xrcd *sx, struct ibv_qp_init_attr *init);
+/* NIC callback of a QP gone to error with its overrun CQ (qp.c). */
+void shim_qp_fatal(struct sim *sim, void *a, void *b);
 
 /* ---------------------------------------------------------------- qp.c */
 
-/* ibv_create_qp with the caller's attributes (cap written back). */
-struct shim_qp *shim_qp_create(struct ibv_pd *pd, struct ibv_qp_init_attr *init);
+/* ibv_create_qp with the caller's attributes (cap written back).  An XRC
+ * target QP (IBV_QPT_XRC_RECV) is made with pd NULL, `xrcd` its domain
+ * and `ctx` the context (ibv_create_qp_ex with IBV_QP_INIT_ATTR_XRCD);
+ * every other QP with xrcd NULL, ctx NULL. */
+struct shim_qp *shim_qp_create(struct ibv_context *ctx, struct ibv_pd *pd,
+                               struct ibv_qp_init_attr *init, struct ibv_xrcd *xrcd);
 
 /* ---------------------------------------------------------------- qp_ex.c */
 

@@ -47,6 +47,12 @@ static void srq_limit_event(struct sim *sim, void *a, void *b)
 struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *init)
 {
     shim_charge_control();
+    return shim_srq_create(pd, init, NULL, NULL);
+}
+
+struct ibv_srq *shim_srq_create(struct ibv_pd *pd, struct ibv_srq_init_attr *init,
+                                struct shim_xrcd *xrcd, struct shim_cq *cq)
+{
     if (!pd || !init) {
         errno = EINVAL;
         return NULL;
@@ -63,7 +69,9 @@ struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *init
         errno = ENOMEM;
         return NULL;
     }
-    ssrq->nsrq = nic_srq_create(spd->npd, init->attr.max_wr, init->attr.max_sge);
+    ssrq->nsrq = xrcd ? nic_xrc_srq_create(spd->npd, xrcd->nxrcd, cq->ncq, init->attr.max_wr,
+                                           init->attr.max_sge)
+                      : nic_srq_create(spd->npd, init->attr.max_wr, init->attr.max_sge);
     if (!ssrq->nsrq) {
         int e = errno ? errno : ENOMEM;
         free(ssrq);
@@ -85,6 +93,10 @@ struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *init
     pthread_cond_init(&srq->cond, NULL);
     srq->events_completed = 0;
     spd->n_srqs++;
+    if (xrcd) {
+        ssrq->cq = cq;
+        cq->n_qps++; /* the CQ is in use (ibv_destroy_cq -> EBUSY) */
+    }
     return srq;
 }
 
@@ -131,6 +143,8 @@ int ibv_destroy_srq(struct ibv_srq *srq)
         return rc;
     shim_async_drop(ssrq->ctx, srq);
     ssrq->pd->n_srqs--;
+    if (ssrq->cq)
+        ssrq->cq->n_qps--;
     pthread_cond_destroy(&srq->cond);
     pthread_mutex_destroy(&srq->mutex);
     free(ssrq);

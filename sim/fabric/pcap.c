@@ -191,6 +191,10 @@ static size_t encode(const struct pkt *p, uint64_t reth_va, uint64_t atomic_va, 
     b = put8(b, p->ack_req ? 0x80 : 0);
     b = put24(b, p->psn & 0xffffffu);
     uint32_t x = p->ext_hdrs;
+    if (x & PKT_EXT_XRCETH) { /* XRCETH (IBA Annex A14): Resv8, XRC SRQ number */
+        b = put8(b, 0);
+        b = put24(b, p->xrc_srqn & 0xffffffu);
+    }
     if (x & PKT_EXT_DETH) { /* IBA 9.3.3: Q_Key, Resv8, SrcQP */
         b = put32(b, p->deth_qkey);
         b = put8(b, 0);

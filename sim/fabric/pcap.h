@@ -39,10 +39,10 @@ enum {
     PCAP_REC_HDR_BYTES = 16,
     ROCE_ETH_MIN_BYTES = 60, /* IEEE 802.3 64 B minimum frame minus the FCS */
     /* Largest encoded frame: Eth 14 + IPv4 20 + UDP 8 + BTH 12 + every
-     * extension header (DETH 8, RETH 16, AtomicETH 28, AETH 4,
+     * extension header (XRCETH 4, DETH 8, RETH 16, AtomicETH 28, AETH 4,
      * AtomicAckETH 8, ImmDt 4) + a 4 KiB payload + pad 3 + ICRC 4. */
     ROCE_MAX_FRAME_BYTES =
-        14 + 20 + 8 + 12 + 8 + 16 + 28 + 4 + 8 + 4 + PKT_MAX_PAYLOAD_BYTES + 3 + 4,
+        14 + 20 + 8 + 12 + 4 + 8 + 16 + 28 + 4 + 8 + 4 + PKT_MAX_PAYLOAD_BYTES + 3 + 4,
 };
 
 /* Offsets in an encoded frame (IPv4, no VLAN). */

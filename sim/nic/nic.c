@@ -504,6 +504,9 @@ void nic_pkt_address(const struct nic_qp *qp, struct pkt *p, uint8_t opcode, uin
     p->dest_qpn = qp->attr.dest_qp_num & NIC_PSN_MASK;
     p->src_qpn = qp->qpn;
     p->psn = psn & NIC_PSN_MASK;
+    if (qp->init.xrc != NIC_XRC_NONE && nic_opcode_qp_type(opcode) == IBV_QPT_RC &&
+        !nic_opcode_rima(opcode))
+        opcode |= IB_OPCODE_XRC; /* XRC: RC's operation in the 0xa0 block (xrc.c) */
     p->opcode = opcode;
     p->payload_len = payload_len;
     p->frame_bytes = nic_frame_bytes(opcode, payload_len);
@@ -532,7 +535,7 @@ static void tx_send(struct nic *nic, struct pkt *p)
         p->head_ps = 0;
     nic->cnt.pkts_tx++;
     nic->cnt.bytes_tx += p->frame_bytes;
-    if (p->opcode == IB_OPCODE_RC_ACKNOWLEDGE) {
+    if (nic_opcode_rc_op(p->opcode) == IB_OPCODE_RC_ACKNOWLEDGE) {
         if ((p->aeth_syndrome & NIC_AETH_TYPE_MASK) == 0)
             nic->cnt.acks_tx++;
         else
@@ -736,6 +739,14 @@ static void rx_process(struct nic *nic, struct pkt *p)
             return;
         }
         rx_drop(nic, p, "nic: opcode of another transport");
+        return;
+    }
+    /* XRC (xrc.c): requests reach targets, responses initiators, and RC
+     * opcodes neither */
+    if (nic_opcode_xrc(p->opcode)
+            ? qp->init.xrc != ((info->mask & NIC_OPF_REQ) ? NIC_XRC_TGT : NIC_XRC_INI)
+            : qp->init.xrc != NIC_XRC_NONE) {
+        rx_drop(nic, p, "nic: XRC opcode to a QP of another side or transport");
         return;
     }
     if (info->mask & NIC_OPF_REQ) {

@@ -262,6 +262,7 @@ struct nic_send_wqe {
     /* UD: destination resolved from the AH, Q_Key to send (already the
      * QP's Q_Key if the WR's had the high bit set) */
     uint32_t ud_node, ud_qpn, ud_qkey;
+    uint32_t xrc_srqn; /* XRC initiator: the target's SRQ (wr.qp_type.xrc.remote_srqn) */
     uint8_t inline_data[NIC_MAX_INLINE_BYTES];
     bool signaled; /* IBV_SEND_SIGNALED or sq_sig_all */
     /* engine state (requester/completer) */
@@ -284,6 +285,21 @@ struct nic_rq {
     uint64_t head, tail;
 };
 
+/* XRC domain (xrc.c, IBA Annex A14): what ties XRC SRQs to the XRC
+ * target QPs allowed to fill them.  A target QP delivers a message only
+ * into an SRQ of its own domain. */
+struct nic_xrcd {
+    struct nic *nic;
+    uint32_t xrcdn;
+    uint32_t n_users; /* XRC SRQs and target QPs in it (close -> EBUSY) */
+    /* a domain opened through a file (ibv_open_xrcd with an fd) is found
+     * again by that file's identity on this device; `opens` counts the
+     * handles open on it */
+    bool shared;
+    uint64_t file_dev, file_ino;
+    uint32_t opens;
+};
+
 /* Shared receive queue (srq.c): one ring of receive WQEs that every QP
  * created with it consumes, in arrival order of their messages.  The
  * limit event (IBV_EVENT_SRQ_LIMIT_REACHED) fires once when a QP takes a
@@ -301,10 +317,23 @@ struct nic_srq {
     uint32_t events; /* limit events raised */
     sim_cb_fn limit_fn;
     void *limit_a, *limit_b;
+    /* XRC SRQ (xrc.c): its domain and the CQ its receive completions go
+     * to (whichever target QP took the WQE); NULL for a basic SRQ */
+    struct nic_xrcd *xrcd;
+    struct nic_cq *cq;
 };
+
+/* Which side of XRC a QP is (xrc.c).  An XRC QP is an RC QP to the
+ * engines (init.qp_type IBV_QPT_RC): the initiator has no receive side
+ * and puts the XRC opcodes and the XRCETH on its requests; the target has
+ * no send queue and no receive queue, and takes each message's receive
+ * WQE from the XRC SRQ of its domain that the XRCETH names. */
+enum nic_xrc_role { NIC_XRC_NONE, NIC_XRC_INI, NIC_XRC_TGT };
 
 struct nic_qp_init {
     enum ibv_qp_type qp_type;
+    enum nic_xrc_role xrc; /* NIC_XRC_NONE unless XRC (qp_type is then RC) */
+    struct nic_xrcd *xrcd; /* the target's domain (NIC_XRC_TGT) */
     struct nic_pd *pd;
     struct nic_cq *send_cq, *recv_cq;
     struct nic_srq *srq;   /* NULL: the QP has its own receive queue */
@@ -401,6 +430,7 @@ struct nic_counters {
     uint64_t uc_msg_drops; /* UC messages abandoned part-way or refused (gap, no receive,
                               access); whole messages lost on the wire are not seen */
     uint64_t ud_no_recv;   /* UD messages dropped for want of a posted receive */
+    uint64_t xrc_bad_srqn; /* XRC requests NAKed: XRCETH names no XRC SRQ of the domain */
     /* transport personalities */
     uint64_t srd_retransmits; /* EFA SRD packets sent again after a timeout or an RNR NAK */
     uint64_t srd_duplicates;  /* EFA SRD messages received again (ACKed, not delivered) */
@@ -571,6 +601,20 @@ int nic_rq_append(struct nic_qp *qp, const struct nic_recv_wqe *wqe);
  * Return NULL with errno set on failure. */
 struct nic_srq *nic_srq_create(struct nic_pd *pd, uint32_t max_wr, uint32_t max_sge);
 int nic_srq_destroy(struct nic_srq *srq); /* EBUSY while QPs use it */
+/* XRC (xrc.c).  Domains: open a private one (shared false) or the one of
+ * file (dev, ino) on this NIC, the kernel's rules: none yet and !create
+ * -> EAGAIN, one already and excl -> EINVAL; ENOMEM at 2^24 domains.
+ * close: a handle of a shared domain with other handles open just goes;
+ * else EBUSY while SRQs or target QPs use it.  An XRC SRQ
+ * is an SRQ of `pd` in domain `xrcd` whose receive completions go to
+ * `cq`; it counts as a user of both.  nic_xrc_srq_find: the live XRC SRQ
+ * numbered `srqn` in `xrcd`, or NULL (unknown, not XRC, other domain). */
+struct nic_xrcd *nic_xrcd_open(struct nic *nic, bool shared, uint64_t dev, uint64_t ino,
+                               bool create, bool excl);
+int nic_xrcd_close(struct nic_xrcd *xrcd);
+struct nic_srq *nic_xrc_srq_create(struct nic_pd *pd, struct nic_xrcd *xrcd, struct nic_cq *cq,
+                                   uint32_t max_wr, uint32_t max_sge);
+struct nic_srq *nic_xrc_srq_find(const struct nic_xrcd *xrcd, uint32_t srqn);
 /* Append a receive WQE to the SRQ; ENOMEM when full. */
 int nic_srq_append(struct nic_srq *srq, const struct nic_recv_wqe *wqe);
 /* Arm the limit event for `limit` (0 disarms). */

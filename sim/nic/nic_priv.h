@@ -175,6 +175,8 @@ struct nic {
     uint32_t n_zombie_qps, cap_zombie_qps;
     struct nic_srq **srqs; /* live SRQs (srq.c) */
     uint32_t n_srqs, cap_srqs, next_srqn;
+    struct nic_xrcd **xrcds; /* open XRC domains (xrc.c) */
+    uint32_t n_xrcds, cap_xrcds, next_xrcdn;
     struct nic_peer_region *peer; /* peer memory regions (peer.c) */
     uint32_t n_peer;
     struct nic_mcast_att *mcast; /* (group, QP) attachments (mcast.c) */
@@ -560,6 +562,20 @@ static inline const struct nic_pd *nic_rq_pd(const struct nic_qp *qp)
 }
 /* srq.c: free every SRQ (nic_destroy, through nic_qp_teardown). */
 void nic_srq_teardown(struct nic *nic);
+/* xrc.c: free every XRC domain (nic_qp_teardown); an XRC SRQ is being
+ * destroyed (srq.c: 0, or EBUSY while a target holds one of its WQEs); bind target QP `qp` to the
+ * XRC SRQ numbered `srqn` for the message that starts (false: no such SRQ in the QP's domain). */
+void nic_xrcd_teardown(struct nic *nic);
+int nic_xrc_srq_gone(struct nic_srq *srq);
+bool nic_xrc_tgt_bind(struct nic_qp *qp, uint32_t srqn);
+/* The CQ receive completions of `qp` go to: an XRC target's are its
+ * current SRQ's (NULL before its first message), others the QP's. */
+static inline struct nic_cq *nic_qp_recv_cq(const struct nic_qp *qp)
+{
+    if (qp->init.xrc == NIC_XRC_TGT)
+        return qp->srq ? qp->srq->cq : NULL;
+    return qp->init.recv_cq;
+}
 static inline bool nic_qp_can_send(const struct nic_qp *qp)
 {
     return qp->state == IBV_QPS_RTS || qp->state == IBV_QPS_SQD;

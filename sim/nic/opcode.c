@@ -10,12 +10,15 @@ _Static_assert((unsigned)NIC_OPF_RETH == (unsigned)PKT_EXT_RETH &&
                    (unsigned)NIC_OPF_ATMETH == (unsigned)PKT_EXT_ATMETH &&
                    (unsigned)NIC_OPF_ATMACK == (unsigned)PKT_EXT_ATMACK &&
                    (unsigned)NIC_OPF_IMMDT == (unsigned)PKT_EXT_IMMDT &&
-                   (unsigned)NIC_OPF_DETH == (unsigned)PKT_EXT_DETH,
+                   (unsigned)NIC_OPF_DETH == (unsigned)PKT_EXT_DETH &&
+                   (unsigned)NIC_OPF_XRCETH == (unsigned)PKT_EXT_XRCETH &&
+                   (NIC_OPF_EXT_HDRS & NIC_OPF_XRCETH),
                "extension-header bits must match sim/pkt.h");
 
 #define HDR(m)                                                                                     \
-    (PKT_BTH_BYTES + (((m)&NIC_OPF_DETH) ? PKT_DETH_BYTES : 0) +                                   \
-     (((m)&NIC_OPF_RETH) ? PKT_RETH_BYTES : 0) + (((m)&NIC_OPF_AETH) ? PKT_AETH_BYTES : 0) +       \
+    (PKT_BTH_BYTES + (((m)&NIC_OPF_XRCETH) ? PKT_XRCETH_BYTES : 0) +                               \
+     (((m)&NIC_OPF_DETH) ? PKT_DETH_BYTES : 0) + (((m)&NIC_OPF_RETH) ? PKT_RETH_BYTES : 0) +       \
+     (((m)&NIC_OPF_AETH) ? PKT_AETH_BYTES : 0) +                                                   \
      (((m)&NIC_OPF_ATMETH) ? PKT_ATOMICETH_BYTES : 0) +                                            \
      (((m)&NIC_OPF_ATMACK) ? PKT_ATOMICACKETH_BYTES : 0) +                                         \
      (((m)&NIC_OPF_IMMDT) ? PKT_IMMDT_BYTES : 0))
@@ -24,6 +27,9 @@ _Static_assert((unsigned)NIC_OPF_RETH == (unsigned)PKT_EXT_RETH &&
     {                                                                                              \
         .name = (n), .mask = (m), .hdr_bytes = HDR(m)                                              \
     }
+
+/* An XRC opcode: its RC twin's flags, plus the XRCETH on requests. */
+#define XOP(n, m) OP(n, (m) | (((m)&NIC_OPF_REQ) ? NIC_OPF_XRCETH : 0))
 
 #define RQ NIC_OPF_REQ
 #define RS NIC_OPF_RESP
@@ -107,6 +113,56 @@ const struct nic_opcode_info nic_opcodes[256] = {
     [IB_OPCODE_UC_RDMA_WRITE_ONLY_WITH_IMMEDIATE] =
         OP("UC_RDMA_WRITE_ONLY_WITH_IMMEDIATE",
            RQ | NIC_OPF_WRITE | NIC_OPF_ONLY | PL | NIC_OPF_RETH | NIC_OPF_IMMDT | NIC_OPF_RWR),
+
+    /* XRC (101xxxxx, IBA Annex A14): RC's operations; every request
+     * carries the XRCETH (XOP adds it to requests), responses do not */
+    [IB_OPCODE_XRC_SEND_FIRST] =
+        XOP("XRC_SEND_FIRST", RQ | NIC_OPF_SEND | NIC_OPF_FIRST | PL | NIC_OPF_RWR),
+    [IB_OPCODE_XRC_SEND_MIDDLE] =
+        XOP("XRC_SEND_MIDDLE", RQ | NIC_OPF_SEND | NIC_OPF_MIDDLE | PL | NIC_OPF_RWR),
+    [IB_OPCODE_XRC_SEND_LAST] =
+        XOP("XRC_SEND_LAST", RQ | NIC_OPF_SEND | NIC_OPF_LAST | PL | NIC_OPF_RWR),
+    [IB_OPCODE_XRC_SEND_LAST_WITH_IMMEDIATE] =
+        XOP("XRC_SEND_LAST_WITH_IMMEDIATE",
+            RQ | NIC_OPF_SEND | NIC_OPF_LAST | PL | NIC_OPF_RWR | NIC_OPF_IMMDT),
+    [IB_OPCODE_XRC_SEND_ONLY] =
+        XOP("XRC_SEND_ONLY", RQ | NIC_OPF_SEND | NIC_OPF_ONLY | PL | NIC_OPF_RWR),
+    [IB_OPCODE_XRC_SEND_ONLY_WITH_IMMEDIATE] =
+        XOP("XRC_SEND_ONLY_WITH_IMMEDIATE",
+            RQ | NIC_OPF_SEND | NIC_OPF_ONLY | PL | NIC_OPF_RWR | NIC_OPF_IMMDT),
+    [IB_OPCODE_XRC_RDMA_WRITE_FIRST] =
+        XOP("XRC_RDMA_WRITE_FIRST", RQ | NIC_OPF_WRITE | NIC_OPF_FIRST | PL | NIC_OPF_RETH),
+    [IB_OPCODE_XRC_RDMA_WRITE_MIDDLE] =
+        XOP("XRC_RDMA_WRITE_MIDDLE", RQ | NIC_OPF_WRITE | NIC_OPF_MIDDLE | PL),
+    [IB_OPCODE_XRC_RDMA_WRITE_LAST] =
+        XOP("XRC_RDMA_WRITE_LAST", RQ | NIC_OPF_WRITE | NIC_OPF_LAST | PL),
+    [IB_OPCODE_XRC_RDMA_WRITE_LAST_WITH_IMMEDIATE] =
+        XOP("XRC_RDMA_WRITE_LAST_WITH_IMMEDIATE",
+            RQ | NIC_OPF_WRITE | NIC_OPF_LAST | PL | NIC_OPF_IMMDT | NIC_OPF_RWR),
+    [IB_OPCODE_XRC_RDMA_WRITE_ONLY] =
+        XOP("XRC_RDMA_WRITE_ONLY", RQ | NIC_OPF_WRITE | NIC_OPF_ONLY | PL | NIC_OPF_RETH),
+    [IB_OPCODE_XRC_RDMA_WRITE_ONLY_WITH_IMMEDIATE] =
+        XOP("XRC_RDMA_WRITE_ONLY_WITH_IMMEDIATE",
+            RQ | NIC_OPF_WRITE | NIC_OPF_ONLY | PL | NIC_OPF_RETH | NIC_OPF_IMMDT | NIC_OPF_RWR),
+    [IB_OPCODE_XRC_RDMA_READ_REQUEST] =
+        XOP("XRC_RDMA_READ_REQUEST", RQ | NIC_OPF_READ | NIC_OPF_ONLY | NIC_OPF_RETH),
+    [IB_OPCODE_XRC_RDMA_READ_RESPONSE_FIRST] =
+        XOP("XRC_RDMA_READ_RESPONSE_FIRST", RS | NIC_OPF_READ | NIC_OPF_FIRST | PL | NIC_OPF_AETH),
+    [IB_OPCODE_XRC_RDMA_READ_RESPONSE_MIDDLE] =
+        XOP("XRC_RDMA_READ_RESPONSE_MIDDLE", RS | NIC_OPF_READ | NIC_OPF_MIDDLE | PL),
+    [IB_OPCODE_XRC_RDMA_READ_RESPONSE_LAST] =
+        XOP("XRC_RDMA_READ_RESPONSE_LAST", RS | NIC_OPF_READ | NIC_OPF_LAST | PL | NIC_OPF_AETH),
+    [IB_OPCODE_XRC_RDMA_READ_RESPONSE_ONLY] =
+        XOP("XRC_RDMA_READ_RESPONSE_ONLY", RS | NIC_OPF_READ | NIC_OPF_ONLY | PL | NIC_OPF_AETH),
+    [IB_OPCODE_XRC_ACKNOWLEDGE] =
+        XOP("XRC_ACKNOWLEDGE", RS | NIC_OPF_ACK | NIC_OPF_ONLY | NIC_OPF_AETH),
+    [IB_OPCODE_XRC_ATOMIC_ACKNOWLEDGE] =
+        XOP("XRC_ATOMIC_ACKNOWLEDGE",
+            RS | NIC_OPF_ATOMIC_ACK | NIC_OPF_ONLY | NIC_OPF_AETH | NIC_OPF_ATMACK),
+    [IB_OPCODE_XRC_COMPARE_SWAP] =
+        XOP("XRC_COMPARE_SWAP", RQ | NIC_OPF_ATOMIC | NIC_OPF_ONLY | NIC_OPF_ATMETH),
+    [IB_OPCODE_XRC_FETCH_ADD] =
+        XOP("XRC_FETCH_ADD", RQ | NIC_OPF_ATOMIC | NIC_OPF_ONLY | NIC_OPF_ATMETH),
 
     /* UD (011xxxxx): SEND ONLY with a DETH (Q_Key, source QP) */
     [IB_OPCODE_UD_SEND_ONLY] =

@@ -6,7 +6,11 @@
  * Opcode bits 7..5 name the transport (IBA 9.2.1): RC 000, UC 001, UD 011;
  * bits 4..0 the operation, numbered alike in every transport (a UC SEND
  * ONLY is the RC SEND ONLY | 0x20).  UC has SEND and RDMA WRITE only, UD
- * SEND ONLY (with and without immediate) only, both without responses. */
+ * SEND ONLY (with and without immediate) only, both without responses.
+ * XRC (101, IBA Annex A14 "Extended Reliable Connected transport") has
+ * RC's operations under RC's numbers | 0xa0; its requests carry an XRCETH
+ * (the target's XRC SRQ number) right after the BTH, its responses
+ * (ACK, READ response, atomic ACK) do not. */
 #ifndef RNICSIM_NIC_OPCODE_H
 #define RNICSIM_NIC_OPCODE_H
 
@@ -52,6 +56,28 @@ enum ib_opcode {
     IB_OPCODE_UC_RDMA_WRITE_ONLY = 0x2a,
     IB_OPCODE_UC_RDMA_WRITE_ONLY_WITH_IMMEDIATE = 0x2b,
 
+    IB_OPCODE_XRC_SEND_FIRST = 0xa0,
+    IB_OPCODE_XRC_SEND_MIDDLE = 0xa1,
+    IB_OPCODE_XRC_SEND_LAST = 0xa2,
+    IB_OPCODE_XRC_SEND_LAST_WITH_IMMEDIATE = 0xa3,
+    IB_OPCODE_XRC_SEND_ONLY = 0xa4,
+    IB_OPCODE_XRC_SEND_ONLY_WITH_IMMEDIATE = 0xa5,
+    IB_OPCODE_XRC_RDMA_WRITE_FIRST = 0xa6,
+    IB_OPCODE_XRC_RDMA_WRITE_MIDDLE = 0xa7,
+    IB_OPCODE_XRC_RDMA_WRITE_LAST = 0xa8,
+    IB_OPCODE_XRC_RDMA_WRITE_LAST_WITH_IMMEDIATE = 0xa9,
+    IB_OPCODE_XRC_RDMA_WRITE_ONLY = 0xaa,
+    IB_OPCODE_XRC_RDMA_WRITE_ONLY_WITH_IMMEDIATE = 0xab,
+    IB_OPCODE_XRC_RDMA_READ_REQUEST = 0xac,
+    IB_OPCODE_XRC_RDMA_READ_RESPONSE_FIRST = 0xad,
+    IB_OPCODE_XRC_RDMA_READ_RESPONSE_MIDDLE = 0xae,
+    IB_OPCODE_XRC_RDMA_READ_RESPONSE_LAST = 0xaf,
+    IB_OPCODE_XRC_RDMA_READ_RESPONSE_ONLY = 0xb0,
+    IB_OPCODE_XRC_ACKNOWLEDGE = 0xb1,
+    IB_OPCODE_XRC_ATOMIC_ACKNOWLEDGE = 0xb2,
+    IB_OPCODE_XRC_COMPARE_SWAP = 0xb3,
+    IB_OPCODE_XRC_FETCH_ADD = 0xb4,
+
     IB_OPCODE_UD_SEND_ONLY = 0x64,
     IB_OPCODE_UD_SEND_ONLY_WITH_IMMEDIATE = 0x65,
 
@@ -87,6 +113,7 @@ enum ib_opcode_transport {
     IB_OPCODE_RC = 0x00,
     IB_OPCODE_UC = 0x20,
     IB_OPCODE_UD = 0x60,
+    IB_OPCODE_XRC = 0xa0,
     IB_OPCODE_TRANSPORT_MASK = 0xe0,
 };
 
@@ -101,7 +128,7 @@ enum nic_opf {
     NIC_OPF_DETH = 1u << 5,   /* datagram extended transport header (UD), 8 B */
     /* the extension-header bits equal enum pkt_ext_hdr (sim/pkt.h) */
     NIC_OPF_EXT_HDRS = NIC_OPF_RETH | NIC_OPF_AETH | NIC_OPF_ATMETH | NIC_OPF_ATMACK |
-                       NIC_OPF_IMMDT | NIC_OPF_DETH,
+                       NIC_OPF_IMMDT | NIC_OPF_DETH | (1u << 20) /* NIC_OPF_XRCETH */,
     NIC_OPF_PAYLOAD = 1u << 6, /* may carry payload */
     /* direction */
     NIC_OPF_REQ = 1u << 7,  /* requester -> responder */
@@ -121,6 +148,7 @@ enum nic_opf {
     /* responder semantics */
     NIC_OPF_RWR = 1u << 18,    /* consumes a receive WQE (SEND*, WRITE with immediate) */
     NIC_OPF_APPEND = 1u << 19, /* RIMA append: placed at the AQ's tail (aq.c) */
+    NIC_OPF_XRCETH = 1u << 20, /* XRC extended transport header, 4 B (= PKT_EXT_XRCETH) */
 };
 
 struct nic_opcode_info {
@@ -146,13 +174,28 @@ static inline bool nic_opcode_rima(uint8_t op)
     return op >= NIC_OPCODE_RIMA_APPEND_FIRST && op <= NIC_OPCODE_RIMA_APPEND_ONLY;
 }
 
-/* The QP type whose packets carry opcode `op` (RC, UC or UD; -1: none). */
+/* An opcode of the XRC transport (0xa0..0xb4). */
+static inline bool nic_opcode_xrc(uint8_t op)
+{
+    return (op & IB_OPCODE_TRANSPORT_MASK) == IB_OPCODE_XRC;
+}
+
+/* The RC operation an RC or XRC opcode stands for (XRC = RC | 0xa0). */
+static inline uint8_t nic_opcode_rc_op(uint8_t op)
+{
+    return nic_opcode_xrc(op) ? (uint8_t)(op & ~IB_OPCODE_TRANSPORT_MASK) : op;
+}
+
+/* The QP type whose packets carry opcode `op` (RC, UC or UD; -1: none).
+ * XRC opcodes answer RC: the NIC runs XRC initiator and target QPs on its
+ * RC engines (nic_qp.xrc says which side), rx checks the transport bits. */
 static inline int nic_opcode_qp_type(uint8_t op)
 {
     if (nic_opcode_rima(op))
         return IBV_QPT_RC;
     switch (op & IB_OPCODE_TRANSPORT_MASK) {
     case IB_OPCODE_RC:
+    case IB_OPCODE_XRC:
         return IBV_QPT_RC;
     case IB_OPCODE_UC:
         return IBV_QPT_UC;

@@ -159,7 +159,12 @@ static uint32_t qp_default_mtu(const struct nic_qp *qp)
 
 struct nic_qp *nic_qp_create(struct nic *nic, const struct nic_qp_init *init)
 {
-    if (!nic || !init || !init->pd || !init->send_cq || !init->recv_cq) {
+    /* an XRC initiator has no receive CQ; a target no PD and no CQs (its
+     * SRQ of the moment gives both) but a domain */
+    bool tgt = init && init->xrc == NIC_XRC_TGT;
+    if (!nic || !init ||
+        (tgt ? !init->xrcd || init->srq
+             : !init->pd || !init->send_cq || (!init->recv_cq && init->xrc != NIC_XRC_INI))) {
         errno = EINVAL;
         return NULL;
     }
@@ -204,9 +209,14 @@ struct nic_qp *nic_qp_create(struct nic *nic, const struct nic_qp_init *init)
     nic_resp_init(qp);
     nic_comp_init(qp);
     tbl_insert(nic, qp);
-    init->pd->n_users++;
-    init->send_cq->n_qps++;
-    init->recv_cq->n_qps++;
+    if (init->pd)
+        init->pd->n_users++;
+    if (init->send_cq)
+        init->send_cq->n_qps++;
+    if (init->recv_cq)
+        init->recv_cq->n_qps++;
+    if (init->xrcd)
+        init->xrcd->n_users++;
     if (init->srq)
         init->srq->n_qps++;
     return qp;
@@ -238,11 +248,17 @@ int nic_qp_destroy(struct nic_qp *qp)
     nic->qp_tbl[qp->qpn & nic->qp_tbl_mask] = NULL;
     nic_ctx_forget(nic, qp->qpn);
     nic->n_qps--;
-    qp->init.pd->n_users--;
-    qp->init.send_cq->n_qps--;
-    qp->init.recv_cq->n_qps--;
+    if (qp->init.pd)
+        qp->init.pd->n_users--;
+    if (qp->init.send_cq)
+        qp->init.send_cq->n_qps--;
+    if (qp->init.recv_cq)
+        qp->init.recv_cq->n_qps--;
+    if (qp->init.xrcd)
+        qp->init.xrcd->n_users--;
     if (qp->srq) {
-        qp->srq->n_qps--;
+        if (qp->init.xrc != NIC_XRC_TGT) /* a target's SRQ is per message */
+            qp->srq->n_qps--;
         qp->srq = NULL; /* a WQE it held is dropped with it */
         qp->srq_held = false;
     }
@@ -276,6 +292,7 @@ void nic_qp_teardown(struct nic *nic)
         qp_free_mem(qp);
     }
     nic_srq_teardown(nic);
+    nic_xrcd_teardown(nic);
     free(nic->zombie_qps);
     free(nic->qp_tbl);
     nic->zombie_qps = NULL;
@@ -508,7 +525,7 @@ static void flush_recv(struct nic_qp *qp, uint64_t wr_id)
         .vendor_err = nic_vendor_err(IBV_WC_WR_FLUSH_ERR),
         .qp_num = qp->qpn,
     };
-    nic_cqe_write(qp->nic, qp->init.recv_cq, &wc, false);
+    nic_cqe_write(qp->nic, nic_qp_recv_cq(qp), &wc, false);
 }
 
 /* With an SRQ only the WQE this QP took for its message in progress is

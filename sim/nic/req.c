@@ -251,6 +251,7 @@ static void build_send_write(struct nic_qp *qp, struct nic_send_wqe *w, uint32_t
     }
     if (mask & NIC_OPF_IMMDT)
         p->imm_data = w->imm_data;
+    p->xrc_srqn = w->xrc_srqn;                     /* in the XRCETH of an XRC initiator's packet */
     if (nic->p.transport == NIC_TRANSPORT_IB_AR) { /* placement context (resp.c, ib-ar) */
         p->ar_ctx = 1;
         p->ar_msg_psn = w->first_psn;
@@ -305,6 +306,7 @@ static void build_rd_atomic(struct nic_qp *qp, struct nic_send_wqe *w, uint32_t 
         p->atomic_swap_add = cas ? w->swap : w->compare_add;
         p->atomic_compare = cas ? w->compare_add : 0;
     }
+    p->xrc_srqn = w->xrc_srqn;
     p->ack_req = 1;
     nic_stage_push(&e->req_stage, p, true);
 }
@@ -573,7 +575,8 @@ void nic_req_on_tx(struct nic_qp *qp, const struct pkt *p)
 {
     struct nic_qp_engine *e = qp->eng;
     uint32_t hi = p->psn;
-    if (p->opcode == IB_OPCODE_RC_RDMA_READ_REQUEST && p->reth_dma_len > e->mtu_bytes)
+    if (nic_opcode_rc_op(p->opcode) == IB_OPCODE_RC_RDMA_READ_REQUEST &&
+        p->reth_dma_len > e->mtu_bytes)
         hi = nic_psn_add(hi, (p->reth_dma_len + e->mtu_bytes - 1) / e->mtu_bytes - 1);
     if (nic_psn_diff(hi, e->tx_psn_hi) > 0)
         e->tx_psn_hi = hi;

@@ -133,7 +133,7 @@ static void queue_ack(struct nic_qp *qp, uint8_t syndrome, uint32_t psn)
             /* not while placements wait for translation: the merged ACK
              * would leave before their data */
             if (t && t->ready && e->place_landed == e->place_issued &&
-                t->pkt->opcode == IB_OPCODE_RC_ACKNOWLEDGE &&
+                nic_opcode_rc_op(t->pkt->opcode) == IB_OPCODE_RC_ACKNOWLEDGE &&
                 t->pkt->aeth_syndrome == NIC_AETH_ACK) {
                 t->pkt->psn = psn;
                 t->pkt->aeth_msn = e->msn;
@@ -404,6 +404,13 @@ static enum resp_state check_op_seq(struct nic_qp *qp, struct resp_ctx *c)
     if (bad)
         return rc ? fatal(c, NIC_AETH_NAK_INV_REQ, IBV_WC_SUCCESS)
                   : drop_msg(qp, c, "resp: opcode out of sequence");
+    /* XRC target: the message goes to the SRQ its XRCETH names, which must
+     * be an XRC SRQ of the QP's domain (xrc.c) */
+    if (qp->init.xrc == NIC_XRC_TGT && (m & NIC_OPF_FIRST) &&
+        !nic_xrc_tgt_bind(qp, c->p->xrc_srqn)) {
+        qp->nic->cnt.xrc_bad_srqn++;
+        return fatal(c, NIC_AETH_NAK_INV_REQ, IBV_WC_SUCCESS);
+    }
     int need = remote_access_needed(m);
     if (need && !((int)qp->attr.qp_access_flags & need))
         return rc ? fatal(c, NIC_AETH_NAK_REM_ACC, IBV_WC_SUCCESS)
@@ -449,7 +456,9 @@ static enum resp_state check_resource(struct nic_qp *qp, struct resp_ctx *c)
 static enum nic_mr_status remote_check(struct nic_qp *qp, uint32_t key, uint64_t va, uint64_t len,
                                        int access, uint8_t **host)
 {
-    return nic_mr_check(qp->nic, key, qp->init.pd, va, len, access, host);
+    /* an XRC target has no PD: the message's SRQ gives it (xrc.c) */
+    const struct nic_pd *pd = qp->init.xrc == NIC_XRC_TGT ? nic_rq_pd(qp) : qp->init.pd;
+    return nic_mr_check(qp->nic, key, pd, va, len, access, host);
 }
 
 /* Bytes in front of a SEND's payload in the receive buffer: the GRH slot
@@ -666,7 +675,7 @@ static enum resp_state execute(struct nic_qp *qp, struct resp_ctx *c)
             w->msn = e->msn;
             w->key = p->atomic_rkey;
             w->host = c->host;
-            w->atomic_opcode = p->opcode;
+            w->atomic_opcode = nic_opcode_rc_op(p->opcode);
             w->swap_add = p->atomic_swap_add;
             w->compare = p->atomic_compare;
             e->rd_resp_outstanding++;
@@ -756,8 +765,9 @@ static enum resp_state complete(struct nic_qp *qp, struct resp_ctx *c)
             wc.imm_data = p->imm_data;
             wc.wc_flags |= IBV_WC_WITH_IMM;
         }
+        struct nic_cq *cq = nic_qp_recv_cq(qp); /* before consume: an XRC SRQ's CQ */
         nic_rq_consume(qp);
-        nic_cqe_write(qp->nic, qp->init.recv_cq, &wc, p->se);
+        nic_cqe_write(qp->nic, cq, &wc, p->se);
     }
     e->resp_off = 0;
     return RESP_ACKNOWLEDGE;
@@ -844,8 +854,9 @@ static void recv_error_cqe(struct nic_qp *qp, enum ibv_wc_status st)
         .qp_num = qp->qpn,
         .src_qp = qp->attr.dest_qp_num,
     };
+    struct nic_cq *cq = nic_qp_recv_cq(qp);
     nic_rq_consume(qp);
-    nic_cqe_write(qp->nic, qp->init.recv_cq, &wc, false);
+    nic_cqe_write(qp->nic, cq, &wc, false);
 }
 
 /* UC/UD receive error: the receive completes in error, the message is

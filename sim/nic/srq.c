@@ -21,8 +21,9 @@
  *
  * Completions of an SRQ receive go to the receive CQ of the QP that took
  * it, with that QP's number in wc.qp_num.  The WQE's SGEs are checked
- * against the SRQ's PD.  SRQs are NIC objects with a number (srqn) but
- * packets never name them (no XRC). */
+ * against the SRQ's PD.  SRQs are NIC objects with a number (srqn);
+ * packets name one only in XRC (xrc.c: XRC SRQs have their own CQ and
+ * are filled by the XRC target QPs of their domain). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,7 +78,9 @@ struct nic_srq *nic_srq_create(struct nic_pd *pd, uint32_t max_wr, uint32_t max_
         return NULL;
     }
     srq->nic = nic;
-    srq->srqn = nic->next_srqn++ & NIC_PSN_MASK; /* 24-bit, as QPNs */
+    /* 24-bit, as QPNs, from 1: an XRC send whose WR left remote_srqn 0
+     * (never set) is then refused instead of landing in the first SRQ */
+    srq->srqn = nic->next_srqn++ % NIC_PSN_MASK + 1;
     srq->pd = pd;
     srq->rq.ring = ring;
     srq->rq.depth = max_wr;
@@ -100,6 +103,11 @@ int nic_srq_destroy(struct nic_srq *srq)
     if (srq->n_qps)
         return EBUSY;
     struct nic *nic = srq->nic;
+    if (srq->xrcd) {
+        int rc = nic_xrc_srq_gone(srq);
+        if (rc)
+            return rc;
+    }
     for (uint32_t i = 0; i < nic->n_srqs; i++)
         if (nic->srqs[i] == srq) {
             nic->srqs[i] = nic->srqs[--nic->n_srqs];

@@ -34,10 +34,27 @@ static void test_numbers(void)
     unsigned valid = 0;
     for (unsigned op = 0; op < 256; op++)
         valid += nic_opcode_valid((uint8_t)op);
-    /* RC 0x00..0x14, UC 0x20..0x2b, UD 0x64..0x65; personalities (manufacturer-
-     * specific range): EFA SRD 0xc0..0xc4, 1RMA 0xe0..0xe5; RIMA append 0xd0..0xd3
-     * (RC, not a personality) */
-    CHECK_EQ_U64(valid, 21 + 12 + 2 + 5 + 6 + 4);
+    /* RC 0x00..0x14, UC 0x20..0x2b, UD 0x64..0x65, XRC 0xa0..0xb4;
+     * personalities (manufacturer-specific range): EFA SRD 0xc0..0xc4, 1RMA
+     * 0xe0..0xe5; RIMA append 0xd0..0xd3 (RC, not a personality) */
+    CHECK_EQ_U64(valid, 21 + 12 + 2 + 21 + 5 + 6 + 4);
+    /* XRC (IBA Annex A14): RC's operations | 0xa0, requests with the
+     * 4-byte XRCETH, responses without */
+    CHECK_EQ_U64(IB_OPCODE_XRC_SEND_ONLY, 0xa4);
+    CHECK_EQ_U64(IB_OPCODE_XRC_ACKNOWLEDGE, 0xb1);
+    for (unsigned op = 0; op <= IB_OPCODE_RC_FETCH_ADD; op++) {
+        const struct nic_opcode_info *rc = nic_opcode((uint8_t)op);
+        const struct nic_opcode_info *x = nic_opcode((uint8_t)(op | IB_OPCODE_XRC));
+        bool req = (rc->mask & NIC_OPF_REQ) != 0;
+        CHECK(x->name && (x->mask & ~NIC_OPF_XRCETH) == rc->mask);
+        CHECK(((x->mask & NIC_OPF_XRCETH) != 0) == req);
+        CHECK_EQ_U64(x->hdr_bytes, rc->hdr_bytes + (req ? PKT_XRCETH_BYTES : 0));
+        CHECK(nic_opcode_xrc((uint8_t)(op | IB_OPCODE_XRC)) && !nic_opcode_xrc((uint8_t)op));
+        CHECK_EQ_U64(nic_opcode_rc_op((uint8_t)(op | IB_OPCODE_XRC)), op);
+        CHECK(nic_opcode_qp_type((uint8_t)(op | IB_OPCODE_XRC)) == IBV_QPT_RC);
+    }
+    CHECK_EQ_U64(nic_frame_bytes(IB_OPCODE_XRC_SEND_ONLY, 1024),
+                 nic_frame_bytes(IB_OPCODE_RC_SEND_ONLY, 1024) + 4);
     CHECK(nic_opcode_qp_type(NIC_OPCODE_RIMA_APPEND_ONLY) == IBV_QPT_RC &&
           !nic_opcode_personality(NIC_OPCODE_RIMA_APPEND_FIRST));
     CHECK(nic_opcode_valid(NIC_OPCODE_SRD_ACKNOWLEDGE) && !nic_opcode_valid(0xc5));

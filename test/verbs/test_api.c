@@ -55,8 +55,8 @@ static void check_device_and_queries(struct state *s)
     CHECK(verbs_get_ctx_op(ctx, query_port) != NULL);
     CHECK(verbs_get_ctx_op(ctx, create_cq_ex) != NULL); /* cq.c (test_ext_verbs.c) */
     CHECK(verbs_get_ctx_op(ctx, create_qp_ex) != NULL); /* qp_ex.c */
-    CHECK(verbs_get_ctx_op(ctx, open_xrcd) == NULL);
-    CHECK(verbs_get_ctx_op(ctx, alloc_dm) != NULL); /* device memory: dm.c */
+    CHECK(verbs_get_ctx_op(ctx, open_xrcd) != NULL);    /* XRC: xrc.c (test_xrc.c) */
+    CHECK(verbs_get_ctx_op(ctx, alloc_dm) != NULL);     /* device memory: dm.c */
     CHECK(verbs_get_ctx_op(ctx, alloc_td) == NULL);
     CHECK(ctx->ops.post_send && ctx->ops.post_recv && ctx->ops.post_srq_recv && ctx->ops.poll_cq &&
           ctx->ops.req_notify_cq);
@@ -175,7 +175,7 @@ static void check_device_and_queries(struct state *s)
     errno = 0;
     CHECK(ibv_create_qp(pd, &ia) == NULL); /* a valid type the model lacks */
     CHECK_EQ_U64(errno, EOPNOTSUPP);
-    ia.qp_type = IBV_QPT_XRC_SEND;
+    ia.qp_type = IBV_QPT_DRIVER;
     errno = 0;
     CHECK(ibv_create_qp(pd, &ia) == NULL);
     CHECK_EQ_U64(errno, EOPNOTSUPP);

@@ -13,8 +13,8 @@
  *    ops, completion timestamps in nanoseconds of the 1 GHz HCA clock that
  *    ibv_query_device_ex announces; ENOENT when empty; CVLAN refused;
  *  - ibv_resize_cq: larger is fine, below the CQEs waiting is EINVAL;
- *  - what rdma-core answers for absent features: memory windows, XRC
- *    domains (EOPNOTSUPP); multicast on an RC QP (EINVAL); the GID type,
+ *  - what rdma-core answers for absent features: memory windows
+ *    (EOPNOTSUPP); multicast on an RC QP (EINVAL); the GID type,
  *    GID table, P_Key index and rate conversions. */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -77,11 +77,6 @@ static void misc_queries(struct fx_rc *rc)
     union ibv_gid g;
     CHECK(ibv_query_gid(rc->ctx, 1, 0, &g) == 0);
     CHECK_EQ_U64(ibv_attach_mcast(rc->qp, &g, 0), EINVAL); /* multicast is UD's */
-    struct ibv_xrcd_init_attr xa = {.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS,
-                                    .fd = -1,
-                                    .oflags = O_CREAT};
-    errno = 0;
-    CHECK(ibv_open_xrcd(rc->ctx, &xa) == NULL && errno == EOPNOTSUPP);
     enum gid_type_sysfs type = GID_TYPE_SYSFS_IB_ROCE_V1;
     CHECK(ibv_query_gid_type(rc->ctx, 1, 0, &type) == 0);
     CHECK_EQ_U64(type, GID_TYPE_SYSFS_ROCE_V2);
