@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "trace.h"
+
 /* Defaults.  Posting is split into what delays the post (latency) and
  * what only limits how often a thread can post (occupancy):
  *  - post_send_ps + post_send_wqe_ps: the CPU time of the call (memory
@@ -118,6 +120,7 @@ struct sim_proc *host_spawn(struct host *h, const char *name, sim_proc_fn fn, vo
     }
     c->thread.host = h;
     c->thread.program = program;
+    c->thread.tl_index = h->n_threads++;
     c->fn = fn;
     c->arg = arg;
     struct sim_proc *p = sim_proc_create(h->sim, name, spawn_trampoline, c, stack_bytes);
@@ -127,6 +130,13 @@ struct sim_proc *host_spawn(struct host *h, const char *name, sim_proc_fn fn, vo
     }
     sim_proc_set_user(p, &c->thread);
     sim_proc_set_user_owned(p, c);
+    if (sim_trace_on(h->sim, TRACE_G_HOST)) /* names the thread's track */
+        sim_trace(h->sim, &(struct trace_rec){.kind = TRACE_INSTANT,
+                                              .track = TRK_THREAD,
+                                              .node = h->id,
+                                              .unit = c->thread.tl_index,
+                                              .t0_ps = sim_now(h->sim),
+                                              .where = sim_proc_name(p)});
     return p;
 }
 
@@ -186,6 +196,17 @@ void host_doorbell(void)
     t->db_free_ps = now + t->host->cpu.doorbell_gap_ps;
 }
 
+void host_trace_call(struct host_thread *t, sim_time_t t0_ps, sim_time_t t1_ps, const char *call,
+                     struct trace_rec *r)
+{
+    struct host *h = t->host;
+    r->track = TRK_THREAD;
+    r->node = h->id;
+    r->unit = t->tl_index;
+    r->where = call;
+    sim_trace_span(h->sim, r, t0_ps, t1_ps - t0_ps);
+}
+
 void host_park(const char *why)
 {
     struct host_thread *t = host_thread_current();
@@ -202,9 +223,12 @@ void host_park(const char *why)
     /* This thread may have written memory a sibling thread spins on. */
     if (!sim_waitq_empty(&t->host->relax_wq))
         sim_waitq_wake_all(t->host->sim, &t->host->relax_wq);
+    sim_time_t t0 = sim_now(t->host->sim);
     sim_waitq_wait(&t->host->relax_wq, t->why);
     thread_new_turn(t);
     sim_time_t wake = noise_apply(&t->host->wakeup_noise, t->host->cpu.wakeup_ps);
     if (wake)
         sim_proc_sleep(wake);
+    if (sim_trace_on(t->host->sim, TRACE_G_HOST)) /* parked, then woke up */
+        host_trace_call(t, t0, sim_now(t->host->sim), t->why, &(struct trace_rec){0});
 }

@@ -52,6 +52,7 @@ struct host {
      * CPU time charged by any thread of the host (host_park compares). */
     uint64_t activity_gen;
     struct noise wakeup_noise; /* draws for cpu.wakeup_ps (stream "noise/wakeup/<name>") */
+    uint32_t n_threads;        /* threads spawned so far (host_thread.tl_index) */
 };
 
 /* Per-process state of a program running on a host (the sim_proc user
@@ -79,6 +80,7 @@ struct host_thread {
      * (a CQE landed while its poll was being charged), host_park returns at
      * once instead of parking: the thread has not seen it yet. */
     uint64_t seen_gen, own_gen;
+    uint32_t tl_index; /* its index on the host: its track in traces (TRK_THREAD) */
 };
 
 void host_init(struct host *h, struct sim *sim, uint32_t id, const char *name,
@@ -107,6 +109,13 @@ void host_doorbell(void);
  * unless something it could observe changed since its last observation
  * (host_observed); then it returns at once. */
 void host_park(const char *why);
+/* Trace (TRACE_G_HOST, sim/trace.h): a span of thread t from t0_ps to
+ * t1_ps named `call` (a string valid during the call), with the other
+ * fields of *r (qpn, len, val, status: the call's arguments and result).
+ * Callers test sim_trace_on(sim, TRACE_G_HOST) first. */
+struct trace_rec;
+void host_trace_call(struct host_thread *t, sim_time_t t0_ps, sim_time_t t1_ps, const char *call,
+                     struct trace_rec *r);
 /* The running thread looked at memory / a CQ now (ibv_poll_cq calls it
  * where it reads the CQ). */
 void host_observed(void);

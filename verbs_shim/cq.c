@@ -284,8 +284,9 @@ int shim_req_notify_cq(struct ibv_cq *cq, int solicited_only)
 /* ops.poll_cq: see the file comment for the cost and parking model.
  * Returns the number of CQEs written to wc (0..num_entries), or -1 for a
  * NULL wc array. */
-/* One TRACE_POLL record per CQE a program takes (sim/trace.h). */
-static void trace_polled(struct host *h, const struct ibv_wc *wc, int n)
+/* One TRACE_POLL record per CQE a program takes (sim/trace.h); unit =
+ * the CQ's number. */
+static void trace_polled(struct host *h, const struct ibv_cq *cq, const struct ibv_wc *wc, int n)
 {
     if (!n || !sim_trace_enabled(h->sim))
         return;
@@ -294,6 +295,7 @@ static void trace_polled(struct host *h, const struct ibv_wc *wc, int n)
                               .opcode = (uint8_t)wc[i].opcode,
                               .status = (uint16_t)wc[i].status,
                               .node = h->id,
+                              .unit = cq->handle,
                               .qpn = wc[i].qp_num,
                               .addr = wc[i].wr_id,
                               .len = wc[i].byte_len,
@@ -339,8 +341,17 @@ int shim_poll_cq(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc)
         got = num_entries > 0 ? nic_cq_poll(scq->ncq, num_entries, wc) : 0;
     }
     int n = got > 0 ? got : 0;
-    trace_polled(ht->host, wc, n);
-    host_charge(ht->host->cpu.poll_cq_ps + (sim_time_t)n * ht->host->cpu.poll_cqe_ps);
+    sim_time_t cost = ht->host->cpu.poll_cq_ps + (sim_time_t)n * ht->host->cpu.poll_cqe_ps;
+    if (sim_trace_on(ht->host->sim, TRACE_G_HOST)) { /* after a park: that was its own span */
+        sim_time_t now = sim_now(ht->host->sim);
+        host_trace_call(ht, now, now + cost, "ibv_poll_cq",
+                        &(struct trace_rec){.addr = cq->handle,
+                                            .qpn = n ? wc[0].qp_num : 0,
+                                            .val = (uint64_t)n,
+                                            .status = n ? (uint16_t)wc[0].status : 0});
+    }
+    trace_polled(ht->host, cq, wc, n);
+    host_charge(cost);
     if (n) {
         ht->empty_poll_mark = 0;
         ht->n_empty_cqs = 0;

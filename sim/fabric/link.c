@@ -171,15 +171,30 @@ static void drop(struct link *l, struct pkt *p, enum drop_reason why)
     case DROP_UNCONNECTED:
         break;
     }
-    if (sim_trace_enabled(l->sim))
+    if (sim_trace_on(l->sim, TRACE_G_CORE))
         sim_trace(l->sim, &(struct trace_rec){.kind = TRACE_PKT_DROP,
+                                              .track = TRK_LINK,
                                               .opcode = p->opcode,
                                               .node = l->trace_id,
                                               .qpn = p->dest_qpn,
                                               .psn = p->psn,
                                               .len = p->payload_len,
+                                              .unit = p->dst_node,
+                                              .peer = p->src_node,
+                                              .peer_qpn = p->src_qpn,
                                               .where = drop_where[why]});
     pkt_free(l->pool, p);
+}
+
+/* Traces (TRACE_G_FABRIC): the queue's bytes changed. */
+static void trace_queue(struct link *l)
+{
+    sim_trace(l->sim, &(struct trace_rec){.kind = TRACE_COUNTER,
+                                          .track = TRK_LINK,
+                                          .node = l->trace_id,
+                                          .t0_ps = sim_now(l->sim),
+                                          .val = l->queued_bytes,
+                                          .where = l->name});
 }
 
 static void tap(struct link *l, enum link_tap where, const struct pkt *p, bool corrupt)
@@ -414,6 +429,8 @@ static void enqueue(struct link *l, unsigned c, struct pkt *p, uint64_t wire)
     l->queued_bytes += wire;
     if (l->queued_bytes > l->c.max_queue_bytes)
         l->c.max_queue_bytes = l->queued_bytes;
+    if (sim_trace_on(l->sim, TRACE_G_FABRIC))
+        trace_queue(l);
     if (!l->tx)
         tx_start(l);
 }
@@ -505,6 +522,15 @@ static void pfc_apply(struct link *l, const struct pkt *f)
             l->paused_until[c] = 0;
             l->c.pfc_xon_rx++;
         }
+        if (sim_trace_on(l->sim, TRACE_G_FABRIC)) /* status = the priority, val = until */
+            sim_trace(l->sim, &(struct trace_rec){.kind = TRACE_INSTANT,
+                                                  .track = TRK_LINK,
+                                                  .node = l->trace_id,
+                                                  .t0_ps = now,
+                                                  .status = (uint16_t)c,
+                                                  .val = l->paused_until[c],
+                                                  .flags = f->pfc_quanta[c] ? 1 : 0,
+                                                  .where = l->name});
     }
     if (!l->tx)
         tx_start(l);
@@ -558,6 +584,25 @@ static void tx_done(struct sim *sim, struct sim_event *ev)
         l->deq_fn(l->deq_ctx, p);
     if (p->kind == PKT_PFC)
         l->c.pfc_frames_sent++;
+    if (sim_trace_on(sim, TRACE_G_FABRIC)) { /* the frame on the wire; the queue it left */
+        sim_trace(sim, &(struct trace_rec){.kind = TRACE_SPAN,
+                                           .track = TRK_LINK,
+                                           .node = l->trace_id,
+                                           .t0_ps = l->tx_start_ps,
+                                           .dur_ps = sim_now(sim) - l->tx_start_ps,
+                                           .opcode = p->opcode,
+                                           .status = p->kind,
+                                           .psn = p->psn,
+                                           .qpn = p->dest_qpn,
+                                           .unit = p->dst_node,
+                                           .peer = p->src_node,
+                                           .peer_qpn = p->src_qpn,
+                                           .len = p->payload_len,
+                                           .val = wire,
+                                           .flags = p->ecn == PKT_ECN_CE ? 1 : 0,
+                                           .where = l->name});
+        trace_queue(l);
+    }
     if (!l->up) {
         drop(l, p, DROP_DOWN);
     } else {

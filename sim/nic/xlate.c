@@ -47,6 +47,7 @@ static void xl_fetch(struct nic_cache *c, uint64_t key, void *owner)
     struct nic *nic = owner;
     uint32_t bytes = c == &nic->mpt ? nic->p.mpt_bytes : NIC_MTT_LINE * nic->p.mtt_bytes;
     nic->cnt.dma_reads++;
+    nic_pcie_trace_ctx(nic, NULL);
     if (nic->pcie)
         pcie_dma_read_k(nic->pcie, PCIE_K_XLATE_MISS, 0, bytes, xl_fetched, c,
                         (void *)(uintptr_t)key);
@@ -89,6 +90,12 @@ static void xl_pump(struct nic *nic)
         if (!nic->xl_head)
             nic->xl_tail = NULL;
         op->xl_next = NULL;
+        if (op->tr_t0 != SIM_TIME_NEVER && op->tr_t0 < sim_now(nic->sim) && nic_tr(nic))
+            /* it waited for translations (its own misses or an earlier op's) */
+            nic_trace_span(nic, TRK_XLATE, op->tr_t0, sim_now(nic->sim) - op->tr_t0,
+                           &(struct trace_rec){.qpn = nic_op_trace_qpn(op),
+                                               .psn = nic_op_trace_psn(op),
+                                               .where = "wait for translation"});
         op->xl_go(op);
     }
     nic->xl_pumping = false;
@@ -192,6 +199,7 @@ static void mem_go(struct nic_op *op)
         nic->cnt.dma_writes++;
     else
         nic->cnt.dma_reads++;
+    nic_pcie_trace_ctx(nic, op);
     if (!nic->pcie)
         op->mem_done(nic->sim, op, op->mem_b);
     else if (op->mem_write)

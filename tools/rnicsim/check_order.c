@@ -251,6 +251,9 @@ static void co_feed(struct co_observer *o, const struct trace_rec *r)
     case TRACE_POLL:
     case TRACE_POST:
     case TRACE_NOTE:
+    case TRACE_SPAN: /* sink-only kinds: never in the ring */
+    case TRACE_INSTANT:
+    case TRACE_COUNTER:
     case TRACE_KIND_COUNT:
         break;
     }
@@ -672,6 +675,9 @@ static void co_print_trace_line(FILE *out, const struct co_observer *ob, const s
         fprintf(out, "  qpn %u opcode %u status %u len %u", r->qpn, r->opcode, r->status, r->len);
         break;
     case TRACE_NOTE:
+    case TRACE_SPAN: /* sink-only kinds: never in the ring */
+    case TRACE_INSTANT:
+    case TRACE_COUNTER:
     case TRACE_KIND_COUNT:
         break;
     }
