@@ -399,8 +399,8 @@ static void start_fetch(struct nic_cache *c, struct nic_cache_mshr *m)
 
 /* Trace: a lookup of `key` (hit, joined a miss in flight, missed), or the
  * miss's fetch from t0 to now. */
-static void cache_trace(struct nic_cache *c, uint64_t key, const char *what, bool miss,
-                        sim_time_t t0)
+static __attribute__((noinline, cold)) void cache_trace(struct nic_cache *c, uint64_t key,
+                                                        const char *what, bool miss, sim_time_t t0)
 {
     sim_time_t now = sim_now(c->sim);
     sim_trace(c->sim, &(struct trace_rec){.kind = t0 == now ? TRACE_INSTANT : TRACE_SPAN,
@@ -421,12 +421,11 @@ bool nic_cache_access(struct nic_cache *c, uint64_t key, sim_cb_fn fn, void *a, 
 {
     if (!c->cap)
         return true;
-    bool tr = sim_trace_on(c->sim, TRACE_G_CACHE);
     for (uint32_t i = 0; i < c->n_mshr; i++)
         if (c->mshr[i].key == key) {
             c->c.merged++;
             add_waiter(c, &c->mshr[i], fn, a, b);
-            if (tr)
+            if (sim_trace_on(c->sim, TRACE_G_CACHE))
                 cache_trace(c, key, "miss (fetch in flight)", true, sim_now(c->sim));
             return false;
         }
@@ -438,7 +437,7 @@ bool nic_cache_access(struct nic_cache *c, uint64_t key, sim_cb_fn fn, void *a, 
             c->c.hits++;
             if (i)
                 sa_touch(set, i);
-            if (tr)
+            if (sim_trace_on(c->sim, TRACE_G_CACHE))
                 cache_trace(c, key, "hit", false, sim_now(c->sim));
             return true;
         }
@@ -450,7 +449,7 @@ bool nic_cache_access(struct nic_cache *c, uint64_t key, sim_cb_fn fn, void *a, 
                 lru_unlink(c, s);
                 lru_push_front(c, s);
             }
-            if (tr)
+            if (sim_trace_on(c->sim, TRACE_G_CACHE))
                 cache_trace(c, key, "hit", false, sim_now(c->sim));
             return true;
         }
@@ -468,7 +467,7 @@ bool nic_cache_access(struct nic_cache *c, uint64_t key, sim_cb_fn fn, void *a, 
     }
     struct nic_cache_mshr *m = &c->mshr[c->n_mshr++];
     *m = (struct nic_cache_mshr){.key = key, .t0_ps = sim_now(c->sim)};
-    if (tr)
+    if (sim_trace_on(c->sim, TRACE_G_CACHE))
         cache_trace(c, key, "miss", true, m->t0_ps);
     add_waiter(c, m, fn, a, b);
     if (c->in_flight < c->max_misses) {

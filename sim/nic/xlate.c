@@ -79,6 +79,19 @@ void nic_xlate_fini(struct nic *nic)
 
 /* ---------------------------------------------------------------- the in-order unit */
 
+/* Trace: an operation that waited for translations (its own misses or an
+ * earlier operation's) from its issue until now. */
+static __attribute__((noinline, cold)) void xl_trace(struct nic *nic, const struct nic_op *op)
+{
+    sim_time_t now = sim_now(nic->sim);
+    if (op->tr_t0 == SIM_TIME_NEVER || op->tr_t0 >= now)
+        return;
+    nic_trace_span(nic, TRK_XLATE, op->tr_t0, now - op->tr_t0,
+                   &(struct trace_rec){.qpn = nic_op_trace_qpn(op),
+                                       .psn = nic_op_trace_psn(op),
+                                       .where = "wait for translation"});
+}
+
 static void xl_pump(struct nic *nic)
 {
     if (nic->xl_pumping)
@@ -90,12 +103,8 @@ static void xl_pump(struct nic *nic)
         if (!nic->xl_head)
             nic->xl_tail = NULL;
         op->xl_next = NULL;
-        if (op->tr_t0 != SIM_TIME_NEVER && op->tr_t0 < sim_now(nic->sim) && nic_tr(nic))
-            /* it waited for translations (its own misses or an earlier op's) */
-            nic_trace_span(nic, TRK_XLATE, op->tr_t0, sim_now(nic->sim) - op->tr_t0,
-                           &(struct trace_rec){.qpn = nic_op_trace_qpn(op),
-                                               .psn = nic_op_trace_psn(op),
-                                               .where = "wait for translation"});
+        if (nic_tr(nic))
+            xl_trace(nic, op);
         op->xl_go(op);
     }
     nic->xl_pumping = false;

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "tools/rnicsim/rnicsim.h"
+#include "tools/rnicsim/timeline.h"
 #ifdef RNICSIM_HAVE_EMU
 #include "emu/daemon/emu.h"
 #endif
@@ -33,38 +34,42 @@
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage:\n"
-                 "  rnicsim run FILE.yaml [-o RESULTS.json] [--set KEY=VALUE]... [--seed N]\n"
-                 "                        [--profiles DIR] [--tables] [--quiet]\n"
-                 "  rnicsim params [--profile NAME] [--profiles DIR] [--markdown]\n"
-                 "  rnicsim programs\n"
-                 "  rnicsim bench [--reps N] [--json FILE]\n"
-                 "  rnicsim check-order FILE.yaml [--runs N] [--seed S] [--set KEY=VALUE]...\n"
-                 "                        [--vary KEY=V1,V2,...]... [-o RESULT.json]\n"
-                 "  rnicsim table2 [--channels=a,b,...] [--quick] [--markdown] [--json FILE]\n"
-                 "                        [--csv FILE] [--update FILE.md]\n"
-                 "  rnicsim sweep FILE.yaml --set KEY=V1,V2,... [--set KEY2=A,B]... [-j N]\n"
-                 "                        [-o DIR] [--seed N] [--profiles DIR]\n"
-                 "                        [--plot x=KEY,y=COLUMN[,series=KEY]]\n"
-                 "  rnicsim validate [--full] [--only ID,...] [-j N] [-o DIR] [--doc FILE.md]\n"
-                 "  rnicsim --version | --help\n"
-                 "\n"
-                 "run: simulate a scenario, print a summary, write JSON results (-o).\n"
-                 "  exit status: 0 done, 1 a program failed, 2 bad input, 3 deadlock,\n"
-                 "  4 stop_time reached with programs running, 5 internal error.\n"
-                 "params: list every hardware parameter with its effective value.\n"
-                 "programs: list the built-in programs.\n"
-                 "bench: measure simulator speed (events/s, simulated packets/s).\n"
-                 "check-order: run an ordering workload under many seeds/configurations;\n"
-                 "  exit status: 0 clean, 1 violation found, 2 bad input, 3 run error.\n"
-                 "table2: measure Taranov et al.'s Table 2 for every channel\n"
-                 "  (docs/taranov-table2.md).\n"
-                 "sweep: run every combination of the --set value lists (-j at a time),\n"
-                 "  one CSV row per run in DIR/sweep.csv (default DIR sweep-out);\n"
-                 "  exit status: 0 all ran, 1 a run failed, 2 bad input, 5 output error.\n"
-                 "validate: run the published data points (validation/points.yaml) and\n"
-                 "  compare; exit status: 0 all within tolerance or known limits, 1 a point\n"
-                 "  outside or in error, 2 bad input, 5 output error.\n");
+    fprintf(out,
+            "usage:\n"
+            "  rnicsim run FILE.yaml [-o RESULTS.json] [--set KEY=VALUE]... [--seed N]\n"
+            "                        [--profiles DIR] [--tables] [--quiet]\n"
+            "                        [--timeline FILE.json] [--trace] [--timeline-hosts h0,..]\n"
+            "                        [--timeline-qps [hN:]QPN,..] [--timeline-window FROM:TO]\n"
+            "                        [--timeline-max SIZE]\n"
+            "  rnicsim params [--profile NAME] [--profiles DIR] [--markdown]\n"
+            "  rnicsim programs\n"
+            "  rnicsim bench [--reps N] [--json FILE]\n"
+            "  rnicsim check-order FILE.yaml [--runs N] [--seed S] [--set KEY=VALUE]...\n"
+            "                        [--vary KEY=V1,V2,...]... [-o RESULT.json]\n"
+            "  rnicsim table2 [--channels=a,b,...] [--quick] [--markdown] [--json FILE]\n"
+            "                        [--csv FILE] [--update FILE.md]\n"
+            "  rnicsim sweep FILE.yaml --set KEY=V1,V2,... [--set KEY2=A,B]... [-j N]\n"
+            "                        [-o DIR] [--seed N] [--profiles DIR]\n"
+            "                        [--plot x=KEY,y=COLUMN[,series=KEY]]\n"
+            "  rnicsim validate [--full] [--only ID,...] [-j N] [-o DIR] [--doc FILE.md]\n"
+            "  rnicsim --version | --help\n"
+            "\n"
+            "run: simulate a scenario, print a summary, write JSON results (-o).\n"
+            "  exit status: 0 done, 1 a program failed, 2 bad input, 3 deadlock,\n"
+            "  4 stop_time reached with programs running, 5 internal error.\n"
+            "params: list every hardware parameter with its effective value.\n"
+            "programs: list the built-in programs.\n"
+            "bench: measure simulator speed (events/s, simulated packets/s).\n"
+            "check-order: run an ordering workload under many seeds/configurations;\n"
+            "  exit status: 0 clean, 1 violation found, 2 bad input, 3 run error.\n"
+            "table2: measure Taranov et al.'s Table 2 for every channel\n"
+            "  (docs/taranov-table2.md).\n"
+            "sweep: run every combination of the --set value lists (-j at a time),\n"
+            "  one CSV row per run in DIR/sweep.csv (default DIR sweep-out);\n"
+            "  exit status: 0 all ran, 1 a run failed, 2 bad input, 5 output error.\n"
+            "validate: run the published data points (validation/points.yaml) and\n"
+            "  compare; exit status: 0 all within tolerance or known limits, 1 a point\n"
+            "  outside or in error, 2 bad input, 5 output error.\n");
 #ifdef RNICSIM_HAVE_EMU
     fprintf(out, "emulate FILE.yaml [-o RESULTS.json] [--socket PATH] [--duration DUR] ...:\n"
                  "  run the scenario's hardware paced by the wall clock for unmodified verbs\n"
@@ -135,10 +140,19 @@ static int cmd_run(int argc, char **argv)
     const char **sets = xcalloc_or_die((size_t)argc, sizeof(char *));
     struct scenario_opts o = {.sets = sets};
     bool quiet = false, tables = false;
+    struct timeline_opts tlo = {0};
     int rc = EXIT_USAGE;
     for (int i = 0; i < argc; i++) {
         bool missing = false;
         const char *v;
+        char twhy[256];
+        int t = timeline_parse_opt(argc, argv, &i, &tlo, twhy, sizeof(twhy));
+        if (t < 0) {
+            fprintf(stderr, "rnicsim run: %s\n", twhy);
+            goto out;
+        }
+        if (t > 0)
+            continue;
         if ((v = opt_value(argc, argv, &i, "--set", &missing))) {
             sets[o.nsets++] = v;
         } else if ((v = opt_value(argc, argv, &i, "-o", &missing)) ||
@@ -185,7 +199,13 @@ static int cmd_run(int argc, char **argv)
         goto out;
     }
     char why[512];
-    struct run *r = run_scenario(s, !quiet && isatty(STDERR_FILENO), why, sizeof(why));
+    if (timeline_check_opts(&tlo, s->topo.n_nodes, why, sizeof(why))) {
+        fprintf(stderr, "rnicsim run: %s\n", why);
+        scenario_free(s);
+        goto out;
+    }
+    struct run_opts ro = {.progress = !quiet && isatty(STDERR_FILENO), .timeline = &tlo};
+    struct run *r = run_scenario_opts(s, &ro, why, sizeof(why));
     fflush(stdout);
     if (!r) {
         fprintf(stderr, "rnicsim: %s\n", why);
@@ -195,6 +215,8 @@ static int cmd_run(int argc, char **argv)
     }
     report_outcome(r);
     rc = run_exit_code(r->result);
+    if (r->timeline_rc)
+        rc = rc ? rc : EXIT_INTERNAL;
     if (out && results_write_json(r, out, why, sizeof(why))) {
         fprintf(stderr, "rnicsim: %s\n", why);
         rc = rc ? rc : EXIT_INTERNAL;

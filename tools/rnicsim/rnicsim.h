@@ -271,9 +271,11 @@ struct run {
     /* the built-in traffic generator (NULL without `traffic:`) */
     struct traffic *traffic;
     bool traffic_done;
+    int timeline_rc; /* -1: the timeline file could not be written */
 };
 
 /* Options of run_scenario_opts (run_scenario = {.progress = progress}). */
+struct timeline_opts;
 struct run_opts {
     bool progress;           /* progress line on stderr (ignored with `observe`) */
     size_t trace_capacity;   /* > 0: keep the last N event-trace records (sim/trace.h) */
@@ -281,6 +283,7 @@ struct run_opts {
     sim_progress_fn observe; /* called every `observe_every` events during the run */
     void *observe_arg;
     uint64_t observe_every;
+    const struct timeline_opts *timeline; /* --timeline / --trace (timeline.h), or NULL */
 };
 
 /* Build the world, start every program, run the simulation.  Fills the

@@ -18,6 +18,7 @@
 
 #include "sim/trace.h"
 #include "tools/rnicsim/rnicsim.h"
+#include "tools/rnicsim/timeline.h"
 
 double wall_seconds(void)
 {
@@ -166,7 +167,19 @@ struct run *run_scenario_opts(const struct scenario *s, const struct run_opts *o
         free(r);
         return NULL;
     }
+    struct timeline *tl = NULL; /* listens from before the first program starts */
+    if (timeline_wanted(o->timeline)) {
+        char label[256];
+        snprintf(label, sizeof(label), "%s (%s), seed %llu", s->name ? s->name : "", s->file,
+                 (unsigned long long)s->seed);
+        tl = timeline_start(r->world, o->timeline, label, why, why_len);
+        if (!tl) {
+            run_free(r);
+            return NULL;
+        }
+    }
     if (start_programs(r, why, why_len)) {
+        timeline_finish(tl);
         run_free(r);
         return NULL;
     }
@@ -175,6 +188,7 @@ struct run *run_scenario_opts(const struct scenario *s, const struct run_opts *o
         r->traffic = traffic_create(sim, r->world->nics, (uint32_t)r->world->nhosts, r->world->topo,
                                     &s->traffic, why, why_len);
         if (!r->traffic) {
+            timeline_finish(tl);
             run_free(r);
             return NULL;
         }
@@ -182,6 +196,7 @@ struct run *run_scenario_opts(const struct scenario *s, const struct run_opts *o
     }
     if (o->trace_capacity && sim_trace_enable(sim, o->trace_capacity)) {
         snprintf(why, why_len, "cannot allocate an event trace of %zu records", o->trace_capacity);
+        timeline_finish(tl);
         run_free(r);
         return NULL;
     }
@@ -195,6 +210,7 @@ struct run *run_scenario_opts(const struct scenario *s, const struct run_opts *o
     double t0 = wall_seconds();
     enum sim_run_result res = sim_run(sim, s->stop_time_ps);
     r->wall_s = wall_seconds() - t0;
+    r->timeline_rc = timeline_finish(tl);
     if (progress)
         fprintf(stderr, "\r%60s\r", "");
     r->sim_time_ps = sim_now(sim);
