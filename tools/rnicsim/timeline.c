@@ -407,28 +407,30 @@ static bool qp_ok(const struct timeline *tl, uint32_t node, uint32_t qpn)
     return false;
 }
 
-/* Does record r pass the filters?  A packet passes if either end does. */
+/* Does record r pass the filters?  A record happens on its host (node);
+ * a frame on a link (or dropped by a switch) passes if either end does. */
 static bool rec_ok(const struct timeline *tl, const struct trace_rec *r)
 {
     sim_time_t t0 = r->kind >= TRACE_SPAN ? r->t0_ps : r->t_ps;
     sim_time_t t1 = r->kind == TRACE_SPAN ? t0 + r->dur_ps : t0;
     if (t1 < tl->from_ps || t0 > tl->to_ps)
         return false;
-    bool link = r->track == TRK_LINK && r->kind != TRACE_POST;
+    bool link = r->track == TRK_LINK;
     bool sw = r->kind == TRACE_PKT_DROP && r->track == TRK_COUNT;
-    uint32_t a_node = link ? r->peer : sw ? r->peer : r->node;
-    uint32_t b_node = link ? r->unit : sw ? r->node : r->peer;
-    bool pkt = r->peer_qpn || r->peer || link || sw;
-    if (tl->host_in && !host_ok(tl, a_node) && !(pkt && host_ok(tl, b_node)))
+    if (link || sw) { /* src = peer; dst = unit (link) or node (switch drop) */
+        uint32_t dst = link ? r->unit : r->node;
+        if (r->kind == TRACE_COUNTER || r->kind == TRACE_INSTANT) /* queue bytes, PFC */
+            return !tl->nqsel;
+        if (tl->host_in && !host_ok(tl, r->peer) && !host_ok(tl, dst))
+            return false;
+        return !tl->nqsel || qp_ok(tl, r->peer, r->peer_qpn) || qp_ok(tl, dst, r->qpn);
+    }
+    if (!host_ok(tl, r->node))
         return false;
     if (tl->nqsel) {
-        if (link || sw)
-            return qp_ok(tl, r->peer, r->peer_qpn) || qp_ok(tl, link ? r->unit : r->node, r->qpn);
-        if (r->kind == TRACE_COUNTER || (r->kind == TRACE_INSTANT && r->track == TRK_THREAD))
-            return true; /* queue bytes, thread names */
-        if (!r->qpn)
-            return false;
-        return qp_ok(tl, r->node, r->qpn) || (pkt && qp_ok(tl, r->peer, r->peer_qpn));
+        if (r->kind == TRACE_INSTANT && r->track == TRK_THREAD)
+            return true; /* a thread's name */
+        return r->qpn && qp_ok(tl, r->node, r->qpn);
     }
     return true;
 }
