@@ -53,6 +53,7 @@
 
 #include "sim/config/json.h"
 #include "tools/rnicsim/rnicsim.h"
+#include "tools/rnicsim/timeline.h"
 
 extern char **environ;
 
@@ -85,7 +86,9 @@ struct sw_opts {
     const char *plot_x, *plot_y, *plot_series;
     char *plot_buf;
     bool emit_jobs;
-    const char *collect; /* --collect DIR */
+    const char *collect;     /* --collect DIR */
+    struct timeline_opts tl; /* --timeline FILE ...: for run tl_run only */
+    uint64_t tl_run;
 };
 
 enum col_kind { COL_RUN, COL_TABLE, COL_COUNTER };
@@ -108,19 +111,21 @@ struct sw_run {
 
 static void sweep_usage(FILE *out)
 {
-    fprintf(out,
-            "usage: rnicsim sweep FILE.yaml --set KEY=V1,V2,... [--set KEY2=A,B]... [-j N]\n"
-            "                     [-o DIR] [--seed N] [--profiles DIR]\n"
-            "                     [--plot x=KEY,y=COLUMN[,series=KEY]] [--emit-jobs]\n"
-            "       rnicsim sweep --collect DIR [--plot x=KEY,y=COLUMN[,series=KEY]]\n"
-            "Runs the scenario once per combination of the --set lists (a child process\n"
-            "each, at most N at a time), writes DIR/run-<i>.json and .log, DIR/sweep.csv\n"
-            "(one row per run) and, with --plot, DIR/sweep.png.  Default DIR: %s.\n"
-            "--emit-jobs writes DIR/jobs.txt (GNU parallel) and DIR/slurm.sh (Slurm array)\n"
-            "instead of running; --collect DIR then merges the runs' results.\n"
-            "exit status: 0 every run succeeded, 1 some run failed, 2 bad input, 5 output\n"
-            "or plot error.\n",
-            SWEEP_DEFAULT_DIR);
+    fprintf(
+        out,
+        "usage: rnicsim sweep FILE.yaml --set KEY=V1,V2,... [--set KEY2=A,B]... [-j N]\n"
+        "                     [-o DIR] [--seed N] [--profiles DIR]\n"
+        "                     [--plot x=KEY,y=COLUMN[,series=KEY]] [--emit-jobs]\n"
+        "                     [--timeline FILE.json [--timeline-run I] [--timeline-hosts ...]]\n"
+        "       rnicsim sweep --collect DIR [--plot x=KEY,y=COLUMN[,series=KEY]]\n"
+        "Runs the scenario once per combination of the --set lists (a child process\n"
+        "each, at most N at a time), writes DIR/run-<i>.json and .log, DIR/sweep.csv\n"
+        "(one row per run) and, with --plot, DIR/sweep.png.  Default DIR: %s.\n"
+        "--emit-jobs writes DIR/jobs.txt (GNU parallel) and DIR/slurm.sh (Slurm array)\n"
+        "instead of running; --collect DIR then merges the runs' results.\n"
+        "exit status: 0 every run succeeded, 1 some run failed, 2 bad input, 5 output\n"
+        "or plot error.\n",
+        SWEEP_DEFAULT_DIR);
 }
 
 static const char *sw_opt_value(int argc, char **argv, int *i, const char *name, bool *missing)
@@ -236,7 +241,14 @@ static int parse_args(int argc, char **argv, struct sw_opts *o)
     for (int i = 0; i < argc; i++) {
         bool missing = false;
         const char *v;
-        char why[160];
+        char why[256];
+        int t = timeline_parse_opt(argc, argv, &i, &o->tl, why, sizeof(why));
+        if (t < 0) {
+            fprintf(stderr, "rnicsim sweep: %s\n", why);
+            return -1;
+        }
+        if (t > 0)
+            continue;
         if ((v = sw_opt_value(argc, argv, &i, "--set", &missing))) {
             if (parse_axis(v, &o->axes[o->naxes++]))
                 return -1;
@@ -279,6 +291,11 @@ static int parse_args(int argc, char **argv, struct sw_opts *o)
                 return -1;
         } else if (!strcmp(argv[i], "--emit-jobs")) {
             o->emit_jobs = true;
+        } else if ((v = sw_opt_value(argc, argv, &i, "--timeline-run", &missing))) {
+            if (cfg_parse_u64(v, &o->tl_run, why, sizeof(why))) {
+                fprintf(stderr, "rnicsim sweep: bad --timeline-run '%s': %s\n", v, why);
+                return -1;
+            }
         } else if ((v = sw_opt_value(argc, argv, &i, "--collect", &missing))) {
             if (!*v) {
                 fprintf(stderr, "rnicsim sweep: --collect needs a directory\n");
@@ -340,7 +357,7 @@ static int validate_all(const struct sw_opts *o, size_t nruns)
     for (size_t r = 0; r < nruns && !rc; r++) {
         char **sets = run_sets(o, r, idx);
         uint64_t seed = 0;
-        char why[160];
+        char why[256];
         struct scenario_opts so = {
             .profiles_dir = o->profiles, .sets = (const char *const *)sets, .nsets = o->naxes};
         if (o->seed && !cfg_parse_u64(o->seed, &seed, why, sizeof(why))) {
@@ -355,6 +372,10 @@ static int validate_all(const struct sw_opts *o, size_t nruns)
             for (size_t k = 0; k < o->naxes; k++)
                 fprintf(stderr, "%s%s", k ? " " : "", sets[k]);
             fprintf(stderr, ") has a bad scenario; nothing ran\n");
+            rc = -1;
+        } else if (r == o->tl_run &&
+                   timeline_check_opts(&o->tl, s->topo.n_nodes, why, sizeof(why))) {
+            fprintf(stderr, "rnicsim sweep: %s; nothing ran\n", why);
             rc = -1;
         }
         scenario_free(s);
@@ -412,7 +433,7 @@ static int run_all(const struct sw_opts *o, size_t nruns, struct sw_run *runs)
             size_t r = next++;
             char **sets = run_sets(o, r, idx);
             char *jpath = json_path(o, r), *log = xasprintf("%s/run-%zu.log", o->dir, r);
-            const char **argv = xcalloc_or_die(2 * o->naxes + 12, sizeof(char *));
+            const char **argv = xcalloc_or_die(2 * o->naxes + 24, sizeof(char *));
             size_t a = 0;
             argv[a++] = "rnicsim";
             argv[a++] = "run";
@@ -431,6 +452,9 @@ static int run_all(const struct sw_opts *o, size_t nruns, struct sw_run *runs)
             }
             argv[a++] = "-o";
             argv[a++] = jpath;
+            char maxbuf[32];
+            if (r == o->tl_run) /* --timeline: this run's */
+                timeline_opts_argv(&o->tl, argv, &a, maxbuf, sizeof(maxbuf));
             if (unlink(jpath) != 0 && errno != ENOENT)
                 fprintf(stderr, "rnicsim sweep: cannot remove old '%s': %s\n", jpath,
                         strerror(errno));
@@ -1243,6 +1267,13 @@ int sweep_main(int argc, char **argv)
     }
     if (!o.collect && validate_all(&o, nruns))
         goto out;
+    if (timeline_wanted(&o.tl) && (o.collect || o.emit_jobs || o.tl_run >= nruns)) {
+        fprintf(stderr,
+                "rnicsim sweep: --timeline is for one run of a local sweep: "
+                "--timeline-run 0..%zu, without --emit-jobs / --collect\n",
+                nruns - 1);
+        goto out;
+    }
     rc = EXIT_INTERNAL;
     if (!o.collect && make_dirs(o.dir))
         goto out;
