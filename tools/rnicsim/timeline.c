@@ -947,7 +947,8 @@ static void on_span(struct timeline *tl, const struct trace_rec *r, bool out)
     case TRK_RX: {
         /* learn the QP's peer (RC: one) */
         struct tl_qp *me = qp_get(tl, r->node, r->qpn, true);
-        if (!me->has_peer) {
+        int qpt = nic_opcode(r->opcode)->name ? nic_opcode_qp_type(r->opcode) : -1;
+        if (!me->has_peer && (qpt == IBV_QPT_RC || qpt == IBV_QPT_UC)) { /* not UD: many peers */
             me->has_peer = true;
             me->peer_node = r->peer;
             me->peer_qpn = r->peer_qpn;
@@ -964,7 +965,7 @@ static void on_span(struct timeline *tl, const struct trace_rec *r, bool out)
                      false);
         break;
     case TRK_DMA_WR: {
-        if (!r->psn || !r->where)
+        if (!r->where)
             break;
         struct tl_qp *q = qp_get(tl, r->node, r->qpn, false);
         if (strncmp(r->where, "comp:", 5) != 0) /* the responder placed it: its peer asked */
