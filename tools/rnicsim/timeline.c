@@ -411,6 +411,8 @@ static bool qp_ok(const struct timeline *tl, uint32_t node, uint32_t qpn)
  * a frame on a link (or dropped by a switch) passes if either end does. */
 static bool rec_ok(const struct timeline *tl, const struct trace_rec *r)
 {
+    if (r->kind == TRACE_INSTANT && r->track == TRK_THREAD) /* a thread's name: any window */
+        return host_ok(tl, r->node);
     sim_time_t t0 = r->kind >= TRACE_SPAN ? r->t0_ps : r->t_ps;
     sim_time_t t1 = r->kind == TRACE_SPAN ? t0 + r->dur_ps : t0;
     if (t1 < tl->from_ps || t0 > tl->to_ps)
@@ -427,11 +429,8 @@ static bool rec_ok(const struct timeline *tl, const struct trace_rec *r)
     }
     if (!host_ok(tl, r->node))
         return false;
-    if (tl->nqsel) {
-        if (r->kind == TRACE_INSTANT && r->track == TRK_THREAD)
-            return true; /* a thread's name */
+    if (tl->nqsel)
         return r->qpn && qp_ok(tl, r->node, r->qpn);
-    }
     return true;
 }
 
