@@ -235,11 +235,24 @@ out:
     return rc;
 }
 
+/* The params a profile file sets, as origins (its lines and comments). */
+static void profile_origins(const char *path, struct param_origin *origin)
+{
+    struct cfg_error err = {{0}};
+    struct cfg_doc *doc = path ? cfg_load_file(path, &err) : NULL;
+    if (doc)
+        param_origins_walk(origin, cfg_child(doc->root, "params"));
+    cfg_free(doc);
+}
+
 static int cmd_params(int argc, char **argv)
 {
-    const char *profile = NULL;
+    const char *profile = NULL, *file = NULL;
     struct profile_search ps = {0};
     bool markdown = false;
+    const char **sets = xcalloc_or_die((size_t)argc + 1, sizeof(char *));
+    size_t nsets = 0;
+    int rc = EXIT_USAGE;
     for (int i = 0; i < argc; i++) {
         bool missing = false;
         const char *v;
@@ -247,29 +260,58 @@ static int cmd_params(int argc, char **argv)
             profile = v;
         } else if ((v = opt_value(argc, argv, &i, "--profiles", &missing))) {
             ps.cli_dir = v;
+        } else if ((v = opt_value(argc, argv, &i, "--set", &missing))) {
+            sets[nsets++] = v;
         } else if (!strcmp(argv[i], "--markdown")) {
             markdown = true;
+        } else if (!missing && argv[i][0] != '-' && !file) {
+            file = argv[i];
         } else {
             fprintf(stderr, "rnicsim params: %s '%s'\n",
                     missing ? "missing value for" : "unknown option", argv[i]);
-            return EXIT_USAGE;
+            goto out;
         }
+    }
+    if ((file && profile) || (nsets && !file)) {
+        fprintf(stderr, "rnicsim params: FILE.yaml [--set KEY=VALUE]... or --profile NAME\n");
+        goto out;
     }
     struct hw_profile hw;
     hw_profile_default(&hw);
-    if (profile) {
+    struct param_origin *origin = xcalloc_or_die(hw_params_count, sizeof(*origin));
+    param_origins_default(origin);
+    struct scenario *s = NULL;
+    if (file) { /* a scenario: C defaults -> its profile -> hardware: -> --set */
+        struct scenario_opts so = {.profiles_dir = ps.cli_dir, .sets = sets, .nsets = nsets};
+        struct cfg_error err = {{0}};
+        s = scenario_load(file, NULL, &so, &err);
+        if (!s) {
+            fprintf(stderr, "%s\n", err.msg);
+            free(origin);
+            goto out;
+        }
+        hw = s->hw;
+        profile_origins(s->profile_path, origin);
+        param_origins_walk(origin, cfg_child(s->doc->root, "hardware"));
+        if (!markdown)
+            printf("# scenario %s (profile %s); each value's source on the line below it\n", file,
+                   s->profile_name ? s->profile_name : "none: the C defaults");
+    } else if (profile) {
         struct cfg_error err = {{0}};
         char *path = NULL;
         if (profile_load(profile, &ps, NULL, &hw, &path, &err)) {
             fprintf(stderr, "%s\n", err.msg);
             free(path);
-            return EXIT_USAGE;
+            free(origin);
+            goto out;
         }
+        profile_origins(path, origin);
         if (!markdown)
-            printf("# profile %s (%s)\n", profile, path);
+            printf("# profile %s (%s); each value's source on the line below it\n", profile, path);
         free(path);
     } else if (!markdown) {
-        printf("# C defaults (no profile); profile search path:\n");
+        printf("# C defaults (no profile); each value's source on the line below it; profile "
+               "search path:\n");
         profile_print_dirs(&ps, stdout);
     }
     if (markdown) {
@@ -282,9 +324,15 @@ static int cmd_params(int argc, char **argv)
         if (markdown)
             printf("| `%s` | %s | `%s` | %s |\n", d->key, param_kind_name(d->kind), val, d->doc);
         else
-            printf("%-26s %-5s %10s  %s\n", d->key, param_kind_name(d->kind), val, d->doc);
+            printf("%-26s %-5s %10s  %s\n    from %s\n", d->key, param_kind_name(d->kind), val,
+                   d->doc, origin[i].text);
     }
-    return 0;
+    free(origin);
+    scenario_free(s);
+    rc = 0;
+out:
+    free(sets);
+    return rc;
 }
 
 int main(int argc, char **argv)

@@ -70,6 +70,17 @@ uint64_t param_value(const struct hw_profile *hw, const struct param_def *d);
 /* Human form with a unit ("5ns", "100Gbps", "4KiB"), as a file would say. */
 void param_format(const struct hw_profile *hw, const struct param_def *d, char *buf, size_t len);
 const char *param_kind_name(enum param_kind k);
+/* Where a parameter's value comes from (param_source.c): the C default's
+ * citation (param_defaults.c), a profile's FILE:LINE and its comment, a
+ * scenario's `hardware:` FILE:LINE, or --set.  One per hw_params[] entry. */
+struct param_origin {
+    char text[720];
+};
+const char *param_default_source(const char *key);
+void param_origins_default(struct param_origin *o);
+/* The parameters a map sets (a profile's params:, a scenario's hardware:)
+ * now come from its lines. */
+void param_origins_walk(struct param_origin *o, const struct cfg_node *map);
 /* Apply a (possibly nested) map of parameters: nested maps flatten to
  * dotted keys ("nic: {mtu: 4096}" == "nic.mtu: 4096").  Unknown keys are
  * errors with a suggestion.  `where` names the map in messages. */

@@ -825,6 +825,40 @@ static void screen_value(const char *s, char *buf, size_t len)
 /* Swept keys, run, exit, result, then: with --plot, the columns it names;
  * without, the table columns that differ between the successful runs (all
  * table columns if fewer than two succeeded), at most SUMMARY_MAX_METRICS. */
+/* What a run's exit status says (rnicsim run's exit codes), for its row. */
+static const char *exit_meaning(int status)
+{
+    switch (status) {
+    case 1:
+        return " program-failed";
+    case 2:
+        return " bad-input";
+    case 3:
+        return " deadlock";
+    case 4:
+        return " time-limit";
+    case 5:
+        return " internal-error";
+    default:
+        return "";
+    }
+}
+
+/* The `--set stop_time=...` a run that reached its stop_time suggested in
+ * its log (rnicsim run prints it), or NULL. */
+static char *stop_time_hint(const struct sw_opts *o, size_t r)
+{
+    char *path = xasprintf("%s/run-%zu.log", o->dir, r), *hint = NULL;
+    size_t len = 0;
+    char *text = read_file(path, &len);
+    const char *at = text ? strstr(text, "--set stop_time=") : NULL;
+    if (at) /* "--set stop_time=VALUE" */
+        hint = xasprintf("%.*s", (int)(6 + strcspn(at + 6, " \n")), at);
+    free(text);
+    free(path);
+    return hint;
+}
+
 static void print_summary(const struct sw_opts *o, size_t nruns, const struct sw_run *runs,
                           const struct sw_cols *cols, FILE *out)
 {
@@ -891,7 +925,9 @@ static void print_summary(const struct sw_opts *o, size_t nruns, const struct sw
                 else if (j == 1 && r && runs[r - 1].not_run)
                     t = "not run";
                 else if (j == 1)
-                    t = r ? (snprintf(buf, sizeof(buf), "%d", runs[r - 1].exit_status), buf)
+                    t = r ? (snprintf(buf, sizeof(buf), "%d%s", runs[r - 1].exit_status,
+                                      exit_meaning(runs[r - 1].exit_status)),
+                             buf)
                           : "exit";
                 else if (!r)
                     t = cols->names[show[j - 2]];
@@ -1302,9 +1338,21 @@ int sweep_main(int argc, char **argv)
             if (runs[r].not_run)
                 fprintf(stderr, " run %zu (not run: no %s/run-%zu.exit)", r, o.dir, r);
             else if (runs[r].exit_status != 0 || runs[r].unreadable)
-                fprintf(stderr, " run %zu (exit %d%s, %s/run-%zu.log)", r, runs[r].exit_status,
+                fprintf(stderr, " run %zu (exit %d%s%s, %s/run-%zu.log)", r, runs[r].exit_status,
+                        exit_meaning(runs[r].exit_status),
                         runs[r].unreadable ? ", results unreadable" : "", o.dir, r);
         fputc('\n', stderr);
+        for (size_t r = 0; r < nruns; r++) {
+            char *hint = runs[r].exit_status == 4 ? stop_time_hint(&o, r) : NULL;
+            if (hint) /* the first one: they all ran the same stop_time */
+                fprintf(stderr,
+                        "rnicsim sweep: run %zu reached its stop_time with programs still "
+                        "running; to simulate longer, add %s\n",
+                        r, hint);
+            free(hint);
+            if (hint)
+                break;
+        }
         rc = EXIT_FAILED_RUN;
     }
     if (o.plot_x) {
