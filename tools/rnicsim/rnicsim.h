@@ -276,6 +276,7 @@ struct run {
     uint64_t events;
     double wall_s;
     bool progress;
+    bool progress_shown; /* the progress line is on the terminal now */
     double progress_t0, progress_last;
     /* stop the simulation as soon as a program returns non-zero */
     bool stop_on_failure;

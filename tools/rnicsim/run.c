@@ -9,6 +9,7 @@
  *
  * Daemon programs do not keep the run alive: when the last non-daemon
  * process finishes and daemons exist, the run stops at that instant. */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,6 +74,30 @@ void run_process_finished(struct prog_inst *pi)
         sim_stop(r->world->sim);
 }
 
+/* Program output while the progress line is on the terminal: stdout is a
+ * stream whose writes first clear that line (stderr and stdout are usually
+ * the same terminal), so "[rnicsim] sim ..." never runs into a program's
+ * line.  The next progress tick draws it again below. */
+static ssize_t progress_stdout_write(void *arg, const char *buf, size_t n)
+{
+    struct run *r = arg;
+    if (r->progress_shown) {
+        fputs("\r\033[K", stderr);
+        fflush(stderr);
+        r->progress_shown = false;
+    }
+    size_t done = 0;
+    while (done < n) {
+        ssize_t k = write(STDOUT_FILENO, buf + done, n - done);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return done ? (ssize_t)done : -1;
+        done += (size_t)k;
+    }
+    return (ssize_t)n;
+}
+
 static void progress_cb(struct sim *sim, void *arg)
 {
     struct run *r = arg;
@@ -86,6 +111,7 @@ static void progress_cb(struct sim *sim, void *arg)
     format_time(sim_now(sim), t, sizeof(t));
     fprintf(stderr, "\r[rnicsim] sim %s  %.1f M ev/s   ", t, evs / 1e6);
     fflush(stderr);
+    r->progress_shown = true;
 }
 
 /* The traffic generator's last flow completed: like the last non-daemon
@@ -207,9 +233,23 @@ struct run *run_scenario_opts(const struct scenario *s, const struct run_opts *o
         sim_set_progress(sim, o->observe_every ? o->observe_every : 1, o->observe, o->observe_arg);
     else if (progress)
         sim_set_progress(sim, 1u << 16, progress_cb, r);
+    FILE *saved_stdout = NULL;
+    if (progress) { /* program output clears the progress line first */
+        fflush(stdout);
+        FILE *f = fopencookie(r, "w", (cookie_io_functions_t){.write = progress_stdout_write});
+        if (f) {
+            setvbuf(f, NULL, _IOLBF, 0);
+            saved_stdout = stdout;
+            stdout = f;
+        }
+    }
     double t0 = wall_seconds();
     enum sim_run_result res = sim_run(sim, s->stop_time_ps);
     r->wall_s = wall_seconds() - t0;
+    if (saved_stdout) {
+        fclose(stdout);
+        stdout = saved_stdout;
+    }
     r->timeline_rc = timeline_finish(tl);
     if (progress)
         fprintf(stderr, "\r%60s\r", "");
