@@ -14,6 +14,8 @@
 #include "protocols/rima/footprint.h"
 #include "protocols/taranov/taranov.h"
 #include "protocols/taranov/table2_driver.h"
+#include "protocols/pswitch_demo/ps_count.h"
+#include "protocols/zerosided/zs_switch.h"
 
 const struct program_def protocol_programs[] = {
     {"perftest", perftest_main,
@@ -42,6 +44,25 @@ const struct program_def protocol_programs[] = {
     {"largemsg", largemsg_main,
      "Table 6 large-message alternatives: fastkv with every request a memcached-size SET "
      "(--transport=split-alloc|split-faa|split-presend|rima)"},
+    {"ps_count", ps_count_main,
+     "programmable-switch example: counts packets and bytes per host pair in the switch's "
+     "registers (host sw0; --hosts --for)"},
+    {"zs_switch", zs_switch_main,
+     "zero-sided RDMA switch program: control plane on the programmable switch's CPU (host sw0; "
+     "--flow --mode --producers --consumers)"},
+    {"zs_pu", zs_pu_main,
+     "zero-sided RDMA processing unit: producer / consumer / echo rings, no verbs on the data path "
+     "(--flow --role --index)"},
+    {"zs_cpudrv", zs_cpudrv_main,
+     "zero-sided baseline: CPU cores post one WRITE per item of GPU kernels' rings (--flows --cores)"},
+    {"zs_nvshmem", zs_nvshmem_main,
+     "zero-sided baseline: NVSHMEM-like GPU-initiated PUTs between nodes (--nodes --index)"},
+    {"zs_cpushuffle", zs_cpushuffle_main,
+     "zero-sided baselines: CPU shuffle with DFI, MPI all-to-all or Spark-UCX (--system "
+     "--workers --index)"},
+    {"zs_dfirepl", zs_dfirepl_main,
+     "zero-sided baseline: DFI-like replication over UD multicast, optionally globally ordered "
+     "(--role=source|target)"},
     {NULL, NULL, NULL},
 };
 

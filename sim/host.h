@@ -45,6 +45,9 @@ struct host {
     char name[32];
     struct host_cpu_params cpu;
     struct nic *nic;
+    /* The device this host is the CPU of when it is not a server (the
+     * control-plane CPU of a programmable switch, sim/pswitch), else NULL. */
+    void *device;
     struct sim_waitq relax_wq; /* host_relax(): woken by any DMA write / CQE / local proc */
     struct sim_waitq cqe_wq;   /* empty ibv_poll_cq(): woken by any CQE on this host */
     uint64_t dma_writes_landed, cqes_landed;

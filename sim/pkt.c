@@ -106,3 +106,16 @@ void pkt_free(struct pkt_pool *pool, struct pkt *p)
     p->next = pool->free;
     pool->free = p;
 }
+
+struct pkt *pkt_clone(struct pkt_pool *pool, const struct pkt *p)
+{
+    struct pkt *c = pkt_alloc(pool);
+    uint64_t id = c->id;
+    bool no_bytes = c->no_bytes;
+    memcpy(c, p, offsetof(struct pkt, payload) + (no_bytes || p->no_bytes ? 0 : p->payload_len));
+    c->id = id;
+    c->no_bytes = no_bytes;
+    c->next = NULL;
+    c->in_port = 0;
+    return c;
+}

@@ -54,6 +54,14 @@ enum pkt_ext_hdr {
     PKT_EXT_DETH = 1u << 5,   /* 8 B (UD), comes right after the BTH */
 };
 
+/* A multicast destination (IB UD multicast, ibv_attach_mcast): dst_node is
+ * PKT_MCAST_NODE | group; switches copy the frame to every member node. */
+#define PKT_MCAST_NODE 0x80000000u
+static inline bool pkt_node_is_mcast(uint32_t node)
+{
+    return (node & PKT_MCAST_NODE) != 0;
+}
+
 struct pkt {
     struct pkt *next; /* queue link, owned by whoever holds the packet */
     uint64_t id;      /* unique per simulation, for traces */
@@ -144,5 +152,9 @@ uint64_t pkt_pool_allocated(const struct pkt_pool *pool);
 void pkt_pool_destroy(struct pkt_pool *pool);
 struct pkt *pkt_alloc(struct pkt_pool *pool); /* zeroed header, payload_len 0 */
 void pkt_free(struct pkt_pool *pool, struct pkt *p);
+/* A copy of p (headers, and the payload unless the pool holds none) with
+ * its own id; it belongs to no queue and no switch ingress port (in_port 0:
+ * the original carries that port's PFC accounting). */
+struct pkt *pkt_clone(struct pkt_pool *pool, const struct pkt *p);
 
 #endif /* RNICSIM_PKT_H */

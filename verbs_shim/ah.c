@@ -25,6 +25,10 @@ struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
     }
     struct shim_pd *spd = shim_pd(pd);
     int64_t node = shim_av_node(spd->ctx->nic, attr);
+    /* a multicast group's GID (UD multicast, mcast.c) */
+    int64_t group = attr->is_global ? nic_mcast_group_of_gid(&attr->grh.dgid) : -1;
+    if (group >= 0)
+        node = (int64_t)(PKT_MCAST_NODE | (uint32_t)group);
     if (attr->port_num != SHIM_PORT_NUM || node < 0) {
         errno = EINVAL;
         return NULL;

@@ -41,6 +41,16 @@ int host_thread_join(int handle);
 int host_oob_put(const char *key, const void *buf, size_t len);
 int host_oob_get(const char *key, void *buf, size_t len);
 
+/* Memory of a PCIe device of this host ("gpu", "fpga") that the host's
+ * RNIC reaches peer to peer: register it with ibv_reg_mr like host memory
+ * (GPUDirect RDMA / PeerDirect); the NIC's DMA to it crosses the device's
+ * own PCIe link.  The program itself may read and write it (it stands for
+ * the device's kernels doing so).  NULL with errno ENODEV (no such device;
+ * on real hardware: use the device's own allocator, e.g. cudaMalloc) or
+ * ENOMEM (the device's memory is used up). */
+void *host_device_alloc(const char *device, size_t bytes);
+void host_device_free(void *p);
+
 /* Name of the host the program runs on ("h0" ...; gethostname on real hw). */
 const char *host_name(void);
 

@@ -75,6 +75,11 @@ void rc_conn_info_decode(const uint8_t in[RC_CONN_INFO_BYTES], struct rc_conn_in
 bool rc_conn_parse_size(const char *s, uint64_t *out);
 /* rc_conn_parse_size, and min <= value <= max. */
 bool rc_conn_parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *out);
+/* "250ns", "10us", "2ms", "1s" (an integer and a unit) in nanoseconds. */
+bool rc_conn_parse_time(const char *s, uint64_t *ns);
+/* "12.5GBps", "100Gbps", "800MBps", "40Mbps", "1000Bps" or a plain number
+ * (bytes per second) in bytes per second.  False on anything else. */
+bool rc_conn_parse_rate(const char *s, uint64_t *bytes_per_s);
 
 /* FNV-1a-32 over the 8 little-endian bytes of each word: the hash of the
  * options both sides must agree on. */

@@ -198,6 +198,21 @@ const struct switch_params *switch_get_params(const struct fswitch *sw);
 struct fabric_sink switch_sink(struct fswitch *sw);
 /* An ingress port fed by link `in` (its peer is where pauses go out). */
 struct fabric_sink switch_ingress_sink(struct fswitch *sw, struct link *in);
+/* Programmable data plane (sim/pswitch): every frame reaching the switch's
+ * ingress goes to `hook` instead of the fixed forwarding pipeline; the
+ * hook hands frames back with switch_forward (or drops them with
+ * switch_drop).  A hook with rx NULL restores the fixed pipeline. */
+void switch_set_ingress_hook(struct fswitch *sw, struct fabric_sink hook);
+/* Route `p` by its dst_node and give it to the egress port's queue now, as
+ * the fixed pipeline does when its latency has passed (drops counted as
+ * there); the egress starts no earlier than now (no cut-through). */
+void switch_forward(struct fswitch *sw, struct pkt *p);
+/* A frame the hook consumes or drops leaves the switch: its ingress port's
+ * PFC accounting lets its bytes go; then it is freed. */
+void switch_drop(struct fswitch *sw, struct pkt *p);
+/* Multicast group membership (a packet to PKT_MCAST_NODE | group is copied
+ * to the route of every member node). */
+void switch_mcast_join(struct fswitch *sw, uint32_t group, uint32_t node, bool join);
 
 struct switch_counters {
     uint64_t pkts_forwarded, pkts_dropped_no_route;
@@ -258,6 +273,11 @@ void topo_set_link_up(struct topology *t, struct link *l, bool up);
 int topo_schedule_link_state(struct topology *t, struct link *l, sim_time_t at_ps, bool up);
 /* Recompute routes now (normally automatic). */
 void topo_recompute_routes(struct topology *t);
+/* Node `node` joins (leaves) multicast group `group` (IGMP / the IB subnet
+ * manager's job): every switch copies the group's packets to it.  -1
+ * (ENOTSUP) on a leaf-spine, whose switches would each copy a packet again
+ * (no multicast tree is built). */
+int topo_mcast_join(struct topology *t, uint32_t group, uint32_t node, bool join);
 
 /* The first equal-cost path from node `src` to node `dst` (following each
  * switch's route set), for what an unloaded fabric gives a flow: the one-way

@@ -33,6 +33,7 @@
  * pipeline starts when the last bit has arrived, as a store-and-forward
  * switch does.  The FIFO keeps arrival order: a frame is never ready
  * before the one ahead of it. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -87,6 +88,15 @@ struct fswitch {
     struct sim_event fwd_ev;
 
     struct switch_counters c;
+    struct fabric_sink hook;     /* programmable data plane (switch_set_ingress_hook) */
+    struct mcast_group *mgroups; /* multicast membership (switch_mcast_join) */
+    uint32_t n_mgroups;
+};
+
+struct mcast_group {
+    uint32_t id;
+    uint32_t *nodes;
+    uint32_t n;
 };
 
 static void *xrealloc(void *p, size_t bytes)
@@ -159,6 +169,9 @@ void switch_destroy(struct fswitch *sw)
     free(sw->route_of_dst);
     free(sw->rr);
     free(sw->single);
+    for (uint32_t i = 0; i < sw->n_mgroups; i++)
+        free(sw->mgroups[i].nodes);
+    free(sw->mgroups);
     free(sw->ports);
     free(sw->name);
     free(sw);
@@ -379,7 +392,8 @@ static uint32_t count_up(const struct fswitch *sw, const struct route *r)
 /* One port of the route for `p`, or SWITCH_NO_PORT if all are down.  ECMP
  * and static look at the other ports' state only when the hashed one is
  * down (the common case costs one hash and one link). */
-static uint32_t pick_port(struct fswitch *sw, const struct route *r, const struct pkt *p)
+static uint32_t pick_port(struct fswitch *sw, const struct route *r, const struct pkt *p,
+                          uint32_t node)
 {
     if (r->n == 1)
         return port_up(sw, r->ports[0]) ? r->ports[0] : SWITCH_NO_PORT;
@@ -390,13 +404,13 @@ static uint32_t pick_port(struct fswitch *sw, const struct route *r, const struc
         return n_up ? nth_up(sw, r, (uint32_t)sim_rng_below(&sw->rng, n_up)) : SWITCH_NO_PORT;
     case ROUTE_SPRAY_RR:
         for (uint32_t i = 0; i < r->n; i++) {
-            uint32_t port = r->ports[sw->rr[p->dst_node]++ % r->n];
+            uint32_t port = r->ports[sw->rr[node]++ % r->n];
             if (port_up(sw, port))
                 return port;
         }
         return SWITCH_NO_PORT;
     case ROUTE_STATIC:
-        h = p->dst_node;
+        h = node;
         break;
     case ROUTE_ECMP:
     case ROUTE_MODE_COUNT:
@@ -429,18 +443,18 @@ static void trace_drop(struct fswitch *sw, const struct pkt *p, const char *wher
                                       .where = where});
 }
 
-/* Route lookup and hand-off to the egress queue. */
-static void forward(struct fswitch *sw, struct pkt *p)
+/* Route lookup towards `node` and hand-off to the egress queue. */
+static void forward_node(struct fswitch *sw, struct pkt *p, uint32_t node)
 {
     const struct route *r =
-        p->dst_node < sw->n_route && sw->n_sets ? &sw->sets[sw->route_of_dst[p->dst_node]] : NULL;
+        node < sw->n_route && sw->n_sets ? &sw->sets[sw->route_of_dst[node]] : NULL;
     if (!r || r->n == 0) {
         sw->c.pkts_dropped_no_route++;
         trace_drop(sw, p, "switch: no route");
         pkt_free(sw->pool, p);
         return;
     }
-    uint32_t port = pick_port(sw, r, p);
+    uint32_t port = pick_port(sw, r, p, node);
     if (port == SWITCH_NO_PORT) {
         sw->c.pkts_dropped_down++;
         trace_drop(sw, p, "switch: every port of the route is down");
@@ -450,6 +464,37 @@ static void forward(struct fswitch *sw, struct pkt *p)
     /* An egress overflow is counted by the port link (pkts_dropped). */
     if (link_send(sw->ports[port], p))
         sw->c.pkts_forwarded++;
+}
+
+/* A multicast packet: a copy routed to every member node (the original to
+ * the last); dst_node keeps naming the group, which the NICs look up. */
+static void forward_mcast(struct fswitch *sw, struct pkt *p)
+{
+    const struct mcast_group *g = NULL;
+    for (uint32_t i = 0; i < sw->n_mgroups && !g; i++)
+        if (sw->mgroups[i].id == (p->dst_node & ~PKT_MCAST_NODE))
+            g = &sw->mgroups[i];
+    if (!g || g->n == 0) {
+        sw->c.pkts_dropped_no_route++;
+        trace_drop(sw, p, "switch: multicast group without members");
+        pkt_free(sw->pool, p);
+        return;
+    }
+    for (uint32_t i = 0; i < g->n; i++) {
+        struct pkt *c = p;
+        if (i + 1 < g->n)
+            c = pkt_clone(sw->pool, p);
+        forward_node(sw, c, g->nodes[i]);
+    }
+}
+
+/* Route lookup and hand-off to the egress queue. */
+static void forward(struct fswitch *sw, struct pkt *p)
+{
+    if (pkt_node_is_mcast(p->dst_node))
+        forward_mcast(sw, p);
+    else
+        forward_node(sw, p, p->dst_node);
 }
 
 static void fwd_ready(struct sim *sim, struct sim_event *ev)
@@ -512,6 +557,10 @@ struct fabric_sink switch_ingress_sink(struct fswitch *sw, struct link *in)
 static void switch_rx(struct sim *sim, void *ctx, struct pkt *p)
 {
     struct fswitch *sw = ctx;
+    if (sw->hook.rx) { /* a programmable data plane (sim/pswitch) */
+        sw->hook.rx(sim, sw->hook.ctx, p);
+        return;
+    }
     sim_time_t now = sim_now(sim);
     sim_time_t in = (!sw->p.store_and_forward && p->head_ps && p->head_ps < now) ? p->head_ps : now;
     sim_time_t ready = in + sw->p.latency_ps;
@@ -541,4 +590,48 @@ static void switch_rx(struct sim *sim, void *ctx, struct pkt *p)
 struct fabric_sink switch_sink(struct fswitch *sw)
 {
     return (struct fabric_sink){.rx = switch_rx, .ctx = sw};
+}
+
+void switch_set_ingress_hook(struct fswitch *sw, struct fabric_sink hook)
+{
+    sw->hook = hook;
+}
+
+void switch_forward(struct fswitch *sw, struct pkt *p)
+{
+    p->head_ps = 0; /* the hook held the whole frame: its egress is store-and-forward */
+    forward(sw, p);
+}
+
+void switch_drop(struct fswitch *sw, struct pkt *p)
+{
+    if (p->in_port && p->in_port <= sw->n_in)
+        pfc_release(sw->in[p->in_port - 1], p);
+    pkt_free(sw->pool, p);
+}
+
+void switch_mcast_join(struct fswitch *sw, uint32_t group, uint32_t node, bool join)
+{
+    struct mcast_group *g = NULL;
+    for (uint32_t i = 0; i < sw->n_mgroups && !g; i++)
+        if (sw->mgroups[i].id == group)
+            g = &sw->mgroups[i];
+    if (!g) {
+        if (!join)
+            return;
+        sw->mgroups = xrealloc(sw->mgroups, (sw->n_mgroups + 1) * sizeof(*sw->mgroups));
+        g = &sw->mgroups[sw->n_mgroups++];
+        memset(g, 0, sizeof(*g));
+        g->id = group;
+    }
+    for (uint32_t i = 0; i < g->n; i++)
+        if (g->nodes[i] == node) {
+            if (!join)
+                g->nodes[i] = g->nodes[--g->n];
+            return;
+        }
+    if (!join)
+        return;
+    g->nodes = xrealloc(g->nodes, (g->n + 1) * sizeof(*g->nodes));
+    g->nodes[g->n++] = node;
 }

@@ -687,3 +687,14 @@ const struct topo_node_counters *topo_node_counters(const struct topology *t, ui
 {
     return node < t->p.n_nodes ? &t->nodes[node].c : NULL;
 }
+
+int topo_mcast_join(struct topology *t, uint32_t group, uint32_t node, bool join)
+{
+    if (t->p.kind == TOPO_LEAF_SPINE) {
+        errno = ENOTSUP;
+        return -1;
+    }
+    for (unsigned i = 0; i < t->n_switches; i++)
+        switch_mcast_join(t->switches[i], group & ~PKT_MCAST_NODE, node, join);
+    return 0;
+}

@@ -147,6 +147,7 @@ struct nic_mr *nic_mr_reg(struct nic_pd *pd, void *addr, uint64_t length, uint64
     mr->valid = true;
     /* the page size the kernel hands the NIC's page table (xlate.c) */
     mr->page_shift = nic->p.hugepages ? NIC_HUGE_PAGE_SHIFT : NIC_PAGE_SHIFT;
+    mr->peer = nic_peer_link_of(nic, addr, length);
     nic->mr_tbl[idx] = mr;
     nic->mr_next_free_hint = idx + 1;
     nic->n_mrs++;

@@ -569,6 +569,16 @@ static void tx_send(struct nic *nic, struct pkt *p)
 
 /* Take the next packet: control packets first, then the head of the next
  * source in round-robin order. */
+
+/* What the per-QP rate limiter paces (ratelimit.c): the requester's
+ * packets, and the READ response data the QP's responder sends (a limited
+ * QP's outgoing data either way: zero-sided RDMA throttles a flow by its
+ * producer's READ responses); ACKs are never held. */
+static bool rl_paced(const struct nic_txsrc *src, const struct pkt *p)
+{
+    return src->kind == NIC_TXSRC_REQ || (src->kind == NIC_TXSRC_RESP && p->payload_len);
+}
+
 static struct pkt *tx_take(struct nic *nic)
 {
     if (nic->ctrl_head) {
@@ -588,7 +598,7 @@ static struct pkt *tx_take(struct nic *nic)
         struct nic_qp *qp = src->qp;
         struct nic_stage *s = src->stage;
         if (qp->eng->dead || !nic_stage_head_ready(s) ||
-            (src->kind == NIC_TXSRC_REQ && qp->eng->rl && nic_rl_hold(qp, src))) {
+            (qp->eng->rl && rl_paced(src, nic_stage_at(s, s->head)->pkt) && nic_rl_hold(qp, src))) {
             /* (a rate-limited QP's source is offered again when it may go) */
             src->queued = false;
             nic_qp_put(qp);
@@ -609,7 +619,7 @@ static struct pkt *tx_take(struct nic *nic)
         } else {
             src->queued = false;
         }
-        if (src->kind == NIC_TXSRC_REQ && qp->eng->rl)
+        if (qp->eng->rl && rl_paced(src, p))
             nic_rl_on_tx(qp, p);
         if (src->kind == NIC_TXSRC_REQ)
             nic_req_on_tx(qp, p);
@@ -715,6 +725,10 @@ static void rx_process(struct nic *nic, struct pkt *p)
         return;
     }
     const struct nic_opcode_info *info = nic_opcode(p->opcode);
+    if (p->dest_qpn == NIC_MCAST_QPN && nic_opcode_qp_type(p->opcode) == IBV_QPT_UD) {
+        nic_mcast_rx(nic, p); /* mcast.c: a copy per attached QP */
+        return;
+    }
     struct nic_qp *qp = info->name ? nic_qp_lookup(nic, p->dest_qpn) : NULL;
     if (!qp) {
         rx_drop(nic, p, info->name ? "nic: unknown QP" : "nic: invalid opcode");
@@ -951,6 +965,8 @@ void nic_destroy(struct nic *nic)
     nic_cq_teardown(nic);
     nic_mr_teardown(nic);
     nic_dm_teardown(nic);
+    free(nic->peer);
+    free(nic->mcast);
     nic_ctx_fini(nic);
     nic_xlate_fini(nic);
     for (uint32_t i = 0; i < nic->n_pds; i++)

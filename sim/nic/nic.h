@@ -185,6 +185,9 @@ struct nic_mr {
     bool valid;
     uint8_t page_shift; /* translation page: 12 (4 KiB) or 21 (2 MiB huge pages) */
     struct nic_dm *dm;  /* registered on device memory (ibv_reg_dm_mr), else NULL */
+    /* on peer memory (a GPU's / FPGA's, nic_peer_mem_add): DMA goes over
+     * that device's PCIe link, else NULL */
+    struct pcie_link *peer;
     /* Whose memory the bytes are (hostmem.c): NULL = the simulator's own,
      * at host_addr; else an accessor (emulation mode: another process's
      * registered memory, emu/daemon/remote_mem.c). */
@@ -441,6 +444,9 @@ uint32_t nic_node_id(const struct nic *nic);
  * none`): DMA moves sizes, no bytes are read or written in host memory. */
 bool nic_payload_carried(const struct nic *nic);
 struct host *nic_host(const struct nic *nic);
+/* RoCEv2 UDP source port of a flow between two QPNs (the kernel's
+ * rdma_calc_flow_label + rdma_get_udp_sport); qp.c. */
+uint16_t nic_roce_udp_sport(uint32_t lqpn, uint32_t rqpn);
 /* Resolve a GID / LID to a fabric node id; -1 if unknown. */
 int64_t nic_node_from_gid(const union ibv_gid *gid);
 void nic_gid_of_node(uint32_t node_id, union ibv_gid *gid);
@@ -479,6 +485,28 @@ int nic_dm_free(struct nic_dm *dm);
  * zero-based (iova = offset 0 of the MR), as mlx5 requires. */
 struct nic_mr *nic_mr_reg_dm(struct nic_pd *pd, struct nic_dm *dm, uint64_t offset, uint64_t length,
                              int access);
+
+/* Peer memory (PeerDirect / GPUDirect RDMA; peer.c): [base, base+len)
+ * is memory of another PCIe device of the host (a GPU, an FPGA's HBM
+ * behind its BAR) that the NIC reaches peer-to-peer.  An MR registered
+ * inside it has its DMA reads and writes timed on `link` (the device's
+ * PCIe link model: its rate, its read latency) instead of the NIC's link
+ * to host memory.  add: -1 with errno ENOMEM / EINVAL (overlap). */
+int nic_peer_mem_add(struct nic *nic, void *base, uint64_t len, struct pcie_link *link);
+void nic_peer_mem_remove(struct nic *nic, void *base);
+
+/* UD multicast (mcast.c; ibv_attach_mcast): a multicast GID names group
+ * nic_mcast_group_of_gid(); a UD QP attached to a group receives a copy of
+ * every packet sent to PKT_MCAST_NODE | group with destination QP 0xFFFFFF.
+ * The NIC tells the fabric (set with nic_set_mcast_notify) when its first
+ * QP joins a group and its last leaves.  attach: EINVAL (not UD / bad GID),
+ * ENOMEM; detach: EINVAL (not attached). */
+int64_t nic_mcast_group_of_gid(const union ibv_gid *gid);
+int nic_mcast_attach(struct nic_qp *qp, uint32_t group);
+int nic_mcast_detach(struct nic_qp *qp, uint32_t group);
+typedef void (*nic_mcast_notify_fn)(void *ctx, uint32_t node, uint32_t group, bool join);
+void nic_set_mcast_notify(struct nic *nic, nic_mcast_notify_fn fn, void *ctx);
+#define NIC_MCAST_QPN 0xffffffu
 
 /* CQ */
 struct nic_cq *nic_cq_create(struct nic *nic, uint32_t depth);

@@ -128,6 +128,7 @@ struct nic_op {
     struct nic_qp *place_qp;          /* placement: counted in its QP (dma.c), a ref */
     uint32_t xl_pending;              /* cache entries still being fetched */
     bool xl_dm;                       /* every segment is in device memory */
+    struct pcie_link *xl_peer;        /* every segment is in this peer device's memory */
     void (*xl_go)(struct nic_op *op); /* runs once translated, in FIFO order */
     bool mem_write;                   /* nic_mem_read / nic_mem_write */
     uint8_t mem_kind;                 /* enum pcie_kind of the access */
@@ -178,6 +179,12 @@ struct nic {
     uint32_t n_zombie_qps, cap_zombie_qps;
     struct nic_srq **srqs; /* live SRQs (srq.c) */
     uint32_t n_srqs, cap_srqs, next_srqn;
+    struct nic_peer_region *peer; /* peer memory regions (peer.c) */
+    uint32_t n_peer;
+    struct nic_mcast_att *mcast; /* (group, QP) attachments (mcast.c) */
+    uint32_t n_mcast, cap_mcast;
+    nic_mcast_notify_fn mcast_notify;
+    void *mcast_ctx;
     struct nic_mr **mr_tbl; /* index = key >> 8 */
     uint8_t *mr_gen;
     uint32_t mr_cap, n_mrs, mr_next_free_hint;
@@ -607,9 +614,6 @@ static inline bool nic_qp_reliable(const struct nic_qp *qp)
 /* UC/UD send error (IBA 10.3.1 SQE): the WQE's error CQE is written, the
  * requester stops, every later send WR is flushed; receives go on. */
 void nic_qp_to_sqe(struct nic_qp *qp);
-/* RoCEv2 UDP source port of a flow between two QPNs (the kernel's
- * rdma_calc_flow_label + rdma_get_udp_sport). */
-uint16_t nic_roce_udp_sport(uint32_t lqpn, uint32_t rqpn);
 
 /* ---------------------------------------------------------------- req.c */
 
@@ -747,6 +751,27 @@ enum nic_aq_status nic_aq_reserve(struct nic *nic, uint32_t aqn, const struct ni
  * time, rima_tpt_ps each). */
 sim_time_t nic_aq_tpt_done_ps(struct nic *nic);
 void nic_aq_teardown(struct nic *nic);
+
+/* ---------------------------------------------------------------- mcast.c */
+
+struct nic_mcast_att {
+    uint32_t group, qpn;
+};
+/* A UD packet to QPN 0xFFFFFF: a copy to every QP attached to its group
+ * (consumes p). */
+void nic_mcast_rx(struct nic *nic, struct pkt *p);
+/* A QP goes away: its attachments too. */
+void nic_mcast_qp_gone(struct nic_qp *qp);
+
+/* ---------------------------------------------------------------- peer.c */
+
+struct nic_peer_region {
+    uint8_t *base;
+    uint64_t len;
+    struct pcie_link *link;
+};
+/* The link of the peer region holding all of [addr, addr+len), or NULL. */
+struct pcie_link *nic_peer_link_of(const struct nic *nic, const void *addr, uint64_t len);
 
 /* ---------------------------------------------------------------- dm.c */
 

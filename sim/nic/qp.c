@@ -234,6 +234,7 @@ int nic_qp_destroy(struct nic_qp *qp)
     struct nic_qp_engine *e = qp->eng;
     qp_quiesce(qp);
     e->dead = true;
+    nic_mcast_qp_gone(qp);
     nic->qp_tbl[qp->qpn & nic->qp_tbl_mask] = NULL;
     nic_ctx_forget(nic, qp->qpn);
     nic->n_qps--;

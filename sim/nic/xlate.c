@@ -30,7 +30,9 @@
  *
  * Device memory (ibv_alloc_dm, dm.c): an operation whose segments are all
  * in device memory needs no translation and no PCIe; the data are read or
- * written after nic.dm_access. */
+ * written after nic.dm_access.  Peer memory (peer.c): an operation whose
+ * segments are all in one peer device's memory is timed on that device's
+ * link instead of the host link. */
 #include "nic_priv.h"
 
 /* ---------------------------------------------------------------- caches */
@@ -131,13 +133,20 @@ void nic_xlate(struct nic *nic, struct nic_op *op, void (*go)(struct nic_op *op)
     op->xl_pending = 0;
     op->xl_next = NULL;
     bool all_dm = op->n_seg > 0;
+    op->xl_peer = NULL;
+    bool all_peer = op->n_seg > 0;
     for (uint32_t i = 0; i < op->n_seg; i++) {
         const struct nic_seg *s = &op->seg[i];
         struct nic_mr *mr = s->len ? nic_mr_lookup(nic, s->key) : NULL;
         if (!mr) { /* empty, or deregistered meanwhile: the copy skips it */
             all_dm = false;
+            all_peer = false;
             continue;
         }
+        if (!mr->peer || (op->xl_peer && op->xl_peer != mr->peer))
+            all_peer = false;
+        else
+            op->xl_peer = mr->peer;
         if (mr->dm)
             continue;
         all_dm = false;
@@ -149,6 +158,8 @@ void nic_xlate(struct nic *nic, struct nic_op *op, void (*go)(struct nic_op *op)
             xl_lookup(&nic->mtt, (uint64_t)s->key << 32 | (ln & 0xffffffffu), op);
     }
     op->xl_dm = all_dm;
+    if (!all_peer)
+        op->xl_peer = NULL;
     if (op->xl_pending || nic->xl_head)
         nic->cnt.xlate_waits++;
     if (nic->xl_tail)
@@ -208,14 +219,17 @@ static void mem_go(struct nic_op *op)
         nic->cnt.dma_writes++;
     else
         nic->cnt.dma_reads++;
-    nic_pcie_trace_ctx(nic, op);
-    if (!nic->pcie)
+    /* peer memory: peer-to-peer over the device's own link (peer.c) */
+    struct pcie_link *link = op->xl_peer ? op->xl_peer : nic->pcie;
+    if (link && sim_trace_on(nic->sim, TRACE_G_PCIE)) /* the QP and PSN of its TLPs */
+        pcie_trace_ctx(link, nic_op_trace_qpn(op), nic_op_trace_psn(op));
+    if (!link)
         op->mem_done(nic->sim, op, op->mem_b);
     else if (op->mem_write)
-        pcie_dma_write_k(nic->pcie, op->mem_kind, 0, op->mem_bytes, op->mem_done, op, op->mem_b);
+        pcie_dma_write_k(link, op->mem_kind, 0, op->mem_bytes, op->mem_done, op, op->mem_b);
     else
-        pcie_dma_read_chain_k(nic->pcie, op->mem_kind, 0, op->mem_bytes, op->mem_chain,
-                              op->mem_done, op, op->mem_b);
+        pcie_dma_read_chain_k(link, op->mem_kind, 0, op->mem_bytes, op->mem_chain, op->mem_done, op,
+                              op->mem_b);
 }
 
 static void mem_access(struct nic *nic, struct nic_op *op, bool write, unsigned kind,

@@ -8,7 +8,7 @@ set -u
 
 "$bin" params >"$scratch/def.txt" 2>&1
 n=$(grep -c '^[a-z]' "$scratch/def.txt")
-check "C defaults: every one of the $n parameters has a cited source" \
+check "C defaults: every one of the $n parameters has a cited source (else: tools/param_defaults_gen.py)" \
     "[ \$(grep -c '^    from C default: ' '$scratch/def.txt') -eq $n ] && ! grep -q \"see the block's default\" '$scratch/def.txt'"
 check "the wire rate's default cites the ConnectX-5 brief" \
     "grep -A1 '^nic.port_rate ' '$scratch/def.txt' | grep -q 'from C default: ConnectX-5 product brief'"

@@ -91,6 +91,21 @@ const char *host_name(void)
     return hostname_buf;
 }
 
+/* Device memory comes from the device's own allocator on real hardware
+ * (cudaMalloc, an FPGA driver's BAR mapping), not from here. */
+void *host_device_alloc(const char *device, size_t bytes)
+{
+    (void)device;
+    (void)bytes;
+    errno = ENODEV;
+    return NULL;
+}
+
+void host_device_free(void *p)
+{
+    (void)p;
+}
+
 void host_report(const char *table, const struct host_kv *kv, size_t n)
 {
     printf("%s:", table);

@@ -252,6 +252,66 @@ int host_oob_get(const char *key, void *buf, size_t len)
     }
 }
 
+/* ---------------------------------------------------------------- peer devices */
+
+void *host_device_alloc(const char *device, size_t bytes)
+{
+    host_note_call();
+    struct prog_inst *pi = current_inst();
+    struct host *h = host_of_current();
+    if (!pi || !h || !h->nic || !device || !bytes) {
+        errno = pi && h && h->nic ? EINVAL : ENODEV;
+        return NULL;
+    }
+    struct world *w = pi->run->world;
+    size_t d = 0;
+    while (hw_device_names[d] && strcmp(hw_device_names[d], device) != 0)
+        d++;
+    size_t slot = (size_t)h->id * HW_N_DEVICES + d;
+    if (d >= HW_N_DEVICES || h->id >= w->nhosts || !w->dev_links[slot]) {
+        errno = ENODEV;
+        return NULL;
+    }
+    const struct pu_dev_params *dp = &pi->run->scn->hw.dev[d];
+    if (bytes > dp->mem_bytes - w->dev_used[slot]) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    void *p = NULL;
+    if (posix_memalign(&p, 65536, bytes) != 0) { /* GPU pages are 64 KiB */
+        errno = ENOMEM;
+        return NULL;
+    }
+    if (nic_peer_mem_add(h->nic, p, bytes, w->dev_links[slot])) {
+        free(p);
+        return NULL;
+    }
+    w->dev_allocs = xrealloc_or_die(w->dev_allocs, (w->n_dev_allocs + 1) * sizeof(*w->dev_allocs));
+    w->dev_allocs[w->n_dev_allocs++] = (struct dev_alloc){p, bytes, slot};
+    w->dev_used[slot] += bytes;
+    host_charge(h->cpu.control_verb_ps); /* the driver call */
+    return p;
+}
+
+void host_device_free(void *p)
+{
+    host_note_call();
+    struct prog_inst *pi = current_inst();
+    if (!pi || !p)
+        return;
+    struct world *w = pi->run->world;
+    for (size_t i = 0; i < w->n_dev_allocs; i++) {
+        if (w->dev_allocs[i].p != p)
+            continue;
+        size_t slot = w->dev_allocs[i].slot;
+        nic_peer_mem_remove(w->nics[slot / HW_N_DEVICES], p);
+        w->dev_used[slot] -= w->dev_allocs[i].bytes;
+        w->dev_allocs[i] = w->dev_allocs[--w->n_dev_allocs];
+        free(p);
+        return;
+    }
+}
+
 const char *host_name(void)
 {
     host_note_call();

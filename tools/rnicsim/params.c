@@ -1,5 +1,5 @@
-/* The hardware parameter table: every settable parameter of the NIC, PCIe
- * and host CPU models, with its key, kind, place in struct hw_profile and a
+/* The hardware parameter table: every settable parameter of the NIC, PCIe,
+ * host CPU and programmable switch models, with its key, kind, place in struct hw_profile and a
  * one-line description.  Profile files, a scenario's `hardware:` map and
  * `--set hardware.<key>=...` all go through this one table.
  *
@@ -214,7 +214,72 @@ const struct param_def hw_params[] = {
       "a parked poller notices new data (the median; host.cpu.wakeup_noise adds variation)"),
     PE("host.cpu.wakeup_noise", cpu, wakeup_noise, noise_preset_names,
        "variation of host.cpu.wakeup: a named distribution (docs/noise.md), none = off"),
+    /* Programmable switch (sim/pswitch/pswitch.h, struct ps_params) */
+    PMIN("pswitch.stages", PARAM_COUNT, pswitch, stages, 1,
+         "match-action stages of each pipeline (at most 32)"),
+    PMIN("pswitch.stage_salus", PARAM_COUNT, pswitch, salus_per_stage, 1,
+         "register arrays (stateful ALUs) one stage holds"),
+    PMIN("pswitch.stage_tables", PARAM_COUNT, pswitch, tables_per_stage, 1,
+         "match-action tables one stage holds"),
+    P("pswitch.stage_sram", PARAM_SIZE, pswitch, stage_sram_bytes,
+      "register + table memory of one stage"),
+    P("pswitch.ingress_latency", PARAM_TIME, pswitch, ingress_ps, "one ingress pipeline pass"),
+    P("pswitch.egress_latency", PARAM_TIME, pswitch, egress_ps, "one egress pipeline pass"),
+    P("pswitch.pkt_interval", PARAM_TIME, pswitch, pkt_interval_ps,
+      "a pipeline takes a new packet at most this often"),
+    PMIN("pswitch.recirc_rate", PARAM_RATE, pswitch, recirc_rate_bps, 1, "recirculation port rate"),
+    P("pswitch.recirc_buffer", PARAM_SIZE, pswitch, recirc_buffer_bytes,
+      "recirculation port queue (drop beyond)"),
+    PMIN("pswitch.pktgen_rate", PARAM_RATE, pswitch, pktgen_rate_bps, 1,
+         "packet generator port rate"),
+    P("pswitch.pktgen_pkt", PARAM_SIZE, pswitch, pktgen_pkt_bytes,
+      "frame of a generated or CPU-injected packet"),
+    P("pswitch.cp_op", PARAM_TIME, pswitch, cp_op_ps,
+      "one control-plane operation (table entry, register, group) on the switch CPU"),
+    /* Peer devices of every host (struct pu_dev_params; sim/nic/peer.c) */
+    PC("gpu.pcie_gen", PARAM_COUNT, dev[0], gen, pcie_gens_allowed,
+       "GPU: PCIe generation of its link (peer-to-peer DMA of the NIC)"),
+    PC("gpu.pcie_lanes", PARAM_COUNT, dev[0], lanes, pcie_lanes_allowed, "GPU: PCIe lanes"),
+    P("gpu.read_latency", PARAM_TIME, dev[0], read_latency_ps,
+      "GPU: NIC read of GPU memory, request to first completion"),
+    P("gpu.write_latency", PARAM_TIME, dev[0], write_latency_ps,
+      "GPU: NIC write to GPU memory until visible"),
+    P("gpu.memory", PARAM_SIZE, dev[0], mem_bytes,
+      "GPU memory host_device_alloc(\"gpu\") hands out (0: no GPU)"),
+    PC("fpga.pcie_gen", PARAM_COUNT, dev[1], gen, pcie_gens_allowed,
+       "FPGA: PCIe generation of its link"),
+    PC("fpga.pcie_lanes", PARAM_COUNT, dev[1], lanes, pcie_lanes_allowed, "FPGA: PCIe lanes"),
+    P("fpga.read_latency", PARAM_TIME, dev[1], read_latency_ps,
+      "FPGA: NIC read of FPGA memory (HBM behind a BAR), request to first completion"),
+    P("fpga.write_latency", PARAM_TIME, dev[1], write_latency_ps,
+      "FPGA: NIC write to FPGA memory until visible"),
+    P("fpga.memory", PARAM_SIZE, dev[1], mem_bytes,
+      "FPGA memory host_device_alloc(\"fpga\") hands out (0: no FPGA)"),
 };
+
+const char *const hw_device_names[] = {"gpu", "fpga", NULL};
+
+/* Peer devices.  GPU: NVIDIA V100 (the paper's GPU) sits on PCIe Gen3 x16
+ * (V100 datasheet: 32 GB/s interconnect) with 16 GB of HBM2; a NIC's read
+ * of GPU memory crosses the GPU's BAR and memory controller, estimated at
+ * ~900 ns to the first completion (vs. 531 ns for host DRAM, pcie.c),
+ * which GPUDirect RDMA users observe as slightly slower peer reads than
+ * host reads.  FPGA: Xilinx Alveo U55C (the paper's FPGA), PCIe Gen3 x16
+ * (U55C datasheet) with 16 GB of HBM2, its memory behind a PCIe BAR and
+ * the shell's AXI interconnect: estimated 1.5 us per read. */
+static void pu_dev_defaults(struct pu_dev_params *gpu, struct pu_dev_params *fpga)
+{
+    *gpu = (struct pu_dev_params){.gen = 3,
+                                  .lanes = 16,
+                                  .read_latency_ps = 900 * SIM_NS,
+                                  .write_latency_ps = 250 * SIM_NS,
+                                  .mem_bytes = 16ull << 30};
+    *fpga = (struct pu_dev_params){.gen = 3,
+                                   .lanes = 16,
+                                   .read_latency_ps = 1500 * SIM_NS,
+                                   .write_latency_ps = 400 * SIM_NS,
+                                   .mem_bytes = 16ull << 30};
+}
 
 const size_t hw_params_count = sizeof(hw_params) / sizeof(hw_params[0]);
 
@@ -224,6 +289,8 @@ void hw_profile_default(struct hw_profile *hw)
     nic_params_default(&hw->nic);
     pcie_params_default(&hw->pcie);
     host_cpu_params_default(&hw->cpu);
+    ps_params_default(&hw->pswitch);
+    pu_dev_defaults(&hw->dev[0], &hw->dev[1]);
 }
 
 const struct param_def *param_find(const char *key)

@@ -217,6 +217,51 @@ static void write_pcie(struct json_writer *w, const struct pcie_counters *c)
     json_object_end(w);
 }
 
+/* The programmable switch: passes, recirculations, replication, and
+ * every register array and table with its stage, size and accesses. */
+static void write_pswitch(struct json_writer *w, const struct pswitch *ps)
+{
+    const struct ps_counters *c = ps_get_counters(ps);
+    json_kv_object_begin(w, "pswitch");
+    json_kv_str(w, "name", ps_name(ps));
+    json_kv_u64(w, "node", ps_node_id(ps));
+    json_kv_str(w, "error", ps_error(ps) ? ps_error(ps) : "");
+    json_kv_u64(w, "ingress_passes", c->ingress_passes);
+    json_kv_u64(w, "egress_passes", c->egress_passes);
+    json_kv_u64(w, "recirculations", c->recirculations);
+    json_kv_u64(w, "recirc_bytes", c->recirc_bytes);
+    json_kv_u64(w, "recirc_drops", c->recirc_drops);
+    json_kv_u64(w, "recirc_max_queue_bytes", c->recirc_max_queue_bytes);
+    json_kv_u64(w, "pktgen_pkts", c->pktgen_pkts);
+    json_kv_u64(w, "cpu_pkts", c->cpu_pkts);
+    json_kv_u64(w, "replicas", c->replicas);
+    json_kv_u64(w, "program_drops", c->program_drops);
+    json_kv_u64(w, "unhandled", c->unhandled);
+    json_kv_u64(w, "reg_accesses", c->reg_accesses);
+    json_kv_u64(w, "table_lookups", c->table_lookups);
+    json_kv_u64(w, "table_hits", c->table_hits);
+    json_kv_u64(w, "digests", c->digests);
+    json_kv_u64(w, "digest_drops", c->digest_drops);
+    json_kv_u64(w, "cp_ops", c->cp_ops);
+    json_kv_object_begin(w, "resources");
+    for (uint32_t i = 0; i < ps_n_resources(ps); i++) {
+        struct ps_resource res;
+        ps_resource(ps, i, &res);
+        json_kv_object_begin(w, res.name);
+        json_kv_str(w, "kind", res.table ? "table" : "register");
+        json_kv_str(w, "pipeline", res.gress == PS_INGRESS ? "ingress" : "egress");
+        json_kv_u64(w, "stage", res.stage);
+        json_kv_u64(w, "entries", res.entries);
+        json_kv_u64(w, "width_bits", res.width_bits);
+        json_kv_u64(w, "sram_bytes", res.sram_bytes);
+        json_kv_u64(w, "used", res.used);
+        json_kv_u64(w, "accesses", res.accesses);
+        json_object_end(w);
+    }
+    json_object_end(w);
+    json_object_end(w);
+}
+
 static void write_counters(struct json_writer *w, const struct run *r)
 {
     const struct world *wd = r->world;
@@ -275,6 +320,8 @@ static void write_counters(struct json_writer *w, const struct run *r)
         json_object_end(w);
     }
     json_object_end(w);
+    if (wd->pswitch)
+        write_pswitch(w, wd->pswitch);
     json_object_end(w);
 }
 

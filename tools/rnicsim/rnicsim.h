@@ -18,6 +18,7 @@
 #include "sim/host.h"
 #include "sim/nic/nic.h"
 #include "sim/pcie/pcie.h"
+#include "sim/pswitch/pswitch.h"
 #include "sim/sim.h"
 #include "sim/traffic/traffic.h"
 
@@ -25,11 +26,25 @@
 
 /* ---------------------------------------------------------------- params.c */
 
+/* A PCIe device of every host whose memory the RNIC reaches peer to peer
+ * (GPUDirect RDMA / PeerDirect): a GPU or an FPGA.  Programs allocate its
+ * memory with host_device_alloc; the NIC's DMA to it is timed on a PCIe
+ * link with these parameters (sim/nic/peer.c). */
+struct pu_dev_params {
+    uint32_t gen, lanes;
+    sim_time_t read_latency_ps, write_latency_ps;
+    uint64_t mem_bytes; /* 0: the hosts have no such device */
+};
+#define HW_N_DEVICES 2 /* gpu, fpga */
+extern const char *const hw_device_names[]; /* "gpu", "fpga", NULL */
+
 /* Every hardware parameter a scenario can set. */
 struct hw_profile {
     struct nic_params nic;
     struct pcie_params pcie;
     struct host_cpu_params cpu;
+    struct ps_params pswitch;
+    struct pu_dev_params dev[HW_N_DEVICES]; /* gpu, fpga */
 };
 
 enum param_kind {
@@ -153,6 +168,10 @@ struct scenario {
     char *profile_name, *profile_path;
     struct hw_profile hw;
     struct topo_params topo;
+    /* topology.switch.programmable: sw0 is a programmable switch (node id
+     * = hosts) whose CPU runs the programs placed on host "sw0"
+     * (scn_program.host_index == topo.n_nodes) */
+    bool pswitch;
     struct scn_link_override *link_overrides;
     size_t n_link_overrides;
     struct scn_failure *failures;
@@ -204,6 +223,18 @@ struct world {
     struct host *hosts;
     struct pcie_link **pcie;
     struct nic **nics;
+    struct pswitch *pswitch; /* topology.switch.programmable, else NULL */
+    /* per host and device (gpu, fpga): its PCIe link for peer-to-peer DMA
+     * (index host * HW_N_DEVICES + device), and the bytes handed out */
+    struct pcie_link **dev_links;
+    uint64_t *dev_used;
+    struct dev_alloc *dev_allocs; /* host_device_alloc'ed blocks */
+    size_t n_dev_allocs;
+};
+struct dev_alloc {
+    void *p;
+    uint64_t bytes;
+    size_t slot; /* host * HW_N_DEVICES + device */
 };
 
 /* Build the simulator and the hardware of a scenario (with per-link

@@ -58,6 +58,8 @@ static void program_entry(void *arg)
     optind = 0; /* a fresh getopt scan for programs that parse options */
     pi->exit_code = pi->def->main(pi->argc, pi->argv);
     pi->finished = true;
+    /* a switch program's data plane goes with the program's state */
+    ps_proc_exit(pi->run->world->pswitch, sim_proc_current());
     if (pi->exit_code != 0 && pi->run->stop_on_failure)
         sim_stop(pi->run->world->sim);
     run_process_finished(pi);
@@ -135,7 +137,8 @@ static int start_programs(struct run *r, char *why, size_t why_len)
         struct prog_inst *pi = &r->insts[i];
         pi->run = r;
         pi->def = def;
-        pi->host = &r->world->hosts[def->host_index];
+        pi->host = def->host_index < r->world->nhosts ? &r->world->hosts[def->host_index]
+                                                      : ps_cpu(r->world->pswitch);
         pi->argc = (int)def->nargs + 1;
         pi->argv = xcalloc_or_die(def->nargs + 2, sizeof(char *));
         pi->argv[0] = xstrdup_or_die(def->program);
@@ -268,6 +271,8 @@ struct run *run_scenario_opts(const struct scenario *s, const struct run_opts *o
             abandoned_programs = true;
 #endif
     }
+    if (r->world->pswitch && ps_error(r->world->pswitch))
+        failed = true; /* the switch program broke a pipeline rule */
     bool flows_left = r->traffic && traffic_unfinished(r->traffic) > 0;
     if (failed)
         r->result = RUN_PROGRAM_FAILED;

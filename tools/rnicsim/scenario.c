@@ -359,9 +359,14 @@ static int read_topology(struct scenario *s, struct cfg_node *root, struct name_
         if (cfg_get_time(sw, "latency", DEFAULT_SWITCH_LATENCY_PS, &s->topo.sw.latency_ps, err) ||
             cfg_get_size(sw, "buffer", DEFAULT_SWITCH_BUFFER_BYTES, &s->topo.sw.port_buffer_bytes,
                          err) ||
-            cfg_get_enum(sw, "forwarding", fwd_modes, 0, &fwd, err))
+            cfg_get_enum(sw, "forwarding", fwd_modes, 0, &fwd, err) ||
+            cfg_get_bool(sw, "programmable", false, &s->pswitch, err))
             return -1;
         s->topo.sw.store_and_forward = fwd == 1;
+        if (s->pswitch && s->topo.kind != TOPO_STAR)
+            return cfg_errorf(err, cfg_child(sw, "programmable"),
+                              "'topology.switch.programmable': only the switch of a star "
+                              "topology can be programmable");
     }
     struct cfg_node *rt = cfg_child(topo, "routing");
     if (rt && s->topo.kind == TOPO_BACK_TO_BACK)
@@ -617,9 +622,12 @@ static int read_program(struct scenario *s, struct cfg_node *item, size_t idx,
     if (cfg_req_node(item, "host", CFG_SCALAR, &hn, err) || program_str(s, hn, &p->host, err))
         return -1;
     long hi = host_index(p->host, s->topo.n_nodes);
+    if (hi < 0 && s->pswitch && strcmp(p->host, "sw0") == 0)
+        hi = s->topo.n_nodes; /* the programmable switch's CPU */
     if (hi < 0)
-        return cfg_errorf(err, hn, "unknown host '%s' (the topology has hosts h0..h%u)", p->host,
-                          s->topo.n_nodes - 1);
+        return cfg_errorf(err, hn, "unknown host '%s' (the topology has hosts h0..h%u%s)", p->host,
+                          s->topo.n_nodes - 1,
+                          s->pswitch ? " and the programmable switch's CPU sw0" : "");
     p->host_index = (uint32_t)hi;
 
     if (cfg_req_node(item, "program", CFG_SCALAR, &pn, err) || program_str(s, pn, &p->program, err))

@@ -4,7 +4,10 @@
  * host model, a PCIe link and an RNIC that is fabric node i.
  *
  *   host h<i> --PCIe "h<i>.pcie"-- NIC (node i) --topo_uplink(i)--> fabric
- *                                       ^---- topo_attach(i) <----'      */
+ *                                       ^---- topo_attach(i) <----'
+ *
+ * With topology.switch.programmable, sw0 is taken over by a programmable
+ * switch (sim/pswitch) that is fabric node `hosts` and has its own CPU. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -191,6 +194,40 @@ static int setup_links(struct world *w, const struct scenario *s, char *why, siz
     return 0;
 }
 
+/* A NIC's first QP joined a multicast group, or its last left: the
+ * switches copy the group's packets to it (IGMP's job). */
+static void mcast_notify(void *ctx, uint32_t node, uint32_t group, bool join)
+{
+    if (topo_mcast_join(ctx, group, node, join))
+        fprintf(stderr, "rnicsim: UD multicast needs a star or back-to-back topology\n");
+}
+
+/* Every host's peer devices (hardware gpu.*, fpga.*): a PCIe link each,
+ * on which the NIC's DMA to device memory is timed (sim/nic/peer.c). */
+static int make_devices(struct world *w, const struct scenario *s, char *why, size_t why_len)
+{
+    w->dev_links = xcalloc_or_die(w->nhosts * HW_N_DEVICES, sizeof(*w->dev_links));
+    w->dev_used = xcalloc_or_die(w->nhosts * HW_N_DEVICES, sizeof(*w->dev_used));
+    for (size_t i = 0; i < w->nhosts; i++)
+        for (size_t d = 0; d < HW_N_DEVICES; d++) {
+            const struct pu_dev_params *dp = &s->hw.dev[d];
+            if (!dp->mem_bytes)
+                continue;
+            struct pcie_params pp = s->hw.pcie;
+            pp.gen = dp->gen;
+            pp.lanes = dp->lanes;
+            pp.read_latency_ps = dp->read_latency_ps;
+            pp.write_latency_ps = dp->write_latency_ps;
+            char name[48];
+            snprintf(name, sizeof(name), "h%zu.%s", i, hw_device_names[d]);
+            if (!(w->dev_links[i * HW_N_DEVICES + d] = pcie_link_create(w->sim, name, &pp))) {
+                snprintf(why, why_len, "cannot create the PCIe link of %s", name);
+                return -1;
+            }
+        }
+    return 0;
+}
+
 struct world *world_build(const struct scenario *s, char *why, size_t why_len)
 {
     struct world *w = xcalloc_or_die(1, sizeof(*w));
@@ -204,6 +241,14 @@ struct world *world_build(const struct scenario *s, char *why, size_t why_len)
     w->topo = topo_create(w->sim, &s->topo, w->pool);
     if (!w->topo) {
         snprintf(why, why_len, "cannot create the topology");
+        world_free(w);
+        return NULL;
+    }
+    if (s->pswitch && !(w->pswitch = ps_create(w->sim, topo_switch(w->topo, 0), s->topo.n_nodes,
+                                               &s->hw.pswitch, &s->hw.cpu, w->pool))) {
+        snprintf(why, why_len,
+                 "cannot create the programmable switch (pswitch.stages 1..32, "
+                 "rates above 0)");
         world_free(w);
         return NULL;
     }
@@ -236,7 +281,12 @@ struct world *world_build(const struct scenario *s, char *why, size_t why_len)
         }
         w->hosts[i].nic = w->nics[i];
         nic_attach_uplink(w->nics[i], topo_uplink(w->topo, (uint32_t)i));
+        nic_set_mcast_notify(w->nics[i], mcast_notify, w->topo);
         topo_attach(w->topo, (uint32_t)i, nic_sink(w->nics[i]));
+    }
+    if (make_devices(w, s, why, why_len)) {
+        world_free(w);
+        return NULL;
     }
     return w;
 }
@@ -253,6 +303,14 @@ void world_free(struct world *w)
         if (w->pcie && w->pcie[i])
             pcie_link_destroy(w->pcie[i]);
     }
+    for (size_t i = 0; w->dev_links && i < w->nhosts * HW_N_DEVICES; i++)
+        pcie_link_destroy(w->dev_links[i]);
+    for (size_t i = 0; i < w->n_dev_allocs; i++)
+        free(w->dev_allocs[i].p);
+    free(w->dev_allocs);
+    free(w->dev_links);
+    free(w->dev_used);
+    ps_destroy(w->pswitch);
     if (w->topo)
         topo_destroy(w->topo);
     for (size_t i = 0; i < w->npcaps; i++) {

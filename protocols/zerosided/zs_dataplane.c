@@ -1,0 +1,1393 @@
+/* The zero-sided switch program's data plane (Jasny et al., Section 4-6;
+ * build spec 2.3-2.4): the switch is the only RDMA requester.  Per
+ * transfer of thread t (one per consumer; replication: one per group):
+ *
+ *   1 TOKEN    the thread's packet picks a source (round robin), reads the
+ *              mirrors, picks the batch n = min(available, free space,
+ *              max batch, distance to either ring's end), reserves PSNs on
+ *              both data QPs and becomes an RDMA READ to the producer
+ *   2 rewrite  each READ RESPONSE becomes an RDMA WRITE to the consumer:
+ *              opcode, AETH out, RETH in (first / only), PSN + offset,
+ *              addresses; payload untouched, nothing buffered
+ *   3 ACK      the consumer's ACK of the data becomes the WRITE of its head
+ *   4 ACK      the ACK of that becomes the WRITE of the producer's tail
+ *   5 ACK      the ACK of that is recirculated: commit the tail, free the
+ *              producer (load balancing), and try again (step 1)
+ *
+ * so a thread has one transfer in flight and its packet is always the
+ * "token" somewhere.  Polls (a 4-byte READ of the producer head / consumer
+ * tail on the endpoint's control QP, one packet-generator batch every poll
+ * interval) or doorbells (the PU's 4-byte WRITE, ACKed by the switch)
+ * update the mirrors.
+ *
+ * Reliability, the switch as an RC requester: each data QP has its PSN
+ * allocator (x_next) and its expectation (x_exp: what it waits for, from
+ * which PSN).  READ responses must arrive in PSN order: a gap, a NAK from
+ * the consumer, or a timeout (a timer batch looks at each thread's phase
+ * and the time of its last progress) re-issues the operation of the
+ * current phase with the same PSNs: the READ again (the producer executes
+ * a duplicate READ again; the rewritten WRITEs map to the same consumer
+ * PSNs through the same offset, so the consumer drops what it has and
+ * places the rest), or a pointer WRITE again (a duplicate is re-ACKed).
+ * While a re-issued READ is pending, responses of the old one are dropped
+ * (RECOVER) until the first one of the new READ arrives.
+ *
+ * Every register array lives in one stage and is touched at most once per
+ * pass, in stage order (zs_dp.h has the plan); where a step needs an
+ * earlier stage again, the packet recirculates. */
+#include <stdio.h>
+#include <string.h>
+
+#include "protocols/zerosided/zs_dp.h"
+#include "sim/nic/opcode.h"
+
+/* ---------------------------------------------------------------- cells */
+
+#define PSN(x) ((uint32_t)(x)&NIC_PSN_MASK)
+
+/* x_exp cells: state 0..7, expected PSN 8..31, first PSN 32..55 */
+enum { X_IDLE = 0, X_READ, X_RECOVER, X_FAILED, X_AWAIT, X_DATA, X_CHEAD, X_FINAL, X_DONE };
+
+static inline uint64_t exp_cell(uint32_t state, uint32_t exp, uint32_t first)
+{
+    return (uint64_t)state | (uint64_t)PSN(exp) << 8 | (uint64_t)PSN(first) << 32;
+}
+static inline uint32_t exp_state(uint64_t c)
+{
+    return (uint32_t)(c & 0xff);
+}
+static inline uint32_t exp_psn(uint64_t c)
+{
+    return (uint32_t)(c >> 8) & NIC_PSN_MASK;
+}
+static inline uint32_t exp_first(uint64_t c)
+{
+    return (uint32_t)(c >> 32) & NIC_PSN_MASK;
+}
+
+/* t_ack (replicate): ACK mask 0..31, expected PSN 32..55, state 56..63 */
+static inline uint64_t ack_cell(uint32_t state, uint32_t exp, uint32_t mask)
+{
+    return (uint64_t)mask | (uint64_t)PSN(exp) << 32 | (uint64_t)state << 56;
+}
+
+/* t_phase: phase 0..7, time of the last progress (ns) 8..63 */
+static inline uint64_t phase_cell(uint32_t ph, uint64_t ns)
+{
+    return (uint64_t)ph | ns << 8;
+}
+
+static inline uint64_t now_ns(const struct ps_pass *x)
+{
+    return ps_pass_now(x) / SIM_NS;
+}
+
+/* ---------------------------------------------------------------- register actions */
+
+struct a_u64 {
+    uint64_t v;
+};
+
+static uint64_t act_rr(uint64_t *cell, const void *arg)
+{
+    const uint32_t *n = arg; /* n[0] = slots, n[1] = advance? */
+    uint64_t j = *cell % n[0];
+    if (n[1])
+        *cell = (j + 1) % n[0];
+    return j;
+}
+
+static uint64_t act_alloc(uint64_t *cell, const void *arg)
+{
+    uint32_t old = PSN(*cell);
+    *cell = PSN(old + *(const uint32_t *)arg);
+    return old;
+}
+
+static uint64_t act_or(uint64_t *cell, const void *arg)
+{
+    *cell |= ((const struct a_u64 *)arg)->v;
+    return *cell;
+}
+
+/* Producer lock (load balancing).  me = thread + 1. */
+enum { LK_READ, LK_ACQUIRE, LK_RELEASE };
+struct a_lock {
+    uint32_t op, me;
+};
+static uint64_t act_lock(uint64_t *cell, const void *arg)
+{
+    const struct a_lock *a = arg;
+    switch (a->op) {
+    case LK_ACQUIRE:
+        if (*cell == 0 || *cell == a->me) {
+            *cell = a->me;
+            return 1;
+        }
+        return 0;
+    case LK_RELEASE:
+        if (*cell == a->me)
+            *cell = 0;
+        return 1;
+    default:
+        return *cell;
+    }
+}
+
+/* Uplink slots of a producer node: the set of threads transferring out of
+ * it (bit t).  Take one if the thread has it or fewer than cap are taken
+ * (1 / 0); giving it back is idempotent, so the last READ response and the
+ * release pass may both do it. */
+struct a_slot {
+    bool release;
+    uint32_t cap, t;
+};
+static uint64_t act_slot(uint64_t *cell, const void *arg)
+{
+    const struct a_slot *a = arg;
+    uint64_t bit = 1ull << (a->t % 64);
+    if (a->release) {
+        *cell &= ~bit;
+        return 1;
+    }
+    if (*cell & bit)
+        return 1;
+    if ((uint32_t)__builtin_popcountll(*cell) >= a->cap)
+        return 0;
+    *cell |= bit;
+    return 1;
+}
+
+/* t_xfer: producer | items << 16 | node << 48 | slot held << 56 */
+static uint64_t xfer_word(uint32_t p, uint32_t n, uint32_t node, bool held)
+{
+    return (uint64_t)p | (uint64_t)n << 16 | (uint64_t)(node % ZS_SLOT_NODES) << 48 |
+           (uint64_t)held << 56;
+}
+
+/* The RELEASE pass after transfer word xfer (ptail: the tail to commit). */
+static struct zs_br release_br(uint32_t t, uint64_t xfer, uint32_t ptail)
+{
+    return (struct zs_br){.type = ZS_BR_RELEASE,
+                          .phase = (uint8_t)((xfer >> 56) & 1 ? ZS_BRF_SLOT : 0),
+                          .t = (uint16_t)t,
+                          .p = (uint16_t)(xfer & 0xffff),
+                          .v = ptail,
+                          .j = (uint16_t)((xfer >> 48) & 0xff)};
+}
+
+/* The producer tail: write the committed value (release) and return it,
+ * or just read. */
+struct a_tail {
+    bool write;
+    uint32_t v;
+};
+static uint64_t act_tail(uint64_t *cell, const void *arg)
+{
+    const struct a_tail *a = arg;
+    if (a->write)
+        *cell = a->v;
+    return *cell;
+}
+
+/* The consumer head picks the batch and commits it: everything the
+ * producer has (avail), what the consumer ring can take, the batch cap,
+ * and neither ring wrapping inside one transfer. */
+struct a_take {
+    uint32_t avail, ctail, ccap, pend, max;
+    uint32_t used_max; /* replicate: the largest head - tail over the consumers */
+    bool repl;
+};
+static uint64_t act_take(uint64_t *cell, const void *arg)
+{
+    const struct a_take *a = arg;
+    uint32_t chead = (uint32_t)*cell & ZS_PTR_MASK;
+    uint32_t used = (chead - a->ctail) & ZS_PTR_MASK;
+    if (a->repl && a->used_max > used)
+        used = a->used_max; /* the fullest consumer of the group */
+    uint32_t space = used >= a->ccap ? 0 : a->ccap - used;
+    uint32_t cend = a->ccap - chead % a->ccap;
+    uint32_t n = a->avail;
+    if (space < n)
+        n = space;
+    if (a->max < n)
+        n = a->max;
+    if (a->pend < n)
+        n = a->pend;
+    if (cend < n)
+        n = cend;
+    *cell = (chead + n) & ZS_PTR_MASK;
+    return (uint64_t)chead | (uint64_t)n << 32;
+}
+
+/* What a producer data QP waits for.  Events: a READ response (psn, last
+ * packet?), an ACK / NAK. */
+enum { EV_RESP, EV_ACK, EV_NAK_SEQ, EV_NAK_FATAL, EV_REISSUE_READ, EV_READ_ISSUE };
+enum {
+    V_DROP,        /* stale or duplicate: drop silently */
+    V_FWD,         /* a READ response to rewrite and forward */
+    V_GAP,         /* a response is missing: re-issue */
+    V_PROGRESS,    /* an ACK covering part of the data */
+    V_ISSUE_CHEAD, /* the data are all ACKed: write the consumer head */
+    V_ISSUE_PTAIL, /* the head WRITE is ACKed: write the producer tail */
+    V_RELEASE,     /* the tail WRITE is ACKed: commit and free */
+    V_REISSUE,     /* a NAK: do the phase's operation again */
+    V_THREAD_DONE, /* the end-of-stream head WRITE is ACKed */
+    V_FATAL,       /* an error NAK: the flow is broken */
+};
+struct a_ev {
+    uint32_t ev, psn;
+    bool last;
+    uint32_t first, exp, state; /* EV_READ_ISSUE / setting a state */
+    uint32_t bit;               /* replicate: this consumer's bit */
+    uint32_t full;              /* replicate: every consumer's bits */
+};
+
+static uint64_t act_pexp(uint64_t *cell, const void *arg)
+{
+    const struct a_ev *a = arg;
+    uint32_t st = exp_state(*cell), exp = exp_psn(*cell), first = exp_first(*cell);
+    switch (a->ev) {
+    case EV_READ_ISSUE:
+        *cell = exp_cell(X_READ, a->first, a->first);
+        return V_DROP;
+    case EV_REISSUE_READ:
+        *cell = exp_cell(X_RECOVER, first, first);
+        return first;
+    case EV_RESP: {
+        if (st != X_READ && st != X_RECOVER)
+            return V_DROP;
+        int32_t d = nic_psn_diff(a->psn, exp);
+        if (d < 0)
+            return V_DROP;
+        if (d > 0) {
+            if (st == X_RECOVER)
+                return V_DROP; /* the old READ's responses: wait for the new first */
+            *cell = exp_cell(X_FAILED, exp, first);
+            return V_GAP;
+        }
+        /* the expected one: the READ's tail WRITE PSN comes after its last */
+        *cell = a->last ? exp_cell(X_AWAIT, exp + 1, first) : exp_cell(X_READ, exp + 1, first);
+        return V_FWD;
+    }
+    case EV_ACK:
+        if (st == X_AWAIT && nic_psn_diff(a->psn, exp) >= 0) {
+            *cell = exp_cell(X_IDLE, exp + 1, first);
+            return V_RELEASE;
+        }
+        return V_DROP;
+    case EV_NAK_SEQ:
+        if (st == X_AWAIT)
+            return V_REISSUE | (uint64_t)ZS_PH_PTAIL << 8;
+        if (st == X_READ || st == X_FAILED)
+            return V_REISSUE | (uint64_t)ZS_PH_READ << 8;
+        return V_DROP;
+    default:
+        return V_FATAL;
+    }
+}
+
+static uint64_t act_cexp(uint64_t *cell, const void *arg)
+{
+    const struct a_ev *a = arg;
+    uint32_t st = exp_state(*cell), exp = exp_psn(*cell), first = exp_first(*cell);
+    switch (a->ev) {
+    case EV_READ_ISSUE: /* set: state, expected PSN, first PSN */
+        *cell = exp_cell(a->state, a->exp, a->first);
+        return V_DROP;
+    case EV_REISSUE_READ:
+        if (st == X_FAILED)
+            *cell = exp_cell(X_DATA, exp, first);
+        return *cell;
+    case EV_ACK:
+        if (nic_psn_diff(a->psn, exp) < 0)
+            return st == X_DATA ? V_PROGRESS : V_DROP;
+        switch (st) {
+        case X_DATA:
+            *cell = exp_cell(X_CHEAD, exp + 1, first);
+            return V_ISSUE_CHEAD | (uint64_t)PSN(exp + 1) << 8;
+        case X_CHEAD:
+            *cell = exp_cell(X_IDLE, exp + 1, first);
+            return V_ISSUE_PTAIL;
+        case X_FINAL:
+            *cell = exp_cell(X_DONE, exp + 1, first);
+            return V_THREAD_DONE;
+        default:
+            return V_DROP;
+        }
+    case EV_NAK_SEQ:
+        if (st == X_DATA) {
+            *cell = exp_cell(X_FAILED, exp, first);
+            return V_REISSUE | (uint64_t)ZS_PH_READ << 8;
+        }
+        if (st == X_CHEAD)
+            return V_REISSUE | (uint64_t)ZS_PH_CHEAD << 8;
+        if (st == X_FINAL)
+            return V_REISSUE | (uint64_t)ZS_PH_FINAL << 8;
+        return V_DROP;
+    default:
+        return V_FATAL;
+    }
+}
+
+/* replicate: one ACK mask over the group */
+static uint64_t act_tack(uint64_t *cell, const void *arg)
+{
+    const struct a_ev *a = arg;
+    uint32_t mask = (uint32_t)*cell, exp = (uint32_t)(*cell >> 32) & NIC_PSN_MASK;
+    uint32_t st = (uint32_t)(*cell >> 56);
+    switch (a->ev) {
+    case EV_READ_ISSUE:
+        *cell = ack_cell(a->state, a->exp, 0);
+        return V_DROP;
+    case EV_REISSUE_READ:
+        if (st == X_FAILED || st == X_DATA)
+            *cell = ack_cell(X_DATA, exp, 0);
+        return *cell;
+    case EV_ACK:
+        if (nic_psn_diff(a->psn, exp) < 0)
+            return st == X_DATA ? V_PROGRESS : V_DROP;
+        if (st != X_DATA && st != X_CHEAD && st != X_FINAL)
+            return V_DROP;
+        mask |= a->bit;
+        if (mask != a->full) {
+            *cell = ack_cell(st, exp, mask);
+            return V_PROGRESS;
+        }
+        *cell = ack_cell(st == X_DATA ? X_CHEAD : st == X_CHEAD ? X_IDLE : X_DONE, exp + 1, 0);
+        if (st == X_DATA)
+            return V_ISSUE_CHEAD | (uint64_t)PSN(exp + 1) << 8;
+        return st == X_CHEAD ? V_ISSUE_PTAIL : V_THREAD_DONE;
+    case EV_NAK_SEQ:
+        if (st == X_DATA) {
+            *cell = ack_cell(X_FAILED, exp, 0);
+            return V_REISSUE | (uint64_t)ZS_PH_READ << 8;
+        }
+        if (st == X_CHEAD)
+            return V_REISSUE | (uint64_t)ZS_PH_CHEAD << 8;
+        if (st == X_FINAL)
+            return V_REISSUE | (uint64_t)ZS_PH_FINAL << 8;
+        return V_DROP;
+    default:
+        return V_FATAL;
+    }
+}
+
+/* t_phase.  op SET: phase + now; PROGRESS: now if the phase is the one
+ * given; CHECK (timer): expired phases get `now` and are returned with
+ * bit 8 set. */
+enum { PH_SET, PH_PROGRESS, PH_CHECK };
+struct a_phase {
+    uint32_t op, phase;
+    uint64_t now, rto;
+};
+static uint64_t act_phase(uint64_t *cell, const void *arg)
+{
+    const struct a_phase *a = arg;
+    uint32_t ph = (uint32_t)(*cell & 0xff);
+    uint64_t since = *cell >> 8;
+    switch (a->op) {
+    case PH_SET:
+        *cell = phase_cell(a->phase, a->now);
+        return ph;
+    case PH_PROGRESS:
+        if (ph == a->phase)
+            *cell = phase_cell(ph, a->now);
+        return ph;
+    default:
+        if (ph == ZS_PH_OFF || ph == ZS_PH_DONE || a->now - since < a->rto)
+            return ph;
+        *cell = phase_cell(ph, a->now);
+        return ph | 0x100u;
+    }
+}
+
+/* Poll READs on a control QP: next PSN 0..23, busy 24, sent (ns) 25..63. */
+struct a_poll {
+    bool issue;
+    uint32_t psn;
+    uint64_t now, rto;
+};
+static uint64_t act_poll(uint64_t *cell, const void *arg)
+{
+    const struct a_poll *a = arg;
+    uint32_t next = PSN(*cell);
+    bool busy = (*cell >> 24) & 1;
+    uint64_t sent = *cell >> 25;
+    if (a->issue) {
+        if (busy && a->now - sent < a->rto)
+            return UINT64_MAX;                      /* still waiting for the last one */
+        uint32_t psn = busy ? PSN(next - 1) : next; /* a lost poll goes again, same PSN */
+        *cell = (uint64_t)PSN(psn + 1) | 1ull << 24 | a->now << 25;
+        return psn;
+    }
+    if (busy && a->psn == PSN(next - 1)) {
+        *cell = next;
+        return 1;
+    }
+    return 0;
+}
+
+/* Doorbells: the switch as responder on a control QP (expected PSN 0..23,
+ * NAK sent 24). */
+enum { DB_OK, DB_DUP, DB_NAK, DB_QUIET };
+static uint64_t act_db(uint64_t *cell, const void *arg)
+{
+    uint32_t psn = *(const uint32_t *)arg;
+    uint32_t epsn = PSN(*cell);
+    bool nak_sent = (*cell >> 24) & 1;
+    int32_t d = nic_psn_diff(psn, epsn);
+    if (d == 0) {
+        *cell = PSN(epsn + 1);
+        return DB_OK | (uint64_t)psn << 8;
+    }
+    if (d < 0)
+        return DB_DUP | (uint64_t)PSN(epsn - 1) << 8;
+    if (nak_sent)
+        return DB_QUIET;
+    *cell |= 1ull << 24;
+    return DB_NAK | (uint64_t)epsn << 8;
+}
+
+/* ---------------------------------------------------------------- packet builders */
+
+static void recirc_as(struct ps_pass *x, struct pkt *p, const struct zs_br *b)
+{
+    struct ps_meta *m = ps_pass_meta(x);
+    memcpy(m->bridge, b, sizeof(*b));
+    m->bridge_bytes = ZS_BR_WIRE_BYTES;
+    /* a switch-thread packet carries no payload */
+    p->payload_len = 0;
+    p->frame_bytes = 64;
+    ps_recirc(x);
+}
+
+static void clear_bth_flags(struct pkt *p)
+{
+    p->se = 0;
+    p->migreq = 0;
+    p->ack_req = 0;
+    p->ar_ctx = 0;
+}
+
+/* RDMA READ request (switch -> PU). */
+static void emit_read(struct zs_dp *dp, struct ps_pass *x, struct pkt *p,
+                      const struct zs_ep_ent *ep, bool ctl, uint32_t psn, uint64_t va, uint32_t len)
+{
+    clear_bth_flags(p);
+    p->payload_len = 0;
+    ps_roce_set_opcode(p, IB_OPCODE_RC_RDMA_READ_REQUEST);
+    ps_roce_address(dp->ps, p, ep->node, ctl ? ep->pu_ctl_qpn : ep->pu_data_qpn,
+                    ctl ? ep->sw_ctl_qpn : ep->sw_data_qpn, psn);
+    p->reth_va = va;
+    p->reth_rkey = ep->rkey;
+    p->reth_dma_len = len;
+    p->ack_req = 1;
+    ps_fwd(x, ep->node);
+}
+
+/* RDMA WRITE ONLY of a 4-byte pointer (switch -> PU, data QP). */
+static void emit_ptr_write(struct zs_dp *dp, struct ps_pass *x, struct pkt *p,
+                           const struct zs_ep_ent *ep, uint32_t psn, uint32_t off, uint32_t value)
+{
+    clear_bth_flags(p);
+    uint8_t le[4];
+    zs_store_le32(le, value);
+    p->payload_len = 0;
+    ps_roce_set_opcode(p, IB_OPCODE_RC_RDMA_WRITE_ONLY);
+    ps_roce_set_inline(p, le, 4);
+    ps_roce_address(dp->ps, p, ep->node, ep->pu_data_qpn, ep->sw_data_qpn, psn);
+    p->reth_va = ep->base + off;
+    p->reth_rkey = ep->rkey;
+    p->reth_dma_len = 4;
+    p->ack_req = 1;
+    ps_fwd(x, ep->node);
+}
+
+/* Replication: the 4-byte head WRITE to every consumer of thread t's group
+ * (one multicast packet; the egress pass gives each copy its consumer's
+ * QPN, PSN offset, address and rkey, table mcc). */
+static void emit_mcast_head_write(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, uint32_t t,
+                                  const struct zs_thr_ent *th, uint32_t psn, uint32_t value)
+{
+    struct zs_br b = {.type = ZS_BR_SCAN, .t = (uint16_t)t, .v = value};
+    memcpy(ps_pass_meta(x)->bridge, &b, sizeof(b));
+    uint8_t le[4];
+    zs_store_le32(le, value);
+    clear_bth_flags(p);
+    p->payload_len = 0;
+    ps_roce_set_opcode(p, IB_OPCODE_RC_RDMA_WRITE_ONLY);
+    ps_roce_set_inline(p, le, 4);
+    ps_roce_address(dp->ps, p, dp->sw_node, 0, 0, psn);
+    p->reth_va = ZS_HEAD_OFF; /* + each consumer's base in egress */
+    p->reth_dma_len = 4;
+    p->ack_req = 1;
+    ps_mcast(x, th->group);
+}
+
+static uint32_t npkts(const struct zs_dp *dp, uint64_t bytes)
+{
+    return bytes ? (uint32_t)((bytes + dp->mtu_bytes - 1) / dp->mtu_bytes) : 1;
+}
+
+static void set_phase(struct zs_dp *dp, struct ps_pass *x, uint32_t t, uint32_t phase)
+{
+    struct a_phase a = {.op = PH_SET, .phase = phase, .now = now_ns(x)};
+    ps_reg_exec(x, dp->t_phase, t, act_phase, &a);
+    if (dp->ph_at_ns && t < dp->nt && dp->ph_cur[t] != phase) { /* measurement, not state */
+        dp->st.phase_ns[dp->ph_cur[t]] += a.now - dp->ph_at_ns[t];
+        dp->ph_at_ns[t] = a.now;
+        dp->ph_cur[t] = (uint8_t)phase;
+    }
+}
+
+/* ---------------------------------------------------------------- step 1: the token */
+
+/* Stages 7-10 and the READ, once the batch is picked (pairs, shuffle, lb). */
+static void issue_transfer(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, uint32_t t,
+                           const struct zs_thr_ent *th, const struct zs_src_ent *src,
+                           uint32_t chead, uint32_t ptail, uint32_t n, bool held)
+{
+    uint32_t item = src->ep.item_bytes;
+    uint64_t bytes = (uint64_t)n * item;
+    uint32_t np = npkts(dp, bytes);
+    uint32_t res = np + 1; /* the data and, right after it, the pointer WRITE */
+    uint32_t pfirst = (uint32_t)ps_reg_exec(x, dp->p_next, src->p, act_alloc, &res);
+    uint32_t cfirst = (uint32_t)ps_reg_exec(x, dp->c_next, th->c, act_alloc, &res);
+    struct a_ev pe = {.ev = EV_READ_ISSUE, .first = pfirst};
+    ps_reg_exec(x, dp->p_exp, src->p, act_pexp, &pe);
+    struct a_ev ce = {
+        .ev = EV_READ_ISSUE, .state = X_DATA, .exp = cfirst + np - 1, .first = cfirst};
+    ps_reg_exec(x, dp->c_exp, th->c, act_cexp, &ce);
+    ps_reg_write(x, dp->t_xfer, t, xfer_word(src->p, n, src->ep.node, held));
+    ps_reg_write(x, dp->t_ptrs, t,
+                 (uint64_t)((chead + n) & ZS_PTR_MASK) | (uint64_t)((ptail + n) & ZS_PTR_MASK)
+                                                             << 32);
+    ps_reg_write(x, dp->t_cva, t,
+                 th->cbase + ZS_HDR_BYTES + (uint64_t)(chead % th->capacity) * th->item_bytes);
+    ps_reg_write(x, dp->t_off, t, PSN(cfirst - pfirst));
+    ps_reg_write(x, dp->t_psn, t, PSN(pfirst + np));
+    set_phase(dp, x, t, ZS_PH_READ);
+    dp->st.transfers++;
+    dp->st.items += n;
+    dp->st.bytes += bytes;
+    emit_read(dp, x, p, &src->ep, false, pfirst,
+              src->ep.base + ZS_HDR_BYTES + (uint64_t)(ptail % src->ep.capacity) * item,
+              (uint32_t)bytes);
+}
+
+/* The end of a thread's stream: its consumer's head with the end flag. */
+static void issue_final(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, uint32_t t,
+                        const struct zs_thr_ent *th, uint32_t chead)
+{
+    uint32_t one = 1;
+    if (dp->mode == ZS_REPLICATE) {
+        uint32_t psn = (uint32_t)ps_reg_exec(x, dp->t_cnext, t, act_alloc, &one);
+        struct a_ev ae = {.ev = EV_READ_ISSUE, .state = X_FINAL, .exp = psn};
+        ps_reg_exec(x, dp->t_ack, t, act_tack, &ae);
+        ps_reg_write(x, dp->t_ptrs, t, chead | ZS_DONE_BIT);
+        set_phase(dp, x, t, ZS_PH_FINAL);
+        emit_mcast_head_write(dp, x, p, t, th, psn, chead | ZS_DONE_BIT);
+        return;
+    }
+    uint32_t psn = (uint32_t)ps_reg_exec(x, dp->c_next, th->c, act_alloc, &one);
+    struct a_ev ce = {.ev = EV_READ_ISSUE, .state = X_FINAL, .exp = psn, .first = psn};
+    ps_reg_exec(x, dp->c_exp, th->c, act_cexp, &ce);
+    set_phase(dp, x, t, ZS_PH_FINAL);
+    const struct zs_ep_ent *ce_ep = ps_table_apply(x, dp->cons, t);
+    if (!ce_ep) {
+        ps_drop(x);
+        return;
+    }
+    emit_ptr_write(dp, x, p, ce_ep, psn, ZS_HEAD_OFF, chead | ZS_DONE_BIT);
+}
+
+/* A TOKEN or RELEASE pass of a pairs / shuffle / lb thread. */
+static void token_pass(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, struct zs_br b,
+                       const struct zs_thr_ent *th)
+{
+    uint32_t t = b.t;
+    bool release = b.type == ZS_BR_RELEASE;
+    uint32_t flags = (uint32_t)ps_reg_read(x, dp->t_flags, t);
+    /* a release pass that cannot also be the next attempt (the next slot
+     * is another producer) must not consume the round-robin slot */
+    uint32_t rr[2] = {th->n_src, !release || th->n_src == 1};
+    uint32_t j = (uint32_t)ps_reg_exec(x, dp->t_rr, t, act_rr, rr);
+    const struct zs_src_ent *src = ps_table_apply(x, dp->src, (uint64_t)t << 16 | j);
+    if (!src) {
+        ps_drop(x);
+        return;
+    }
+    bool combined = release && src->p == b.p;
+    if (release && !combined) {
+        /* commit the tail of the producer we were using, free it, then try */
+        struct a_tail at = {.write = true, .v = b.v};
+        ps_reg_exec(x, dp->p_tail, b.p, act_tail, &at);
+        if (dp->mode == ZS_LB) {
+            struct a_lock lk = {.op = LK_RELEASE, .me = t + 1};
+            ps_reg_exec(x, dp->p_lock, b.p, act_lock, &lk);
+        }
+        if (b.phase & ZS_BRF_SLOT) {
+            struct a_slot sl = {.release = true, .t = t};
+            ps_reg_exec(x, dp->n_busy, b.j, act_slot, &sl);
+        }
+        set_phase(dp, x, t, ZS_PH_IDLE);
+        struct zs_br nb = {.type = ZS_BR_TOKEN, .t = (uint16_t)t};
+        recirc_as(x, p, &nb);
+        return;
+    }
+    uint32_t phead = (uint32_t)ps_reg_read(x, dp->p_head, src->p);
+    struct a_tail at = {.write = combined, .v = b.v};
+    uint32_t ptail = (uint32_t)ps_reg_exec(x, dp->p_tail, src->p, act_tail, &at);
+    uint32_t ctail = (uint32_t)ps_reg_read(x, dp->c_tail, th->c) & ZS_PTR_MASK;
+    uint32_t avail = ((phead & ZS_PTR_MASK) - ptail) & ZS_PTR_MASK;
+    bool pdone = (phead & ZS_DONE_BIT) && avail == 0;
+    bool stop = (flags & ZS_TF_STOP) != 0;
+    bool owned = true;
+    if (dp->mode == ZS_LB) {
+        /* take the producer only if it has something (or keep it after our
+         * own release); give it back if this pass ends up with nothing */
+        struct a_lock lk = {.op = (avail && !stop) ? LK_ACQUIRE : (combined ? LK_RELEASE : LK_READ),
+                            .me = t + 1};
+        uint64_t r = ps_reg_exec(x, dp->p_lock, src->p, act_lock, &lk);
+        owned = lk.op == LK_ACQUIRE ? r == 1 : false;
+        if (lk.op == LK_ACQUIRE && !owned)
+            dp->st.lock_busy++;
+    }
+    /* an uplink slot of the producer's node (a transfer holds it until its
+     * release): consumers do not crowd onto one producer node's link */
+    bool held = false;
+    if (th->slots && avail && owned && !stop) {
+        struct a_slot sl = {.cap = th->slots, .t = t};
+        held = ps_reg_exec(x, dp->n_busy, src->ep.node % ZS_SLOT_NODES, act_slot, &sl) != 0;
+        if (!held)
+            dp->st.slot_busy++;
+    }
+    struct a_take tk = {.avail = owned && !stop && (held || !th->slots) ? avail : 0,
+                        .ctail = ctail,
+                        .ccap = th->capacity,
+                        .pend = src->ep.capacity - ptail % src->ep.capacity,
+                        .max = th->max_batch};
+    uint64_t r = ps_reg_exec(x, dp->c_head, th->c, act_take, &tk);
+    uint32_t chead = (uint32_t)r, n = (uint32_t)(r >> 32);
+    struct a_u64 bit = {.v = pdone ? 1ull << j : 0};
+    uint64_t done = ps_reg_exec(x, dp->t_done, t, act_or, &bit);
+    if (n > 0) {
+        issue_transfer(dp, x, p, t, th, src, chead, ptail, n, held);
+        return;
+    }
+    if ((done & th->all_done) == th->all_done || stop) {
+        issue_final(dp, x, p, t, th, chead);
+        return;
+    }
+    dp->st.tokens_idle++;
+    if ((dp->mode == ZS_LB && owned && avail && !stop) || held) {
+        /* took the producer (or a slot), but the consumer is full: give
+         * them back (t_xfer / t_ptrs let a timer redo this release) */
+        uint64_t xw = xfer_word(src->p, 0, src->ep.node, held);
+        ps_reg_write(x, dp->t_xfer, t, xw);
+        ps_reg_write(x, dp->t_ptrs, t, (uint64_t)chead | (uint64_t)ptail << 32);
+        struct zs_br nb = release_br(t, xw, ptail);
+        set_phase(dp, x, t, ZS_PH_RELEASE);
+        recirc_as(x, p, &nb);
+        return;
+    }
+    set_phase(dp, x, t, ZS_PH_IDLE);
+    struct zs_br nb = {.type = ZS_BR_TOKEN, .t = (uint16_t)t};
+    recirc_as(x, p, &nb);
+}
+
+/* replicate: pass 0 picks the source and reads consumer 0; pass i reads
+ * consumer i (a packet reaches one entry of an array per pass, so the
+ * minimum free space over M consumers takes M passes); the last one picks
+ * the batch and issues the READ.  Every consumer of the group has the same
+ * head (the same items, in the same order), kept once in t_chead. */
+static void scan_pass(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, struct zs_br b,
+                      const struct zs_thr_ent *th)
+{
+    uint32_t t = b.t;
+    bool first = b.type != ZS_BR_SCAN;
+    uint32_t flags = 0;
+    bool pdone = false;
+    if (b.type == ZS_BR_RELEASE) { /* commit the tail, then scan afresh */
+        struct a_tail at = {.write = true, .v = b.v};
+        ps_reg_exec(x, dp->p_tail, b.p, act_tail, &at);
+        set_phase(dp, x, t, ZS_PH_IDLE);
+        struct zs_br nb = {.type = ZS_BR_TOKEN, .t = (uint16_t)t};
+        recirc_as(x, p, &nb);
+        return;
+    }
+    if (first) {
+        flags = (uint32_t)ps_reg_read(x, dp->t_flags, t);
+        uint32_t rr[2] = {th->n_src, 1};
+        b.j = (uint16_t)ps_reg_exec(x, dp->t_rr, t, act_rr, rr);
+        b.i = 0;
+    }
+    dp->st.scans++;
+    const struct zs_src_ent *src = ps_table_apply(x, dp->src, (uint64_t)t << 16 | b.j);
+    const uint16_t *c = ps_table_apply(x, dp->mc, (uint64_t)t << 16 | b.i);
+    if (!src || !c) {
+        ps_drop(x);
+        return;
+    }
+    if (first) {
+        uint32_t phead = (uint32_t)ps_reg_read(x, dp->p_head, src->p);
+        b.ptail = (uint32_t)ps_reg_read(x, dp->p_tail, src->p);
+        b.avail = ((phead & ZS_PTR_MASK) - b.ptail) & ZS_PTR_MASK;
+        pdone = (phead & ZS_DONE_BIT) && b.avail == 0;
+        if (flags & ZS_TF_STOP)
+            b.avail = 0;
+        b.p = src->p;
+        b.v = 0;
+    }
+    uint32_t ctail = (uint32_t)ps_reg_read(x, dp->c_tail, *c) & ZS_PTR_MASK;
+    bool last = b.i + 1u >= th->n_cons || b.avail == 0;
+    struct a_take tk = {.avail = last ? b.avail : 0,
+                        .ctail = ctail,
+                        .ccap = th->capacity,
+                        .pend = src->ep.capacity - b.ptail % src->ep.capacity,
+                        .max = th->max_batch,
+                        .used_max = b.v,
+                        .repl = true};
+    uint64_t r = ps_reg_exec(x, dp->t_chead, t, act_take, &tk); /* n = 0 unless last */
+    uint32_t chead = (uint32_t)r, n = (uint32_t)(r >> 32);
+    struct a_u64 bit = {.v = pdone ? 1ull << b.j : 0};
+    uint64_t done = ps_reg_exec(x, dp->t_done, t, act_or, &bit);
+    if (!last) {
+        uint32_t used = (chead - ctail) & ZS_PTR_MASK;
+        if (used > b.v)
+            b.v = used;
+        b.type = ZS_BR_SCAN;
+        b.i++;
+        set_phase(dp, x, t, ZS_PH_IDLE);
+        recirc_as(x, p, &b);
+        return;
+    }
+    if (n == 0) {
+        if ((done & th->all_done) == th->all_done || (flags & ZS_TF_STOP)) {
+            issue_final(dp, x, p, t, th, chead);
+            return;
+        }
+        dp->st.tokens_idle++;
+        set_phase(dp, x, t, ZS_PH_IDLE);
+        struct zs_br nb = {.type = ZS_BR_TOKEN, .t = (uint16_t)t};
+        recirc_as(x, p, &nb);
+        return;
+    }
+    uint32_t item = src->ep.item_bytes;
+    uint64_t bytes = (uint64_t)n * item;
+    uint32_t np = npkts(dp, bytes);
+    uint32_t res = np + 1;
+    uint32_t pfirst = (uint32_t)ps_reg_exec(x, dp->p_next, src->p, act_alloc, &res);
+    uint32_t cfirst = (uint32_t)ps_reg_exec(x, dp->t_cnext, t, act_alloc, &res);
+    struct a_ev pe = {.ev = EV_READ_ISSUE, .first = pfirst};
+    ps_reg_exec(x, dp->p_exp, src->p, act_pexp, &pe);
+    struct a_ev ae = {.ev = EV_READ_ISSUE, .state = X_DATA, .exp = cfirst + np - 1};
+    ps_reg_exec(x, dp->t_ack, t, act_tack, &ae);
+    ps_reg_write(x, dp->t_xfer, t, (uint64_t)src->p | (uint64_t)n << 16);
+    ps_reg_write(x, dp->t_ptrs, t,
+                 (uint64_t)((chead + n) & ZS_PTR_MASK) | (uint64_t)((b.ptail + n) & ZS_PTR_MASK)
+                                                             << 32);
+    ps_reg_write(x, dp->t_cva, t, ZS_HDR_BYTES + (uint64_t)(chead % th->capacity) * th->item_bytes);
+    ps_reg_write(x, dp->t_off, t, PSN(cfirst - pfirst));
+    ps_reg_write(x, dp->t_psn, t, PSN(pfirst + np));
+    set_phase(dp, x, t, ZS_PH_READ);
+    dp->st.transfers++;
+    dp->st.items += n;
+    dp->st.bytes += bytes;
+    emit_read(dp, x, p, &src->ep, false, pfirst,
+              src->ep.base + ZS_HDR_BYTES + (uint64_t)(b.ptail % src->ep.capacity) * item,
+              (uint32_t)bytes);
+}
+
+/* ---------------------------------------------------------------- step 2: READ responses */
+
+static bool resp_last(uint8_t op)
+{
+    return op == IB_OPCODE_RC_RDMA_READ_RESPONSE_LAST || op == IB_OPCODE_RC_RDMA_READ_RESPONSE_ONLY;
+}
+static bool resp_first(uint8_t op)
+{
+    return op == IB_OPCODE_RC_RDMA_READ_RESPONSE_FIRST ||
+           op == IB_OPCODE_RC_RDMA_READ_RESPONSE_ONLY;
+}
+
+/* The thread transferring from producer p: fixed, or (load balancing) the
+ * lock holder.  ZS_NO_THREAD if none. */
+static uint32_t owner_of(struct zs_dp *dp, struct ps_pass *x, const struct zs_conn_ent *ce)
+{
+    if (dp->mode != ZS_LB)
+        return ce->t;
+    struct a_lock lk = {.op = LK_READ};
+    uint64_t me = ps_reg_exec(x, dp->p_lock, ce->idx, act_lock, &lk);
+    return me ? (uint32_t)me - 1 : ZS_NO_THREAD;
+}
+
+static void data_resp(struct zs_dp *dp, struct ps_pass *x, struct pkt *p,
+                      const struct zs_conn_ent *ce)
+{
+    int wop = ps_roce_resp_to_write(p->opcode);
+    if (wop < 0) { /* an ACK or NAK on a producer data QP: the tail WRITE's */
+        dp->st.stray++;
+        ps_drop(x);
+        return;
+    }
+    uint32_t t = owner_of(dp, x, ce);
+    if (resp_last(p->opcode) && t != ZS_NO_THREAD && dp->mode != ZS_REPLICATE) {
+        /* the producer's link is done with this READ: its uplink slot is free */
+        struct a_slot sl = {.release = true, .t = t};
+        ps_reg_exec(x, dp->n_busy, ce->pu_node % ZS_SLOT_NODES, act_slot, &sl);
+    }
+    const struct zs_thr_ent *th = NULL;
+    if (dp->mode == ZS_REPLICATE)
+        th = ps_table_apply(x, dp->thr, t);
+    if (t == ZS_NO_THREAD || (dp->mode == ZS_REPLICATE && !th)) {
+        dp->st.stray++;
+        ps_drop(x);
+        return;
+    }
+    struct a_ev ev = {.ev = EV_RESP, .psn = p->psn, .last = resp_last(p->opcode)};
+    uint64_t v = ps_reg_exec(x, dp->p_exp, ce->idx, act_pexp, &ev);
+    if (v == V_DROP) {
+        dp->st.resp_dups++;
+        ps_drop(x);
+        return;
+    }
+    if (v == V_GAP) { /* a response was lost: the READ again */
+        dp->st.resp_gaps++;
+        struct zs_br nb = {
+            .type = ZS_BR_REISSUE, .phase = ZS_PH_READ, .t = (uint16_t)t, .p = ce->idx};
+        recirc_as(x, p, &nb);
+        return;
+    }
+    uint64_t xfer = ps_reg_read(x, dp->t_xfer, t);
+    uint64_t cva = ps_reg_read(x, dp->t_cva, t);
+    uint32_t off = (uint32_t)ps_reg_read(x, dp->t_off, t);
+    struct a_phase pa = {.op = PH_PROGRESS, .phase = ZS_PH_READ, .now = now_ns(x)};
+    ps_reg_exec(x, dp->t_phase, t, act_phase, &pa);
+    uint32_t n = (uint32_t)(xfer >> 16);
+    bool first = resp_first(p->opcode), last = resp_last(p->opcode);
+    clear_bth_flags(p);
+    ps_roce_set_opcode(p, (uint8_t)wop); /* AETH out; RETH in on FIRST / ONLY */
+    p->ack_req = last;
+    uint32_t psn = PSN(p->psn + off);
+    if (dp->mode == ZS_REPLICATE) {
+        /* one copy per consumer: the egress writes each one's address */
+        if (first) {
+            p->reth_va = cva; /* ring offset; + the consumer's base in egress */
+            p->reth_dma_len = n * th->item_bytes;
+        }
+        p->psn = psn;
+        struct zs_br b = {.type = ZS_BR_SCAN, .t = (uint16_t)t};
+        memcpy(ps_pass_meta(x)->bridge, &b, sizeof(b));
+        p->src_node = dp->sw_node;
+        ps_mcast(x, th->group);
+        return;
+    }
+    const struct zs_ep_ent *c = ps_table_apply(x, dp->cons, t);
+    if (!c) {
+        ps_drop(x);
+        return;
+    }
+    if (first) {
+        p->reth_va = cva;
+        p->reth_rkey = c->rkey;
+        p->reth_dma_len = n * c->item_bytes;
+    }
+    ps_roce_address(dp->ps, p, c->node, c->pu_data_qpn, c->sw_data_qpn, psn);
+    ps_fwd(x, c->node);
+}
+
+/* ---------------------------------------------------------------- steps 3-5: ACKs */
+
+static uint32_t ack_event(const struct pkt *p)
+{
+    switch (p->aeth_syndrome & NIC_AETH_TYPE_MASK) {
+    case 0x00:
+        return EV_ACK;
+    case 0x20: /* RNR: nothing of ours needs a receive; treat as a lost op */
+        return EV_NAK_SEQ;
+    default:
+        return (p->aeth_syndrome & 0x1f) == 0 ? EV_NAK_SEQ : EV_NAK_FATAL;
+    }
+}
+
+static void report(struct zs_dp *dp, struct ps_pass *x, uint32_t what, uint32_t t, uint32_t a)
+{
+    uint32_t d[3] = {what, t, a};
+    (void)dp;
+    ps_digest(x, d, sizeof(d));
+}
+
+/* an ACK / NAK on a consumer data QP */
+static void cons_ack(struct zs_dp *dp, struct ps_pass *x, struct pkt *p,
+                     const struct zs_conn_ent *ce)
+{
+    if (p->opcode != IB_OPCODE_RC_ACKNOWLEDGE) {
+        dp->st.stray++;
+        ps_drop(x);
+        return;
+    }
+    uint32_t t = ce->t, ev_kind = ack_event(p);
+    const struct zs_thr_ent *th = ps_table_apply(x, dp->thr, t);
+    if (!th) {
+        ps_drop(x);
+        return;
+    }
+    struct a_ev ev = {.ev = ev_kind, .psn = p->psn};
+    uint64_t v;
+    if (dp->mode == ZS_REPLICATE) {
+        ev.bit = 1u << ce->rid;
+        ev.full = th->n_cons >= 32 ? UINT32_MAX : (1u << th->n_cons) - 1;
+        v = ps_reg_exec(x, dp->t_ack, t, act_tack, &ev);
+    } else {
+        v = ps_reg_exec(x, dp->c_exp, ce->idx, act_cexp, &ev);
+    }
+    if (ev_kind != EV_ACK)
+        dp->st.naks_rx++;
+    switch ((uint32_t)(v & 0xff)) {
+    case V_PROGRESS: {
+        struct a_phase pa = {.op = PH_PROGRESS, .phase = ZS_PH_READ, .now = now_ns(x)};
+        ps_reg_exec(x, dp->t_phase, t, act_phase, &pa);
+        ps_drop(x);
+        return;
+    }
+    case V_ISSUE_CHEAD: {
+        uint32_t chead_new = (uint32_t)ps_reg_read(x, dp->t_ptrs, t);
+        set_phase(dp, x, t, ZS_PH_CHEAD);
+        uint32_t psn = (uint32_t)(v >> 8);
+        if (dp->mode == ZS_REPLICATE) {
+            emit_mcast_head_write(dp, x, p, t, th, psn, chead_new);
+            return;
+        }
+        const struct zs_ep_ent *c = ps_table_apply(x, dp->cons, t);
+        if (!c) {
+            ps_drop(x);
+            return;
+        }
+        emit_ptr_write(dp, x, p, c, psn, ZS_HEAD_OFF, chead_new);
+        return;
+    }
+    case V_ISSUE_PTAIL: {
+        uint32_t pidx = (uint32_t)ps_reg_read(x, dp->t_xfer, t) & 0xffff;
+        uint32_t ptail_new = (uint32_t)(ps_reg_read(x, dp->t_ptrs, t) >> 32);
+        uint32_t psn = (uint32_t)ps_reg_read(x, dp->t_psn, t);
+        set_phase(dp, x, t, ZS_PH_PTAIL);
+        const struct zs_ep_ent *pe = ps_table_apply(x, dp->prod, pidx);
+        if (!pe) {
+            ps_drop(x);
+            return;
+        }
+        emit_ptr_write(dp, x, p, pe, psn, ZS_TAIL_OFF, ptail_new);
+        return;
+    }
+    case V_REISSUE: {
+        uint32_t pidx = (uint32_t)ps_reg_read(x, dp->t_xfer, t) & 0xffff;
+        struct zs_br nb = {.type = ZS_BR_REISSUE,
+                           .phase = (uint8_t)(v >> 8),
+                           .t = (uint16_t)t,
+                           .p = (uint16_t)pidx};
+        recirc_as(x, p, &nb);
+        return;
+    }
+    case V_THREAD_DONE:
+        set_phase(dp, x, t, ZS_PH_DONE);
+        dp->st.threads_done++;
+        report(dp, x, 1, t, 0);
+        ps_drop(x);
+        return;
+    case V_FATAL:
+        dp->st.fatal_naks++;
+        report(dp, x, 2, t, p->aeth_syndrome);
+        ps_drop(x);
+        return;
+    default:
+        ps_drop(x);
+        return;
+    }
+}
+
+/* an ACK / NAK on a producer data QP (the tail WRITE's) */
+static void prod_ack(struct zs_dp *dp, struct ps_pass *x, struct pkt *p,
+                     const struct zs_conn_ent *ce)
+{
+    uint32_t t = owner_of(dp, x, ce), ev_kind = ack_event(p);
+    struct a_ev ev = {.ev = ev_kind, .psn = p->psn};
+    uint64_t v = ps_reg_exec(x, dp->p_exp, ce->idx, act_pexp, &ev);
+    if (ev_kind != EV_ACK)
+        dp->st.naks_rx++;
+    if (t == ZS_NO_THREAD) {
+        ps_drop(x);
+        return;
+    }
+    switch ((uint32_t)(v & 0xff)) {
+    case V_RELEASE: {
+        uint64_t xfer = ps_reg_read(x, dp->t_xfer, t);
+        uint32_t ptail_new = (uint32_t)(ps_reg_read(x, dp->t_ptrs, t) >> 32);
+        set_phase(dp, x, t, ZS_PH_RELEASE);
+        struct zs_br nb = release_br(t, xfer, ptail_new);
+        nb.p = ce->idx;
+        recirc_as(x, p, &nb); /* step 5: the ACK becomes the thread's packet */
+        return;
+    }
+    case V_REISSUE: {
+        struct zs_br nb = {
+            .type = ZS_BR_REISSUE, .phase = (uint8_t)(v >> 8), .t = (uint16_t)t, .p = ce->idx};
+        recirc_as(x, p, &nb);
+        return;
+    }
+    case V_FATAL:
+        dp->st.fatal_naks++;
+        report(dp, x, 2, t, p->aeth_syndrome);
+        ps_drop(x);
+        return;
+    default:
+        ps_drop(x);
+        return;
+    }
+}
+
+/* ---------------------------------------------------------------- mirrors: polls and doorbells */
+
+static void ctl_rx(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, const struct zs_conn_ent *ce)
+{
+    bool prod = ce->kind == ZS_C_PCTL;
+    struct ps_reg *mirror = prod ? dp->p_head : dp->c_tail;
+    if (p->opcode == IB_OPCODE_RC_RDMA_READ_RESPONSE_ONLY) { /* a poll's answer */
+        struct a_poll a = {.issue = false, .psn = p->psn};
+        uint64_t ok = ps_reg_exec(x, prod ? dp->p_ctl : dp->c_ctl, ce->idx, act_poll, &a);
+        if (ok && p->payload_len == 4) {
+            dp->st.polls_rx++;
+            ps_reg_write(x, mirror, ce->idx, zs_load_le32(p->payload));
+        }
+        ps_drop(x);
+        return;
+    }
+    if (p->opcode == IB_OPCODE_RC_RDMA_WRITE_ONLY && p->payload_len == 4) { /* a doorbell */
+        uint32_t psn = p->psn;
+        uint64_t r = ps_reg_exec(x, prod ? dp->p_db : dp->c_db, ce->idx, act_db, &psn);
+        uint32_t verdict = (uint32_t)(r & 0xff), apsn = (uint32_t)(r >> 8);
+        dp->st.doorbells_rx++;
+        if (verdict == DB_OK)
+            ps_reg_write(x, mirror, ce->idx, zs_load_le32(p->payload));
+        if (verdict == DB_QUIET) {
+            ps_drop(x);
+            return;
+        }
+        if (verdict == DB_NAK)
+            dp->st.doorbell_naks++;
+        /* the switch is this QP's responder: the WRITE becomes its ACK */
+        clear_bth_flags(p);
+        p->payload_len = 0;
+        ps_roce_set_opcode(p, IB_OPCODE_RC_ACKNOWLEDGE);
+        p->aeth_syndrome = verdict == DB_NAK ? NIC_AETH_NAK_PSN_SEQ : NIC_AETH_ACK;
+        p->aeth_msn = apsn;
+        ps_roce_address(dp->ps, p, ce->pu_node, ce->pu_qpn, p->dest_qpn, apsn);
+        ps_fwd(x, ce->pu_node);
+        return;
+    }
+    dp->st.stray++;
+    ps_drop(x);
+}
+
+/* A poll batch packet for endpoint e: READ 4 bytes of the pointer the PU
+ * owns, unless the last poll of it is still unanswered. */
+static void poll_gen(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, uint32_t e)
+{
+    const struct zs_ep_ent *ep = ps_table_apply(x, dp->ep, e);
+    if (!ep) {
+        ps_drop(x);
+        return;
+    }
+    struct a_poll a = {.issue = true, .now = now_ns(x), .rto = dp->poll_rto_ns};
+    uint64_t psn = ps_reg_exec(x, ep->producer ? dp->p_ctl : dp->c_ctl, ep->idx, act_poll, &a);
+    if (psn == UINT64_MAX) {
+        ps_drop(x);
+        return;
+    }
+    dp->st.polls_tx++;
+    emit_read(dp, x, p, ep, true, (uint32_t)psn,
+              ep->base + (ep->producer ? ZS_HEAD_OFF : ZS_TAIL_OFF), 4);
+}
+
+/* ---------------------------------------------------------------- timeouts and re-issue */
+
+/* A timer batch packet for thread t: if its phase made no progress for
+ * rto, it becomes the packet that does the phase's work again. */
+static void tick(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, uint32_t t)
+{
+    const struct zs_thr_ent *th = ps_table_apply(x, dp->thr, t);
+    if (!th) {
+        ps_drop(x);
+        return;
+    }
+    uint64_t xfer = ps_reg_read(x, dp->t_xfer, t);
+    uint64_t ptrs = ps_reg_read(x, dp->t_ptrs, t);
+    struct a_phase a = {.op = PH_CHECK, .now = now_ns(x), .rto = dp->rto_ns};
+    uint32_t r = (uint32_t)ps_reg_exec(x, dp->t_phase, t, act_phase, &a);
+    if (!(r & 0x100u)) {
+        ps_drop(x);
+        return;
+    }
+    uint32_t ph = r & 0xff;
+    struct zs_br nb = {.t = (uint16_t)t, .p = (uint16_t)(xfer & 0xffff)};
+    switch (ph) {
+    case ZS_PH_IDLE: /* the thread's packet was lost (recirculation drop) */
+        dp->st.token_restarts++;
+        nb.type = ZS_BR_TOKEN;
+        break;
+    case ZS_PH_RELEASE:
+        dp->st.token_restarts++;
+        nb = release_br(t, xfer, (uint32_t)(ptrs >> 32));
+        break;
+    default:
+        dp->st.timeouts++;
+        nb.type = ZS_BR_REISSUE;
+        nb.phase = (uint8_t)ph;
+        break;
+    }
+    recirc_as(x, p, &nb);
+}
+
+static void reissue(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, struct zs_br b,
+                    const struct zs_thr_ent *th)
+{
+    uint32_t t = b.t;
+    bool repl = dp->mode == ZS_REPLICATE;
+    struct a_ev ev = {.ev = EV_REISSUE_READ};
+    switch (b.phase) {
+    case ZS_PH_READ:
+        if (b.i == 0) {
+            /* pass A: only while the consumer side still waits for the data
+             * (a reissue must not undo a transfer that went on meanwhile) */
+            uint64_t c = repl ? ps_reg_exec(x, dp->t_ack, t, act_tack, &ev)
+                              : ps_reg_exec(x, dp->c_exp, th->c, act_cexp, &ev);
+            uint32_t st = repl ? (uint32_t)(c >> 56) : exp_state(c);
+            if (st != X_DATA) {
+                ps_drop(x);
+                return;
+            }
+            b.i = 1;
+            recirc_as(x, p, &b);
+            return;
+        }
+        {
+            uint32_t ptail = (uint32_t)ps_reg_read(x, dp->p_tail, b.p);
+            uint32_t first = (uint32_t)ps_reg_exec(x, dp->p_exp, b.p, act_pexp, &ev);
+            uint32_t n = (uint32_t)(ps_reg_read(x, dp->t_xfer, t) >> 16);
+            set_phase(dp, x, t, ZS_PH_READ);
+            const struct zs_ep_ent *pe = ps_table_apply(x, dp->prod, b.p);
+            if (!pe || n == 0) {
+                ps_drop(x);
+                return;
+            }
+            dp->st.reissues_read++;
+            emit_read(dp, x, p, pe, false, first,
+                      pe->base + ZS_HDR_BYTES + (uint64_t)(ptail % pe->capacity) * pe->item_bytes,
+                      n * pe->item_bytes);
+            return;
+        }
+    case ZS_PH_CHEAD:
+    case ZS_PH_FINAL: {
+        uint32_t value = 0;
+        if (b.phase == ZS_PH_FINAL) {
+            struct a_tail rd = {.write = false};
+            value = (uint32_t)(repl ? ps_reg_read(x, dp->t_chead, t)
+                                    : ps_reg_exec(x, dp->c_head, th->c, act_tail, &rd)) |
+                    ZS_DONE_BIT;
+        }
+        uint64_t c = repl ? ps_reg_read(x, dp->t_ack, t) : ps_reg_read(x, dp->c_exp, th->c);
+        uint32_t st = repl ? (uint32_t)(c >> 56) : exp_state(c);
+        uint32_t psn = repl ? (uint32_t)(c >> 32) & NIC_PSN_MASK : exp_psn(c);
+        if (b.phase == ZS_PH_CHEAD)
+            value = (uint32_t)ps_reg_read(x, dp->t_ptrs, t);
+        if (st != (b.phase == ZS_PH_CHEAD ? X_CHEAD : X_FINAL)) {
+            ps_drop(x); /* acknowledged meanwhile */
+            return;
+        }
+        set_phase(dp, x, t, b.phase);
+        dp->st.reissues_ptr++;
+        if (repl) {
+            emit_mcast_head_write(dp, x, p, t, th, psn, value);
+            return;
+        }
+        const struct zs_ep_ent *c_ep = ps_table_apply(x, dp->cons, t);
+        if (!c_ep) {
+            ps_drop(x);
+            return;
+        }
+        emit_ptr_write(dp, x, p, c_ep, psn, ZS_HEAD_OFF, value);
+        return;
+    }
+    case ZS_PH_PTAIL: {
+        uint64_t c = ps_reg_read(x, dp->p_exp, b.p);
+        uint32_t ptail_new = (uint32_t)(ps_reg_read(x, dp->t_ptrs, t) >> 32);
+        if (exp_state(c) != X_AWAIT) {
+            ps_drop(x);
+            return;
+        }
+        set_phase(dp, x, t, ZS_PH_PTAIL);
+        const struct zs_ep_ent *pe = ps_table_apply(x, dp->prod, b.p);
+        if (!pe) {
+            ps_drop(x);
+            return;
+        }
+        dp->st.reissues_ptr++;
+        emit_ptr_write(dp, x, p, pe, exp_psn(c), ZS_TAIL_OFF, ptail_new);
+        return;
+    }
+    default:
+        ps_drop(x);
+        return;
+    }
+}
+
+/* ---------------------------------------------------------------- the pipelines */
+
+static void zs_ingress(struct ps_pass *x, struct pkt *p, void *prog)
+{
+    struct zs_dp *dp = prog;
+    struct ps_meta *m = ps_pass_meta(x);
+    if (m->ingress_port == PS_PORT_PKTGEN) {
+        if (m->pktgen_app == ZS_APP_POLL) {
+            poll_gen(dp, x, p, m->pktgen_pkt);
+            return;
+        }
+        if (m->pktgen_app == ZS_APP_TICK) {
+            tick(dp, x, p, m->pktgen_pkt);
+            return;
+        }
+        /* ZS_APP_START: thread pktgen_pkt's first packet */
+        struct zs_br b = {.type = ZS_BR_TOKEN, .t = (uint16_t)m->pktgen_pkt};
+        memcpy(m->bridge, &b, sizeof(b));
+        m->bridge_bytes = ZS_BR_WIRE_BYTES;
+    }
+    if (m->ingress_port == PS_PORT_PKTGEN || m->ingress_port == PS_PORT_RECIRC ||
+        m->ingress_port == PS_PORT_CPU) {
+        struct zs_br b;
+        memcpy(&b, m->bridge, sizeof(b));
+        const struct zs_thr_ent *th = ps_table_apply(x, dp->thr, b.t);
+        if (!th) {
+            ps_drop(x);
+            return;
+        }
+        switch (b.type) {
+        case ZS_BR_TOKEN:
+        case ZS_BR_RELEASE:
+        case ZS_BR_SCAN:
+            if (dp->mode == ZS_REPLICATE)
+                scan_pass(dp, x, p, b, th);
+            else
+                token_pass(dp, x, p, b, th);
+            return;
+        case ZS_BR_REISSUE:
+            reissue(dp, x, p, b, th);
+            return;
+        default:
+            ps_drop(x);
+            return;
+        }
+    }
+    if (p->dst_node != dp->sw_node) { /* ordinary traffic between hosts */
+        ps_fwd(x, p->dst_node);
+        return;
+    }
+    const struct zs_conn_ent *ce = ps_table_apply(x, dp->conn, p->dest_qpn);
+    if (!ce) {
+        dp->st.stray++;
+        ps_drop(x);
+        return;
+    }
+    switch (ce->kind) {
+    case ZS_C_PDATA:
+        if (p->opcode == IB_OPCODE_RC_ACKNOWLEDGE)
+            prod_ack(dp, x, p, ce);
+        else
+            data_resp(dp, x, p, ce);
+        return;
+    case ZS_C_CDATA:
+        cons_ack(dp, x, p, ce);
+        return;
+    default:
+        ctl_rx(dp, x, p, ce);
+        return;
+    }
+}
+
+/* Replicas (rid = consumer index + 1): each copy gets its consumer's QP,
+ * address and key. */
+static void zs_egress(struct ps_pass *x, struct pkt *p, void *prog)
+{
+    struct zs_dp *dp = prog;
+    struct ps_meta *m = ps_pass_meta(x);
+    if (m->rid == 0)
+        return;
+    const struct zs_br *b = (const struct zs_br *)(const void *)m->bridge;
+    const struct zs_ep_ent *c = ps_table_apply(x, dp->mcc, (uint64_t)b->t << 16 | (m->rid - 1));
+    if (!c) {
+        ps_drop(x);
+        return;
+    }
+    ps_roce_address(dp->ps, p, c->node, c->pu_data_qpn, c->sw_data_qpn, p->psn);
+    if (p->ext_hdrs & PKT_EXT_RETH) {
+        p->reth_va += c->base;
+        p->reth_rkey = c->rkey;
+    }
+}
+
+static const struct ps_dataplane zs_dataplane = {"zerosided", zs_ingress, zs_egress};
+
+/* ---------------------------------------------------------------- declarations */
+
+#define REG(field, name, stage, n, bits)                                                           \
+    do {                                                                                           \
+        if (!(dp->field = ps_reg_declare(ps, name, PS_INGRESS, stage, n, bits)))                   \
+            return -1;                                                                             \
+    } while (0)
+#define TBL(field, name, g, stage, n, type)                                                        \
+    do {                                                                                           \
+        if (!(dp->field = ps_table_declare(ps, name, g, stage, n, sizeof(type))))                  \
+            return -1;                                                                             \
+    } while (0)
+
+int zs_dp_install(struct zs_dp *dp)
+{
+    struct pswitch *ps = dp->ps;
+    uint32_t np = dp->np ? dp->np : 1, nc = dp->nc ? dp->nc : 1, nt = dp->nt ? dp->nt : 1;
+    uint32_t ne = np + nc;
+    TBL(conn, "conn", PS_INGRESS, 0, 2 * ne, struct zs_conn_ent);
+    TBL(ep, "ep", PS_INGRESS, 0, ne, struct zs_ep_ent);
+    TBL(thr, "thr", PS_INGRESS, 1, nt, struct zs_thr_ent);
+    REG(p_ctl, "p_ctl", 1, np, 64);
+    REG(c_ctl, "c_ctl", 1, nc, 64);
+    REG(p_db, "p_db", 1, np, 32);
+    REG(c_db, "c_db", 1, nc, 32);
+    REG(t_rr, "t_rr", 2, nt, 16);
+    REG(t_flags, "t_flags", 2, nt, 8);
+    TBL(src, "src", PS_INGRESS, 3, nt * np, struct zs_src_ent);
+    TBL(mc, "mc", PS_INGRESS, 3, nt * nc, uint16_t);
+    REG(p_head, "p_head", 4, np, 32);
+    REG(p_tail, "p_tail", 4, np, 32);
+    REG(c_tail, "c_tail", 4, nc, 32);
+    REG(p_lock, "p_lock", 5, np, 16);
+    REG(n_busy, "n_busy", 5, ZS_SLOT_NODES, 64);
+    REG(c_head, "c_head", 6, nc, 32);
+    REG(t_done, "t_done", 6, nt, 64);
+    REG(t_chead, "t_chead", 6, nt, 32);
+    REG(p_next, "p_next", 7, np, 24);
+    REG(c_next, "c_next", 7, nc, 24);
+    REG(t_cnext, "t_cnext", 7, nt, 24);
+    REG(p_exp, "p_exp", 8, np, 56);
+    REG(c_exp, "c_exp", 8, nc, 56);
+    REG(t_ack, "t_ack", 8, nt, 64);
+    REG(t_xfer, "t_xfer", 9, nt, 64);
+    REG(t_ptrs, "t_ptrs", 9, nt, 64);
+    REG(t_cva, "t_cva", 9, nt, 64);
+    REG(t_off, "t_off", 9, nt, 24);
+    REG(t_psn, "t_psn", 10, nt, 24);
+    REG(t_phase, "t_phase", 10, nt, 64);
+    TBL(cons, "cons", PS_INGRESS, 11, nt, struct zs_ep_ent);
+    TBL(prod, "prod", PS_INGRESS, 11, np, struct zs_ep_ent);
+    TBL(mcc, "mcc", PS_EGRESS, 0, nt * nc, struct zs_ep_ent);
+    return ps_load(ps, &zs_dataplane, dp);
+}

@@ -1,0 +1,164 @@
+/* The zero-sided switch program: what its control plane (zs_switch.c) and
+ * data plane (zs_dataplane.c) share -- table entries, the bridged header
+ * of switch-thread packets, the register arrays and their stages.
+ *
+ * Stage plan (ingress; each array in one stage, at most 4 per stage, every
+ * pass touching them in increasing stage order -- sim/pswitch enforces it):
+ *
+ *   0  tables conn (switch QPN -> connection), ep (endpoint, for polls)
+ *   1  table thr (thread); p_ctl c_ctl (poll READs on the control QPs),
+ *      p_db c_db (doorbells)
+ *   2  t_rr (round robin over a thread's sources), t_flags (stop)
+ *   3  tables src ((thread, slot) -> producer), mc ((thread, i) -> consumer)
+ *   4  p_head p_tail c_tail (mirrors; the switch-owned producer tail)
+ *   5  p_lock (load balancing: producer owned by one thread), n_busy
+ *      (per producer node, the threads transferring out of it: uplink slots)
+ *   6  c_head (switch-owned consumer head; picks the batch), t_done, t_chead
+ *   7  p_next c_next t_cnext (PSN allocators of the data QPs)
+ *   8  p_exp c_exp t_ack (what each data QP waits for: the RC requester)
+ *   9  t_xfer t_ptrs t_cva t_off (the transfer in flight)
+ *  10  t_psn t_phase (reissue PSN, phase and progress time for timeouts)
+ *  11  tables cons (thread -> consumer), prod (producer)
+ *  egress 0: table mcc ((thread, replica) -> consumer) for replication */
+#ifndef RNICSIM_ZS_DP_H
+#define RNICSIM_ZS_DP_H
+
+#include <stdint.h>
+
+#include "protocols/zerosided/zs.h"
+#include "sim/pswitch/pswitch.h"
+
+#define ZS_NO_THREAD 0xffffu
+
+/* connection kinds (table conn) */
+enum { ZS_C_PDATA = 1, ZS_C_PCTL, ZS_C_CDATA, ZS_C_CCTL };
+
+struct zs_conn_ent {
+    uint8_t kind;
+    uint8_t rid;  /* replicate: the consumer's replica id in its group */
+    uint16_t idx; /* producer p or consumer c */
+    uint16_t t;   /* the thread (consumers; producers of pairs / shuffle), else ZS_NO_THREAD */
+    uint16_t pad;
+    uint32_t pu_node, pu_qpn; /* the PU's QP on this connection (doorbell ACKs) */
+};
+
+/* An endpoint as the data plane addresses it (tables ep, src, cons, prod,
+ * mcc). */
+struct zs_ep_ent {
+    uint32_t node;
+    uint32_t pu_data_qpn, pu_ctl_qpn;
+    uint32_t sw_data_qpn, sw_ctl_qpn;
+    uint32_t rkey;
+    uint64_t base;
+    uint32_t item_bytes, capacity;
+    uint16_t idx;
+    uint8_t producer;
+    uint8_t pad;
+};
+
+struct zs_src_ent {
+    uint16_t p;
+    uint16_t pad[3];
+    struct zs_ep_ent ep;
+};
+
+struct zs_thr_ent {
+    uint16_t c;         /* the consumer (replicate: unused) */
+    uint16_t n_src;     /* producer slots */
+    uint16_t n_cons;    /* replicate: consumers of the group (= multicast group members) */
+    uint16_t group;     /* replicate: multicast group */
+    uint32_t max_batch; /* items per transfer at most */
+    uint32_t item_bytes, capacity; /* the consumer ring (replicate: every consumer's) */
+    uint32_t slots;    /* transfers in flight out of one producer node at most (0 = no limit) */
+    uint64_t cbase;    /* the consumer ring (not replicate) */
+    uint64_t all_done; /* t_done when every source is done */
+};
+
+/* Bridged header of switch-thread packets (ps_meta.bridge). */
+enum zs_br_type {
+    ZS_BR_TOKEN = 1, /* try a transfer (step 1) */
+    ZS_BR_RELEASE,   /* the producer tail WRITE was ACKed: commit it, free the producer */
+    ZS_BR_REISSUE,   /* redo the operation of `phase` (timeout, NAK, gap) */
+    ZS_BR_SCAN,      /* replicate: minimum space over the consumers, one per pass */
+    ZS_BR_TICK2,     /* a timer pass found an expired phase: decide in a second pass */
+};
+
+struct zs_br {
+    uint8_t type, phase; /* RELEASE: phase = ZS_BRF_SLOT if an uplink slot is held */
+    uint16_t t;
+    uint16_t p;            /* RELEASE / REISSUE: the producer; SCAN: the source slot's producer */
+    uint16_t i;            /* SCAN: the next consumer to look at */
+    uint32_t v;            /* RELEASE: the new producer tail; SCAN: running minimum space */
+    uint32_t avail, ptail; /* SCAN: the producer's state when the scan started */
+    uint16_t j;            /* SCAN: the source slot; RELEASE: the producer's node */
+    uint16_t pad;
+};
+#define ZS_BR_WIRE_BYTES 16u
+#define ZS_BRF_SLOT 1u
+
+/* n_busy entries: producer nodes (fabric node id modulo this) */
+#define ZS_SLOT_NODES 64u
+
+/* Thread phases (t_phase). */
+enum zs_phase {
+    ZS_PH_OFF = 0, /* not started */
+    ZS_PH_IDLE,    /* the token circulates, looking for work */
+    ZS_PH_READ,    /* READ issued, data flowing to the consumer */
+    ZS_PH_CHEAD,   /* consumer head WRITE issued */
+    ZS_PH_PTAIL,   /* producer tail WRITE issued */
+    ZS_PH_RELEASE, /* its ACK came: the release pass is on its way */
+    ZS_PH_FINAL,   /* end-of-stream head WRITE issued */
+    ZS_PH_DONE,    /* the consumer knows the stream ended */
+};
+
+/* Packet-generator applications. */
+enum { ZS_APP_POLL = 1, ZS_APP_TICK = 2, ZS_APP_START = 3 };
+
+struct zs_dp_stats {
+    uint64_t transfers, items, bytes;
+    uint64_t tokens_idle; /* attempts that found nothing to move */
+    uint64_t lock_busy;   /* load balancing: the producer was held by another thread */
+    uint64_t slot_busy;   /* the producer's node had every uplink slot taken */
+    uint64_t reissues_read, reissues_ptr, timeouts, token_restarts;
+    uint64_t resp_gaps, resp_dups, naks_rx, fatal_naks;
+    uint64_t polls_tx, polls_rx, doorbells_rx, doorbell_naks;
+    uint64_t scans; /* replicate: consumer passes of the minimum-space scan */
+    uint64_t threads_done;
+    uint64_t stray;                    /* packets for the switch that match nothing */
+    uint64_t phase_ns[ZS_PH_DONE + 1]; /* time the threads spent in each phase */
+};
+
+struct zs_dp {
+    struct pswitch *ps;
+    uint32_t sw_node;
+    int mode;             /* enum zs_mode */
+    uint32_t mtu_bytes;   /* RoCE path MTU the PU QPs use */
+    uint32_t np, nc, nt;  /* producers, consumers, threads (arrays sized for these) */
+    uint64_t rto_ns;      /* data-QP operation timeout */
+    uint64_t poll_rto_ns; /* a poll READ still unanswered after this is sent again */
+    bool doorbell;
+    /* tables */
+    struct ps_table *conn, *thr, *ep, *src, *mc, *cons, *prod, *mcc;
+    /* registers */
+    struct ps_reg *p_ctl, *c_ctl, *p_db, *c_db;
+    struct ps_reg *t_rr, *t_flags;
+    struct ps_reg *p_head, *p_tail, *c_tail;
+    struct ps_reg *p_lock, *n_busy;
+    struct ps_reg *c_head, *t_done, *t_chead;
+    struct ps_reg *p_next, *c_next, *t_cnext;
+    struct ps_reg *p_exp, *c_exp, *t_ack;
+    struct ps_reg *t_xfer, *t_ptrs, *t_cva, *t_off;
+    struct ps_reg *t_psn, *t_phase;
+    struct zs_dp_stats st; /* counters (P4 Counter externs) */
+    uint64_t *ph_at_ns;    /* measurement only: when each thread entered its phase */
+    uint8_t *ph_cur;
+};
+
+/* t_flags bits */
+#define ZS_TF_STOP 1u
+
+/* Declare every table and register (sized for np, nc, nt) and load the
+ * data plane; -1 with the switch's reason in ps_last_error. */
+int zs_dp_install(struct zs_dp *dp);
+
+#endif /* RNICSIM_ZS_DP_H */

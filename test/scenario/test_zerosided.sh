@@ -1,0 +1,216 @@
+#!/usr/bin/env bash
+# The programmable switch (docs/pswitch.md) and zero-sided RDMA
+# (docs/zero-sided.md, check 1 of its headline checks):
+#  1. the example switch program ps_count counts, in the switch's registers,
+#     exactly the packets each host's NIC sent;
+#  2. every flow -- 1:1 pairs, N:M shuffle, load balancing, replication --
+#     under random loss on every link (1e-3): each item arrives exactly once
+#     (replication: at every consumer, in one global order), the PUs post no
+#     verbs (their NICs fetched no WQE and rang no doorbell), no QP error
+#     (no fatal NAK), no NAK storm (the PU NICs' NAKs <= frames lost), and
+#     the loss was real (frames lost, operations re-issued);
+#  3. doorbell mode posts verbs (the counter above can fail);
+#  4. `rnicsim check-order` runs a zero-sided flow (clean, every item);
+#  5. a capture at the consumer: what the switch sends are valid RoCEv2 RC
+#     WRITE FIRST / MIDDLE / LAST / ONLY frames (tshark), consecutive PSNs,
+#     RETH on FIRST / ONLY, the IBA ICRC (recomputed with zlib);
+#  6. UD multicast (ibv_attach_mcast): the DFI-like replication baseline
+#     delivers every tuple to 3 receivers, ordered with the sequencer.
+# Args: rnicsim binary, source dir, scratch dir (test/scenario/lib.sh).
+set -u
+. "$(dirname "$0")/lib.sh"
+Z="$src/scenarios/zero-sided"
+cd "$scratch" || exit 1
+jget() { $py -c 'import json,sys
+d=json.load(open(sys.argv[1]))
+for k in sys.argv[2].split("."):
+    d=d[int(k)] if isinstance(d,list) else d[k]
+print(d)' "$1" "$2" 2>/dev/null; }
+
+# ---- 1. ps_count
+cat >count.yaml <<'YAML'
+name: ps-count
+seed: 1
+stop_time: 1s
+profile: cx5-100g
+topology:
+  kind: star
+  hosts: 3
+  link: {rate: 100Gbps, delay: 10ns}
+  switch: {programmable: true}
+programs:
+  - {host: sw0, program: ps_count, args: [--hosts=3, --for=2ms]}
+  - {host: h1, program: perftest, args: [--server, --tests=write, --modes=bw, --sizes=4096, --iters=50]}
+  - {host: h0, program: perftest, args: [--client, --tests=write, --modes=bw, --sizes=4096, --iters=50]}
+YAML
+"$bin" run count.yaml -o count.json --quiet >count.out 2>&1
+rc=$?
+check "ps_count: run exits 0 (got $rc)" "[ $rc -eq 0 ]"
+check "ps_count: the switch's registers hold each NIC's packets, h2 sent nothing" "$py - count.json <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+rows = {(int(r['src']), int(r['dst'])): r for r in d['tables']['ps_count']}
+h = d['counters']['hosts']
+assert set(rows) == {(0, 1), (1, 0)}, rows
+assert rows[(0, 1)]['pkts'] == h['h0']['nic']['pkts_tx'] > 200, (rows, h['h0']['nic']['pkts_tx'])
+# (h1's first packets may pass before the control plane installed (1, 0):
+# entries take 10 us of control-plane time each)
+assert h['h1']['nic']['pkts_tx'] - 64 < rows[(1, 0)]['pkts'] <= h['h1']['nic']['pkts_tx'], rows
+# 4 KiB WRITE ONLY frames: 4096 + 74 headers (RETH too) and ICRC + 4 FCS; a few small ones
+assert 4000 * rows[(0, 1)]['pkts'] < rows[(0, 1)]['bytes'] <= 4174 * rows[(0, 1)]['pkts'], rows
+assert rows[(1, 0)]['bytes'] == 66 * rows[(1, 0)]['pkts'], rows  # ACKs
+ps = d['counters']['pswitch']
+assert ps['ingress_passes'] == h['h0']['nic']['pkts_tx'] + h['h1']['nic']['pkts_tx'], ps
+PY"
+
+# ---- 2. every flow under loss
+lossy() { # NAME FILE.yaml [--set ...]: a lossy run and the checks of item 2
+    local n=$1
+    shift
+    "$bin" run "$@" -o "$n.json" --quiet >"$n.out" 2>&1
+    local rc=$?
+    check "$n: run exits 0 with loss 1e-3 (got $rc)" "[ $rc -eq 0 ] || { tail -5 $n.out; false; }"
+    check "$n: every item once, no verbs from the PUs, no QP error, no NAK storm, loss recovered" \
+        "$py - $n.json <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+t = d['tables']
+assert 'order_violation' not in t, t.get('order_violation')
+oc = t['order_check']
+assert oc and all(r['messages_checked'] > 0 for r in oc), oc
+sw = t['zs_switch'][0]
+assert sw['fatal_naks'] == 0 and sw['threads_done'] > 0, sw
+lost = sum(l['pkts_lost'] for l in d['counters']['links'].values())
+assert lost > 0, 'no frame was lost: the test tests nothing'
+assert sw['reissues_read'] + sw['reissues_ptr'] + sw['timeouts'] > 0, sw
+naks = 0
+for name, h in d['counters']['hosts'].items():
+    nic = h['nic']
+    assert nic['doorbells'] == 0 and nic['wqes_fetched'] == 0, (name, nic)
+    naks += nic['naks_tx']
+assert naks <= lost, ('NAK storm', naks, lost)
+print('%d items checked, %d frames lost, %d NAKs, %d READ re-issues' % (
+    sum(r['messages_checked'] for r in oc), lost, naks, sw['reissues_read']))
+PY"
+}
+lossy pairs "$Z/pairs.yaml" --set topology.link.loss=1e-3 --set vars.items=3000
+cat >flows.yaml <<'YAML'
+name: zs-flows
+seed: 7
+stop_time: 1s
+profile: cx5-100g
+topology:
+  kind: star
+  hosts: 4
+  link: {rate: 100Gbps, delay: 5ns, loss: 1e-3}
+  switch: {buffer: 1MiB, programmable: true}
+vars:
+  mode: shuffle
+  item: 1024
+  bytes: 1MiB
+programs:
+  - {host: sw0, program: zs_switch, args: [--flow=t, "--mode=${mode}", --producers=2, --consumers=2, --rto=50us]}
+  - {host: h0, program: zs_pu, args: [--flow=t, --role=producer, --index=0, "--mode=${mode}", --producers=2, --consumers=2, "--item=${item}", --capacity=128, "--bytes=${bytes}"]}
+  - {host: h1, program: zs_pu, args: [--flow=t, --role=producer, --index=1, "--mode=${mode}", --producers=2, --consumers=2, "--item=${item}", --capacity=128, "--bytes=${bytes}"]}
+  - {host: h2, program: zs_pu, args: [--flow=t, --role=consumer, --index=0, "--mode=${mode}", --producers=2, --consumers=2, "--item=${item}", --capacity=128]}
+  - {host: h3, program: zs_pu, args: [--flow=t, --role=consumer, --index=1, "--mode=${mode}", --producers=2, --consumers=2, "--item=${item}", --capacity=128]}
+YAML
+for m in shuffle lb replicate; do
+    lossy "$m" flows.yaml --set vars.mode=$m
+done
+check "replicate: both consumers saw one global order" "$py - replicate.json <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+c = d['tables']['zs_consumer']
+assert len(c) == 2 and c[0]['items'] == c[1]['items'] == 2 * 1024, c
+PY"
+check "lb: the consumers together got every item once (consumer 0's union check)" \
+    "[ \"\$(jget lb.json tables.zs_consumer.0.items)\" != '' ]"
+
+# ---- 3. doorbell mode does post verbs
+sed 's/\[--flow=f, /[--flow=f, --doorbell, /' "$Z/pairs.yaml" >doorbell.yaml
+"$bin" run doorbell.yaml --set vars.items=500 -o doorbell.json --quiet >doorbell.out 2>&1
+rc=$?
+check "doorbell mode: exit 0 (got $rc)" "[ $rc -eq 0 ] || { tail -5 doorbell.out; false; }"
+check "doorbell mode: the PUs' NICs rang doorbells, the switch got them" "$py - doorbell.json <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+h = d['counters']['hosts']
+assert h['h0']['nic']['doorbells'] > 0 and h['h1']['nic']['doorbells'] > 0, h
+assert d['tables']['zs_switch'][0]['doorbells_rx'] > 0
+assert d['tables']['zs_switch'][0]['polls_tx'] == 0
+PY"
+
+# ---- 4. check-order
+timeout 300 "$bin" check-order "$Z/pairs.yaml" --runs 2 --set topology.link.loss=1e-3 \
+    -o co.json >co.out 2>&1
+rc=$?
+check "check-order on a zero-sided flow: clean, exit 0 (got $rc)" "[ $rc -eq 0 ]"
+check "check-order: 2 runs x 2000 items" \
+    "grep -q '^check-order: clean: 2 runs (seeds 1..2), 4000 messages checked, no violation' co.out"
+
+# ---- 5. capture: the rewritten frames are RoCEv2
+if command -v tshark >/dev/null 2>&1; then
+    cp "$Z/pairs.yaml" cap.yaml
+    printf 'capture:\n  - {link: "sw0->h1", file: cap/c.pcap}\n' >>cap.yaml
+    "$bin" run cap.yaml --set vars.items=300 --set vars.batch=16 -o cap.json --quiet >cap.out 2>&1
+    rc=$?
+    check "capture run exits 0 (got $rc)" "[ $rc -eq 0 ] && [ -s cap/c.pcap ]"
+    tshark -r cap/c.pcap -T fields -E separator=/t -e ip.src -e udp.dstport \
+        -e infiniband.bth.opcode -e infiniband.bth.destqp -e infiniband.bth.psn \
+        -e infiniband.reth.dmalen -e infiniband.aeth.syndrome -e frame.protocols \
+        >cap.tsv 2>tshark.err
+    check "tshark dissects the switch's frames as RC WRITEs with consecutive PSNs" "$py - cap.tsv <<'PY'
+import sys
+rows = [l.rstrip('\n').split('\t') for l in open(sys.argv[1])]
+assert len(rows) > 300, len(rows)
+psn = {}
+ops = set()
+for src, port, op, qp, p, dmalen, aeth, protos in rows:
+    assert src == '10.0.0.3' and port == '4791' and 'infiniband' in protos, (src, port, protos)
+    op = int(op)
+    ops.add(op)
+    assert op in (6, 7, 8, 10, 12), op  # WRITE FIRST/MIDDLE/LAST/ONLY, poll READs
+    assert not aeth, 'AETH left on a rewritten frame'
+    assert (dmalen != '') == (op in (6, 10, 12)), (op, dmalen)  # RETH on FIRST / ONLY / READ
+    p = int(p)
+    if qp in psn:
+        assert p == (psn[qp] + 1) % (1 << 24) or op == 12, ('PSN', qp, psn[qp], p)
+    psn[qp] = p
+assert {6, 7, 8, 10} <= ops, ops
+PY"
+    check "every captured frame's ICRC is the IBA CRC (zlib)" "$py - cap/c.pcap <<'PY'
+import struct, sys, zlib
+data = open(sys.argv[1], 'rb').read()
+off, n = 24, 0
+while off < len(data):
+    incl = struct.unpack('<I', data[off + 8:off + 12])[0]
+    fr = data[off + 16:off + 16 + incl]
+    off += 16 + incl
+    end = 14 + struct.unpack('!H', fr[16:18])[0]
+    ps = bytearray(fr[14:54])
+    ps[1] = ps[8] = 0xff; ps[10:12] = b'\xff\xff'; ps[26:28] = b'\xff\xff'; ps[32] = 0xff
+    crc = zlib.crc32(b'\xff' * 8 + bytes(ps) + fr[54:end - 4]) & 0xffffffff
+    assert struct.pack('<I', crc) == fr[end - 4:end], ('bad ICRC', n)
+    n += 1
+assert n > 300, n
+PY"
+else
+    bad "tshark is not installed (tools/test.sh installs it)"
+fi
+
+# ---- 6. UD multicast: DFI-like replication, with the sequencer
+"$bin" run "$Z/fig12-dfi.yaml" --set vars.targets=3 --set vars.order=--ordered --set vars.bytes=1MiB \
+    -o dfi.json --quiet >dfi.out 2>&1
+rc=$?
+check "UD multicast replication: exit 0 (got $rc)" "[ $rc -eq 0 ] || { tail -5 dfi.out; false; }"
+check "UD multicast: every receiver got every tuple, in the sequencer's order" "$py - dfi.json <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+t = d['tables']
+assert 'order_violation' not in t
+oc = t['order_check']
+assert len(oc) == 3 and len({r['messages_checked'] for r in oc}) == 1 and oc[0]['messages_checked'] > 1000, oc
+PY"
+
+finish

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The headline checks of the zero-sided reproduction (docs/zero-sided.md,
+# spec section 2.10) that the model meets, from small runs of the figure
+# scenarios through tools/plot_zerosided.py --quick --checks:
+#   2 batching (Fig. 7), 3 CPU-driven baseline (Fig. 6), 6 and 7 latency and
+#   saturation (Fig. 10), 8 QoS (Fig. 11), 9 replication (Fig. 12),
+#   10 fairness (Fig. 14), 11 load balancing (Fig. 16).
+# Every number is simulated time, so the verdicts are deterministic.  About
+# 15 s in the plain build.
+# Args: rnicsim binary, source dir, scratch dir (test/scenario/lib.sh).
+set -u
+. "$(dirname "$0")/lib.sh"
+
+# The simulated numbers are the same in every build; under ASan (10x slower)
+# only the cheaper figures run: the others' code paths are the same.
+figs=fig06,fig07,fig10,fig11,fig12,fig14,fig16
+checks="2 3 6 7 8 9 10 11"
+if ldd "$bin" 2>/dev/null | grep -q libasan; then
+    figs=fig06,fig07,fig12,fig16
+    checks="2 3 9 11"
+fi
+timeout 600 $py "$src/tools/plot_zerosided.py" --quick --checks --rnicsim "$bin" -j 2 \
+    --only $figs -o "$scratch/out" >"$scratch/checks.md" 2>"$scratch/checks.err"
+rc=$?
+cat "$scratch/checks.md"
+check "plot_zerosided.py --checks exits 0 (got $rc)" "[ $rc -eq 0 ] || { tail -5 '$scratch/checks.err'; false; }"
+for n in $checks; do
+    check "check $n holds" "grep -q '^| $n | .* | yes |\$' '$scratch/checks.md'"
+done
+check "results.json has every figure's run time" "$py - '$scratch/out/results.json' '$figs' <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert set(d['run_seconds']) == set(sys.argv[2].split(',')), d['run_seconds']
+assert d['quick'] is True
+PY"
+finish
