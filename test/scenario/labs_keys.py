@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Check the answer keys of the labs (docs/labs/*.md) against rnicsim.
 
-    labs_keys.py RNICSIM SRC_DIR SCRATCH [--print] [--only lab3,lab4]
+    labs_keys.py RNICSIM SRC_DIR SCRATCH [--print] [--only lab3,lab4] [--keys-only]
 
 Every lab's "Answer key" section ends with a fenced block whose info string
 is `keys`: one line per key, `NAME VALUE [TOLERANCE]` (tolerance `3%`, or
@@ -9,7 +9,8 @@ is `keys`: one line per key, `NAME VALUE [TOLERANCE]` (tolerance `3%`, or
 ones the lab tells students to run - computes every key by its name, and
 compares.  A key in a lab without a computation here, or a computation
 without a key in its lab, is an error too, so the documents and this check
-cannot drift apart.  --print shows the computed values (for writing a key).
+cannot drift apart (--keys-only checks just that, running nothing).
+--print shows the computed values (for writing a key).
 Exit status 0 when every key matches.
 """
 import glob
@@ -20,8 +21,9 @@ import shutil
 import subprocess
 import sys
 
-BIN, SRC, SCRATCH = sys.argv[1:4]
+BIN, SRC, SCRATCH = (os.path.abspath(a) for a in sys.argv[1:4])  # commands run in SCRATCH
 PRINT = "--print" in sys.argv
+KEYS_ONLY = "--keys-only" in sys.argv  # only that keys and checks correspond (nothing runs)
 ONLY = None
 if "--only" in sys.argv:
     ONLY = sys.argv[sys.argv.index("--only") + 1].split(",")
@@ -280,9 +282,14 @@ def main():
     keys = doc_keys()
     bad = 0
     for lab in sorted(set(KEYS) | set(keys)):
+        documented = {k[0]: k for k in keys.get(lab, [])}
+        if KEYS_ONLY:
+            for name in set(KEYS.get(lab, {})) ^ set(documented):
+                print(f"FAIL {lab} {name}: in only one of the lab's keys block and labs_keys.py")
+                bad += 1
+            continue
         if ONLY and lab not in ONLY:
             continue
-        documented = {k[0]: k for k in keys.get(lab, [])}
         for name in KEYS.get(lab, {}):
             if name not in documented:
                 print(f"FAIL {lab} {name}: computed here but not in the lab's keys block")
