@@ -173,7 +173,7 @@ void sim_schedule_at(struct sim *sim, struct sim_event *ev, sim_time_t when)
 
 void sim_schedule_in(struct sim *sim, struct sim_event *ev, sim_time_t delay_ps)
 {
-    sim_schedule_at(sim, ev, sim->now + delay_ps);
+    sim_schedule_at(sim, ev, sim_time_add(sim->now, delay_ps));
 }
 
 void sim_cancel(struct sim *sim, struct sim_event *ev)

@@ -30,6 +30,7 @@
 #endif
 
 #ifdef RNICSIM_ASAN_FIBERS
+void __asan_unpoison_memory_region(void const volatile *addr, size_t size);
 void __sanitizer_start_switch_fiber(void **fake_stack_save, const void *bottom, size_t size);
 void __sanitizer_finish_switch_fiber(void *fake_stack_save, const void **bottom_old,
                                      size_t *size_old);
@@ -159,6 +160,15 @@ static void proc_entry(struct sim_proc *p)
 static void stack_release(struct sim_proc *p)
 {
     if (p->map) {
+#ifdef RNICSIM_ASAN_FIBERS
+        /* A process stopped mid-run (deadlock, time limit, a run stopped
+         * at a failure) leaves its frames' redzones poisoned in ASan's
+         * shadow; a later stack mapped at the same address would inherit
+         * them (false stack-buffer-overflows in the next run of the same
+         * process: check-order, the fuzz targets). */
+        __asan_unpoison_memory_region((char *)p->map + p->page_bytes,
+                                      p->map_bytes - p->page_bytes);
+#endif
         munmap(p->map, p->map_bytes);
         p->map = NULL;
     }
@@ -360,7 +370,7 @@ void sim_proc_sleep(sim_time_t delay_ps)
 {
     struct sim_proc *p = must_be_in_process("sim_proc_sleep");
     p->state = PROC_SLEEPING;
-    sim_schedule_at(p->sim, &p->wake_ev, p->sim->now + delay_ps);
+    sim_schedule_at(p->sim, &p->wake_ev, sim_time_add(p->sim->now, delay_ps));
     switch_out(p);
 }
 

@@ -137,7 +137,7 @@ void sim_call_in(struct sim *sim, sim_time_t delay_ps, sim_cb_fn fn, void *a, vo
     c->fn = fn;
     c->a = a;
     c->b = b;
-    sim_schedule_at(sim, &c->ev, sim->now + delay_ps);
+    sim_schedule_at(sim, &c->ev, sim_time_add(sim->now, delay_ps));
 }
 
 /* ---------------------------------------------------------------- the loop */
@@ -172,8 +172,19 @@ enum sim_run_result sim_run(struct sim *sim, sim_time_t until)
             sim->progress_fn(sim, sim->progress_arg);
         }
 #ifndef NDEBUG
-        if (sim->check_evq)
-            sim_check_invariants(sim);
+        /* The full check is O(pending events): after every event while
+         * the queue is small, then every k-th event with k the power of
+         * two >= pending / 64, so it costs at most ~64 slot checks per
+         * event (a run with 4096 QPs' timers pending took 280 s under ASan
+         * instead of 2.4 s with a check after every event).  A broken heap
+         * stays broken, so a sampled check still finds it. */
+        if (sim->check_evq) {
+            uint64_t period = 1;
+            while (period * 64 < sim->n)
+                period <<= 1;
+            if ((sim->executed & (period - 1)) == 0)
+                sim_check_invariants(sim);
+        }
 #endif
     }
 }

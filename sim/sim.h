@@ -30,6 +30,30 @@ typedef uint64_t sim_time_t; /* picoseconds */
 #define SIM_MS ((sim_time_t)1000000000)
 #define SIM_S ((sim_time_t)1000000000000)
 #define SIM_TIME_NEVER UINT64_MAX
+/* Bounds on the times a scenario can give (docs/robustness.md): the
+ * latest instant a run can name (stop_time, failure times), about 13.3
+ * days, and the largest duration of one hardware step (a latency, a
+ * timeout, a cost), one hour.  With now <= SIM_TIME_LIMIT_PS, sums of a
+ * few thousand durations stay far below 2^64; the schedulers saturate
+ * anyway (sim_time_add), so no parameter can wrap the clock. */
+#define SIM_TIME_LIMIT_PS ((sim_time_t)1 << 60)
+#define SIM_DURATION_MAX_PS ((sim_time_t)3600 * SIM_S)
+
+/* a + b, or SIM_TIME_NEVER if that does not fit (an event that far away
+ * never happens within a run). */
+static inline sim_time_t sim_time_add(sim_time_t a, sim_time_t b)
+{
+    sim_time_t s = a + b;
+    return s < a ? SIM_TIME_NEVER : s;
+}
+
+/* n * t, saturating like sim_time_add (n repetitions of a cost). */
+static inline sim_time_t sim_time_mul(uint64_t n, sim_time_t t)
+{
+    if (t && n > SIM_TIME_NEVER / t)
+        return SIM_TIME_NEVER;
+    return n * t;
+}
 
 /* Serialisation time of `bytes` at `rate_bps` bits per second, rounded up
  * to a whole picosecond.  Exact integer arithmetic (no floating point), so
@@ -37,8 +61,11 @@ typedef uint64_t sim_time_t; /* picoseconds */
 static inline sim_time_t sim_bytes_to_ps(uint64_t bytes, uint64_t rate_bps)
 {
     __extension__ typedef unsigned __int128 u128;
+    if (!rate_bps)
+        return SIM_TIME_NEVER; /* nothing moves at 0 b/s */
     u128 num = (u128)bytes * 8u * 1000000000000ull;
-    return (sim_time_t)((num + rate_bps - 1) / rate_bps);
+    u128 t = (num + rate_bps - 1) / rate_bps;
+    return t > SIM_TIME_NEVER ? SIM_TIME_NEVER : (sim_time_t)t;
 }
 
 static inline double sim_ps_to_ns(sim_time_t t)

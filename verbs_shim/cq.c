@@ -104,6 +104,16 @@ static void cq_notify(struct sim *sim, void *a, void *b)
         sim_waitq_wake_all(sim, &ch->wq);
 }
 
+/* NIC callback: the CQ overran (sim/nic/cq.c): IBV_EVENT_CQ_ERR. */
+static void cq_error(struct sim *sim, void *a, void *b)
+{
+    (void)sim;
+    (void)b;
+    struct shim_cq *scq = a;
+    struct ibv_async_event ev = {.element.cq = &scq->cq, .event_type = IBV_EVENT_CQ_ERR};
+    shim_async_event_post(scq->ctx, &ev);
+}
+
 /* ---------------------------------------------------------------- channels */
 
 struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *context)
@@ -227,6 +237,7 @@ struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe, void *cq_cont
     scq->channel = channel ? shim_channel(channel) : NULL;
     sim_waitq_init(&scq->ack_wq, "ibv_destroy_cq");
     nic_cq_set_notify(scq->ncq, cq_notify, scq, NULL);
+    nic_cq_set_error_notify(scq->ncq, cq_error, scq, NULL);
     scq->cq.context = context;
     scq->cq.channel = channel;
     scq->cq.cq_context = cq_context;
@@ -255,6 +266,7 @@ int ibv_destroy_cq(struct ibv_cq *cq)
     int rc = nic_cq_destroy(scq->ncq);
     if (rc)
         return rc;
+    shim_async_drop(scq->ctx, cq);
     if (scq->channel) {
         channel_remove_cq(scq->channel, scq);
         scq->channel->ch.refcnt--;
@@ -341,10 +353,11 @@ int shim_poll_cq(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc)
         got = num_entries > 0 ? nic_cq_poll(scq->ncq, num_entries, wc) : 0;
     }
     int n = got > 0 ? got : 0;
-    sim_time_t cost = ht->host->cpu.poll_cq_ps + (sim_time_t)n * ht->host->cpu.poll_cqe_ps;
+    sim_time_t cost = sim_time_add(ht->host->cpu.poll_cq_ps,
+                                   sim_time_mul((uint64_t)n, ht->host->cpu.poll_cqe_ps));
     if (sim_trace_on(ht->host->sim, TRACE_G_HOST)) { /* after a park: that was its own span */
         sim_time_t now = sim_now(ht->host->sim);
-        host_trace_call(ht, now, now + cost, "ibv_poll_cq",
+        host_trace_call(ht, now, sim_time_add(now, cost), "ibv_poll_cq",
                         &(struct trace_rec){.addr = cq->handle,
                                             .qpn = n ? wc[0].qp_num : 0,
                                             .val = (uint64_t)n,

@@ -63,13 +63,19 @@ static const struct {
     uint32_t opcodes; /* WR_BIT(enum ibv_wr_opcode) allowed */
     uint32_t max_msg_bytes;
     const char *size_rule; /* what the size limit is, for the message */
+    unsigned send_flags;   /* the send_flags accepted */
 } personality_rules[] = {
+    /* the EFA provider refuses any flag but SIGNALED and INLINE with
+     * EINVAL (rdma-core providers/efa/verbs.c, efa_post_send_validate):
+     * no FENCE, SOLICITED or IP_CSUM */
     [NIC_TRANSPORT_EFA_SRD] = {WR_BIT(IBV_WR_SEND) | WR_BIT(IBV_WR_SEND_WITH_IMM) |
                                    WR_BIT(IBV_WR_RDMA_READ),
-                               0, "messages are single packets of at most the port MTU"},
-    /* CALIBRATION.md, Transports "1RMA: ops <= 4 KiB" */
+                               0, "messages are single packets of at most the port MTU",
+                               IBV_SEND_SIGNALED | IBV_SEND_INLINE},
+    /* CALIBRATION.md, Transports "1RMA: ops <= 4 KiB"; no public provider
+     * to say which flags it refuses */
     [NIC_TRANSPORT_ONERMA] = {WR_BIT(IBV_WR_RDMA_READ) | WR_BIT(IBV_WR_RDMA_WRITE), 4096,
-                              "ops are at most 4096 bytes"},
+                              "ops are at most 4096 bytes", ~0u},
 };
 
 static const char *const wr_opcode_names[] = {
@@ -110,6 +116,15 @@ static int check_personality_op(const struct shim_qp *sqp, enum nic_transport t,
                                 const struct ibv_send_wr *wr)
 {
     unsigned op = (unsigned)wr->opcode;
+    unsigned bad_flags = (unsigned)wr->send_flags & ~personality_rules[t].send_flags;
+    if (bad_flags) {
+        fprintf(stderr,
+                "rnicsim: %s accepts only the send flags SIGNALED and INLINE (flags 0x%x; "
+                "post_send on qp 0x%x refused, EINVAL)\n",
+                nic_transport_names[t], bad_flags, sqp->qp.qp_num);
+        nic_note_wr_refused(sqp->nqp->nic);
+        return EINVAL;
+    }
     if (op < 32 && (personality_rules[t].opcodes & WR_BIT(op)))
         return 0;
     char buf[24];
@@ -271,7 +286,8 @@ int shim_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr
         *bad_wr = wr;
 
     if (h && attempted)
-        host_charge(h->cpu.post_send_ps + (sim_time_t)attempted * h->cpu.post_send_wqe_ps);
+        host_charge(
+            sim_time_add(h->cpu.post_send_ps, sim_time_mul(attempted, h->cpu.post_send_wqe_ps)));
     if (posted) {
         host_doorbell(); /* the previous doorbell store of this thread drained */
         nic_sq_doorbell(sqp->nqp);
@@ -346,7 +362,7 @@ int shim_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr
         *bad_wr = wr;
 
     if (h && attempted)
-        host_charge((sim_time_t)attempted * h->cpu.post_recv_ps);
+        host_charge(sim_time_mul(attempted, h->cpu.post_recv_ps));
     if (h && sim_trace_on(h->sim, TRACE_G_HOST))
         host_trace_call(
             host_thread_current(), t0, sim_now(h->sim), "ibv_post_recv",

@@ -276,6 +276,19 @@ static int check_qp_type(enum ibv_qp_type type)
  * the device limits;
  * EOPNOTSUPP for QP types the model lacks (raw packet, XRC); the NIC's
  * errno otherwise. */
+/* NIC callback: the QP went to error with its overrun CQ (sim/nic/cq.c):
+ * IBV_EVENT_QP_FATAL, as mlx5 reports a local work queue catastrophic
+ * error. */
+static void qp_fatal(struct sim *sim, void *a, void *b)
+{
+    (void)sim;
+    (void)b;
+    struct shim_qp *sqp = a;
+    sqp->qp.state = IBV_QPS_ERR;
+    struct ibv_async_event ev = {.element.qp = &sqp->qp, .event_type = IBV_EVENT_QP_FATAL};
+    shim_async_event_post(sqp->ctx, &ev);
+}
+
 struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *init)
 {
     shim_charge_control();
@@ -335,6 +348,7 @@ struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *init)
         return NULL;
     }
     init->cap = sqp->cap;
+    nic_qp_set_fatal_notify(sqp->nqp, qp_fatal, sqp, NULL);
 
     struct ibv_qp *qp = &sqp->qp;
     qp->context = pd->context;
@@ -366,9 +380,13 @@ int ibv_destroy_qp(struct ibv_qp *qp)
     if (!qp)
         return EINVAL;
     struct shim_qp *sqp = shim_qp(qp);
+    nic_qp_set_fatal_notify(sqp->nqp, NULL, NULL, NULL);
     int rc = nic_qp_destroy(sqp->nqp);
-    if (rc)
+    if (rc) {
+        nic_qp_set_fatal_notify(sqp->nqp, qp_fatal, sqp, NULL);
         return rc;
+    }
+    shim_async_drop(sqp->ctx, qp);
     sqp->pd->n_qps--;
     sqp->send_cq->n_qps--;
     sqp->recv_cq->n_qps--;

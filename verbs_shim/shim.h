@@ -242,9 +242,9 @@ bool shim_modify_qp_is_ok(enum ibv_qp_state cur, enum ibv_qp_state next, enum ib
 /* Queue an asynchronous event on a context (wakes ibv_get_async_event and
  * makes ctx->async_fd readable).  Returns 0 or ENOMEM. */
 int shim_async_event_post(struct shim_context *sctx, const struct ibv_async_event *ev);
-/* Drop the queued (not yet taken) events whose element is `srq`
- * (ibv_destroy_srq). */
-void shim_async_drop_srq(struct shim_context *sctx, struct ibv_srq *srq);
+/* Drop the queued (not yet taken) events whose element is `obj`, a QP, CQ
+ * or SRQ being destroyed. */
+void shim_async_drop(struct shim_context *sctx, const void *obj);
 /* Free queued events and close the fd (ibv_close_device). */
 void shim_async_teardown(struct shim_context *sctx);
 

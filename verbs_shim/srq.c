@@ -129,7 +129,7 @@ int ibv_destroy_srq(struct ibv_srq *srq)
     int rc = nic_srq_destroy(ssrq->nsrq);
     if (rc)
         return rc;
-    shim_async_drop_srq(ssrq->ctx, srq);
+    shim_async_drop(ssrq->ctx, srq);
     ssrq->pd->n_srqs--;
     pthread_cond_destroy(&srq->cond);
     pthread_mutex_destroy(&srq->mutex);
@@ -161,7 +161,7 @@ int shim_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_r
     if (rc && bad_wr)
         *bad_wr = wr;
     if (h && attempted)
-        host_charge((sim_time_t)attempted * h->cpu.post_recv_ps);
+        host_charge(sim_time_mul(attempted, h->cpu.post_recv_ps));
     if (h && sim_trace_on(h->sim, TRACE_G_HOST))
         host_trace_call(
             host_thread_current(), t0, sim_now(h->sim), "ibv_post_srq_recv",

@@ -47,6 +47,10 @@
 #include "rnicsim/host.h"
 
 #define PT_MAX_SIZES 64
+/* The largest message size: 1 GiB, the port's max_msg_sz on mlx5 (and on
+ * rnicsim's device); also keeps the buffer arithmetic (2 x size + 64)
+ * far from overflowing. */
+#define PT_MAX_MSG_BYTES ((uint64_t)1 << 30)
 #define PT_POLL_BATCH 16
 
 enum pt_test { PT_WRITE, PT_READ, PT_SEND, PT_ATOMIC, PT_TEST_COUNT };
@@ -132,7 +136,7 @@ static void pt_usage(const char *prog)
            "  --name=PAIR        out-of-band key prefix (default perftest)\n"
            "  --tests=LIST       write,read,send,atomic (default all; run in that order)\n"
            "  --modes=LIST       lat,bw (default both)\n"
-           "  --sizes=A:B|LIST   powers of two A..B, or a list like 64,4KiB,1MiB\n"
+           "  --sizes=A:B|LIST   powers of two A..B, or a list like 64,4KiB,1MiB (at most 1GiB)\n"
            "                     (default 2:65536; atomics always use 8 bytes)\n"
            "  --iters=N          latency iterations per size (default 1000)\n"
            "  --bw-bytes=B       bandwidth iters = clamp(B/size, 32, 5000) (default 64MiB)\n"
@@ -160,7 +164,7 @@ static bool pt_parse_sizes(const char *s, struct pt_opts *o)
         uint64_t from, to;
         *colon = '\0';
         if (!rc_conn_parse_size(tmp, &from) || !rc_conn_parse_size(colon + 1, &to) || from == 0 ||
-            to < from)
+            to < from || to > PT_MAX_MSG_BYTES)
             return false;
         for (uint64_t v = from; v <= to; v *= 2) {
             if (o->nsizes == PT_MAX_SIZES)
@@ -174,7 +178,8 @@ static bool pt_parse_sizes(const char *s, struct pt_opts *o)
     char *save = NULL;
     for (char *tok = strtok_r(tmp, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         uint64_t v;
-        if (o->nsizes == PT_MAX_SIZES || !rc_conn_parse_size(tok, &v) || v == 0)
+        if (o->nsizes == PT_MAX_SIZES || !rc_conn_parse_size(tok, &v) || v == 0 ||
+            v > PT_MAX_MSG_BYTES)
             return false;
         o->sizes[o->nsizes++] = v;
     }

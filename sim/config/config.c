@@ -25,6 +25,9 @@
 
 /* Deeper nesting than this is refused (the loader recurses per level). */
 #define CFG_MAX_DEPTH 64
+/* A scenario or profile file is at most this large (the largest shipped
+ * one is a few KiB; this bounds memory and time spent on garbage). */
+#define CFG_MAX_FILE_BYTES (16u << 20)
 /* At most this many dotted components in a --set path. */
 #define CFG_SET_MAX_SEGS 32
 
@@ -549,20 +552,34 @@ struct cfg_doc *cfg_load_file(const char *path, struct cfg_error *err)
         err_at(err, NULL, 0, 0, "%s: cannot open: %s", path, strerror(errno));
         return NULL;
     }
+    /* Read at most CFG_MAX_FILE_BYTES + 1 bytes, so a huge file or an
+     * endless one (/dev/zero, a pipe) is refused, not read whole. */
     size_t len = 0, cap = 4096;
     char *buf = xrealloc(NULL, cap);
+    errno = 0;
     for (;;) {
-        size_t k = fread(buf + len, 1, cap - len, f);
+        size_t want = cap - len;
+        if (len + want > CFG_MAX_FILE_BYTES + 1)
+            want = CFG_MAX_FILE_BYTES + 1 - len;
+        size_t k = fread(buf + len, 1, want, f);
         len += k;
-        if (len < cap)
+        if (k < want || len > CFG_MAX_FILE_BYTES)
             break;
-        cap *= 2;
-        buf = xrealloc(buf, cap);
+        if (len == cap) {
+            cap *= 2;
+            buf = xrealloc(buf, cap);
+        }
     }
-    int rd_err = ferror(f);
+    int rd_err = ferror(f) ? (errno ? errno : EIO) : 0;
     fclose(f);
     if (rd_err) {
-        err_at(err, NULL, 0, 0, "%s: read error", path);
+        err_at(err, NULL, 0, 0, "%s: cannot read: %s", path, strerror(rd_err));
+        free(buf);
+        return NULL;
+    }
+    if (len > CFG_MAX_FILE_BYTES) {
+        err_at(err, path, 1, 1, "file larger than %u MiB: not a scenario",
+               CFG_MAX_FILE_BYTES >> 20);
         free(buf);
         return NULL;
     }

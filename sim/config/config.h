@@ -114,4 +114,15 @@ int cfg_parse_rate(const char *s, uint64_t *out_bps, char *why, size_t why_len);
 int cfg_parse_size(const char *s, uint64_t *out_bytes, char *why, size_t why_len);
 int cfg_parse_u64(const char *s, uint64_t *out, char *why, size_t why_len);
 
+/* Ranges (docs/robustness.md): every number a scenario gives is checked
+ * against the range of what it means where it is read. */
+enum cfg_quantity { CFG_Q_TIME, CFG_Q_RATE, CFG_Q_SIZE, CFG_Q_COUNT };
+/* v in the quantity's largest exact unit ("3600s", "100Tbps", "4KiB",
+ * "42"; 0 as "0"), a text the parsers read back to v. */
+void cfg_format_quantity(enum cfg_quantity q, uint64_t v, char *buf, size_t len);
+/* 0 if lo <= v <= hi; else -1 with "file:line:col: 'what': TEXT is out of
+ * range (expected LO..HI)" at n (n: the node v was read from). */
+int cfg_check_range(const struct cfg_node *n, const char *what, enum cfg_quantity q, uint64_t v,
+                    uint64_t lo, uint64_t hi, struct cfg_error *err);
+
 #endif /* RNICSIM_CONFIG_H */

@@ -271,3 +271,52 @@ int cfg_parse_u64(const char *s, uint64_t *out, char *why, size_t why_len)
     *out = v;
     return 0;
 }
+
+/* ---------------------------------------------------------------- formatting and ranges */
+
+/* The largest unit of `units` (in table order, the canonical spellings
+ * first) that divides v exactly, so the text reads back to v. */
+static void format_in(uint64_t v, const struct unit *units, size_t n, char *buf, size_t len)
+{
+    if (v == 0) {
+        snprintf(buf, len, "0");
+        return;
+    }
+    size_t best = 0;
+    for (size_t i = 0; i < n; i++)
+        if (v % units[i].mult == 0 && units[i].mult >= units[best].mult)
+            best = i;
+    snprintf(buf, len, "%llu%s", (unsigned long long)(v / units[best].mult), units[best].name);
+}
+
+void cfg_format_quantity(enum cfg_quantity q, uint64_t v, char *buf, size_t len)
+{
+    static const struct unit size_binary[] = {
+        {"B", 1ull}, {"KiB", 1ull << 10}, {"MiB", 1ull << 20}, {"GiB", 1ull << 30}};
+    switch (q) {
+    case CFG_Q_TIME:
+        format_in(v, time_units, 5, buf, len);
+        return;
+    case CFG_Q_RATE:
+        format_in(v, rate_units, 5, buf, len);
+        return;
+    case CFG_Q_SIZE:
+        format_in(v, size_binary, 4, buf, len);
+        return;
+    case CFG_Q_COUNT:
+        break;
+    }
+    snprintf(buf, len, "%llu", (unsigned long long)v);
+}
+
+int cfg_check_range(const struct cfg_node *n, const char *what, enum cfg_quantity q, uint64_t v,
+                    uint64_t lo, uint64_t hi, struct cfg_error *err)
+{
+    if (v >= lo && v <= hi)
+        return 0;
+    char a[32], b[32];
+    cfg_format_quantity(q, lo, a, sizeof a);
+    cfg_format_quantity(q, hi, b, sizeof b);
+    return cfg_errorf(err, n, "'%s': %s is out of range (expected %s..%s)", what,
+                      n && n->scalar ? n->scalar : "the value", a, b);
+}

@@ -612,7 +612,7 @@ static void tx_done(struct sim *sim, struct sim_event *ev)
         if (draw(l, &l->loss))
             drop(l, p, DROP_LOST);
         else
-            pipe_push(l, sim_now(sim) + l->p.delay_ps, p, draw(l, &l->corrupt));
+            pipe_push(l, sim_time_add(sim_now(sim), l->p.delay_ps), p, draw(l, &l->corrupt));
     }
     if (!tx_start(l) && !l->nonempty && l->idle_fn)
         l->idle_fn(sim, l->idle_a, l->idle_b);

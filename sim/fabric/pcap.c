@@ -162,7 +162,17 @@ static size_t pfc_encode(const struct pkt *p, uint8_t *buf)
     return ROCE_ETH_MIN_BYTES;
 }
 
+static size_t encode(const struct pkt *p, uint64_t reth_va, uint64_t atomic_va, uint8_t *buf,
+                     size_t cap, bool bad_icrc);
+
 size_t roce_encode(const struct pkt *p, uint8_t *buf, size_t cap, bool bad_icrc)
+{
+    return encode(p, p->reth_va, p->atomic_va, buf, cap, bad_icrc);
+}
+
+/* roce_encode with the RETH / AtomicETH virtual addresses given. */
+static size_t encode(const struct pkt *p, uint64_t reth_va, uint64_t atomic_va, uint8_t *buf,
+                     size_t cap, bool bad_icrc)
 {
     if (p->kind == PKT_PFC)
         return cap >= ROCE_ETH_MIN_BYTES ? pfc_encode(p, buf) : 0;
@@ -187,12 +197,12 @@ size_t roce_encode(const struct pkt *p, uint8_t *buf, size_t cap, bool bad_icrc)
         b = put24(b, p->src_qpn & 0xffffffu);
     }
     if (x & PKT_EXT_RETH) { /* IBA 9.3.2: VA, R_Key, DMA Length */
-        b = put64(b, p->reth_va);
+        b = put64(b, reth_va);
         b = put32(b, p->reth_rkey);
         b = put32(b, p->reth_dma_len);
     }
     if (x & PKT_EXT_ATMETH) { /* IBA 9.3.4: VA, R_Key, Swap (Add) Data, Compare Data */
-        b = put64(b, p->atomic_va);
+        b = put64(b, atomic_va);
         b = put32(b, p->atomic_rkey);
         b = put64(b, p->atomic_swap_add);
         b = put64(b, p->atomic_compare);
@@ -224,7 +234,7 @@ size_t roce_encode(const struct pkt *p, uint8_t *buf, size_t cap, bool bad_icrc)
     put16(e + 12, ETHERTYPE_IPV4);
     /* IPv4 */
     uint8_t *ip = buf + ROCE_OFF_IP;
-    ip[0] = 0x45; /* version 4, IHL 5 words */
+    ip[0] = 0x45;                               /* version 4, IHL 5 words */
     ip[1] = (uint8_t)((p->prio << 5) | p->ecn); /* DSCP = class selector of the priority; ECN */
     put16(ip + 2, (uint16_t)ip_len);
     put16(ip + 4, 0);      /* identification (atomic datagram, RFC 6864) */
@@ -261,7 +271,9 @@ struct pcap_writer {
     FILE *f;
     char *path;
     uint64_t frames;
-    int err; /* first errno seen, 0 if none */
+    int err;          /* first errno seen, 0 if none */
+    pcap_va_fn va_fn; /* the wire's view of RETH / AtomicETH addresses */
+    void *va_ctx;
     uint8_t buf[PCAP_REC_HDR_BYTES + ROCE_MAX_FRAME_BYTES];
 };
 
@@ -308,7 +320,13 @@ void pcap_write_pkt(struct pcap_writer *w, sim_time_t t_ps, const struct pkt *p,
 {
     if (!w || w->err)
         return;
-    size_t n = roce_encode(p, w->buf + PCAP_REC_HDR_BYTES, ROCE_MAX_FRAME_BYTES, bad_icrc);
+    uint64_t reth_va = p->reth_va, atomic_va = p->atomic_va;
+    if (w->va_fn && (p->ext_hdrs & PKT_EXT_RETH))
+        reth_va = w->va_fn(w->va_ctx, p, p->reth_rkey, p->reth_va);
+    if (w->va_fn && (p->ext_hdrs & PKT_EXT_ATMETH))
+        atomic_va = w->va_fn(w->va_ctx, p, p->atomic_rkey, p->atomic_va);
+    size_t n =
+        encode(p, reth_va, atomic_va, w->buf + PCAP_REC_HDR_BYTES, ROCE_MAX_FRAME_BYTES, bad_icrc);
     uint64_t ns = t_ps / SIM_NS;
     le32(w->buf, (uint32_t)(ns / 1000000000u));
     le32(w->buf + 4, (uint32_t)(ns % 1000000000u));
@@ -318,6 +336,12 @@ void pcap_write_pkt(struct pcap_writer *w, sim_time_t t_ps, const struct pkt *p,
         w->err = errno ? errno : EIO;
     else
         w->frames++;
+}
+
+void pcap_set_va_map(struct pcap_writer *w, pcap_va_fn fn, void *ctx)
+{
+    w->va_fn = fn;
+    w->va_ctx = ctx;
 }
 
 uint64_t pcap_frames(const struct pcap_writer *w)

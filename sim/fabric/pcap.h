@@ -77,6 +77,12 @@ struct pcap_writer *pcap_open(const char *path, char *why, size_t why_len);
 /* Append one frame stamped `t_ps`.  Write errors are remembered and
  * reported by pcap_close. */
 void pcap_write_pkt(struct pcap_writer *w, sim_time_t t_ps, const struct pkt *p, bool bad_icrc);
+/* The virtual address a RETH or AtomicETH of `p` shows in the file for
+ * `va` (with key `rkey`): the simulator's buffers live at process
+ * addresses that differ from run to run, so the world maps them to
+ * deterministic ones (nic_wire_va); without a map they are written as is. */
+typedef uint64_t (*pcap_va_fn)(void *ctx, const struct pkt *p, uint32_t rkey, uint64_t va);
+void pcap_set_va_map(struct pcap_writer *w, pcap_va_fn fn, void *ctx);
 uint64_t pcap_frames(const struct pcap_writer *w);
 const char *pcap_path(const struct pcap_writer *w);
 /* Flush and close; -1 with `why` filled if anything failed to be written. */

@@ -76,7 +76,7 @@ sim_time_t nic_aq_tpt_done_ps(struct nic *nic)
 {
     sim_time_t now = sim_now(nic->sim);
     sim_time_t start = nic->tpt_busy_until_ps > now ? nic->tpt_busy_until_ps : now;
-    nic->tpt_busy_until_ps = start + nic->p.rima_tpt_ps;
+    nic->tpt_busy_until_ps = sim_time_add(start, nic->p.rima_tpt_ps);
     return nic->tpt_busy_until_ps;
 }
 
@@ -136,7 +136,8 @@ static void watermark_check(struct nic_aq *aq, uint64_t need)
     aq->alloc_pending = true;
     aq->alloc_chunk = (uint32_t)(next / aq->chunk_bytes);
     aq->watermark_irqs++;
-    sim_schedule_at(aq->nic->sim, &aq->alloc_ev, sim_now(aq->nic->sim) + aq->nic->p.rima_alloc_ps);
+    sim_schedule_at(aq->nic->sim, &aq->alloc_ev,
+                    sim_time_add(sim_now(aq->nic->sim), aq->nic->p.rima_alloc_ps));
 }
 
 /* Free every committed chunk wholly in the free part past the reserve. */

@@ -19,6 +19,44 @@ static uint32_t key_hash(uint64_t key)
     return (uint32_t)key;
 }
 
+/* Slots allocated at first: small caches get all their slots at once. */
+#define CACHE_INITIAL_SLOTS 1024u
+
+static void hash_insert(struct nic_cache *c, uint64_t key, uint32_t slot);
+
+/* Make room for `want` slots (<= cap): the slot arrays and a hash table
+ * of a power of two >= 2 * want entries, rebuilt from the slots.  Sizes
+ * are computed in 64 bits (cap may be up to 2^32 - 1).  0 or ENOMEM (the
+ * cache is unchanged then). */
+static int cache_grow(struct nic_cache *c, uint32_t want)
+{
+    uint64_t hsize = 4;
+    while (hsize < 2 * (uint64_t)want)
+        hsize *= 2;
+    if (hsize > UINT32_MAX)
+        return ENOMEM; /* slot numbers are 32-bit, UINT32_MAX means empty */
+    uint64_t *k = realloc(c->slot_key, (size_t)want * sizeof(*k));
+    if (k)
+        c->slot_key = k;
+    uint32_t *p = k ? realloc(c->prev, (size_t)want * sizeof(*p)) : NULL;
+    if (p)
+        c->prev = p;
+    uint32_t *nx = p ? realloc(c->next, (size_t)want * sizeof(*nx)) : NULL;
+    if (nx)
+        c->next = nx;
+    uint32_t *h = nx ? malloc((size_t)hsize * sizeof(*h)) : NULL;
+    if (!h)
+        return ENOMEM;
+    free(c->hash);
+    c->hash = h;
+    memset(c->hash, 0xff, (size_t)hsize * sizeof(*c->hash));
+    c->hash_mask = (uint32_t)(hsize - 1);
+    c->alloc = want;
+    for (uint32_t s = 0; s < c->n; s++)
+        hash_insert(c, c->slot_key[s], s);
+    return 0;
+}
+
 int nic_cache_init(struct nic_cache *c, struct sim *sim, const char *name, uint32_t cap,
                    uint32_t max_misses, nic_cache_fetch_fn fetch, void *owner)
 {
@@ -32,19 +70,10 @@ int nic_cache_init(struct nic_cache *c, struct sim *sim, const char *name, uint3
     c->lru_head = c->lru_tail = NO_SLOT;
     if (!cap)
         return 0;
-    uint32_t hsize = 4;
-    while (hsize < 2u * cap)
-        hsize *= 2;
-    c->slot_key = malloc(cap * sizeof(*c->slot_key));
-    c->prev = malloc(cap * sizeof(*c->prev));
-    c->next = malloc(cap * sizeof(*c->next));
-    c->hash = malloc(hsize * sizeof(*c->hash));
-    if (!c->slot_key || !c->prev || !c->next || !c->hash) {
+    if (cache_grow(c, cap < CACHE_INITIAL_SLOTS ? cap : CACHE_INITIAL_SLOTS)) {
         nic_cache_fini(c);
         return ENOMEM;
     }
-    memset(c->hash, 0xff, hsize * sizeof(*c->hash));
-    c->hash_mask = hsize - 1;
     return 0;
 }
 
@@ -232,6 +261,13 @@ static void insert_key(struct nic_cache *c, uint64_t key)
     if (hash_find(c, key) != NO_SLOT)
         return;
     uint32_t s;
+    if (c->n == c->alloc && c->alloc < c->cap) {
+        uint64_t want = 2 * (uint64_t)c->alloc;
+        if (cache_grow(c, want < c->cap ? (uint32_t)want : c->cap)) {
+            fprintf(stderr, "rnicsim: cache %s: out of memory\n", c->name);
+            abort();
+        }
+    }
     if (c->n < c->cap) {
         s = c->n++;
     } else {

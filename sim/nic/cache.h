@@ -80,11 +80,13 @@ struct nic_cache {
     nic_cache_fetch_fn fetch;
     void *owner;
 
-    /* the resident set: slots [0, cap) with an LRU list (head = MRU) */
+    /* the resident set: slots [0, n) of `alloc` allocated (grown by
+     * doubling up to cap, so memory follows what is cached, not the
+     * capacity), with an LRU list (head = MRU) */
     uint64_t *slot_key;
     uint32_t *prev, *next;
-    uint32_t n, lru_head, lru_tail;
-    /* key -> slot, linear probing, size a power of two >= 2 * cap */
+    uint32_t n, alloc, lru_head, lru_tail;
+    /* key -> slot, linear probing, size a power of two >= 2 * alloc */
     uint32_t *hash; /* UINT32_MAX = empty */
     uint32_t hash_mask;
 

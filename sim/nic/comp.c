@@ -129,7 +129,7 @@ void nic_comp_on_tx(struct nic_qp *qp)
     if (e->timer_deadline == SIM_TIME_NEVER) {
         sim_time_t t = ack_timeout_ps(qp);
         if (t != SIM_TIME_NEVER)
-            timer_arm(qp, sim_now(qp->nic->sim) + t);
+            timer_arm(qp, sim_time_add(sim_now(qp->nic->sim), t));
     }
 }
 
@@ -145,7 +145,7 @@ static void ack_upto(struct nic_qp *qp, uint32_t upto)
     e->rnr_left = qp->attr.rnr_retry;
     sim_time_t t = ack_timeout_ps(qp);
     if (outstanding(e) && t != SIM_TIME_NEVER)
-        e->timer_deadline = sim_now(qp->nic->sim) + t; /* lazy: the event catches up */
+        e->timer_deadline = sim_time_add(sim_now(qp->nic->sim), t); /* lazy: the event catches up */
     else
         e->timer_deadline = SIM_TIME_NEVER;
 }

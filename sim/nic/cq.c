@@ -12,9 +12,13 @@
  * CQE of a message with the Solicited Event bit or the next error CQE.
  * The arm is consumed when the event fires.
  *
- * Overflow: a push into a full ring is dropped and `overflowed` set (the
- * CQ error async event and the QP errors it causes on hardware are not
- * modelled yet).
+ * Overrun (IBA 11.6.3.1 "CQ Error", as mlx5 hardware does it): a CQE that
+ * finds the ring full puts the CQ in error: the CQE and every later one
+ * are dropped (counted), error_fn raises the affiliated asynchronous event
+ * (IBV_EVENT_CQ_ERR in the verbs shim), and each QP whose send or receive
+ * CQ it is goes to the error state ("local work queue catastrophic
+ * error": it can no longer report completions), its fatal_fn raising
+ * IBV_EVENT_QP_FATAL.  CQEs already in the ring can still be polled.
  *
  * Lifetime: a CQ destroyed while CQE writes are in flight stays allocated
  * (a zombie) until the last one lands, and then drops it. */
@@ -99,6 +103,7 @@ int nic_cq_destroy(struct nic_cq *cq)
     c->dead = true;
     cq->nic->n_live_cqs--;
     cq->notify_fn = NULL;
+    cq->error_fn = NULL;
     if (!c->inflight)
         cq_free(c);
     return 0;
@@ -112,6 +117,24 @@ int nic_cq_poll(struct nic_cq *cq, int n, struct ibv_wc *wc)
         cq->cons++;
     }
     return got;
+}
+
+static void cq_overrun(struct nic_cq *cq)
+{
+    struct nic *nic = cq->nic;
+    cq->overflowed = true;
+    if (cq->error_fn)
+        cq->error_fn(nic->sim, cq->error_a, cq->error_b);
+    /* table order: deterministic */
+    for (uint32_t i = 0; i <= nic->qp_tbl_mask; i++) {
+        struct nic_qp *qp = nic->qp_tbl[i];
+        if (!qp || (qp->init.send_cq != cq && qp->init.recv_cq != cq) || qp->state == IBV_QPS_ERR ||
+            qp->state == IBV_QPS_RESET)
+            continue;
+        nic_qp_to_error(qp);
+        if (qp->fatal_fn)
+            qp->fatal_fn(nic->sim, qp->fatal_a, qp->fatal_b);
+    }
 }
 
 static void cq_push(struct nic_cq *cq, const struct ibv_wc *wc, bool solicited)
@@ -128,12 +151,14 @@ static void cq_push(struct nic_cq *cq, const struct ibv_wc *wc, bool solicited)
                               .where = "cqe"};
         sim_trace(sim, &r);
     }
-    if (cq->prod - cq->cons >= cq->depth) {
-        cq->overflowed = true;
-    } else {
-        cq->ring[cq->prod % cq->depth] = *wc;
-        cq->prod++;
+    if (cq->overflowed || cq->prod - cq->cons >= cq->depth) {
+        cq->cqes_dropped++;
+        if (!cq->overflowed)
+            cq_overrun(cq);
+        return;
     }
+    cq->ring[cq->prod % cq->depth] = *wc;
+    cq->prod++;
     if (!sim_waitq_empty(&cq->wq))
         sim_waitq_wake_all(sim, &cq->wq);
     if (cq->host)
@@ -157,6 +182,13 @@ void nic_cq_arm(struct nic_cq *cq, bool solicited_only)
     cq->armed_solicited_only =
         cq->armed ? cq->armed_solicited_only && solicited_only : solicited_only;
     cq->armed = true;
+}
+
+void nic_cq_set_error_notify(struct nic_cq *cq, sim_cb_fn fn, void *a, void *b)
+{
+    cq->error_fn = fn;
+    cq->error_a = a;
+    cq->error_b = b;
 }
 
 void nic_cq_set_notify(struct nic_cq *cq, sim_cb_fn fn, void *a, void *b)

@@ -212,7 +212,7 @@ static void dma_ro_visible(struct sim *sim, void *a, void *b)
     dma_rng_init(nic);
     sim_time_t max = nic->p.dma_ro_max_delay_ps;
     sim_time_t d = max ? (sim_time_t)sim_rng_below(&nic->dma.rng, (uint64_t)max + 1) : 0;
-    sim_time_t t = sim_now(sim) + d;
+    sim_time_t t = sim_time_add(sim_now(sim), d);
     if (t > nic->dma.horizon_ps)
         nic->dma.horizon_ps = t;
     if (d)

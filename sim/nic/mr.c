@@ -147,6 +147,15 @@ struct nic_mr *nic_mr_reg(struct nic_pd *pd, void *addr, uint64_t length, uint64
     mr->valid = true;
     /* the page size the kernel hands the NIC's page table (xlate.c) */
     mr->page_shift = nic->p.hugepages ? NIC_HUGE_PAGE_SHIFT : NIC_PAGE_SHIFT;
+    if (iova == (uint64_t)(uintptr_t)addr) { /* at its process address: a wire address */
+        if (!nic->wire_va_next)
+            nic->wire_va_next = NIC_WIRE_VA_BASE;
+        uint64_t page = (uint64_t)1 << NIC_PAGE_SHIFT;
+        mr->wire_base = nic->wire_va_next + (iova & (page - 1)); /* same offset in the page */
+        nic->wire_va_next = ((mr->wire_base + length + page - 1) & ~(page - 1)) + page; /* guard */
+    } else {
+        mr->wire_base = iova;
+    }
     mr->peer = nic_peer_link_of(nic, addr, length);
     nic->mr_tbl[idx] = mr;
     nic->mr_next_free_hint = idx + 1;
@@ -245,6 +254,15 @@ struct nic_mr *nic_mr_lookup(struct nic *nic, uint32_t key)
         return NULL;
     struct nic_mr *mr = nic->mr_tbl[idx];
     return mr && mr->lkey == key && mr->valid ? mr : NULL;
+}
+
+bool nic_wire_va(struct nic *nic, uint32_t rkey, uint64_t va, uint64_t *wire_va)
+{
+    struct nic_mr *mr = nic_mr_lookup(nic, rkey);
+    if (!mr)
+        return false;
+    *wire_va = mr->wire_base + (va - mr->iova); /* modulo 2^64: also outside the MR */
+    return true;
 }
 
 enum nic_mr_status nic_mr_check(struct nic *nic, uint32_t key, const struct nic_pd *pd, uint64_t va,

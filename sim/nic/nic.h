@@ -184,6 +184,7 @@ struct nic_mr {
     int access; /* enum ibv_access_flags */
     bool valid;
     uint8_t page_shift; /* translation page: 12 (4 KiB) or 21 (2 MiB huge pages) */
+    uint64_t wire_base; /* the address iova stands for on the wire (nic_wire_va) */
     struct nic_dm *dm;  /* registered on device memory (ibv_reg_dm_mr), else NULL */
     /* on peer memory (a GPU's / FPGA's, nic_peer_mem_add): DMA goes over
      * that device's PCIe link, else NULL */
@@ -219,7 +220,11 @@ struct nic_cq {
     struct ibv_wc *ring; /* visible CQEs; written by nic_cq_push() */
     uint32_t depth;
     uint64_t prod, cons;
-    bool overflowed;
+    bool overflowed;       /* a CQE found the ring full: the CQ is in error (cq.c) */
+    uint64_t cqes_dropped; /* CQEs not written because the CQ is in error */
+    /* CQ error (overrun): one call, when it happens (IBV_EVENT_CQ_ERR) */
+    sim_cb_fn error_fn;
+    void *error_a, *error_b;
     uint32_t n_qps; /* QPs attached (destroy -> EBUSY) */
     /* completion-channel notification: one call per arm, for the next CQE */
     bool armed, armed_solicited_only;
@@ -328,6 +333,10 @@ struct nic_qp {
     bool srq_held;
 
     struct nic_qp_engine *eng;
+    /* the QP went to error because it cannot report completions (its CQ
+     * overran): one call (IBV_EVENT_QP_FATAL) */
+    sim_cb_fn fatal_fn;
+    void *fatal_a, *fatal_b;
 };
 
 /* RIMA append queue (aq.c; include/rnicsim/rima.h, docs/rima.md): a
@@ -486,6 +495,17 @@ int nic_dm_free(struct nic_dm *dm);
 struct nic_mr *nic_mr_reg_dm(struct nic_pd *pd, struct nic_dm *dm, uint64_t offset, uint64_t length,
                              int access);
 
+/* The address a packet carries for `va` in the MR of key `rkey` (RETH,
+ * AtomicETH), as packet captures write it: an MR registered at its
+ * process address (iova == the buffer) is given, at registration, a wire
+ * address of its own (NIC_WIRE_VA_BASE upwards, page-aligned, in
+ * registration order), as if the simulated host had mapped its buffers
+ * one after another; so a capture is the same bytes in every run although
+ * the buffers' process addresses differ.  An MR with an iova the program
+ * chose (ibv_reg_mr_iova2, device memory) keeps it.  False if no MR has
+ * that key. */
+bool nic_wire_va(struct nic *nic, uint32_t rkey, uint64_t va, uint64_t *wire_va);
+#define NIC_WIRE_VA_BASE 0x100000000ull
 /* Peer memory (PeerDirect / GPUDirect RDMA; peer.c): [base, base+len)
  * is memory of another PCIe device of the host (a GPU, an FPGA's HBM
  * behind its BAR) that the NIC reaches peer-to-peer.  An MR registered
@@ -519,11 +539,18 @@ int nic_cq_poll(struct nic_cq *cq, int n, struct ibv_wc *wc);
 void nic_cq_push(struct nic_cq *cq, const struct ibv_wc *wc);
 void nic_cq_arm(struct nic_cq *cq, bool solicited_only);
 void nic_cq_set_notify(struct nic_cq *cq, sim_cb_fn fn, void *a, void *b);
+/* fn(sim, a, b) once when the CQ overruns (a CQE finds the ring full): the
+ * CQ is then in error and takes no more CQEs, and every QP completing into
+ * it goes to the error state with its fatal_fn called (IBA 11.6.3.1, CQ
+ * error and local work queue catastrophic error). */
+void nic_cq_set_error_notify(struct nic_cq *cq, sim_cb_fn fn, void *a, void *b);
 
 /* QP.  The shim has validated the transition and attribute mask. */
 struct nic_qp *nic_qp_create(struct nic *nic, const struct nic_qp_init *init);
 int nic_qp_destroy(struct nic_qp *qp);
 int nic_qp_modify(struct nic_qp *qp, const struct ibv_qp_attr *attr, int attr_mask);
+/* fn(sim, a, b) when the QP goes to error because its CQ overran. */
+void nic_qp_set_fatal_notify(struct nic_qp *qp, sim_cb_fn fn, void *a, void *b);
 struct nic_qp *nic_qp_lookup(struct nic *nic, uint32_t qpn);
 
 /* Append WQEs to the queues (the CPU writing into the host-memory rings).

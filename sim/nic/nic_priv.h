@@ -188,6 +188,7 @@ struct nic {
     struct nic_mr **mr_tbl; /* index = key >> 8 */
     uint8_t *mr_gen;
     uint32_t mr_cap, n_mrs, mr_next_free_hint;
+    uint64_t wire_va_next; /* next MR's wire address (nic_wire_va) */
 
     /* transmit engine: round robin over QP halves with a ready packet;
      * NIC-level control packets (a NAK sent as the QP enters ERR) first */
@@ -801,5 +802,8 @@ void nic_pers_on_tx(struct nic_qp *qp, struct nic_txsrc *src, const struct pkt *
 void nic_pers_stop(struct nic_qp *qp);
 /* qp.c: the QP's memory goes. */
 void nic_pers_free(struct nic_qp *qp);
+/* qp.c: the send queue is full; free the slots of WQEs that completed out
+ * of order (true if any was freed). */
+bool nic_pers_sq_reclaim(struct nic_qp *qp);
 
 #endif /* RNICSIM_NIC_PRIV_H */

@@ -95,7 +95,7 @@ void nic_onerma_kick(struct nic_pers *ps)
         op->bytes = w->length;
         ps->window_bytes += w->length;
         op->state = NIC_POP_SENT;
-        op->deadline_ps = sim_now(qp->nic->sim) + qp->nic->p.onerma_timeout_ps;
+        op->deadline_ps = sim_time_add(sim_now(qp->nic->sim), qp->nic->p.onerma_timeout_ps);
         nic_pers_timer_at(ps, op->deadline_ps);
         struct pkt *p = nic_pers_pkt(ps, req_opcode(w->opcode), op->seq, 0, qp->dest_node,
                                      qp->attr.dest_qp_num);

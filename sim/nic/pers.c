@@ -10,12 +10,19 @@
  *
  * Out-of-order completion and the send queue.  The send queue is a ring
  * [sq_comp, sq_tail): an op that completes before older ones gets its CQE
- * at once and its WQE is marked DONE; sq_comp moves over the DONE prefix
- * only, so the slot of a completed WQE is reused once every older WQE
- * completed too (as on hardware, whose SQ is a ring as well).  When the
- * QP stops, the DONE WQEs are squeezed out of [sq_comp, sq_tail) so that
- * the flush of a QP entering ERR reports exactly the WQEs that did not
- * complete, in posting order.
+ * at once and its WQE is marked DONE; sq_comp moves over the DONE prefix.
+ * A completed WQE's slot is free at once, in any order, as the EFA
+ * provider frees it (rdma-core providers/efa: a send slot is a count,
+ * wqe_posted - wqe_completed against the queue size, and the WQE's index
+ * goes back to a free pool when its completion is taken): when a post
+ * finds the ring full, nic_pers_sq_reclaim squeezes the DONE WQEs out of
+ * [sq_comp, req_idx) (only started WQEs can be DONE) and renumbers the
+ * ops that refer to the WQEs it moved.  1RMA has no public provider; it
+ * frees the same way.  (EFA counts a slot busy until the program polls
+ * the CQE; here it is free when the CQE is written, as the IB model frees
+ * its in-order slots.)  When the QP stops, the DONE WQEs are squeezed out
+ * the same way so that the flush of a QP entering ERR reports exactly the
+ * WQEs that did not complete, in posting order.
  *
  * Sequence numbers (SRD) / op tags (1RMA) start at the QP's sq_psn and
  * travel in the BTH PSN; ops in flight span at most NIC_PERS_WINDOW of
@@ -110,6 +117,33 @@ void nic_pers_stop(struct nic_qp *qp)
         qp->sq_next = w;
 }
 
+bool nic_pers_sq_reclaim(struct nic_qp *qp)
+{
+    struct nic_pers *ps = qp->eng->pers;
+    if (!ps)
+        return false;
+    uint64_t lim = qp->eng->req_idx < qp->sq_tail ? qp->eng->req_idx : qp->sq_tail;
+    uint64_t w = lim;
+    for (uint64_t i = lim; i-- > qp->sq_comp;) {
+        struct nic_send_wqe *q = nic_sq_wqe(qp, i);
+        if (q->state == NIC_WQE_DONE)
+            continue;
+        w--;
+        if (w == i)
+            continue;
+        *nic_sq_wqe(qp, w) = *q;
+        for (unsigned k = 0; k < NIC_PERS_WINDOW; k++)
+            if (ps->ops[k].state != NIC_POP_FREE && ps->ops[k].wqe_idx == i)
+                ps->ops[k].wqe_idx = w;
+    }
+    if (w == qp->sq_comp)
+        return false;
+    qp->sq_comp = w;
+    if (qp->sq_next < w)
+        qp->sq_next = w;
+    return true;
+}
+
 /* ---------------------------------------------------------------- the send side */
 
 static void tx_init(struct nic_pers *ps)
@@ -187,7 +221,7 @@ struct nic_pers_op *nic_pers_op_new(struct nic_pers *ps, uint64_t idx)
     op->deadline_ps = SIM_TIME_NEVER;
     ps->seq_next = nic_psn_add(ps->seq_next, 1);
     ps->inflight++;
-    ps->busy_until = sim_now(qp->nic->sim) + qp->nic->p.wqe_proc_ps;
+    ps->busy_until = sim_time_add(sim_now(qp->nic->sim), qp->nic->p.wqe_proc_ps);
     nic_sq_wqe(qp, idx)->state = NIC_WQE_STARTED;
     nic_sq_wqe(qp, idx)->first_psn = nic_sq_wqe(qp, idx)->last_psn = op->seq;
     return op;

@@ -440,7 +440,9 @@ int nic_sq_append(struct nic_qp *qp, const struct nic_send_wqe *wqe)
 {
     if (!qp_type_supported(qp->init.qp_type))
         return EOPNOTSUPP;
-    if (qp->sq_tail - qp->sq_comp >= qp->sq_depth)
+    /* EFA SRD / 1RMA complete out of order; their slots are free at
+     * completion, whatever the order (pers.c) */
+    if (qp->sq_tail - qp->sq_comp >= qp->sq_depth && !(nic_qp_pers(qp) && nic_pers_sq_reclaim(qp)))
         return ENOMEM;
     struct nic_send_wqe *w = nic_sq_wqe(qp, qp->sq_tail);
     /* the inline bytes are copied only as far as they are used */
@@ -537,6 +539,13 @@ void nic_qp_to_sqe(struct nic_qp *qp)
     qp->state = IBV_QPS_SQE;
     qp->attr.qp_state = IBV_QPS_SQE;
     nic_qp_flush_sq(qp);
+}
+
+void nic_qp_set_fatal_notify(struct nic_qp *qp, sim_cb_fn fn, void *a, void *b)
+{
+    qp->fatal_fn = fn;
+    qp->fatal_a = a;
+    qp->fatal_b = b;
 }
 
 void nic_qp_to_error(struct nic_qp *qp)

@@ -390,7 +390,7 @@ static enum nic_req_state req_next_wqe(struct nic_qp *qp)
     if (!nic_ctx_access(qp->nic, qp->qpn, req_ctx_ready, qp, NULL))
         return NIC_REQ_WAIT_CTX;
     nic_qp_put(qp);
-    e->req_busy_until = now + qp->nic->p.wqe_proc_ps;
+    e->req_busy_until = sim_time_add(now, qp->nic->p.wqe_proc_ps);
     return req_start_wqe(qp);
 }
 

@@ -1162,7 +1162,7 @@ sim_time_t nic_ar_skew_ps(struct nic *nic, const struct pkt *p)
     if (nic->p.transport != NIC_TRANSPORT_IB_AR || !nic->p.ar_max_delay_ps ||
         nic_opcode_qp_type(p->opcode) != IBV_QPT_RC || !(nic_opcode(p->opcode)->mask & NIC_OPF_REQ))
         return 0;
-    return (sim_time_t)sim_rng_below(nic_dma_ar_rng(nic), (uint64_t)nic->p.ar_max_delay_ps + 1);
+    return (sim_time_t)sim_rng_below(nic_dma_ar_rng(nic), sim_time_add(nic->p.ar_max_delay_ps, 1));
 }
 
 static void resp_rx_now(struct nic_qp *qp, struct pkt *p)

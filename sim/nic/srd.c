@@ -145,7 +145,7 @@ void nic_srd_on_tx(struct nic_pers *ps, const struct pkt *p)
     if (!op || op->state != NIC_POP_STAGED)
         return; /* an older copy, or the op completed meanwhile */
     op->state = NIC_POP_SENT;
-    op->deadline_ps = sim_now(ps->qp->nic->sim) + ps->qp->nic->p.srd_rto_ps;
+    op->deadline_ps = sim_time_add(sim_now(ps->qp->nic->sim), ps->qp->nic->p.srd_rto_ps);
     nic_pers_timer_at(ps, op->deadline_ps);
 }
 
@@ -354,7 +354,7 @@ static void rx_ack(struct nic_pers *ps, struct pkt *p)
         op->rnr_tries++;
     }
     op->state = NIC_POP_RNR_WAIT;
-    op->deadline_ps = sim_now(qp->nic->sim) + nic_rnr_timer_ps(syn & 0x1f);
+    op->deadline_ps = sim_time_add(sim_now(qp->nic->sim), nic_rnr_timer_ps(syn & 0x1f));
     nic_pers_timer_at(ps, op->deadline_ps);
 }
 

@@ -64,7 +64,8 @@ int nic_xlate_init(struct nic *nic)
         nic_cache_configure(nic, &nic->mpt, nic->p.mpt_ways))
         return ENOMEM;
     /* the MTT cache holds lines of NIC_MTT_LINE entries (a 64 B read) */
-    uint32_t lines = (nic->p.mtt_cache_entries + NIC_MTT_LINE - 1) / NIC_MTT_LINE;
+    uint32_t lines =
+        (uint32_t)(((uint64_t)nic->p.mtt_cache_entries + NIC_MTT_LINE - 1) / NIC_MTT_LINE);
     if (nic_cache_init(&nic->mtt, nic->sim, "mtt", lines, mm, xl_fetch, nic) ||
         nic_cache_configure(nic, &nic->mtt, nic->p.mtt_ways)) {
         nic_cache_fini(&nic->mpt);

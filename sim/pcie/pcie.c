@@ -281,7 +281,9 @@ void pcie_link_destroy(struct pcie_link *l)
         return;
     /* Pending callbacks point into the link and its chunks: destroy the
      * link only after the simulation stopped running (or with no read in
-     * flight). */
+     * flight).  Its own event leaves the queue, which outlives it (a run
+     * stopped mid-flight is torn down with events pending). */
+    sim_cancel(l->sim, &l->pump_ev);
     for (struct pcie_slot_chunk *ch = l->chunks, *next; ch; ch = next) {
         next = ch->next;
         free(ch);
@@ -534,9 +536,10 @@ static void send_group(struct pcie_link *l, struct pcie_read_op *op, uint64_t k)
     sim_time_t prev = op->fetch_free;
     if (op->chain && *op->chain > prev)
         prev = *op->chain;
-    sim_time_t f0 = max_time(a0 + l->p.read_latency_ps, prev) + fetch_ps(l, first_bytes);
+    sim_time_t f0 =
+        max_time(sim_time_add(a0, l->p.read_latency_ps), prev) + fetch_ps(l, first_bytes);
     g->a0l = f0;
-    g->a0_nf = a0 + l->p.read_latency_ps;
+    g->a0_nf = sim_time_add(a0, l->p.read_latency_ps);
     g->step = full_fetch > l->mrd_ps ? full_fetch : l->mrd_ps;
     g->r_last =
         k == 1 ? f0
@@ -701,7 +704,7 @@ static void dma_write(struct pcie_link *l, enum pcie_kind kind, unsigned flags, 
     if (!limited || fc_pool_fits(&l->posted, 0, s.n, (s.n - 1) * l->pd_full + d_last)) {
         /* the common case: credits for every TLP now, one closed form */
         end = start + split_ps(l, s, l->p.mwr_hdr_bytes, l->mwr_full_ps);
-        visible = max_time(end + wl, guard);
+        visible = max_time(sim_time_add(end, wl), guard);
         if (limited) {
             struct fc_group g = {.n = s.n,
                                  .a = start + l->mwr_full_ps + wl,
@@ -725,7 +728,7 @@ static void dma_write(struct pcie_link *l, enum pcie_kind kind, unsigned flags, 
                 l->c.credit_stalls++;
             end = t2 + (last ? sim_bytes_to_ps(s.last + l->p.mwr_hdr_bytes, l->rate_bps)
                              : l->mwr_full_ps);
-            visible = max_time(end + wl, guard);
+            visible = max_time(sim_time_add(end, wl), guard);
             struct fc_group g = {.n = 1, .t_last = visible, .data_last = (uint32_t)d};
             pool_push(l, &l->posted, &g);
             t = end;
@@ -800,7 +803,7 @@ void pcie_mmio_write_k(struct pcie_link *l, enum pcie_kind kind, uint64_t bytes,
     l->c.kind_tlps[kind] += s.n;
     l->c.kind_bytes[kind] += bytes + s.n * l->p.mwr_hdr_bytes;
     if (done)
-        sim_call_in(sim, end + l->p.mmio_latency_ps - sim_now(sim), done, a, b);
+        sim_call_in(sim, sim_time_add(end, l->p.mmio_latency_ps) - sim_now(sim), done, a, b);
 }
 
 void pcie_mmio_write(struct pcie_link *l, uint64_t bytes, sim_cb_fn done, void *a, void *b)

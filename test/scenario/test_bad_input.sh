@@ -105,7 +105,7 @@ expect set_bad_lanes '' "--set:1:21: bad value '3' for 'pcie.lanes': expected on
 expect set_bad_gen '' "--set:1:19: bad value '9' for 'pcie.gen': expected one of 1, 2, 3, 4, 5" \
     --set hardware.pcie.gen=9
 expect set_bad_mps '' "--set:1:19: bad value '300' for 'pcie.mps'" --set hardware.pcie.mps=300
-expect set_no_pus '' "--set:1:18: 'nic.pus': 0 is too small (at least 1)" --set hardware.nic.pus=0
+expect set_no_pus '' "--set:1:18: 'nic.pus': 0 is out of range (expected 1..4096)" --set hardware.nic.pus=0
 
 # A --set that is valid takes effect.
 (cd "$scratch" && timeout 60 "$bin" run good.yaml -o set.json --quiet \

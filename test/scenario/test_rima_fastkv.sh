@@ -49,7 +49,7 @@ rc=$?
 check "options mismatch: the run fails (got $rc)" "[ $rc -ne 0 ]"
 check "options mismatch: a clear message" "grep -q 'runs with other options' '$scratch/mm.out'"
 sed 's/--requests=100/--requests=200/; s/\]}$/, --inject-corruption=5]}/' "$scratch/mismatch.yaml" >"$scratch/inject.yaml"
-timeout 60 "$bin" run "$scratch/inject.yaml" -q -o "$scratch/inj.json" >"$scratch/inj.out" 2>&1
+timeout 60 "$bin" run "$scratch/inject.yaml" --keep-going -q -o "$scratch/inj.json" >"$scratch/inj.out" 2>&1
 rc=$?
 check "a corrupted stored value: the GET is caught (run fails, got $rc)" \
     "[ $rc -ne 0 ] && grep -q 'VERIFY FAILED: GET key' '$scratch/inj.out' && ! grep -q 'requests verified' '$scratch/inj.out'"

@@ -429,6 +429,19 @@ static int co_parse_args(int argc, char **argv, struct co_opts *o)
                 return -1;
             }
             o->nvary++;
+            /* one list per key: a second one would silently replace the
+             * first in every configuration (its values never run) */
+            size_t klen = (size_t)(strchr(v, '=') - v);
+            for (size_t k = 0; k + 1 < o->nvary; k++) {
+                const char *other = o->vary[k].key;
+                if (strncmp(other, v, klen) == 0 && other[klen] == '=') {
+                    fprintf(stderr,
+                            "rnicsim check-order: --vary %.*s given twice (put every value in "
+                            "one list: --vary %.*s=V1,V2,...)\n",
+                            (int)klen, v, (int)klen, v);
+                    return -1;
+                }
+            }
         } else if ((v = co_opt_value(argc, argv, &i, "-o", &missing)) ||
                    (v = co_opt_value(argc, argv, &i, "--output", &missing))) {
             o->out = v;

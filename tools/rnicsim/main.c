@@ -31,17 +31,22 @@
 
 #define EXIT_USAGE 2
 #define EXIT_INTERNAL 5
+/* --wall-limit default: generous (an hour of wall-clock time), so that a
+ * run that makes no progress that matters still ends on its own. */
+#define DEFAULT_WALL_LIMIT_S 3600.0
 
 static void usage(FILE *out)
 {
     fprintf(out,
             "usage:\n"
             "  rnicsim run FILE.yaml [-o RESULTS.json] [--set KEY=VALUE]... [--seed N]\n"
-            "                        [--profiles DIR] [--tables] [--quiet]\n"
+            "                        [--profiles DIR] [--wall-limit SECONDS] [--keep-going]\n"
+            "                        [--tables] [--quiet]\n"
             "                        [--timeline FILE.json] [--trace] [--timeline-hosts h0,..]\n"
             "                        [--timeline-qps [hN:]QPN,..] [--timeline-window FROM:TO]\n"
             "                        [--timeline-max SIZE]\n"
-            "  rnicsim params [--profile NAME] [--profiles DIR] [--markdown]\n"
+            "  rnicsim params [--profile NAME | FILE.yaml [--set KEY=VALUE]...] [--profiles DIR]\n"
+            "                        [--markdown]\n"
             "  rnicsim programs\n"
             "  rnicsim bench [--reps N] [--json FILE]\n"
             "  rnicsim check-order FILE.yaml [--runs N] [--seed S] [--set KEY=VALUE]...\n"
@@ -56,7 +61,8 @@ static void usage(FILE *out)
             "\n"
             "run: simulate a scenario, print a summary, write JSON results (-o).\n"
             "  exit status: 0 done, 1 a program failed, 2 bad input, 3 deadlock,\n"
-            "  4 stop_time reached with programs running, 5 internal error.\n"
+            "  4 stop_time or --wall-limit reached with programs running, 5 internal\n"
+            "  error or an output (results, capture) not written in full.\n"
             "params: list every hardware parameter with its effective value.\n"
             "programs: list the built-in programs.\n"
             "bench: measure simulator speed (events/s, simulated packets/s).\n"
@@ -103,9 +109,32 @@ static void report_outcome(const struct run *r)
     format_time(r->sim_time_ps, t, sizeof(t));
     for (size_t i = 0; i < r->ninsts; i++) {
         const struct prog_inst *pi = &r->insts[i];
-        if (pi->finished && pi->exit_code != 0)
-            fprintf(stderr, "rnicsim: program '%s' on %s (programs[%zu]) exited with status %d\n",
-                    pi->def->program, pi->def->host, i, pi->exit_code);
+        if (pi->finished && pi->exit_code != 0) {
+            char ft[32];
+            format_time(pi->finished_ps, ft, sizeof(ft));
+            fprintf(stderr,
+                    "rnicsim: program '%s' on %s (programs[%zu]) exited with status %d at %s\n",
+                    pi->def->program, pi->def->host, i, pi->exit_code, ft);
+        }
+    }
+    if (r->first_failed && r->stop_on_failure) {
+        bool others = false;
+        for (size_t i = 0; i < r->ninsts; i++)
+            others = others || (!r->insts[i].finished && !r->insts[i].def->daemon);
+        if (others) {
+            fprintf(stderr,
+                    "rnicsim: the run was stopped at %s, when %s failed (--keep-going lets the "
+                    "others run on); these programs were still running:\n",
+                    t, r->first_failed->proc_name);
+            sim_deadlock_report(sim, stderr);
+        }
+    }
+    if (r->result == RUN_WALL_LIMIT) {
+        fprintf(stderr,
+                "rnicsim: --wall-limit %g s reached at simulated time %s with programs still "
+                "running:\n",
+                r->wall_limit_s, t);
+        sim_deadlock_report(sim, stderr);
     }
     if (r->traffic && traffic_unfinished(r->traffic) && r->sim_result == SIM_RUN_DONE)
         fprintf(stderr,
@@ -121,16 +150,20 @@ static void report_outcome(const struct run *r)
         fprintf(stderr, "rnicsim: stop_time %s reached with programs still running:\n", st);
         sim_deadlock_report(sim, stderr);
         char longer[32];
-        sim_time_t twice =
-            r->scn->stop_time_ps > UINT64_MAX / 2 ? UINT64_MAX : 2 * r->scn->stop_time_ps;
-        format_time(twice, longer, sizeof(longer));
-        for (char *c = longer; *c; c++)
-            if (*c == ' ')
-                memmove(c, c + 1, strlen(c)); /* "20.000 ms" -> "20.000ms", one shell word */
-        fprintf(stderr,
-                "rnicsim: to simulate longer, add --set stop_time=%s (or set stop_time: in "
-                "the scenario)\n",
-                longer);
+        sim_time_t twice = sim_time_mul(2, r->scn->stop_time_ps);
+        if (twice >= SIM_TIME_LIMIT_PS) { /* the latest stop_time allowed, exactly */
+            snprintf(longer, sizeof(longer), "%llups", (unsigned long long)SIM_TIME_LIMIT_PS);
+        } else {
+            format_time(twice, longer, sizeof(longer));
+            for (char *c = longer; *c; c++)
+                if (*c == ' ')
+                    memmove(c, c + 1, strlen(c)); /* "20.000 ms" -> "20.000ms", one shell word */
+        }
+        if (r->scn->stop_time_ps < SIM_TIME_LIMIT_PS)
+            fprintf(stderr,
+                    "rnicsim: to simulate longer, add --set stop_time=%s (or set stop_time: in "
+                    "the scenario)\n",
+                    longer);
     }
 }
 
@@ -139,7 +172,8 @@ static int cmd_run(int argc, char **argv)
     const char *file = NULL, *out = NULL;
     const char **sets = xcalloc_or_die((size_t)argc, sizeof(char *));
     struct scenario_opts o = {.sets = sets};
-    bool quiet = false, tables = false;
+    bool quiet = false, keep_going = false, tables = false;
+    double wall_limit = DEFAULT_WALL_LIMIT_S;
     struct timeline_opts tlo = {0};
     int rc = EXIT_USAGE;
     for (int i = 0; i < argc; i++) {
@@ -167,9 +201,23 @@ static int cmd_run(int argc, char **argv)
             o.have_seed = true;
         } else if ((v = opt_value(argc, argv, &i, "--profiles", &missing))) {
             o.profiles_dir = v;
+        } else if ((v = opt_value(argc, argv, &i, "--wall-limit", &missing))) {
+            char *end = NULL;
+            errno = 0;
+            wall_limit = strtod(v, &end);
+            /* seconds, 0 = none; at most a year (a typo, not a plan) */
+            if (!end || end == v || *end || errno || !(wall_limit >= 0 && wall_limit <= 3.2e7)) {
+                fprintf(stderr,
+                        "rnicsim run: bad --wall-limit '%s': expected seconds, 0 (no limit) to "
+                        "32000000\n",
+                        v);
+                goto out;
+            }
         } else if (missing) {
             fprintf(stderr, "rnicsim: %s needs a value\n", argv[i]);
             goto out;
+        } else if (!strcmp(argv[i], "--keep-going")) {
+            keep_going = true;
         } else if (!strcmp(argv[i], "--quiet") || !strcmp(argv[i], "-q")) {
             quiet = true;
         } else if (!strcmp(argv[i], "--tables")) {
@@ -192,19 +240,26 @@ static int cmd_run(int argc, char **argv)
         goto out;
     }
 
+    char why[512];
+    if (out && check_output_path(out, false, false, why, sizeof(why))) {
+        fprintf(stderr, "rnicsim run: -o: %s\n", why);
+        goto out;
+    }
     struct cfg_error err = {{0}};
     struct scenario *s = scenario_load(file, NULL, &o, &err);
     if (!s) {
         fprintf(stderr, "%s\n", err.msg);
         goto out;
     }
-    char why[512];
     if (timeline_check_opts(&tlo, s->topo.n_nodes, why, sizeof(why))) {
         fprintf(stderr, "rnicsim run: %s\n", why);
         scenario_free(s);
         goto out;
     }
-    struct run_opts ro = {.progress = !quiet && isatty(STDERR_FILENO), .timeline = &tlo};
+    struct run_opts ro = {.progress = !quiet && isatty(STDERR_FILENO),
+                          .stop_on_failure = !keep_going,
+                          .wall_limit_s = wall_limit,
+                          .timeline = &tlo};
     struct run *r = run_scenario_opts(s, &ro, why, sizeof(why));
     fflush(stdout);
     if (!r) {
@@ -215,6 +270,8 @@ static int cmd_run(int argc, char **argv)
     }
     report_outcome(r);
     rc = run_exit_code(r->result);
+    if (world_close_captures(r->world)) /* a capture that is not all there */
+        rc = rc ? rc : EXIT_INTERNAL;
     if (r->timeline_rc)
         rc = rc ? rc : EXIT_INTERNAL;
     if (out && results_write_json(r, out, why, sizeof(why))) {
@@ -315,17 +372,20 @@ static int cmd_params(int argc, char **argv)
         profile_print_dirs(&ps, stdout);
     }
     if (markdown) {
-        printf("| key | kind | %s | meaning |\n|---|---|---|---|\n", profile ? profile : "default");
+        printf("| key | kind | %s | range | meaning |\n|---|---|---|---|---|\n",
+               profile ? profile : "default");
     }
     for (size_t i = 0; i < hw_params_count; i++) {
         const struct param_def *d = &hw_params[i];
-        char val[64];
+        char val[64], range[64];
         param_format(&hw, d, val, sizeof(val));
+        param_format_range(d, range, sizeof(range));
         if (markdown)
-            printf("| `%s` | %s | `%s` | %s |\n", d->key, param_kind_name(d->kind), val, d->doc);
+            printf("| `%s` | %s | `%s` | %s | %s |\n", d->key, param_kind_name(d->kind), val, range,
+                   d->doc);
         else
-            printf("%-26s %-5s %10s  %s\n    from %s\n", d->key, param_kind_name(d->kind), val,
-                   d->doc, origin[i].text);
+            printf("%-26s %-5s %10s  %-16s %s\n    from %s\n", d->key, param_kind_name(d->kind),
+                   val, range, d->doc, origin[i].text);
     }
     free(origin);
     scenario_free(s);

@@ -31,11 +31,29 @@
         .key = (k), .kind = (kd), .offset = offsetof(struct hw_profile, blk.fld),                  \
         .width = sizeof(((struct hw_profile *)0)->blk.fld), .doc = (d), .choices = (ch)            \
     }
+/* A parameter with its own range [lo, hi] (base units), instead of its
+ * kind's default (param_range). */
+#define PR(k, kd, blk, fld, lo, hi, d)                                                             \
+    {                                                                                              \
+        .key = (k), .kind = (kd), .offset = offsetof(struct hw_profile, blk.fld),                  \
+        .width = sizeof(((struct hw_profile *)0)->blk.fld), .doc = (d), .min = (lo), .max = (hi)   \
+    }
+
+/* A parameter with a lower bound and its kind's default upper bound. */
 #define PMIN(k, kd, blk, fld, m, d)                                                                \
     {                                                                                              \
         .key = (k), .kind = (kd), .offset = offsetof(struct hw_profile, blk.fld),                  \
         .width = sizeof(((struct hw_profile *)0)->blk.fld), .doc = (d), .min = (m)                 \
     }
+
+/* Default ranges by kind (docs/scenarios.md "Ranges"): a duration is at
+ * most SIM_DURATION_MAX_PS (one hour) so that no sum of a few of them
+ * with the current time can wrap the 64-bit clock; rates up to 100 Tb/s;
+ * sizes up to 1 GiB; counts up to 2^24, the size of the largest tables
+ * a NIC reports (max_cq, max_mr). */
+#define PARAM_RATE_MAX_BPS 100000000000000ull
+#define PARAM_SIZE_MAX_BYTES ((uint64_t)1 << 30)
+#define PARAM_COUNT_MAX ((uint64_t)1 << 24)
 
 /* PCIe base spec: generations 1..5, link widths x1..x32, MPS and MRRS
  * 128..4096 bytes in powers of two. */
@@ -55,22 +73,25 @@ const struct param_def hw_params[] = {
       "per packet built (send pipeline occupancy)"),
     P("nic.rx_pkt_proc", PARAM_TIME, nic, rx_pkt_proc_ps,
       "per packet received: time a processing unit (nic.pus) spends on it"),
-    P("nic.wqe", PARAM_SIZE, nic, wqe_bytes, "WQE bytes fetched per WR (basic segment)"),
-    P("nic.wqe_sge", PARAM_SIZE, nic, wqe_sge_bytes, "extra WQE bytes per scatter/gather entry"),
-    P("nic.cqe", PARAM_SIZE, nic, cqe_bytes, "CQE DMA write size"),
-    P("nic.max_inline", PARAM_SIZE, nic, max_inline_bytes, "max_inline_data reported / accepted"),
+    PR("nic.wqe", PARAM_SIZE, nic, wqe_bytes, 1, 4096, "WQE bytes fetched per WR (basic segment)"),
+    PR("nic.wqe_sge", PARAM_SIZE, nic, wqe_sge_bytes, 0, 4096,
+       "extra WQE bytes per scatter/gather entry"),
+    PR("nic.cqe", PARAM_SIZE, nic, cqe_bytes, 1, 4096, "CQE DMA write size"),
+    PR("nic.max_inline", PARAM_SIZE, nic, max_inline_bytes, 0, NIC_MAX_INLINE_BYTES,
+       "max_inline_data reported / accepted"),
     P("nic.blueflame", PARAM_BOOL, nic, blueflame,
       "small WQEs are written through the doorbell (no WQE fetch)"),
-    P("nic.max_qp_rd_atom", PARAM_COUNT, nic, max_qp_rd_atom,
-      "device limit for max_rd_atomic / max_dest_rd_atomic"),
-    P("nic.max_qp_wr", PARAM_COUNT, nic, max_qp_wr, "max work requests per queue"),
-    P("nic.max_sge", PARAM_COUNT, nic, max_sge, "max scatter/gather entries per WR"),
-    P("nic.max_cqe", PARAM_COUNT, nic, max_cqe, "max CQ depth"),
-    P("nic.max_qp", PARAM_COUNT, nic, max_qp, "max queue pairs"),
-    P("nic.max_cq", PARAM_COUNT, nic, max_cq, "max completion queues"),
-    P("nic.max_mr", PARAM_COUNT, nic, max_mr, "max memory regions"),
-    P("nic.ack_every_pkts", PARAM_COUNT, nic, ack_every_pkts,
-      "responder ACK coalescing: ACK at least every N packets"),
+    PR("nic.max_qp_rd_atom", PARAM_COUNT, nic, max_qp_rd_atom, 1, 255,
+       "device limit for max_rd_atomic / max_dest_rd_atomic"),
+    PR("nic.max_qp_wr", PARAM_COUNT, nic, max_qp_wr, 1, 1 << 20, "max work requests per queue"),
+    PR("nic.max_sge", PARAM_COUNT, nic, max_sge, 1, NIC_MAX_SGE,
+       "max scatter/gather entries per WR"),
+    PR("nic.max_cqe", PARAM_COUNT, nic, max_cqe, 1, 1 << 24, "max CQ depth"),
+    PR("nic.max_qp", PARAM_COUNT, nic, max_qp, 1, 1 << 23, "max queue pairs"),
+    PR("nic.max_cq", PARAM_COUNT, nic, max_cq, 1, 1 << 24, "max completion queues"),
+    PR("nic.max_mr", PARAM_COUNT, nic, max_mr, 1, 1 << 24, "max memory regions"),
+    PR("nic.ack_every_pkts", PARAM_COUNT, nic, ack_every_pkts, 1, 65536,
+       "responder ACK coalescing: ACK at least every N packets"),
     P("nic.atomic_proc", PARAM_TIME, nic, atomic_proc_ps,
       "atomic unit occupancy per operation (plus the PCIe read-modify-write)"),
     PE("nic.transport", nic, transport, nic_transport_names,
@@ -79,10 +100,10 @@ const struct param_def hw_params[] = {
        "port type reported to verbs: ethernet (RoCEv2: GIDs, no LIDs) or ib (LID = node + 1)"),
     PE("nic.dma_ordering", nic, dma_ordering, nic_dma_ordering_names,
        "payload DMA writes: strict (address order, before the CQE) or relaxed"),
-    P("nic.srd_rto", PARAM_TIME, nic, srd_rto_ps,
-      "efa-srd: a packet not acknowledged within this is sent again"),
-    P("nic.onerma_timeout", PARAM_TIME, nic, onerma_timeout_ps,
-      "1rma: an op not completed within this fails (fail-fast, no retransmission)"),
+    PR("nic.srd_rto", PARAM_TIME, nic, srd_rto_ps, SIM_NS, SIM_DURATION_MAX_PS,
+       "efa-srd: a packet not acknowledged within this is sent again"),
+    PR("nic.onerma_timeout", PARAM_TIME, nic, onerma_timeout_ps, SIM_NS, SIM_DURATION_MAX_PS,
+       "1rma: an op not completed within this fails (fail-fast, no retransmission)"),
     P("nic.dma_ro_max_delay", PARAM_TIME, nic, dma_ro_max_delay_ps,
       "relaxed DMA ordering: extra visibility delay of a write chunk, uniform in [0, this]"),
     P("nic.ar_max_delay", PARAM_TIME, nic, ar_max_delay_ps,
@@ -90,22 +111,26 @@ const struct param_def hw_params[] = {
     P("nic.ar_nak_delay", PARAM_TIME, nic, ar_nak_delay_ps,
       "ib-ar: a PSN hole this old is taken for a loss (sequence NAK)"),
     P("nic.max_srq", PARAM_COUNT, nic, max_srq, "device limit: shared receive queues"),
-    P("nic.max_srq_wr", PARAM_COUNT, nic, max_srq_wr, "device limit: WRs per SRQ"),
-    P("nic.max_srq_sge", PARAM_COUNT, nic, max_srq_sge, "device limit: SGEs per SRQ WR"),
+    PR("nic.max_srq_wr", PARAM_COUNT, nic, max_srq_wr, 0, 1 << 20, "device limit: WRs per SRQ"),
+    PR("nic.max_srq_sge", PARAM_COUNT, nic, max_srq_sge, 0, NIC_MAX_SGE,
+       "device limit: SGEs per SRQ WR"),
     /* caches, processing units, device memory (sim/nic/ctx.c, xlate.c, dm.c) */
-    PMIN("nic.pus", PARAM_COUNT, nic, pus, 1,
-         "processing units: received packets in work at once; a QP-context miss holds one"),
-    P("nic.qpc_cache_entries", PARAM_COUNT, nic, qpc_cache_entries,
-      "QP contexts cached on the NIC (0 = no cache model: never misses)"),
-    P("nic.qpc_entry", PARAM_SIZE, nic, qpc_bytes, "one QP context, read over PCIe on a miss"),
-    P("nic.mpt_cache_entries", PARAM_COUNT, nic, mpt_cache_entries,
-      "memory-key (MPT) entries cached (0 = no model)"),
-    P("nic.mpt_entry", PARAM_SIZE, nic, mpt_bytes, "one MPT entry, read over PCIe on a miss"),
-    P("nic.mtt_cache_entries", PARAM_COUNT, nic, mtt_cache_entries,
-      "page translations (MTT entries) cached (0 = no model)"),
-    P("nic.mtt_entry", PARAM_SIZE, nic, mtt_bytes, "one MTT entry, read over PCIe on a miss"),
-    PMIN("nic.xlate_max_misses", PARAM_COUNT, nic, xlate_max_misses, 1,
-         "MPT/MTT fetches in flight at most"),
+    PR("nic.pus", PARAM_COUNT, nic, pus, 1, 4096,
+       "processing units: received packets in work at once; a QP-context miss holds one"),
+    PR("nic.qpc_cache_entries", PARAM_COUNT, nic, qpc_cache_entries, 0, 1 << 20,
+       "QP contexts cached on the NIC (0 = no cache model: never misses)"),
+    PR("nic.qpc_entry", PARAM_SIZE, nic, qpc_bytes, 1, 4096,
+       "one QP context, read over PCIe on a miss"),
+    PR("nic.mpt_cache_entries", PARAM_COUNT, nic, mpt_cache_entries, 0, 1 << 20,
+       "memory-key (MPT) entries cached (0 = no model)"),
+    PR("nic.mpt_entry", PARAM_SIZE, nic, mpt_bytes, 1, 4096,
+       "one MPT entry, read over PCIe on a miss"),
+    PR("nic.mtt_cache_entries", PARAM_COUNT, nic, mtt_cache_entries, 0, 1 << 20,
+       "page translations (MTT entries) cached (0 = no model)"),
+    PR("nic.mtt_entry", PARAM_SIZE, nic, mtt_bytes, 1, 512,
+       "one MTT entry, read over PCIe on a miss"),
+    PR("nic.xlate_max_misses", PARAM_COUNT, nic, xlate_max_misses, 1, 4096,
+       "MPT/MTT fetches in flight at most"),
     P("nic.qpc_ways", PARAM_COUNT, nic, qpc_ways,
       "QP-context cache entries per set (0 = fully associative)"),
     P("nic.mpt_ways", PARAM_COUNT, nic, mpt_ways,
@@ -154,11 +179,11 @@ const struct param_def hw_params[] = {
     P("nic.dcqcn_min_rate", PARAM_RATE, nic, dcqcn_min_rate_bps,
       "DCQCN: a QP's rate is never cut below this (100 Mb/s)"),
     P("nic.dcqcn_f", PARAM_COUNT, nic, dcqcn_f, "DCQCN: fast-recovery stages F (5)"),
-    P("nic.cnp_prio", PARAM_COUNT, nic, cnp_prio, "priority (0..7) of CNPs (6)"),
+    PR("nic.cnp_prio", PARAM_COUNT, nic, cnp_prio, 0, PKT_PRIOS - 1, "priority (0..7) of CNPs (6)"),
     /* RIMA append queues (sim/nic/aq.c, docs/rima.md) */
-    P("rima.tpt_entries", PARAM_COUNT, nic, rima_tpt_entries,
-      "RIMA tail pointer table entries = append queues at most (0 = no RIMA); Xue et al. 3.2 "
-      "\"say 1K entries\""),
+    PR("rima.tpt_entries", PARAM_COUNT, nic, rima_tpt_entries, 0, NIC_AQ_MAX_TPT_ENTRIES,
+       "RIMA tail pointer table entries = append queues at most (0 = no RIMA); Xue et al. 3.2 "
+       "\"say 1K entries\""),
     P("rima.tpt_latency", PARAM_TIME, nic, rima_tpt_ps,
       "RIMA: one TPT lookup + tail add per appended message; Xue et al. 3.2: 1-2 ns (CACTI 6.0)"),
     P("rima.alloc_latency", PARAM_TIME, nic, rima_alloc_ps,
@@ -173,18 +198,18 @@ const struct param_def hw_params[] = {
        "max payload size of a TLP (128B..4KiB, a power of two)"),
     PC("pcie.mrrs", PARAM_SIZE, pcie, mrrs_bytes, pcie_sizes_allowed,
        "max read request size (128B..4KiB, a power of two)"),
-    P("pcie.mwr_hdr", PARAM_SIZE, pcie, mwr_hdr_bytes, "MWr/MRd TLP overhead on the wire"),
-    P("pcie.cpld_hdr", PARAM_SIZE, pcie, cpld_hdr_bytes, "CplD TLP overhead on the wire"),
-    P("pcie.dllp_overhead_permil", PARAM_COUNT, pcie, dllp_overhead_permil,
-      "link-layer loss (ACK/FC DLLPs, SKP) in per mille"),
-    P("pcie.tags", PARAM_COUNT, pcie, tags,
-      "outstanding non-posted (read) requests at most: PCIe tags (0 = unlimited)"),
-    P("pcie.fc_ph_credits", PARAM_COUNT, pcie, fc_ph_credits,
-      "root complex posted-header flow-control credits (0 = unlimited)"),
-    P("pcie.fc_pd_credits", PARAM_COUNT, pcie, fc_pd_credits,
-      "root complex posted-data credits, 16 B each (0 = unlimited)"),
-    P("pcie.fc_nph_credits", PARAM_COUNT, pcie, fc_nph_credits,
-      "root complex non-posted-header credits (0 = unlimited)"),
+    PR("pcie.mwr_hdr", PARAM_SIZE, pcie, mwr_hdr_bytes, 0, 256, "MWr/MRd TLP overhead on the wire"),
+    PR("pcie.cpld_hdr", PARAM_SIZE, pcie, cpld_hdr_bytes, 0, 256, "CplD TLP overhead on the wire"),
+    PR("pcie.dllp_overhead_permil", PARAM_COUNT, pcie, dllp_overhead_permil, 0, 999,
+       "link-layer loss (ACK/FC DLLPs, SKP) in per mille"),
+    PR("pcie.tags", PARAM_COUNT, pcie, tags, 0, 4096,
+       "outstanding non-posted (read) requests at most: PCIe tags (0 = unlimited)"),
+    PR("pcie.fc_ph_credits", PARAM_COUNT, pcie, fc_ph_credits, 0, 65536,
+       "root complex posted-header flow-control credits (0 = unlimited)"),
+    PR("pcie.fc_pd_credits", PARAM_COUNT, pcie, fc_pd_credits, 0, 65536,
+       "root complex posted-data credits, 16 B each (0 = unlimited)"),
+    PR("pcie.fc_nph_credits", PARAM_COUNT, pcie, fc_nph_credits, 0, 65536,
+       "root complex non-posted-header credits (0 = unlimited)"),
     P("pcie.read_latency", PARAM_TIME, pcie, read_latency_ps,
       "DMA read request at device -> first completion back (excl. serialisation)"),
     P("pcie.read_fetch_rate", PARAM_RATE, pcie, read_fetch_bps,
@@ -244,8 +269,9 @@ const struct param_def hw_params[] = {
       "GPU: NIC read of GPU memory, request to first completion"),
     P("gpu.write_latency", PARAM_TIME, dev[0], write_latency_ps,
       "GPU: NIC write to GPU memory until visible"),
-    P("gpu.memory", PARAM_SIZE, dev[0], mem_bytes,
-      "GPU memory host_device_alloc(\"gpu\") hands out (0: no GPU)"),
+    PR("gpu.memory", PARAM_SIZE, dev[0], mem_bytes, 0,
+       (uint64_t)1 << 40, /* a budget, not allocated up front */
+       "GPU memory host_device_alloc(\"gpu\") hands out (0: no GPU)"),
     PC("fpga.pcie_gen", PARAM_COUNT, dev[1], gen, pcie_gens_allowed,
        "FPGA: PCIe generation of its link"),
     PC("fpga.pcie_lanes", PARAM_COUNT, dev[1], lanes, pcie_lanes_allowed, "FPGA: PCIe lanes"),
@@ -253,8 +279,9 @@ const struct param_def hw_params[] = {
       "FPGA: NIC read of FPGA memory (HBM behind a BAR), request to first completion"),
     P("fpga.write_latency", PARAM_TIME, dev[1], write_latency_ps,
       "FPGA: NIC write to FPGA memory until visible"),
-    P("fpga.memory", PARAM_SIZE, dev[1], mem_bytes,
-      "FPGA memory host_device_alloc(\"fpga\") hands out (0: no FPGA)"),
+    PR("fpga.memory", PARAM_SIZE, dev[1], mem_bytes, 0,
+       (uint64_t)1 << 40, /* a budget, not allocated up front */
+       "FPGA memory host_device_alloc(\"fpga\") hands out (0: no FPGA)"),
 };
 
 const char *const hw_device_names[] = {"gpu", "fpga", NULL};
@@ -370,6 +397,26 @@ static const struct {
     {2048, IBV_MTU_2048}, {4096, IBV_MTU_4096},
 };
 
+static enum cfg_quantity kind_quantity(enum param_kind k)
+{
+    switch (k) {
+    case PARAM_TIME:
+        return CFG_Q_TIME;
+    case PARAM_RATE:
+    case PARAM_BYTE_RATE:
+        return CFG_Q_RATE;
+    case PARAM_SIZE:
+        return CFG_Q_SIZE;
+    default:
+        return CFG_Q_COUNT;
+    }
+}
+
+static void format_value(enum param_kind kind, uint64_t v, char *buf, size_t len)
+{
+    cfg_format_quantity(kind_quantity(kind), v, buf, len);
+}
+
 int param_set_node(struct hw_profile *hw, const struct param_def *d, struct cfg_node *n,
                    struct cfg_error *err)
 {
@@ -439,18 +486,12 @@ int param_set_node(struct hw_profile *hw, const struct param_def *d, struct cfg_
     }
     if (rc)
         return -1;
-    if (d->width == sizeof(uint32_t) && v > UINT32_MAX)
-        return cfg_errorf(err, n, "'%s': %s is too large (at most %u)", d->key, n->scalar,
-                          UINT32_MAX);
-    if (v < d->min)
-        return cfg_errorf(err, n, "'%s': %s is too small (at least %llu)", d->key, n->scalar,
-                          (unsigned long long)d->min);
-    /* a queue number holds the TPT slot in its low NIC_AQ_SLOT_BITS bits */
-    if (d->offset == offsetof(struct hw_profile, nic.rima_tpt_entries) &&
-        v > NIC_AQ_MAX_TPT_ENTRIES)
-        return cfg_errorf(err, n,
-                          "'%s': %s is too large (at most %u: the slot bits of a queue number)",
-                          d->key, n->scalar, NIC_AQ_MAX_TPT_ENTRIES);
+    uint64_t lo, hi;
+    if (param_range(d, &lo, &hi) &&
+        cfg_check_range(n, d->key, kind_quantity(d->kind), d->kind == PARAM_BYTE_RATE ? v * 8 : v,
+                        d->kind == PARAM_BYTE_RATE ? lo * 8 : lo,
+                        d->kind == PARAM_BYTE_RATE ? hi * 8 : hi, err))
+        return -1;
     if (d->choices) {
         char list[160] = "";
         for (size_t i = 0; d->choices[i]; i++) {
@@ -469,6 +510,59 @@ int param_set_node(struct hw_profile *hw, const struct param_def *d, struct cfg_
     return 0;
 }
 
+bool param_range(const struct param_def *d, uint64_t *min, uint64_t *max)
+{
+    uint64_t hi;
+    switch (d->kind) {
+    case PARAM_TIME:
+        hi = SIM_DURATION_MAX_PS;
+        break;
+    case PARAM_RATE:
+        hi = PARAM_RATE_MAX_BPS;
+        break;
+    case PARAM_BYTE_RATE:
+        hi = PARAM_RATE_MAX_BPS / 8; /* stored in bytes/s */
+        break;
+    case PARAM_SIZE:
+        hi = PARAM_SIZE_MAX_BYTES;
+        break;
+    case PARAM_COUNT:
+        hi = PARAM_COUNT_MAX;
+        break;
+    default:
+        return false;
+    }
+    *min = d->min;
+    *max = d->max ? d->max : hi;
+    if (d->width == sizeof(uint32_t) && *max > UINT32_MAX)
+        *max = UINT32_MAX;
+    return true;
+}
+
+void param_format_range(const struct param_def *d, char *buf, size_t len)
+{
+    if (d->choices) { /* "1,2,4,8": the values allowed */
+        size_t off = 0;
+        buf[0] = '\0';
+        for (size_t i = 0; d->choices[i] && off < len; i++) {
+            char v[32];
+            format_value(d->kind, d->choices[i], v, sizeof(v));
+            int k = snprintf(buf + off, len - off, "%s%s", i ? "," : "", v);
+            off += k > 0 ? (size_t)k : 0;
+        }
+        return;
+    }
+    uint64_t lo, hi;
+    if (!param_range(d, &lo, &hi)) {
+        snprintf(buf, len, "%s", "");
+        return;
+    }
+    char a[32], b[32];
+    format_value(d->kind, d->kind == PARAM_BYTE_RATE ? lo * 8 : lo, a, sizeof(a));
+    format_value(d->kind, d->kind == PARAM_BYTE_RATE ? hi * 8 : hi, b, sizeof(b));
+    snprintf(buf, len, "%s..%s", a, b);
+}
+
 uint64_t param_value(const struct hw_profile *hw, const struct param_def *d)
 {
     uint64_t v = field_load(hw, d);
@@ -483,48 +577,15 @@ uint64_t param_value(const struct hw_profile *hw, const struct param_def *d)
     return v;
 }
 
-/* Largest unit that divides v exactly, so the text reads back exactly. */
-static void format_units(uint64_t v, const char *const *units, const uint64_t *scale, size_t n,
-                         char *buf, size_t len)
-{
-    size_t best = 0;
-    for (size_t i = 0; i < n; i++)
-        if (v != 0 && v % scale[i] == 0)
-            best = i;
-    snprintf(buf, len, "%llu%s", (unsigned long long)(v / scale[best]), units[best]);
-}
-
 void param_format(const struct hw_profile *hw, const struct param_def *d, char *buf, size_t len)
 {
-    static const char *const tu[] = {"ps", "ns", "us", "ms", "s"};
-    static const uint64_t ts[] = {1, 1000, 1000000, 1000000000, 1000000000000};
-    static const char *const ru[] = {"bps", "Kbps", "Mbps", "Gbps", "Tbps"};
-    static const uint64_t rs[] = {1, 1000, 1000000, 1000000000, 1000000000000};
-    static const char *const su[] = {"B", "KiB", "MiB", "GiB"};
-    static const uint64_t ss[] = {1, 1024, 1024 * 1024, 1024 * 1024 * 1024};
     uint64_t v = param_value(hw, d);
-    switch (d->kind) {
-    case PARAM_TIME:
-        format_units(v, tu, ts, 5, buf, len);
-        break;
-    case PARAM_RATE:
-    case PARAM_BYTE_RATE:
-        format_units(v, ru, rs, 5, buf, len);
-        break;
-    case PARAM_SIZE:
-        format_units(v, su, ss, 4, buf, len);
-        break;
-    case PARAM_BOOL:
+    if (d->kind == PARAM_BOOL)
         snprintf(buf, len, "%s", v ? "true" : "false");
-        break;
-    case PARAM_COUNT:
-    case PARAM_MTU:
-        snprintf(buf, len, "%llu", (unsigned long long)v);
-        break;
-    case PARAM_ENUM:
+    else if (d->kind == PARAM_ENUM)
         snprintf(buf, len, "%s", d->names[v]);
-        break;
-    }
+    else
+        format_value(d->kind, v, buf, len);
 }
 
 /* Is `prefix` + "." the start of some parameter key? */
@@ -572,6 +633,43 @@ static int apply_level(struct hw_profile *hw, struct cfg_node *map, const char *
         } else {
             return unknown_param(map, i, full, where, err);
         }
+    }
+    return 0;
+}
+
+/* The node that set parameter `key` in a hardware map (dotted or nested),
+ * or NULL. */
+static struct cfg_node *param_node(struct cfg_node *map, const char *key)
+{
+    if (!map || map->kind != CFG_MAP)
+        return NULL;
+    for (size_t i = 0; i < map->n; i++) {
+        size_t n = strlen(map->keys[i]);
+        if (strcmp(map->keys[i], key) == 0)
+            return map->items[i];
+        if (strncmp(map->keys[i], key, n) == 0 && key[n] == '.') {
+            struct cfg_node *in = param_node(map->items[i], key + n + 1);
+            if (in)
+                return in;
+        }
+    }
+    return NULL;
+}
+
+int params_check(const struct hw_profile *hw, struct cfg_node *map, struct cfg_node *fallback,
+                 struct cfg_error *err)
+{
+    /* posted-data credits (16 B each) must hold one MPS-sized write, or
+     * no write could ever be sent (pcie.c) */
+    uint64_t need = (hw->pcie.mps_bytes + 15) / 16;
+    if (hw->pcie.fc_pd_credits && hw->pcie.fc_pd_credits < need) {
+        struct cfg_node *at = param_node(map, "pcie.fc_pd_credits");
+        if (!at)
+            at = param_node(map, "pcie.mps");
+        return cfg_errorf(err, at ? at : fallback,
+                          "'pcie.fc_pd_credits': %u credits of 16 B cannot hold one TLP of "
+                          "pcie.mps = %u bytes (at least %llu, or 0 for unlimited)",
+                          hw->pcie.fc_pd_credits, hw->pcie.mps_bytes, (unsigned long long)need);
     }
     return 0;
 }

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "tools/rnicsim/rnicsim.h"
@@ -125,11 +126,25 @@ static size_t known_profiles(const struct dir_list *l, char ***out)
     return n;
 }
 
-static int read_profile(const char *path, struct hw_profile *hw, struct cfg_error *err)
+/* `at`: the scenario's profile: value, where a file that cannot be read
+ * at all (a directory, no permission) is reported; errors inside the file
+ * are positioned in it. */
+static int read_profile(const char *path, struct cfg_node *at, struct hw_profile *hw,
+                        struct cfg_error *err)
 {
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+        return cfg_errorf(err, at, "profile '%s' is not a regular file", path);
     struct cfg_doc *doc = cfg_load_file(path, err);
-    if (!doc)
+    if (!doc) {
+        size_t n = strlen(path);
+        if (at && strncmp(err->msg, path, n) == 0 && strncmp(err->msg + n, ": cannot ", 9) == 0) {
+            char why[sizeof(err->msg)];
+            snprintf(why, sizeof(why), "%s", err->msg + n + 2);
+            return cfg_errorf(err, at, "profile '%s': %s", path, why);
+        }
         return -1;
+    }
     const char *name = NULL, *desc = NULL;
     struct cfg_node *name_node = NULL, *params = NULL;
     int rc = -1;
@@ -137,7 +152,8 @@ static int read_profile(const char *path, struct hw_profile *hw, struct cfg_erro
         cfg_node_str(name_node, &name, err) ||
         cfg_get_str(doc->root, "description", NULL, &desc, err) ||
         cfg_req_node(doc->root, "params", CFG_MAP, &params, err) ||
-        params_apply_map(hw, params, "params", err) || cfg_check_unused(doc->root, "", err))
+        params_apply_map(hw, params, "params", err) || params_check(hw, params, params, err) ||
+        cfg_check_unused(doc->root, "", err))
         goto out;
     rc = 0;
 out:
@@ -165,7 +181,7 @@ int profile_load(const char *name, const struct profile_search *s, struct cfg_no
             return -1;
         }
         *path = p;
-        return read_profile(p, hw, err);
+        return read_profile(p, at, hw, err);
     }
 
     struct dir_list l = {0};
@@ -175,7 +191,7 @@ int profile_load(const char *name, const struct profile_search *s, struct cfg_no
         if (access(p, R_OK) == 0) {
             dirs_free(&l);
             *path = p;
-            return read_profile(p, hw, err);
+            return read_profile(p, at, hw, err);
         }
         free(p);
     }

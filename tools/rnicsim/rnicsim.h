@@ -35,7 +35,7 @@ struct pu_dev_params {
     sim_time_t read_latency_ps, write_latency_ps;
     uint64_t mem_bytes; /* 0: the hosts have no such device */
 };
-#define HW_N_DEVICES 2 /* gpu, fpga */
+#define HW_N_DEVICES 2                      /* gpu, fpga */
 extern const char *const hw_device_names[]; /* "gpu", "fpga", NULL */
 
 /* Every hardware parameter a scenario can set. */
@@ -66,7 +66,11 @@ struct param_def {
     const char *doc;          /* one line */
     const char *const *names; /* PARAM_ENUM: the values' names, NULL-terminated */
     const uint64_t *choices;  /* if set: the only values allowed, ending with 0 */
-    uint64_t min;             /* smallest value allowed (0: no bound) */
+    /* The range checked where the value is read (base units).  max 0
+     * means the kind's default range (param_range: times 0..1h, rates
+     * 0..100Tbps, sizes 0..1GiB, counts 0..2^24); a count or a size whose
+     * meaning needs other bounds gives them (PR in params.c). */
+    uint64_t min, max;
 };
 
 extern const struct param_def hw_params[];
@@ -85,6 +89,11 @@ uint64_t param_value(const struct hw_profile *hw, const struct param_def *d);
 /* Human form with a unit ("5ns", "100Gbps", "4KiB"), as a file would say. */
 void param_format(const struct hw_profile *hw, const struct param_def *d, char *buf, size_t len);
 const char *param_kind_name(enum param_kind k);
+/* The allowed range of a numeric parameter in base units ([min, max]);
+ * false for kinds without one (bool, mtu, enum). */
+bool param_range(const struct param_def *d, uint64_t *min, uint64_t *max);
+/* "0..3600s", "1..16": the range as a scenario writes it ("" if none). */
+void param_format_range(const struct param_def *d, char *buf, size_t len);
 /* Where a parameter's value comes from (param_source.c): the C default's
  * citation (param_defaults.c), a profile's FILE:LINE and its comment, a
  * scenario's `hardware:` FILE:LINE, or --set.  One per hw_params[] entry. */
@@ -101,6 +110,11 @@ void param_origins_walk(struct param_origin *o, const struct cfg_node *map);
  * errors with a suggestion.  `where` names the map in messages. */
 int params_apply_map(struct hw_profile *hw, struct cfg_node *map, const char *where,
                      struct cfg_error *err);
+/* Checks between parameters (each is in range already): 0, or -1 with the
+ * error at the node of `map` (a hardware map) that set one of them, else
+ * at `fallback` (the profile: value, or the top of the file). */
+int params_check(const struct hw_profile *hw, struct cfg_node *map, struct cfg_node *fallback,
+                 struct cfg_error *err);
 
 /* ---------------------------------------------------------------- profile.c */
 
@@ -208,6 +222,11 @@ struct scenario_opts {
 struct scenario *scenario_load(const char *file, const char *text, const struct scenario_opts *o,
                                struct cfg_error *err);
 void scenario_free(struct scenario *s);
+/* Can `path` be written (`dir`: as a directory, created if missing; else
+ * as a file; `make_parents`: missing parent directories will be created)?
+ * 0, or -1 with the reason in `why` (empty, a directory, not writable, a
+ * file in the way, no parent).  Creates nothing. */
+int check_output_path(const char *path, bool dir, bool make_parents, char *why, size_t why_len);
 
 /* ---------------------------------------------------------------- world.c */
 
@@ -239,9 +258,11 @@ struct dev_alloc {
 
 /* Build the simulator and the hardware of a scenario (with per-link
  * overrides, scheduled failures and capture files).  NULL with a message
- * in `why` if something cannot be created.  world_free closes the capture
- * files (a write error is reported on stderr). */
+ * in `why` if something cannot be created. */
 struct world *world_build(const struct scenario *s, char *why, size_t why_len);
+/* Close the capture files: 0, or -1 after one stderr line per file that
+ * could not be written in full.  world_free closes what is still open. */
+int world_close_captures(struct world *w);
 void world_free(struct world *w);
 /* Links named `name` in `t`: "A->B" is one direction, "A<->B" both; "h<i>"
  * may stand for "node<i>".  Returns how many were found (0, 1 or 2). */
@@ -266,7 +287,7 @@ struct report_table {
     size_t nrows, cap;
 };
 
-enum run_result { RUN_DONE, RUN_DEADLOCK, RUN_PROGRAM_FAILED, RUN_TIME_LIMIT };
+enum run_result { RUN_DONE, RUN_DEADLOCK, RUN_PROGRAM_FAILED, RUN_TIME_LIMIT, RUN_WALL_LIMIT };
 
 struct run;
 
@@ -281,6 +302,7 @@ struct prog_inst {
     char proc_name[96]; /* "h1/perftest#0": the process name (kept alive) */
     int exit_code;
     bool finished;
+    sim_time_t finished_ps; /* when it returned */
 };
 
 struct run {
@@ -311,6 +333,13 @@ struct run {
     double progress_t0, progress_last;
     /* stop the simulation as soon as a program returns non-zero */
     bool stop_on_failure;
+    const struct prog_inst *first_failed; /* the first program that returned non-zero */
+    /* --wall-limit: stop when the run has taken this many seconds (0: none) */
+    double wall_limit_s, wall_t0;
+    bool wall_limit_hit;
+    /* the observer of run_opts, called from run.c's own tick */
+    sim_progress_fn observe;
+    void *observe_arg;
     /* the built-in traffic generator (NULL without `traffic:`) */
     struct traffic *traffic;
     bool traffic_done;
@@ -326,6 +355,7 @@ struct run_opts {
     sim_progress_fn observe; /* called every `observe_every` events during the run */
     void *observe_arg;
     uint64_t observe_every;
+    double wall_limit_s; /* > 0: stop after this much wall-clock time (result wall-limit) */
     const struct timeline_opts *timeline; /* --timeline / --trace (timeline.h), or NULL */
 };
 

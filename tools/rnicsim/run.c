@@ -6,7 +6,11 @@
  *   program-failed  some program returned non-zero (exit status 1)
  *   deadlock        the event queue ran dry with programs blocked (3)
  *   time-limit      stop_time reached with programs still running (4)
+ *   wall-limit      the run took longer than --wall-limit seconds (4)
  *
+ * With stop_on_failure (rnicsim run's default, check-order's always) the
+ * run stops at the first program that returns non-zero: the others could
+ * only poll until stop_time for an answer that will not come.
  * Daemon programs do not keep the run alive: when the last non-daemon
  * process finishes and daemons exist, the run stops at that instant. */
 #include <errno.h>
@@ -33,13 +37,12 @@ static const char *const run_result_names[] = {
     [RUN_DEADLOCK] = "deadlock",
     [RUN_PROGRAM_FAILED] = "program-failed",
     [RUN_TIME_LIMIT] = "time-limit",
+    [RUN_WALL_LIMIT] = "wall-limit",
 };
 
 static const int run_exit_codes[] = {
-    [RUN_DONE] = 0,
-    [RUN_DEADLOCK] = 3,
-    [RUN_PROGRAM_FAILED] = 1,
-    [RUN_TIME_LIMIT] = 4,
+    [RUN_DONE] = 0,       [RUN_DEADLOCK] = 3,   [RUN_PROGRAM_FAILED] = 1,
+    [RUN_TIME_LIMIT] = 4, [RUN_WALL_LIMIT] = 4,
 };
 
 const char *run_result_name(enum run_result r)
@@ -58,6 +61,9 @@ static void program_entry(void *arg)
     optind = 0; /* a fresh getopt scan for programs that parse options */
     pi->exit_code = pi->def->main(pi->argc, pi->argv);
     pi->finished = true;
+    pi->finished_ps = sim_now(pi->run->world->sim);
+    if (pi->exit_code != 0 && !pi->run->first_failed)
+        pi->run->first_failed = pi;
     /* a switch program's data plane goes with the program's state */
     ps_proc_exit(pi->run->world->pswitch, sim_proc_current());
     if (pi->exit_code != 0 && pi->run->stop_on_failure)
@@ -100,10 +106,23 @@ static ssize_t progress_stdout_write(void *arg, const char *buf, size_t n)
     return (ssize_t)n;
 }
 
-static void progress_cb(struct sim *sim, void *arg)
+/* Every few thousand events (or every observe_every): the wall-clock
+ * limit, the caller's observer, the progress line. */
+static void run_tick(struct sim *sim, void *arg)
 {
     struct run *r = arg;
+    if (r->observe)
+        r->observe(sim, r->observe_arg);
+    if (!r->wall_limit_s && !r->progress)
+        return;
     double now = wall_seconds();
+    if (r->wall_limit_s && now - r->wall_t0 >= r->wall_limit_s) {
+        r->wall_limit_hit = true;
+        sim_stop(sim);
+        return;
+    }
+    if (!r->progress)
+        return;
     if (now - r->progress_last < 0.2)
         return;
     r->progress_last = now;
@@ -232,10 +251,14 @@ struct run *run_scenario_opts(const struct scenario *s, const struct run_opts *o
     r->stop_on_failure = o->stop_on_failure;
     r->progress = progress;
     r->progress_t0 = r->progress_last = wall_seconds();
+    r->wall_limit_s = o->wall_limit_s > 0 ? o->wall_limit_s : 0;
+    r->wall_t0 = r->progress_t0;
+    r->observe = o->observe;
+    r->observe_arg = o->observe_arg;
     if (o->observe)
-        sim_set_progress(sim, o->observe_every ? o->observe_every : 1, o->observe, o->observe_arg);
-    else if (progress)
-        sim_set_progress(sim, 1u << 16, progress_cb, r);
+        sim_set_progress(sim, o->observe_every ? o->observe_every : 1, run_tick, r);
+    else if (progress || r->wall_limit_s)
+        sim_set_progress(sim, 1u << 14, run_tick, r);
     FILE *saved_stdout = NULL;
     if (progress) { /* program output clears the progress line first */
         fflush(stdout);
@@ -276,6 +299,8 @@ struct run *run_scenario_opts(const struct scenario *s, const struct run_opts *o
     bool flows_left = r->traffic && traffic_unfinished(r->traffic) > 0;
     if (failed)
         r->result = RUN_PROGRAM_FAILED;
+    else if (r->wall_limit_hit && (running || flows_left || r->live_nondaemon > 0))
+        r->result = RUN_WALL_LIMIT;
     else if (res == SIM_RUN_DEADLOCK || (res == SIM_RUN_DONE && flows_left))
         r->result = RUN_DEADLOCK; /* flows left and nothing pending: stuck (a PFC deadlock) */
     else if (flows_left && res == SIM_RUN_TIME_LIMIT)

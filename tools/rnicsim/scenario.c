@@ -33,6 +33,9 @@
  * A --set of vars.NAME must name a variable the file defines. */
 #include <dlfcn.h>
 #include <errno.h>
+#include <stdarg.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +55,14 @@
 #define MAX_HOSTS 4096
 #define MAX_SPINES 1024
 #define MAX_LEAF_SPINE_CABLES 65536
+/* Ranges of the scenario's own numbers (docs/robustness.md): cables from
+ * 1 Mb/s (slower is no datacenter fabric, and a frame would take hours)
+ * to 100 Tb/s; a delay or latency is a duration (at most an hour, like
+ * every hardware time); an instant (stop_time, a failure) is at most
+ * SIM_TIME_LIMIT_PS; a switch buffer at most 1 TiB. */
+#define MIN_LINK_RATE_BPS 1000000ull
+#define MAX_LINK_RATE_BPS 100000000000000ull
+#define MAX_SWITCH_BUFFER_BYTES ((uint64_t)1 << 40)
 #define MIN_STACK_BYTES ((uint64_t)64 * 1024)
 #define MAX_STACK_BYTES ((uint64_t)1 << 30)
 
@@ -93,6 +104,18 @@ static int get_prob(struct cfg_node *map, const char *key, double def, double *o
     return n ? scn_parse_prob(n, out, err) : 0;
 }
 
+/* A duration read from `n` (NULL: a default, not checked): 0..1 hour. */
+static int check_duration(struct cfg_node *n, sim_time_t v, struct cfg_error *err)
+{
+    return n ? cfg_check_range(n, n->path, CFG_Q_TIME, v, 0, SIM_DURATION_MAX_PS, err) : 0;
+}
+
+/* An instant read from `n`: 0..SIM_TIME_LIMIT_PS. */
+static int check_instant(struct cfg_node *n, sim_time_t v, struct cfg_error *err)
+{
+    return n ? cfg_check_range(n, n->path, CFG_Q_TIME, v, 0, SIM_TIME_LIMIT_PS, err) : 0;
+}
+
 /* A cable description {rate, delay, loss, corrupt}; absent keys take the
  * values of `def` (a rate of 0 in `def` makes `rate` required). */
 static int read_link_map(struct cfg_node *link, const struct link_params *def,
@@ -102,11 +125,12 @@ static int read_link_map(struct cfg_node *link, const struct link_params *def,
     struct cfg_node *rate = cfg_child(link, "rate");
     if (!rate && def->rate_bps == 0 && cfg_req_node(link, "rate", CFG_SCALAR, &rate, err))
         return -1;
-    if (rate && cfg_node_rate(rate, &lp->rate_bps, err))
+    if (rate && (cfg_node_rate(rate, &lp->rate_bps, err) ||
+                 cfg_check_range(rate, rate->path, CFG_Q_RATE, lp->rate_bps, MIN_LINK_RATE_BPS,
+                                 MAX_LINK_RATE_BPS, err)))
         return -1;
-    if (lp->rate_bps == 0)
-        return cfg_errorf(err, rate, "'%s.rate' must be greater than 0", link->path);
     if (cfg_get_time(link, "delay", def->delay_ps, &lp->delay_ps, err) ||
+        check_duration(cfg_child(link, "delay"), lp->delay_ps, err) ||
         get_prob(link, "loss", def->loss_prob, &lp->loss_prob, err) ||
         get_prob(link, "corrupt", def->corrupt_prob, &lp->corrupt_prob, err))
         return -1;
@@ -205,14 +229,14 @@ static int read_link_overrides(struct scenario *s, struct cfg_node *seq, struct 
         s->n_link_overrides++;
         struct cfg_node *v;
         if ((v = cfg_child(it, "rate"))) {
-            if (cfg_node_rate(v, &o->rate_bps, err))
+            if (cfg_node_rate(v, &o->rate_bps, err) ||
+                cfg_check_range(v, v->path, CFG_Q_RATE, o->rate_bps, MIN_LINK_RATE_BPS,
+                                MAX_LINK_RATE_BPS, err))
                 return -1;
-            if (o->rate_bps == 0)
-                return cfg_errorf(err, v, "'%s.rate' must be greater than 0", it->path);
             o->has_rate = true;
         }
         if ((v = cfg_child(it, "delay"))) {
-            if (cfg_node_time(v, &o->delay_ps, err))
+            if (cfg_node_time(v, &o->delay_ps, err) || check_duration(v, o->delay_ps, err))
                 return -1;
             o->has_delay = true;
         }
@@ -251,7 +275,9 @@ static int read_failures(struct scenario *s, struct cfg_node *seq, struct name_c
         f->link = xstrdup_or_die(name);
         s->nfailures++;
         if (cfg_req_node(it, "at", CFG_SCALAR, &at, err) || cfg_node_time(at, &f->at_ps, err) ||
-            cfg_get_time(it, "recover_at", SIM_TIME_NEVER, &f->recover_at_ps, err))
+            check_instant(at, f->at_ps, err) ||
+            cfg_get_time(it, "recover_at", SIM_TIME_NEVER, &f->recover_at_ps, err) ||
+            check_instant(cfg_child(it, "recover_at"), f->recover_at_ps, err))
             return -1;
         if (f->recover_at_ps != SIM_TIME_NEVER && f->recover_at_ps <= f->at_ps)
             return cfg_errorf(err, cfg_child(it, "recover_at"),
@@ -353,12 +379,17 @@ static int read_topology(struct scenario *s, struct cfg_node *root, struct name_
         if (sw->kind != CFG_MAP)
             return cfg_errorf(err, sw, "'topology.switch': expected a mapping, got %s",
                               cfg_kind_name(sw));
+        struct cfg_node *bn;
         /* cut-through (first bit in -> first bit out) or store-and-forward */
         static const char *const fwd_modes[] = {"cut-through", "store-and-forward", NULL};
         int fwd;
         if (cfg_get_time(sw, "latency", DEFAULT_SWITCH_LATENCY_PS, &s->topo.sw.latency_ps, err) ||
+            check_duration(cfg_child(sw, "latency"), s->topo.sw.latency_ps, err) ||
             cfg_get_size(sw, "buffer", DEFAULT_SWITCH_BUFFER_BYTES, &s->topo.sw.port_buffer_bytes,
                          err) ||
+            ((bn = cfg_child(sw, "buffer")) &&
+             cfg_check_range(bn, bn->path, CFG_Q_SIZE, s->topo.sw.port_buffer_bytes, 0,
+                             MAX_SWITCH_BUFFER_BYTES, err)) ||
             cfg_get_enum(sw, "forwarding", fwd_modes, 0, &fwd, err) ||
             cfg_get_bool(sw, "programmable", false, &s->pswitch, err))
             return -1;
@@ -374,7 +405,8 @@ static int read_topology(struct scenario *s, struct cfg_node *root, struct name_
                           "'topology.routing': a back-to-back topology has no switch to route");
     int mode;
     if (cfg_get_enum(topo, "routing", route_modes, ROUTE_ECMP, &mode, err) ||
-        cfg_get_time(topo, "reroute_delay", 0, &s->topo.reroute_delay_ps, err))
+        cfg_get_time(topo, "reroute_delay", 0, &s->topo.reroute_delay_ps, err) ||
+        check_duration(cfg_child(topo, "reroute_delay"), s->topo.reroute_delay_ps, err))
         return -1;
     s->topo.sw.routing = (enum route_mode)mode;
 
@@ -385,6 +417,93 @@ static int read_topology(struct scenario *s, struct cfg_node *root, struct name_
         return -1;
     if ((seq = cfg_child(topo, "failures")) && read_failures(s, seq, nc, err))
         return -1;
+    return 0;
+}
+
+/* An output path of the scenario (`dir`: a directory to create or fill,
+ * else a file to create), checked before anything runs: not empty, not a
+ * directory where a file is wanted (nor a file where a directory is), and
+ * creatable: every existing component a directory, the deepest existing
+ * one writable (`make_parents`: missing directories will be created; else
+ * the parent must exist).  Nothing is created here (loading has no side
+ * effects). */
+static int path_fail(char *why, size_t why_len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int path_fail(char *why, size_t why_len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, why_len, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+int check_output_path(const char *path, bool dir, bool make_parents, char *why, size_t why_len)
+{
+    struct stat st;
+    size_t len = strlen(path);
+    if (!len)
+        return path_fail(why, why_len, "empty path");
+    if (len >= 4096)
+        return path_fail(why, why_len, "path longer than 4095 bytes");
+    if (!dir && path[len - 1] == '/')
+        return path_fail(why, why_len, "'%s' names a directory, not a file", path);
+    if (stat(path, &st) == 0) {
+        if (dir && !S_ISDIR(st.st_mode))
+            return path_fail(why, why_len, "'%s' exists and is not a directory", path);
+        if (!dir && S_ISDIR(st.st_mode))
+            return path_fail(why, why_len, "'%s' is a directory, not a file", path);
+        if (access(path, dir ? W_OK | X_OK : W_OK) != 0)
+            return path_fail(why, why_len, "'%s' is not writable: %s", path, strerror(errno));
+        return 0;
+    }
+    if (errno != ENOENT)
+        return path_fail(why, why_len, "'%s': %s", path, strerror(errno));
+    /* the deepest existing ancestor must be a writable directory */
+    char *p = xstrdup_or_die(path);
+    int rc = 0;
+    for (;;) {
+        char *slash = strrchr(p, '/');
+        while (slash && slash > p && slash[-1] == '/')
+            slash--; /* "a//b" */
+        const char *parent = ".";
+        if (slash == p) {
+            parent = "/";
+        } else if (slash) {
+            *slash = '\0';
+            parent = p;
+        }
+        if (stat(parent, &st) == 0) {
+            if (!S_ISDIR(st.st_mode))
+                rc = path_fail(why, why_len, "cannot create '%s': '%s' is not a directory", path,
+                               parent);
+            else if (access(parent, W_OK | X_OK) != 0)
+                rc = path_fail(why, why_len, "cannot create '%s': directory '%s' is not writable",
+                               path, parent);
+            break;
+        }
+        if (errno != ENOENT) {
+            rc = path_fail(why, why_len, "cannot create '%s': '%s': %s", path, parent,
+                           strerror(errno));
+            break;
+        }
+        if (!make_parents) {
+            rc = path_fail(why, why_len, "cannot create '%s': directory '%s' does not exist", path,
+                           parent);
+            break;
+        }
+        if (!slash || slash == p)
+            break;
+    }
+    free(p);
+    return rc;
+}
+
+static int capture_path(struct cfg_node *n, const char *path, bool dir, struct cfg_error *err)
+{
+    char why[400];
+    if (check_output_path(path, dir, true, why, sizeof(why)))
+        return cfg_errorf(err, n, "'%s': %s", n->path, why);
     return 0;
 }
 
@@ -417,7 +536,7 @@ static int read_captures(struct scenario *s, struct cfg_node *root, struct name_
                               it->path);
         s->ncaptures++;
         if (an) {
-            if (cfg_node_str(an, &str, err))
+            if (cfg_node_str(an, &str, err) || capture_path(an, str, true, err))
                 return -1;
             c->kind = CAPTURE_ALL;
             c->path = xstrdup_or_die(str);
@@ -442,10 +561,9 @@ static int read_captures(struct scenario *s, struct cfg_node *root, struct name_
             c->kind = CAPTURE_HOST;
             c->host = (uint32_t)hi;
         }
-        if (cfg_req_node(it, "file", CFG_SCALAR, &v, err) || cfg_node_str(v, &str, err))
+        if (cfg_req_node(it, "file", CFG_SCALAR, &v, err) || cfg_node_str(v, &str, err) ||
+            capture_path(v, str, false, err))
             return -1;
-        if (!str[0])
-            return cfg_errorf(err, v, "'%s.file': empty file name", it->path);
         c->path = xstrdup_or_die(str);
     }
     return 0;
@@ -716,6 +834,8 @@ static int read_scenario(struct scenario *s, const struct scenario_opts *o, stru
         s->seed = o->seed;
     if (s->stop_time_ps == 0)
         return cfg_errorf(err, cfg_child(root, "stop_time"), "'stop_time' must be greater than 0");
+    if (check_instant(cfg_child(root, "stop_time"), s->stop_time_ps, err))
+        return -1;
 
     /* Hardware: C defaults -> profile -> hardware: (with --set grafted). */
     hw_profile_default(&s->hw);
@@ -731,7 +851,8 @@ static int read_scenario(struct scenario *s, const struct scenario_opts *o, stru
     } else {
         s->profile_name = xstrdup_or_die("");
     }
-    if (params_apply_map(&s->hw, cfg_child(root, "hardware"), "hardware", err))
+    if (params_apply_map(&s->hw, cfg_child(root, "hardware"), "hardware", err) ||
+        params_check(&s->hw, cfg_child(root, "hardware"), pn ? pn : root, err))
         return -1;
 
     if (read_vars(s, root, err))

@@ -85,6 +85,14 @@ int scn_read_traffic(struct scenario *s, struct cfg_node *root, struct cfg_error
         cfg_get_size(tn, "message", 0, &p->message_bytes, err) ||
         cfg_get_bool(tn, "verify", false, &p->verify, err))
         return -1;
+    /* instants of the run (docs/robustness.md "The limits") */
+    const char *const instants[] = {"duration", "start"};
+    for (int k = 0; k < 2; k++) {
+        struct cfg_node *n = cfg_child(tn, instants[k]);
+        if (n && cfg_check_range(n, n->path, CFG_Q_TIME, k ? p->start_ps : p->duration_ps, 0,
+                                 SIM_TIME_LIMIT_PS, err))
+            return -1;
+    }
     if (q < 1 || q > 4096)
         return cfg_errorf(err, cfg_child(tn, "qps_per_host"),
                           "'traffic.qps_per_host': expected 1..4096");
@@ -163,7 +171,10 @@ int scn_read_traffic(struct scenario *s, struct cfg_node *root, struct cfg_error
         if (cfg_req_node(fw, "from", CFG_SCALAR, &from, err) ||
             cfg_node_time(from, &p->window_from_ps, err) ||
             cfg_req_node(fw, "to", CFG_SCALAR, &to, err) ||
-            cfg_node_time(to, &p->window_to_ps, err))
+            cfg_node_time(to, &p->window_to_ps, err) ||
+            cfg_check_range(from, from->path, CFG_Q_TIME, p->window_from_ps, 0, SIM_TIME_LIMIT_PS,
+                            err) ||
+            cfg_check_range(to, to->path, CFG_Q_TIME, p->window_to_ps, 0, SIM_TIME_LIMIT_PS, err))
             return -1;
         if (p->window_to_ps <= p->window_from_ps)
             return cfg_errorf(err, to, "'traffic.fairness.to' must be later than 'from'");

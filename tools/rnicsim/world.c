@@ -52,6 +52,10 @@ unsigned world_find_links(const struct topology *t, const char *name, struct lin
 /* mkdir -p of `dir` (a writable copy is made). */
 static int make_dirs(const char *dir)
 {
+    if (!dir[0]) {
+        errno = ENOENT;
+        return -1;
+    }
     char *p = xstrdup_or_die(dir);
     int rc = 0;
     for (char *c = p + 1; *c && rc == 0; c++) {
@@ -66,6 +70,21 @@ static int make_dirs(const char *dir)
         rc = -1;
     free(p);
     return rc;
+}
+
+/* pcap_va_fn: a RETH / AtomicETH address as the wire shows it, from the
+ * MR of its key at the destination (requests) or else at the source; 0
+ * when no MR has the key any more (deterministic either way). */
+static uint64_t capture_va(void *ctx, const struct pkt *p, uint32_t rkey, uint64_t va)
+{
+    struct world *w = ctx;
+    uint64_t out;
+    uint32_t nodes[2] = {p->dst_node, p->src_node};
+    for (int i = 0; i < 2; i++)
+        if (nodes[i] < w->nhosts && w->nics && w->nics[nodes[i]] &&
+            nic_wire_va(w->nics[nodes[i]], rkey, va, &out))
+            return out;
+    return 0;
 }
 
 /* The writer of `path` (opened once, shared by every tap that names it). */
@@ -89,6 +108,7 @@ static struct pcap_writer *capture_file(struct world *w, const char *path, char 
     struct pcap_writer *pw = pcap_open(path, why, why_len);
     if (!pw)
         return NULL;
+    pcap_set_va_map(pw, capture_va, w);
     w->pcaps = xrealloc_or_die(w->pcaps, (w->npcaps + 1) * sizeof(*w->pcaps));
     w->pcaps[w->npcaps++] = pw;
     return pw;
@@ -291,6 +311,20 @@ struct world *world_build(const struct scenario *s, char *why, size_t why_len)
     return w;
 }
 
+int world_close_captures(struct world *w)
+{
+    int rc = 0;
+    for (size_t i = 0; i < w->npcaps; i++) {
+        char why[600];
+        if (pcap_close(w->pcaps[i], why, sizeof(why))) {
+            fprintf(stderr, "rnicsim: capture: %s\n", why);
+            rc = -1;
+        }
+    }
+    w->npcaps = 0; /* closed (the links' taps are not used again) */
+    return rc;
+}
+
 /* Teardown order: processes (with the simulator) last, since NIC and
  * topology destructors only free their own memory. */
 void world_free(struct world *w)
@@ -313,11 +347,7 @@ void world_free(struct world *w)
     ps_destroy(w->pswitch);
     if (w->topo)
         topo_destroy(w->topo);
-    for (size_t i = 0; i < w->npcaps; i++) {
-        char why[600];
-        if (pcap_close(w->pcaps[i], why, sizeof(why)))
-            fprintf(stderr, "rnicsim: capture: %s\n", why);
-    }
+    world_close_captures(w);
     free(w->pcaps);
     if (w->sim)
         sim_destroy(w->sim);
