@@ -6,7 +6,8 @@
 # read, TX engine, both links, remote RX unit, remote DMA write, the ACK's
 # TX, links and RX, CQE write, poll); a READ's flow goes through the
 # remote READ engine and comes back as a response; same seed, same bytes;
-# the host / QP / window filters and the size bound; bad filters are exit 2;
+# the host / QP / window filters and the size bound; bad filters and an
+# unwritable file are exit 2;
 # --trace prints the same events as text.
 # Args: rnicsim binary, source dir, scratch dir (test/scenario/lib.sh).
 set -u
@@ -135,6 +136,10 @@ check "--timeline-window that ends before it starts: exit 2" \
 run badqp --timeline bad.json --timeline-qps zz
 rc=$?
 check "--timeline-qps zz: exit 2" "[ $rc -eq 2 ] && grep -q 'not a QP number' '$scratch/badqp.err'"
+run badpath --timeline no-such-dir/x.json
+rc=$?
+check "--timeline into a missing directory: exit 2 before the run" \
+    "[ $rc -eq 2 ] && grep -q \"^rnicsim run: --timeline: cannot create 'no-such-dir/x.json'\" '$scratch/badpath.err'"
 
 # --trace: the same events as text
 run text --trace --timeline-window 42us:45us

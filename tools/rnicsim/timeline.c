@@ -1290,7 +1290,15 @@ static int parse_filters(struct timeline *tl, const struct timeline_opts *o, siz
 
 int timeline_check_opts(const struct timeline_opts *o, size_t nhosts, char *why, size_t why_len)
 {
-    return o ? parse_filters(NULL, o, nhosts, why, why_len) : 0;
+    if (!o)
+        return 0;
+    /* a file that cannot be written is bad input found before the run, as -o's */
+    char pwhy[400];
+    if (o->json_path && check_output_path(o->json_path, false, false, pwhy, sizeof(pwhy))) {
+        snprintf(why, why_len, "--timeline: %s", pwhy);
+        return -1;
+    }
+    return parse_filters(NULL, o, nhosts, why, why_len);
 }
 
 static const char *opt_val(int argc, char **argv, int *i, const char *name, bool *missing)

@@ -52,8 +52,9 @@ static inline bool timeline_wanted(const struct timeline_opts *o)
 {
     return o && (o->json_path || o->text);
 }
-/* Check the filters against a scenario of `nhosts` hosts: 0, or -1 with a
- * message ("--timeline-hosts: unknown host 'h9' (the scenario has h0..h3)"). */
+/* Check the --timeline file can be written (check_output_path) and the
+ * filters against a scenario of `nhosts` hosts: 0, or -1 with a message
+ * ("--timeline-hosts: unknown host 'h9' (the scenario has h0..h3)"). */
 int timeline_check_opts(const struct timeline_opts *o, size_t nhosts, char *why, size_t why_len);
 /* Start listening to the simulator of `w` (before any program runs).  NULL
  * with `why` if the file cannot be created.  `label` goes into the file's
