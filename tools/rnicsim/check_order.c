@@ -827,8 +827,11 @@ static void co_print_violation(FILE *out, struct co_state *st)
     if (tb && tb->nrows) {
         const struct report_row *row = &tb->rows[0];
         fprintf(out, "  reported:");
-        for (size_t j = 0; j < row->n; j++)
-            fprintf(out, " %s=%.17g", row->keys[j], row->values[j]);
+        for (size_t j = 0; j < row->n; j++) { /* shortest exact form, as in the JSON */
+            char num[32];
+            json_format_double(row->values[j], num, sizeof(num));
+            fprintf(out, " %s=%s", row->keys[j], num);
+        }
         fputc('\n', out);
     }
     char *rep = co_reproduce(st->o, st->bad_seed, st->bad_sets, st->bad_nsets, true);
