@@ -5,7 +5,8 @@
 # flow has every step in order (post, doorbell, send engine, payload DMA
 # read, TX engine, both links, remote RX unit, remote DMA write, the ACK's
 # TX, links and RX, CQE write, poll); a READ's flow goes through the
-# remote READ engine and comes back as a response; same seed, same bytes;
+# remote READ engine and comes back as a response, an atomic's through the
+# remote atomic unit; same seed, same bytes;
 # the host / QP / window filters and the size bound; bad filters and an
 # unwritable file are exit 2;
 # --trace prints the same events as text.
@@ -25,8 +26,8 @@ topology:
   link: {rate: 100Gbps, delay: 10ns}
   switch: {latency: 300ns, buffer: 1MiB}
 programs:
-  - {host: h1, program: perftest, args: [--server, "--tests=write,read", --modes=bw, --sizes=65536, --bw-iters=4, --tx-depth=2]}
-  - {host: h0, program: perftest, args: [--client, "--tests=write,read", --modes=bw, --sizes=65536, --bw-iters=4, --tx-depth=2]}
+  - {host: h1, program: perftest, args: [--server, "--tests=write,read,atomic", --modes=bw, --sizes=65536, --bw-iters=4, --tx-depth=2]}
+  - {host: h0, program: perftest, args: [--client, "--tests=write,read,atomic", --modes=bw, --sizes=65536, --bw-iters=4, --tx-depth=2]}
 YAML
 
 run() { # run NAME ARGS...: the timeline run, stdout / stderr kept
@@ -46,6 +47,7 @@ d = json.load(open(sys.argv[1]))
 names = {e['args']['name'] for e in d['traceEvents'] if e['ph'] == 'M' and e['name'] == 'thread_name'}
 need = ['h0/perftest#1', 'h1/perftest#0', 'nic: doorbell', 'nic: requester', 'nic: tx engine',
         'nic: rx units', 'nic: dma read', 'nic: dma write', 'nic: cqe write', 'nic: read engine',
+        'nic: atomics',
         'nic cache: qp context', 'nic cache: mtt', 'pcie up (MWr, MRd)', 'pcie down (CplD, MMIO)',
         'node0->sw0', 'sw0->node1', 'node1->sw0', 'sw0->node0']
 missing = [n for n in need if n not in names]
@@ -85,7 +87,10 @@ assert lines[0][0] == 's' and lines[-1][0] == 'f'
 PY"
 $chk "$scratch/full.json" --flow-of RDMA_READ >"$scratch/read.flow" 2>&1
 check "a READ's flow crosses the remote READ engine and comes back as responses" \
-    "grep -q 'READ_REQUEST' '$scratch/read.flow' && grep -q 'READ_RESPONSE_LAST' '$scratch/read.flow' && grep -q 'comp: response data' '$scratch/read.flow' && grep -q 'CQE RDMA_READ' '$scratch/read.flow'"
+    "grep -q 'READ_REQUEST' '$scratch/read.flow' && grep -q 'h1 *nic: read engine' '$scratch/read.flow' && grep -q 'READ_RESPONSE_LAST' '$scratch/read.flow' && grep -q 'comp: response data' '$scratch/read.flow' && grep -q 'CQE RDMA_READ' '$scratch/read.flow'"
+$chk "$scratch/full.json" --flow-of ATOMIC >"$scratch/atomic.flow" 2>&1
+check "an atomic's flow crosses the remote atomic unit and comes back as its ACK" \
+    "grep -q 'h1 *nic: atomics' '$scratch/atomic.flow' && grep -q 'ATOMIC_ACKNOWLEDGE' '$scratch/atomic.flow' && grep -q 'CQE FETCH_ADD' '$scratch/atomic.flow'"
 
 # determinism
 run again --timeline again.json

@@ -963,6 +963,18 @@ static void on_span(struct timeline *tl, const struct trace_rec *r, bool out)
                      pkt_requester(tl, r->opcode, r->peer, r->peer_qpn, r->unit, r->qpn), &s,
                      false);
         break;
+    case TRK_RDENG:
+    case TRK_ATOMIC: {
+        /* the responder's READ engine or atomic unit working on the request
+         * (its PSN: a READ's first, an atomic's only one) of the peer's WR */
+        struct tl_qp *me = qp_get(tl, r->node, r->qpn, false);
+        struct tl_qp *q =
+            me && me->has_peer ? qp_get(tl, me->peer_node, me->peer_qpn, false) : NULL;
+        struct tl_wr *w = wr_of_psn(q, r->psn);
+        if (w && is_rd_atomic(w->opcode) && r->psn == w->first_psn && w->phase == TL_PH_DATA)
+            step(tl, w, &s, TL_PH_DATA);
+        break;
+    }
     case TRK_DMA_WR: {
         if (!r->where)
             break;
