@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "protocols/hostbench/hostbench.h"
 #include "protocols/litmus/litmus.h"
 #include "protocols/microbench/microbench.h"
 #include "protocols/microbench/regthrash.h"
@@ -44,6 +45,9 @@ const struct program_def protocol_programs[] = {
     {"largemsg", largemsg_main,
      "Table 6 large-message alternatives: fastkv with every request a memcached-size SET "
      "(--transport=split-alloc|split-faa|split-presend|rima)"},
+    {"hostbench", hostbench_main,
+     "the host model end to end: threads on hyper-threads / shared CPUs (--test=threads), a "
+     "write-twice ping-pong reading each message (--server | --client)"},
     {"ps_count", ps_count_main,
      "programmable-switch example: counts packets and bytes per host pair in the switch's "
      "registers (host sw0; --hosts --for)"},

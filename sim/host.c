@@ -1,5 +1,8 @@
 /* The simulated host: CPU cost model and the wait queues through which
- * parked pollers learn that memory they might read has changed. */
+ * parked pollers learn that memory they might read has changed.  Every
+ * CPU cost goes through the CPU model of sim/host/cpu.c; the memory model
+ * (sim/host/mem.c) is reached through host_dma_wrote / host_dma_numa_delay
+ * from the NIC and through <rnicsim/host.h> from programs. */
 #include "host.h"
 
 #include <errno.h>
@@ -8,6 +11,8 @@
 #include <string.h>
 
 #include "trace.h"
+#include "host/cpu.h"
+#include "host/mem.h"
 
 /* Defaults.  Posting is split into what delays the post (latency) and
  * what only limits how often a thread can post (occupancy):
@@ -49,10 +54,28 @@ void host_cpu_params_default(struct host_cpu_params *p)
     p->memcpy_bytes_per_s = 7000000000ull;
     p->wakeup_ps = 50 * SIM_NS;
     p->wakeup_noise = 0; /* none; the calibrated profiles turn it on (docs/noise.md) */
+    host_topo_params_default(&p->topo);
+    host_mem_params_default(&p->mem);
 }
 
-void host_init(struct host *h, struct sim *sim, uint32_t id, const char *name,
-               const struct host_cpu_params *cpu)
+int host_params_check(const struct host_cpu_params *p, char *why, size_t why_len)
+{
+    if (p->wakeup_noise >= noise_presets_count ||
+        noise_presets[p->wakeup_noise].dist.kind == NOISE_PERIODIC) {
+        snprintf(why, why_len,
+                 "host.cpu.wakeup_noise: '%s' is an interruption source, not a distribution of "
+                 "a wakeup (use it as host.os.noise)",
+                 p->wakeup_noise < noise_presets_count ? noise_presets[p->wakeup_noise].name : "?");
+        return -1;
+    }
+    return host_topo_params_check(&p->topo, why, why_len) ||
+                   host_mem_params_check(&p->mem, why, why_len)
+               ? -1
+               : 0;
+}
+
+int host_init(struct host *h, struct sim *sim, uint32_t id, const char *name,
+              const struct host_cpu_params *cpu)
 {
     memset(h, 0, sizeof(*h));
     h->sim = sim;
@@ -64,6 +87,59 @@ void host_init(struct host *h, struct sim *sim, uint32_t id, const char *name,
     char stream[64];
     snprintf(stream, sizeof(stream), "noise/wakeup/%s", h->name);
     noise_init_preset(&h->wakeup_noise, sim, cpu->wakeup_noise, stream);
+    return 0;
+}
+
+void host_fini(struct host *h)
+{
+    host_sched_fini(h);
+    host_mem_free(h);
+}
+
+void host_dma_wrote(struct host *h, const void *addr, size_t len)
+{
+    if (h->mem)
+        host_mem_dma_write(h->mem, (uintptr_t)addr, len);
+}
+
+sim_time_t host_dma_numa_delay(struct host *h, const void *addr, size_t len, bool write)
+{
+    struct host_mem *m = h->mem;
+    if (!m || !m->nremote || !len || host_mem_socket_of(m, (uintptr_t)addr) == m->nic_socket)
+        return 0;
+    const struct host_mem_params *p = &h->cpu.mem;
+    sim_time_t now = sim_now(h->sim), *free_ps = &m->link_free_ps[write ? 0 : 1];
+    sim_time_t start = *free_ps > now ? *free_ps : now;
+    *free_ps = start + sim_bytes_to_ps(len, p->socket_link_bps);
+    h->cnt.dma_remote++;
+    h->cnt.dma_link_wait_ps += start - now;
+    return (start - now) + (write ? p->dma_hop_ps : 2 * p->dma_hop_ps);
+}
+
+bool host_mem_is_remote(const struct host *h, const void *addr)
+{
+    const struct host_mem *m = h->mem;
+    return m && m->nremote && host_mem_socket_of(m, (uintptr_t)addr) != m->nic_socket;
+}
+
+sim_time_t host_mmio_numa_delay(struct host *h)
+{
+    if (!h->n_remote_threads)
+        return 0;
+    struct host_thread *t = host_thread_current();
+    if (!t || t->host != h || !t->vcpu || t->vcpu->socket == h->cpu.topo.nic_socket)
+        return 0;
+    return h->cpu.mem.dma_hop_ps;
+}
+
+sim_time_t host_remote_line_extra(void)
+{
+    struct host_thread *t = host_thread_current();
+    if (!t || !t->host->n_remote_threads || !t->vcpu ||
+        t->vcpu->socket == t->host->cpu.topo.nic_socket)
+        return 0;
+    const struct host_mem_params *p = &t->host->cpu.mem;
+    return p->remote_cache_ps > p->llc_ps ? p->remote_cache_ps - p->llc_ps : 0;
 }
 
 void host_dma_landed(struct host *h)
@@ -102,15 +178,33 @@ struct spawn_ctx {
     void *arg;
 };
 
+/* A thread runs only on its hardware thread: it may have been placed
+ * behind others (time slices). */
 static void spawn_trampoline(void *arg)
 {
     struct spawn_ctx *c = arg;
+    host_sched_acquire(&c->thread);
     c->fn(c->arg);
+    host_sched_exit(&c->thread);
 }
 
 struct sim_proc *host_spawn(struct host *h, const char *name, sim_proc_fn fn, void *arg,
                             void *program, size_t stack_bytes)
 {
+    return host_spawn_on(h, name, fn, arg, program, stack_bytes, -1, -1);
+}
+
+struct sim_proc *host_spawn_on(struct host *h, const char *name, sim_proc_fn fn, void *arg,
+                               void *program, size_t stack_bytes, int cpu, int socket)
+{
+    if (host_sched_setup(h)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    if (cpu >= (int)h->nvcpus || socket >= (int)h->cpu.topo.sockets) {
+        errno = EINVAL;
+        return NULL;
+    }
     /* The context lives as long as the process: it is freed by the
      * simulator together with the process (sim_proc_set_user_owned). */
     struct spawn_ctx *c = calloc(1, sizeof(*c));
@@ -121,6 +215,8 @@ struct sim_proc *host_spawn(struct host *h, const char *name, sim_proc_fn fn, vo
     c->thread.host = h;
     c->thread.program = program;
     c->thread.tl_index = h->n_threads++;
+    c->thread.bind_socket = -1;
+    sim_waitq_init(&c->thread.cpu_wq, "cpu");
     c->fn = fn;
     c->arg = arg;
     struct sim_proc *p = sim_proc_create(h->sim, name, spawn_trampoline, c, stack_bytes);
@@ -128,6 +224,7 @@ struct sim_proc *host_spawn(struct host *h, const char *name, sim_proc_fn fn, vo
         free(c);
         return NULL;
     }
+    c->thread.proc = p;
     sim_proc_set_user(p, &c->thread);
     sim_proc_set_user_owned(p, c);
     if (sim_trace_on(h->sim, TRACE_G_HOST)) /* names the thread's track */
@@ -137,6 +234,7 @@ struct sim_proc *host_spawn(struct host *h, const char *name, sim_proc_fn fn, vo
                                               .unit = c->thread.tl_index,
                                               .t0_ps = sim_now(h->sim),
                                               .where = sim_proc_name(p)});
+    host_sched_place(&c->thread, cpu, socket); /* checked above: cannot fail */
     return p;
 }
 
@@ -157,7 +255,14 @@ void host_charge(sim_time_t ps)
     if (!sim_waitq_empty(&t->host->relax_wq))
         sim_waitq_wake_all(t->host->sim, &t->host->relax_wq);
     if (ps)
-        sim_proc_sleep(ps);
+        host_sched_run(t, ps, true);
+}
+
+void host_charge_private(sim_time_t ps)
+{
+    struct host_thread *t = host_thread_current();
+    if (t && ps)
+        host_sched_run(t, ps, true);
 }
 
 static void thread_observed(struct host_thread *t)
@@ -224,11 +329,36 @@ void host_park(const char *why)
     if (!sim_waitq_empty(&t->host->relax_wq))
         sim_waitq_wake_all(t->host->sim, &t->host->relax_wq);
     sim_time_t t0 = sim_now(t->host->sim);
+    host_sched_spin(t, true); /* spinning: it keeps its hardware thread busy */
     sim_waitq_wait(&t->host->relax_wq, t->why);
+    host_sched_spin(t, false);
     thread_new_turn(t);
-    sim_time_t wake = noise_apply(&t->host->wakeup_noise, t->host->cpu.wakeup_ps);
+    /* it notices on its CPU: after its time slice comes, and any OS
+     * interruption ends; reading the line across sockets costs more */
+    host_sched_acquire(t);
+    sim_time_t wake =
+        noise_apply(&t->host->wakeup_noise, t->host->cpu.wakeup_ps) + host_remote_line_extra();
     if (wake)
-        sim_proc_sleep(wake);
+        host_sched_run(t, wake, true);
     if (sim_trace_on(t->host->sim, TRACE_G_HOST)) /* parked, then woke up */
         host_trace_call(t, t0, sim_now(t->host->sim), t->why, &(struct trace_rec){0});
+}
+
+void host_block_begin(void)
+{
+    struct host_thread *t = host_thread_current();
+    if (!t || t->blocked)
+        return;
+    t->blocked = true;
+    host_sched_block(t);
+}
+
+void host_block_end(void)
+{
+    struct host_thread *t = host_thread_current();
+    if (!t || !t->blocked)
+        return;
+    t->blocked = false;
+    host_sched_unblock(t);
+    host_sched_acquire(t);
 }

@@ -5,10 +5,19 @@
  * (payload, CQE) calls host_dma_landed() at the simulated instant the data
  * become visible; that wakes processes parked in host_relax().  Every CQE
  * additionally calls host_cqe_landed(), waking processes parked in an empty
- * ibv_poll_cq(). */
+ * ibv_poll_cq().
+ *
+ * The host model proper (docs/host.md) is in sim/host/: the CPUs
+ * (sockets, cores, hyper-threads, the threads pinned to them, time slices,
+ * OS interruptions: cpu.c) that every CPU cost of a thread goes through,
+ * and the memory (NUMA placement, the cache-line state between the CPUs
+ * and the NIC's DMA, the inter-socket link the NIC's DMA may cross:
+ * mem.c). */
 #ifndef RNICSIM_HOST_H
 #define RNICSIM_HOST_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "noise.h"
@@ -16,9 +25,51 @@
 
 struct nic;
 struct host;
+struct host_vcpu;
+struct host_mem;
 
-/* CPU time charged for verbs calls and declared work (host profile).  Each
- * default's source is in host.c. */
+/* Limits of the topology parameters (docs/host.md). */
+#define HOST_MAX_SOCKETS 8u
+#define HOST_MAX_CORES 254u /* sockets x cores_per_socket: a line's owner is a byte */
+
+/* Sockets, cores, hyper-threads and the OS scheduler (docs/host.md "CPUs").
+ * Each default's source is in sim/host/cpu.c. */
+struct host_topo_params {
+    uint32_t sockets;          /* NUMA nodes, 1..HOST_MAX_SOCKETS */
+    uint32_t cores_per_socket; /* physical cores per socket */
+    uint32_t threads_per_core; /* hardware threads per core: 1, or 2 (hyper-threading) */
+    uint32_t nic_socket;       /* the socket the NIC's PCIe root port is on */
+    /* Each of two hyper-threads of one core that are both busy runs at
+     * this fraction (per mille) of the core's one-thread speed. */
+    uint32_t ht_share_permil;
+    /* Time slices of threads sharing one hardware thread (Linux CFS): each
+     * of n runnable threads gets max(sched_latency / n, min_granularity). */
+    sim_time_t sched_latency_ps;
+    sim_time_t sched_min_gran_ps;
+    sim_time_t ctx_switch_ps; /* switching a hardware thread to another thread */
+    uint32_t os_noise;        /* interruptions of every CPU: a periodic noise preset, 0 = none */
+};
+
+/* Caches, memory and NUMA (docs/host.md "Memory").  Latencies are of one
+ * 64 B line; each default's source is in sim/host/mem.c. */
+struct host_mem_params {
+    uint64_t l1_bytes, l2_bytes; /* a core's private caches */
+    uint64_t llc_bytes;          /* a socket's shared last-level cache */
+    sim_time_t l1_ps, l2_ps, llc_ps;
+    sim_time_t dram_ps;         /* memory of the core's own socket */
+    sim_time_t c2c_ps;          /* a line another core of the socket has modified */
+    uint32_t mlp;               /* misses one core has outstanding at once (fill buffers) */
+    bool ddio;                  /* NIC writes allocate into the NIC socket's LLC */
+    uint64_t ddio_bytes;        /* how much of the LLC such writes may use */
+    sim_time_t remote_dram_ps;  /* memory of the other socket */
+    sim_time_t remote_cache_ps; /* a line in the other socket's caches */
+    sim_time_t dma_hop_ps;      /* NIC DMA to / from the other socket: one link traversal */
+    uint64_t socket_link_bps;   /* the inter-socket link, per direction */
+};
+
+/* CPU time charged for verbs calls and declared work (host profile), and
+ * the host's topology and memory.  Each default's source is in host.c,
+ * sim/host/cpu.c and sim/host/mem.c. */
 struct host_cpu_params {
     sim_time_t post_send_ps;     /* ibv_post_send, per call (barrier + doorbell store): latency */
     sim_time_t post_send_wqe_ps; /* ibv_post_send, per WR (building and writing the WQE) */
@@ -35,9 +86,30 @@ struct host_cpu_params {
     uint64_t memcpy_bytes_per_s; /* host_memcpy cost */
     sim_time_t wakeup_ps;        /* a parked poller notices new data (median) */
     uint32_t wakeup_noise;       /* its variation: a noise preset (sim/noise.h), 0 = none */
+    struct host_topo_params topo;
+    struct host_mem_params mem;
 };
 
 void host_cpu_params_default(struct host_cpu_params *p);
+/* Cross-parameter checks (nic_socket < sockets, ...): 0, or -1 with a
+ * message "host.x: why" in `why`. */
+int host_params_check(const struct host_cpu_params *p, char *why, size_t why_len);
+
+/* What the host model counted (results JSON "counters.hosts.<h>.host"). */
+struct host_counters {
+    uint64_t ht_shared_ps;     /* CPU work done while the sibling hyper-thread was busy */
+    uint64_t slice_waits;      /* a thread waited for its time slice */
+    uint64_t slice_wait_ps;    /* ... for this long in all */
+    uint64_t ctx_switches;     /* time-slice rotations and switches after a block */
+    uint64_t os_stalls_ps;     /* CPU time taken by OS interruptions from charged work */
+    uint64_t lines_touched;    /* cache lines read or written through host_touch / host_memcpy */
+    uint64_t lines_hit;        /* ... that were in the core's L1 or L2 */
+    uint64_t lines_dma_miss;   /* ... last written by the NIC (LLC with DDIO, else memory) */
+    uint64_t lines_c2c;        /* ... held by another core */
+    uint64_t lines_remote;     /* ... served by the other socket (memory or caches) */
+    uint64_t dma_remote;       /* NIC DMA operations to / from the other socket's memory */
+    uint64_t dma_link_wait_ps; /* ... time they queued for the inter-socket link */
+};
 
 struct host {
     struct sim *sim;
@@ -55,7 +127,15 @@ struct host {
      * CPU time charged by any thread of the host (host_park compares). */
     uint64_t activity_gen;
     struct noise wakeup_noise; /* draws for cpu.wakeup_ps (stream "noise/wakeup/<name>") */
-    uint32_t n_threads;        /* threads spawned so far (host_thread.tl_index) */
+    /* sim/host/cpu.c: the hardware threads, created with the first thread */
+    struct host_vcpu *vcpus;
+    uint32_t nvcpus;
+    uint32_t n_remote_threads; /* live threads on a socket other than the NIC's */
+    /* sim/host/mem.c: NUMA placement and cache-line state (NULL until a
+     * program first allocates on a socket, touches or copies memory) */
+    struct host_mem *mem;
+    struct host_counters cnt;
+    uint32_t n_threads; /* threads spawned so far (host_thread.tl_index) */
 };
 
 /* Per-process state of a program running on a host (the sim_proc user
@@ -65,6 +145,13 @@ struct host {
  * parks on host->relax_wq until something it could observe changes, then
  * is charged the elapsed time in one step. */
 #define HOST_EMPTY_CQS_MAX 8 /* CQs one polling loop may alternate between */
+
+/* A thread and its CPU (sim/host/cpu.c). */
+enum host_cpu_state {
+    HOST_CPU_OFF,   /* blocked in the kernel, or finished: needs no CPU */
+    HOST_CPU_READY, /* runnable, waiting for its hardware thread (time slice) */
+    HOST_CPU_ON,    /* holds its hardware thread (computing, spinning or between calls) */
+};
 
 struct host_thread {
     struct host *host;
@@ -83,34 +170,83 @@ struct host_thread {
      * (a CQE landed while its poll was being charged), host_park returns at
      * once instead of parking: the thread has not seen it yet. */
     uint64_t seen_gen, own_gen;
+
+    /* The CPU it runs on (sim/host/cpu.c) */
+    struct sim_proc *proc;
+    struct host_vcpu *vcpu; /* placed at spawn, moved by host_sched_pin */
+    enum host_cpu_state cpu_state;
+    bool pinned;                 /* by host_pin_cpu or the scenario: never placed again */
+    bool parked;                 /* spinning in host_park (holds its CPU, computes nothing) */
+    bool blocked;                /* inside host_block_begin .. host_block_end */
+    int bind_socket;             /* placement restricted to this socket (-1: any) */
+    struct host_thread *rq_next; /* the hardware thread's queue of READY threads */
+    struct sim_waitq cpu_wq;     /* waiting to get its hardware thread back */
+    char cpu_why[64];
+    /* the computation in progress (host_sched_run) */
+    bool charging, stretch;
+    uint32_t rate_permil;
+    sim_time_t work_left_ps, seg_start_ps, seg_end_ps;
     uint32_t tl_index; /* its index on the host: its track in traces (TRK_THREAD) */
 };
 
-void host_init(struct host *h, struct sim *sim, uint32_t id, const char *name,
-               const struct host_cpu_params *cpu);
+/* Returns 0, or ENOMEM. */
+int host_init(struct host *h, struct sim *sim, uint32_t id, const char *name,
+              const struct host_cpu_params *cpu);
+/* Frees what host_init and the host model allocated (not the struct). */
+void host_fini(struct host *h);
 void host_dma_landed(struct host *h);
 void host_cqe_landed(struct host *h);
+/* The NIC wrote [addr, addr + len) of host memory (cache-line state:
+ * those lines are no longer in any core's cache).  Cheap when no program
+ * of the host uses the memory model. */
+void host_dma_wrote(struct host *h, const void *addr, size_t len);
+/* Extra time a NIC DMA of [addr, addr + len) takes because that memory is
+ * on a socket other than the NIC's: one link traversal for a write, two
+ * for a read, plus queueing for the inter-socket link (host.numa.*).  0
+ * for local memory; the link's occupancy is reserved by the call. */
+sim_time_t host_dma_numa_delay(struct host *h, const void *addr, size_t len, bool write);
+/* Is addr memory on another socket than the NIC's? */
+bool host_mem_is_remote(const struct host *h, const void *addr);
+/* Extra time a CPU store to the NIC (a doorbell) from the running thread
+ * takes to reach the NIC's socket: host.numa.dma_hop when the thread runs
+ * on another socket, else 0. */
+sim_time_t host_mmio_numa_delay(struct host *h);
 /* The thread / host of the running process (NULL outside a simulated
  * process, e.g. in unit tests that drive the NIC directly). */
 struct host_thread *host_thread_current(void);
 struct host *host_of_current(void);
 /* Start a process running fn(arg) on host h (its user pointer is a new
- * host_thread owned by the simulator run; freed with the sim). */
+ * host_thread owned by the simulator run; freed with the sim).  It is
+ * placed on a hardware thread now (sim/host/cpu.c, host_sched_place). */
 struct sim_proc *host_spawn(struct host *h, const char *name, sim_proc_fn fn, void *arg,
                             void *program, size_t stack_bytes);
+/* The same pinned to hardware thread `cpu` (-1: placed), and with its
+ * placement, and that of the threads it starts, kept on `socket` (-1:
+ * any): a scenario's `cpus:` and `socket:`.  NULL with errno EINVAL for a
+ * cpu or socket the host does not have. */
+struct sim_proc *host_spawn_on(struct host *h, const char *name, sim_proc_fn fn, void *arg,
+                               void *program, size_t stack_bytes, int cpu, int socket);
 /* Record a call other than an empty poll (resets the poll heuristic). */
 void host_note_call(void);
 /* Charge `ps` of CPU time to the running process (sleeps it).  Before
  * giving up the CPU it wakes this host's host_relax() waiters, since the
- * running thread may have written memory they poll. */
+ * running thread may have written memory they poll.  The time is work at
+ * the speed of one core alone: it runs slower while the sibling
+ * hyper-thread is busy, waits for the thread's time slice when threads
+ * share a hardware thread, and stops during OS interruptions
+ * (sim/host/cpu.c). */
 void host_charge(sim_time_t ps);
+/* The same for work that changed nothing another thread could observe (it
+ * only read memory: host_touch): wakes no parked thread. */
+void host_charge_private(sim_time_t ps);
 /* The running thread is about to store a doorbell: wait (charged as CPU
  * time) until its previous doorbell store has drained
  * (host_cpu_params.doorbell_gap_ps). */
 void host_doorbell(void);
 /* Park the running process on h->relax_wq (host_relax and spinning polls),
  * unless something it could observe changed since its last observation
- * (host_observed); then it returns at once. */
+ * (host_observed); then it returns at once.  A parked thread spins: it
+ * keeps its hardware thread busy. */
 void host_park(const char *why);
 /* Trace (TRACE_G_HOST, sim/trace.h): a span of thread t from t0_ps to
  * t1_ps named `call` (a string valid during the call), with the other
@@ -122,5 +258,15 @@ void host_trace_call(struct host_thread *t, sim_time_t t0_ps, sim_time_t t1_ps, 
 /* The running thread looked at memory / a CQ now (ibv_poll_cq calls it
  * where it reads the CQ). */
 void host_observed(void);
+/* The running thread blocks in the kernel (a wait that is not a spin:
+ * ibv_get_cq_event, a join, an out-of-band get, a firmware command): it
+ * leaves its hardware thread to others until host_block_end. */
+void host_block_begin(void);
+void host_block_end(void);
+/* Extra CPU time the running thread pays per line of NIC-written memory
+ * it reads (a CQE, a polled flag) because it runs on a socket other than
+ * the NIC's (host.numa.remote_cache - host.mem.llc; 0 on the NIC's
+ * socket).  The calibrated poll costs already hold the local read. */
+sim_time_t host_remote_line_extra(void);
 
 #endif /* RNICSIM_HOST_H */

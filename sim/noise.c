@@ -28,10 +28,26 @@ const struct noise_preset noise_presets[] = {
     {"poll-wakeup",
      {NOISE_LOGNORMAL, 50 * NS, 220 * NS, 0.002, 500 * NS},
      "fitted: ConnectX-5 ib_write_lat 8 B p50/p99/p99.9 (warpforge CONNECTX5.md)"},
+    /* OS interruptions of a CPU (host.os.noise, docs/host.md "OS noise"):
+     * the periodic scheduling-clock tick of a kernel without nohz_full.
+     * Period: CONFIG_HZ, 250 in Debian's and Ubuntu's kernels (the RB2
+     * testbed runs Ubuntu 18.04), 1000 in RHEL's.  Cost per tick: Tsafrir
+     * (ExpCS'07, "The context-switch overhead inflicted by hardware
+     * interrupts") measured the tick's direct + indirect (cache) overhead
+     * at 0.5-1.5 % of a CPU at 1000 Hz, i.e. 5-15 us per tick, falling
+     * with processor speed: the low end, 5 us. */
+    {"os-tick-250hz",
+     {NOISE_PERIODIC, 4e6 * NS, 5e3 * NS, 0, 0} /* 4 ms, 5 us */,
+     "Linux tick at CONFIG_HZ=250 (Debian/Ubuntu), 5 us each (Tsafrir, ExpCS'07: 0.5-1.5 % at 1 "
+     "kHz)"},
+    {"os-tick-1000hz",
+     {NOISE_PERIODIC, 1e6 * NS, 5e3 * NS, 0, 0} /* 1 ms, 5 us */,
+     "Linux tick at CONFIG_HZ=1000 (RHEL), 5 us each (Tsafrir, ExpCS'07: 0.5-1.5 % at 1 kHz)"},
 };
 const unsigned noise_presets_count = sizeof(noise_presets) / sizeof(noise_presets[0]);
 
-const char *const noise_preset_names[] = {"none", "poll-wakeup", NULL};
+const char *const noise_preset_names[] = {"none", "poll-wakeup", "os-tick-250hz", "os-tick-1000hz",
+                                          NULL};
 
 _Static_assert(sizeof(noise_preset_names) / sizeof(noise_preset_names[0]) ==
                    sizeof(noise_presets) / sizeof(noise_presets[0]) + 1,
@@ -42,11 +58,63 @@ void noise_init(struct noise *n, const struct sim *sim, const struct noise_dist 
 {
     n->d = *d;
     n->sigma = 0;
+    n->period_ps = n->stall_ps = n->phase_ps = 0;
     if (d->kind == NOISE_LOGNORMAL && d->a_ps > 0 && d->b_ps > 0)
         n->sigma = log(1.0 + d->b_ps / d->a_ps) / NOISE_Z99;
     else if (d->kind == NOISE_LOGNORMAL)
         n->d.kind = NOISE_NONE; /* degenerate: no spread */
     sim_rng_stream(sim, &n->rng, stream_name);
+    if (d->kind == NOISE_PERIODIC) {
+        n->period_ps = d->a_ps >= 1 ? (sim_time_t)llround(d->a_ps) : 0;
+        n->stall_ps = d->b_ps >= 1 ? (sim_time_t)llround(d->b_ps) : 0;
+        if (!n->period_ps || !n->stall_ps || n->stall_ps >= n->period_ps) {
+            n->d.kind = NOISE_NONE; /* degenerate: never, or always, stalled */
+            n->period_ps = n->stall_ps = 0;
+        } else {
+            n->phase_ps = sim_rng_below(&n->rng, n->period_ps);
+        }
+        n->d.spike_p = 0; /* not drawn per cost */
+    }
+}
+
+/* Stall time in [0, t). */
+static sim_time_t stalled_upto(const struct noise *n, sim_time_t t)
+{
+    if (t <= n->phase_ps)
+        return 0;
+    sim_time_t k = (t - n->phase_ps) / n->period_ps, r = (t - n->phase_ps) % n->period_ps;
+    return k * n->stall_ps + (r < n->stall_ps ? r : n->stall_ps);
+}
+
+sim_time_t noise_stalled_ps(const struct noise *n, sim_time_t a, sim_time_t b)
+{
+    if (!noise_periodic(n) || b <= a)
+        return 0;
+    return stalled_upto(n, b) - stalled_upto(n, a);
+}
+
+/* W(t) = t - stalled_upto(t), the CPU time available in [0, t), grows by
+ * period - stall per period; its smallest inverse gives the end. */
+sim_time_t noise_busy_end(const struct noise *n, sim_time_t start, sim_time_t busy)
+{
+    if (!noise_periodic(n) || !busy)
+        return start + busy;
+    sim_time_t target = start - stalled_upto(n, start) + busy;
+    if (target <= n->phase_ps)
+        return target;
+    sim_time_t per = n->period_ps - n->stall_ps, x = target - n->phase_ps;
+    sim_time_t k = x / per, r = x % per;
+    if (r == 0)
+        return n->phase_ps + k * n->period_ps; /* ends as stall k begins */
+    return n->phase_ps + k * n->period_ps + n->stall_ps + r;
+}
+
+sim_time_t noise_resume(const struct noise *n, sim_time_t t)
+{
+    if (!noise_periodic(n) || t < n->phase_ps)
+        return t;
+    sim_time_t r = (t - n->phase_ps) % n->period_ps;
+    return r < n->stall_ps ? t + (n->stall_ps - r) : t;
 }
 
 void noise_init_preset(struct noise *n, const struct sim *sim, unsigned idx,
@@ -83,6 +151,8 @@ int64_t noise_draw_ps(struct noise *n)
     case NOISE_UNIFORM:
         x = n->d.a_ps + (n->d.b_ps - n->d.a_ps) * sim_rng_uniform(&n->rng);
         break;
+    case NOISE_PERIODIC:
+        return 0; /* a function of time, not a draw */
     }
     if (n->d.spike_p > 0 && sim_rng_uniform(&n->rng) < n->d.spike_p)
         x += -n->d.spike_mean_ps * log(unit_open(&n->rng));

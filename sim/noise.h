@@ -22,6 +22,18 @@
  *   NOISE_UNIFORM      uniform in [lo, hi]
  * each optionally with a rare spike: with probability spike_p per draw an
  * extra Exp(spike_mean) delay (interrupts, preemption, SMIs).
+ *
+ * One kind is not drawn per cost but is a function of time: interruptions
+ * of a CPU (OS timer ticks) that take it away from whatever runs on it.
+ *   NOISE_PERIODIC     the CPU is stalled during [phase + k period,
+ *                      phase + k period + stall) for every k >= 0; the
+ *                      phase is drawn once, uniform in [0, period), from
+ *                      the source's stream (so CPUs are not in lock step)
+ * A CPU model asks how long work takes around the stalls
+ * (noise_busy_end), how much of an interval they took (noise_stalled_ps)
+ * and when a thread that was waiting can run again (noise_resume); all
+ * three are pure functions of the phase, so a computation whose speed
+ * changes midway can be re-planned exactly (sim/host/cpu.c).
  * Presets (noise_presets[]) name the published ones; parameter tables
  * refer to them by name (noise_preset_names, "none" first). */
 #ifndef RNICSIM_SIM_NOISE_H
@@ -37,12 +49,13 @@ enum noise_kind {
     NOISE_LOGNORMAL,
     NOISE_EXPONENTIAL,
     NOISE_UNIFORM,
+    NOISE_PERIODIC,
 };
 
 struct noise_dist {
     enum noise_kind kind;
-    double a_ps;          /* lognormal: fast; exponential: mean; uniform: lo */
-    double b_ps;          /* lognormal: p99 above the median; uniform: hi */
+    double a_ps;          /* lognormal: fast; exponential: mean; uniform: lo; periodic: period */
+    double b_ps;          /* lognormal: p99 above the median; uniform: hi; periodic: stall */
     double spike_p;       /* probability of a spike per draw (0 = none) */
     double spike_mean_ps; /* mean of a spike's extra delay (exponential) */
 };
@@ -63,6 +76,8 @@ struct noise {
     struct noise_dist d;
     double sigma; /* lognormal shape, derived */
     struct sim_rng rng;
+    /* NOISE_PERIODIC, derived: period, stall and this instance's phase */
+    sim_time_t period_ps, stall_ps, phase_ps;
 };
 
 /* Set `n` up to draw from `d` on the stream (sim seed, stream_name). */
@@ -75,8 +90,20 @@ static inline bool noise_on(const struct noise *n)
 {
     return n->d.kind != NOISE_NONE || n->d.spike_p > 0;
 }
-/* One draw: a signed offset in ps. */
+/* One draw: a signed offset in ps (0 for NOISE_PERIODIC, which is not
+ * drawn per cost). */
 int64_t noise_draw_ps(struct noise *n);
+static inline bool noise_periodic(const struct noise *n)
+{
+    return n->d.kind == NOISE_PERIODIC;
+}
+/* NOISE_PERIODIC (other kinds: no stalls, so a, b - a, start + busy, t):
+ * the stall time inside [a, b); the end of `busy` ps of work started at
+ * `start` when the stalls take the CPU away; `t`, or the end of the stall
+ * that covers t. */
+sim_time_t noise_stalled_ps(const struct noise *n, sim_time_t a, sim_time_t b);
+sim_time_t noise_busy_end(const struct noise *n, sim_time_t start, sim_time_t busy);
+sim_time_t noise_resume(const struct noise *n, sim_time_t t);
 /* base + one draw, at least 0 (base unchanged and no draw when off). */
 static inline sim_time_t noise_apply(struct noise *n, sim_time_t base)
 {

@@ -374,6 +374,14 @@ void sim_proc_sleep(sim_time_t delay_ps)
     switch_out(p);
 }
 
+bool sim_proc_resched(struct sim_proc *p, sim_time_t when)
+{
+    if (p->state != PROC_SLEEPING)
+        return false;
+    sim_schedule_at(p->sim, &p->wake_ev, when < p->sim->now ? p->sim->now : when);
+    return true;
+}
+
 void sim_proc_yield(void)
 {
     sim_proc_sleep(0);

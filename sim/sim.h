@@ -192,6 +192,11 @@ void sim_proc_set_user_owned(struct sim_proc *p, void *owned);
 void sim_proc_sleep(sim_time_t delay_ps);
 /* Give other events at the same instant a chance to run (FIFO). */
 void sim_proc_yield(void);
+/* Move the wake-up of `p`, which is sleeping in sim_proc_sleep, to the
+ * absolute time `when` (>= sim_now): a CPU whose speed changes while a
+ * thread computes on it (sim/host/cpu.c).  Returns false, doing nothing,
+ * when `p` is not sleeping. */
+bool sim_proc_resched(struct sim_proc *p, sim_time_t when);
 /* Processes waiting for `p` to finish (host_thread_join). */
 void sim_proc_join(struct sim_proc *p);
 

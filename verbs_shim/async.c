@@ -112,7 +112,9 @@ int ibv_get_async_event(struct ibv_context *context, struct ibv_async_event *eve
             errno = EAGAIN;
             return -1;
         }
+        host_block_begin();
         sim_waitq_wait(&sctx->async_wq, "ibv_get_async_event: waiting for an async event");
+        host_block_end();
     }
     struct shim_async_event_node *n = sctx->async_head;
     sctx->async_head = n->next;

@@ -176,7 +176,9 @@ int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq **cq, void 
             errno = EAGAIN;
             return -1;
         }
+        host_block_begin(); /* asleep in read(2): its CPU is free for others */
         sim_waitq_wait(&ch->wq, "ibv_get_cq_event: waiting for a completion event");
+        host_block_end();
     }
     struct shim_cq *scq = channel_pop(ch);
     channel_fd_take(ch);
@@ -271,8 +273,11 @@ int ibv_destroy_cq(struct ibv_cq *cq)
         channel_remove_cq(scq->channel, scq);
         scq->channel->ch.refcnt--;
     }
-    while (sim_proc_current() && cq->comp_events_completed != scq->events_delivered)
+    while (sim_proc_current() && cq->comp_events_completed != scq->events_delivered) {
+        host_block_begin();
         sim_waitq_wait(&scq->ack_wq, "ibv_destroy_cq: waiting for ibv_ack_cq_events");
+        host_block_end();
+    }
     pthread_cond_destroy(&cq->cond);
     pthread_mutex_destroy(&cq->mutex);
     scq->ctx->n_cqs--;
@@ -353,8 +358,11 @@ int shim_poll_cq(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc)
         got = num_entries > 0 ? nic_cq_poll(scq->ncq, num_entries, wc) : 0;
     }
     int n = got > 0 ? got : 0;
-    sim_time_t cost = sim_time_add(ht->host->cpu.poll_cq_ps,
-                                   sim_time_mul((uint64_t)n, ht->host->cpu.poll_cqe_ps));
+    /* a thread on another socket than the NIC reads each CQE across it */
+    sim_time_t cost =
+        sim_time_add(ht->host->cpu.poll_cq_ps,
+                     sim_time_mul((uint64_t)n, sim_time_add(ht->host->cpu.poll_cqe_ps,
+                                                            host_remote_line_extra())));
     if (sim_trace_on(ht->host->sim, TRACE_G_HOST)) { /* after a park: that was its own span */
         sim_time_t now = sim_now(ht->host->sim);
         host_trace_call(ht, now, sim_time_add(now, cost), "ibv_poll_cq",

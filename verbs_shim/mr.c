@@ -51,8 +51,11 @@ static void mr_cost(struct nic *nic, uint64_t pages, bool pin, uint32_t cmds)
         host_charge(pages * per);
     if (cmds && nic) {
         sim_time_t d = nic_cmd_delay(nic, cmds);
-        if (d)
+        if (d) { /* asleep in the kernel until the firmware answers */
+            host_block_begin();
             sim_proc_sleep(d);
+            host_block_end();
+        }
     }
 }
 

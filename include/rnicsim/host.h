@@ -8,7 +8,15 @@
  * In simulation a busy loop must call host_relax() (or ibv_poll_cq) in its
  * body: the simulator parks the process there until something it could
  * observe changes (a DMA write into this host's memory, a CQE, or another
- * process of the host ran), and charges the elapsed time in one step. */
+ * process of the host ran), and charges the elapsed time in one step.
+ *
+ * The host model (docs/host.md) also knows the host's CPUs and memory:
+ * threads run on hardware threads of cores of sockets (hyper-threads
+ * share their core, more threads than hardware threads take turns), and
+ * memory has a socket and cache lines whose state the NIC's DMA and the
+ * CPUs change.  A program tells it where it runs and what it allocates and
+ * reads with the calls of the second half of this file; on real hardware
+ * they map to pthread_setaffinity_np, libnuma and plain loads. */
 #ifndef RNICSIM_HOST_API_H
 #define RNICSIM_HOST_API_H
 
@@ -23,7 +31,9 @@ extern "C" {
 uint64_t host_now_ns(void);
 /* Spend `ns` nanoseconds of CPU time (declared computation). */
 void host_compute(uint64_t ns);
-/* Copy like memcpy and charge the host profile's memcpy cost. */
+/* Copy like memcpy and charge the host profile's memcpy cost: len at
+ * host.cpu.memcpy_rate (slower from / to the other socket's memory) plus
+ * the first cache miss of each side (docs/host.md "Memory"). */
 void *host_memcpy(void *dst, const void *src, size_t n);
 /* Body of a spin loop: wait until memory of this host may have changed. */
 void host_relax(void);
@@ -60,6 +70,54 @@ const char *host_name(void);
  * per-message windows at such marks.  Costs no simulated time, and nothing
  * when the trace is off; a no-op on real hardware. */
 void host_trace_mark(const char *static_text, uint64_t value);
+
+/* ---- CPUs (docs/host.md "CPUs").  CPU numbers are Linux's: on a host of
+ * S sockets x C cores x 2 hyper-threads, CPU c is core c % (S C) (socket
+ * (c % (S C)) / C) and CPUs c and c + S C are the two hyper-threads of one
+ * core.  A thread starts on an idle core of the NIC's socket while there
+ * is one (then an idle core elsewhere, an idle hyper-thread, the least
+ * loaded CPU), unless the scenario pins it (`cpus:` / `socket:`). */
+
+/* Hardware threads / sockets of this host (-1 with errno on failure). */
+int host_cpus(void);
+int host_sockets(void);
+/* Socket / physical core of CPU `cpu`; -1 with errno EINVAL if the host
+ * has no such CPU. */
+int host_cpu_socket(int cpu);
+int host_cpu_core(int cpu);
+/* The socket the RDMA device `ibdev` (e.g. "mlx5_0"; NULL: the first /
+ * the simulated host's NIC) is attached to: 0 when unknown. */
+int host_nic_socket(const char *ibdev);
+/* Pin the calling thread to CPU `cpu` (it moves there now).  0, or -1
+ * with errno EINVAL (no such CPU) or what pthread_setaffinity_np says. */
+int host_pin_cpu(int cpu);
+/* The CPU / socket the calling thread runs on (-1 with errno if unknown). */
+int host_current_cpu(void);
+int host_current_socket(void);
+
+/* ---- Memory (docs/host.md "Memory"). */
+
+/* `socket` argument of host_alloc: the calling thread's socket. */
+#define HOST_SOCKET_LOCAL (-1)
+/* `len` bytes of zeroed, page-aligned memory on socket `socket`
+ * (HOST_SOCKET_LOCAL: the caller's).  NULL with errno EINVAL (no such
+ * socket, len 0) or ENOMEM.  Free with host_free(p, len).  Memory from
+ * anywhere else (malloc, the stack) counts as on the NIC's socket. */
+void *host_alloc(size_t len, int socket);
+void host_free(void *p, size_t len);
+/* Socket of the memory at `addr` (-1 with errno if unknown). */
+int host_mem_socket(const void *addr);
+/* The calling thread reads [addr, addr + len), in order: charges the CPU
+ * time of every 64 B cache line it spans by the line's state - a few ns
+ * for a line in its caches, a miss for a line the NIC wrote since it last
+ * read it (or another core wrote), memory latency for a line never
+ * touched, more from the other socket.  Misses of one call overlap
+ * (host.mem.mlp).  On real hardware: one load per line. */
+void host_touch(const void *addr, size_t len);
+/* The calling thread has written [addr, addr + len) (with its own
+ * stores): charges like host_touch, and the lines become this core's,
+ * modified.  On real hardware a no-op (the stores were the cost). */
+void host_touch_write(void *addr, size_t len);
 
 /* Results: one row of a named table, as key/value pairs.  In the simulator
  * rows go into the run's JSON results ("tables"); on real hardware they are

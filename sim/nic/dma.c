@@ -100,8 +100,11 @@ static void dma_copy(struct nic *nic, const struct nic_op *op, uint32_t off, uin
             uint32_t n = s->len - in < len ? s->len - in : len;
             /* `payload: none`: no bytes move (pkt.h) */
             const struct nic_mr *mr = nic->no_payload ? NULL : nic_mr_lookup(nic, s->key);
-            if (mr)
+            if (mr) {
                 nic_host_write(mr, s->host + in, op->dma_src + off, n);
+                if (nic->host && !mr->dm) /* cache-line state (sim/host/mem.c) */
+                    host_dma_wrote(nic->host, s->host + in, n);
+            }
             if (trace) {
                 struct trace_rec r = {.kind = TRACE_DMA_WRITE,
                                       .node = nic->node_id,
@@ -173,11 +176,59 @@ static void dma_strict_land(struct sim *sim, void *a, void *b)
     dma_free(op->nic, op);
 }
 
+/* Memory on the other socket than the NIC is one inter-socket link
+ * further (host.numa.*): the write lands after it, never before the
+ * writes issued before it (their visibility is the horizon), and the
+ * writes and reads after it may not pass it (it becomes the horizon). */
 static void dma_strict_visible(struct sim *sim, void *a, void *b)
 {
     struct nic_op *op = a;
-    if (!nic_dma_wait_relaxed(op->nic, dma_strict_land, a, b))
-        dma_strict_land(sim, a, b);
+    struct nic *nic = op->nic;
+    sim_time_t extra =
+        nic->host && nic->host->mem ? nic_dma_numa_delay(nic, op, 0, op->dma_len, true) : 0;
+    if (!extra) {
+        if (!nic_dma_wait_relaxed(nic, dma_strict_land, a, b))
+            dma_strict_land(sim, a, b);
+        return;
+    }
+    sim_time_t now = sim_now(sim), t = now + extra;
+    if (nic->dma.horizon_ps > t)
+        t = nic->dma.horizon_ps;
+    nic->dma.horizon_ps = t;
+    sim_call_in(sim, t - now, dma_strict_land, a, b);
+}
+
+bool nic_dma_numa_remote(const struct nic *nic, const struct nic_op *op)
+{
+    for (uint32_t i = 0; nic->host && nic->host->mem && i < op->n_seg; i++)
+        if (op->seg[i].len && host_mem_is_remote(nic->host, op->seg[i].host))
+            return true;
+    return false;
+}
+
+sim_time_t nic_dma_numa_delay(struct nic *nic, const struct nic_op *op, uint32_t off, uint32_t len,
+                              bool write)
+{
+    struct host *h = nic->host;
+    if (!h || !h->mem || !len)
+        return 0; /* no program of the host placed memory: all on the NIC's socket */
+    sim_time_t worst = 0;
+    uint32_t pos = 0; /* offset of segment i in the operation */
+    for (uint32_t i = 0; i < op->n_seg && len; i++) {
+        const struct nic_seg *s = &op->seg[i];
+        uint32_t end = pos + s->len;
+        if (off < end) {
+            uint32_t in = off - pos;
+            uint32_t n = s->len - in < len ? s->len - in : len;
+            sim_time_t d = host_dma_numa_delay(h, s->host + in, n, write);
+            if (d > worst)
+                worst = d;
+            off += n;
+            len -= n;
+        }
+        pos = end;
+    }
+    return worst;
 }
 
 /* ---------------------------------------------------------------- relaxed */
@@ -212,6 +263,8 @@ static void dma_ro_visible(struct sim *sim, void *a, void *b)
     dma_rng_init(nic);
     sim_time_t max = nic->p.dma_ro_max_delay_ps;
     sim_time_t d = max ? (sim_time_t)sim_rng_below(&nic->dma.rng, (uint64_t)max + 1) : 0;
+    uint32_t mps = dma_chunk_bytes(nic), off = (uint32_t)(uintptr_t)b * mps;
+    d = sim_time_add(d, nic_dma_numa_delay(nic, op, off, op->dma_len - off < mps ? op->dma_len - off : mps, true));
     sim_time_t t = sim_time_add(sim_now(sim), d);
     if (t > nic->dma.horizon_ps)
         nic->dma.horizon_ps = t;

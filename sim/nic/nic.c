@@ -326,8 +326,11 @@ void nic_copy_to_host(struct nic *nic, const struct nic_op *op, const uint8_t *b
     for (uint32_t i = 0; i < op->n_seg; i++) {
         const struct nic_seg *s = &op->seg[i];
         const struct nic_mr *mr = s->len ? nic_mr_lookup(nic, s->key) : NULL;
-        if (mr)
+        if (mr) {
             nic_host_write(mr, s->host, buf + off, s->len);
+            if (nic->host && !mr->dm) /* cache-line state (sim/host/mem.c) */
+                host_dma_wrote(nic->host, s->host, s->len);
+        }
         off += s->len;
     }
 }

@@ -511,6 +511,14 @@ void nic_dma_place(struct nic *nic, struct nic_op *op, const uint8_t *src, uint3
  * earlier relaxed write that is not visible yet.  Returns true if it must
  * wait: fn(a, b) is then called (once) when it may go on. */
 bool nic_dma_wait_relaxed(struct nic *nic, sim_cb_fn fn, void *a, void *b);
+/* Extra time the part [off, off + len) of op's segments needs because it
+ * is memory on the other socket than the NIC (host_dma_numa_delay: the
+ * inter-socket link; a read crosses it twice).  0 when the host's
+ * programs placed no memory away from the NIC. */
+sim_time_t nic_dma_numa_delay(struct nic *nic, const struct nic_op *op, uint32_t off, uint32_t len,
+                              bool write);
+/* Does op touch memory on the other socket (no link time reserved)? */
+bool nic_dma_numa_remote(const struct nic *nic, const struct nic_op *op);
 /* The NIC's random stream for ib-ar packet delays. */
 struct sim_rng *nic_dma_ar_rng(struct nic *nic);
 

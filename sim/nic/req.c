@@ -212,6 +212,14 @@ static void db_arrived(struct sim *sim, void *a, void *b)
     sim_call_in(sim, op->nic->p.doorbell_proc_ps, db_process, op, NULL);
 }
 
+static void db_cross_socket(struct sim *sim, void *a, void *b)
+{
+    (void)sim;
+    struct nic_op *op = a;
+    nic_pcie_trace_ctx(op->nic, op); /* the context is the next PCIe operation's */
+    pcie_mmio_write_k(op->nic->pcie, PCIE_K_DOORBELL, (uint64_t)(uintptr_t)b, db_arrived, op, NULL);
+}
+
 void nic_sq_doorbell(struct nic_qp *qp)
 {
     struct nic *nic = qp->nic;
@@ -226,11 +234,16 @@ void nic_sq_doorbell(struct nic_qp *qp)
     op->tr_from = qp->sq_db;
     qp->sq_db = qp->sq_tail;
     uint64_t bytes = bf ? (sz + 63u) & ~63u : 8;
-    nic_pcie_trace_ctx(nic, op);
-    if (nic->pcie)
+    /* a thread on another socket: the store crosses the socket link first */
+    sim_time_t hop = nic->host ? host_mmio_numa_delay(nic->host) : 0;
+    if (nic->pcie && hop)
+        sim_call_in(nic->sim, hop, db_cross_socket, op, (void *)(uintptr_t)bytes);
+    else if (nic->pcie) {
+        nic_pcie_trace_ctx(nic, op);
         pcie_mmio_write_k(nic->pcie, PCIE_K_DOORBELL, bytes, db_arrived, op, NULL);
-    else
+    } else {
         db_arrived(nic->sim, op, NULL);
+    }
 }
 
 /* ---------------------------------------------------------------- packets */

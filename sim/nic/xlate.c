@@ -208,6 +208,31 @@ void nic_xlate_learn_mr(struct nic *nic, const struct nic_mr *mr)
 
 /* ---------------------------------------------------------------- memory access */
 
+static void mem_read_issue(struct sim *sim, void *a, void *b)
+{
+    (void)sim;
+    (void)b;
+    struct nic_op *op = a;
+    nic_pcie_trace_ctx(op->nic, op); /* the context is the next PCIe operation's */
+    pcie_dma_read_chain_k(op->nic->pcie, op->mem_kind, 0, op->mem_bytes, op->mem_chain,
+                          op->mem_done, op, op->mem_b);
+}
+
+/* A write to the other socket's memory: one more link to cross after
+ * PCIe, which later ordered writes and reads may not pass (dma.c). */
+static void mem_write_numa(struct sim *sim, void *a, void *b)
+{
+    (void)b;
+    struct nic_op *op = a;
+    struct nic *nic = op->nic;
+    sim_time_t now = sim_now(sim);
+    sim_time_t t = now + nic_dma_numa_delay(nic, op, 0, (uint32_t)op->mem_bytes, true);
+    if (nic->dma.horizon_ps > t)
+        t = nic->dma.horizon_ps; /* not before the writes issued before it */
+    nic->dma.horizon_ps = t;
+    sim_call_in(sim, t - now, op->mem_done, op, op->mem_b);
+}
+
 static void mem_go(struct nic_op *op)
 {
     struct nic *nic = op->nic;
@@ -222,12 +247,22 @@ static void mem_go(struct nic_op *op)
         nic->cnt.dma_reads++;
     /* peer memory: peer-to-peer over the device's own link (peer.c) */
     struct pcie_link *link = op->xl_peer ? op->xl_peer : nic->pcie;
-    if (link && sim_trace_on(nic->sim, TRACE_G_PCIE)) /* the QP and PSN of its TLPs */
+    /* host memory on the other socket than the NIC (host.numa.*): a read
+     * waits for the link both ways before its completions can come back */
+    bool remote = !op->xl_peer && nic->pcie && nic_dma_numa_remote(nic, op);
+    sim_time_t numa = remote && !op->mem_write
+                          ? nic_dma_numa_delay(nic, op, 0, (uint32_t)op->mem_bytes, false)
+                          : 0;
+    if (link && !numa && sim_trace_on(nic->sim, TRACE_G_PCIE)) /* the QP and PSN of its TLPs */
         pcie_trace_ctx(link, nic_op_trace_qpn(op), nic_op_trace_psn(op));
     if (!link)
         op->mem_done(nic->sim, op, op->mem_b);
+    else if (op->mem_write && remote)
+        pcie_dma_write_k(link, op->mem_kind, 0, op->mem_bytes, mem_write_numa, op, NULL);
     else if (op->mem_write)
         pcie_dma_write_k(link, op->mem_kind, 0, op->mem_bytes, op->mem_done, op, op->mem_b);
+    else if (numa)
+        sim_call_in(nic->sim, numa, mem_read_issue, op, NULL);
     else
         pcie_dma_read_chain_k(link, op->mem_kind, 0, op->mem_bytes, op->mem_chain, op->mem_done, op,
                               op->mem_b);

@@ -486,6 +486,7 @@ void ps_destroy(struct pswitch *ps)
         free(ps->groups[i].m);
     free(ps->groups);
     free(ps->digests);
+    host_fini(&ps->cpu); /* its CPUs (sim/host/cpu.c) and placed memory */
     free(ps);
 }
 

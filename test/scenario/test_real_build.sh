@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The real-hardware build: configure a separate build with
 # -DRNICSIM_REAL_VERBS=ON, build real_perftest, real_rima_stream (the
-# portable append-queue layer protocols/rima linked in) and real_hello_write
-# against the system libibverbs with zero warnings, and check on this
+# portable append-queue layer protocols/rima linked in), real_hello_write
+# and real_hostbench (the host model's calls - CPUs, sockets, host_alloc,
+# host_touch - on sysfs, pthread_setaffinity_np and mbind) against the
+# system libibverbs with zero warnings, and check on this
 # machine (no RDMA device) that they say "no RDMA device found" and exit 1
 # (rima_stream: 2, its setup-error status).  The rima layer built that way
 # references no append-queue verb, and answers RIMA_HW with EOPNOTSUPP.  Also checks
@@ -16,10 +18,11 @@ build="$scratch/build-real"
 # 1. configure + build with warnings as errors, and no warning in the log
 log="$scratch/build.log"
 if cmake -S "$src" -B "$build" -DRNICSIM_REAL_VERBS=ON -DRNICSIM_WERROR=ON >"$log" 2>&1 &&
-    cmake --build "$build" --target real_perftest real_rima_stream real_hello_write -j2 >>"$log" 2>&1; then
-    ok "configure and build real_perftest, real_rima_stream, real_hello_write"
+    cmake --build "$build" --target real_perftest real_rima_stream real_hello_write real_hostbench \
+        -j2 >>"$log" 2>&1; then
+    ok "configure and build real_perftest, real_rima_stream, real_hello_write, real_hostbench"
 else
-    bad "configure and build real_perftest, real_rima_stream, real_hello_write"
+    bad "configure and build real_perftest, real_rima_stream, real_hello_write, real_hostbench"
     tail -40 "$log"
 fi
 check "build has zero warnings" "! grep -qi 'warning:' '$log'"
@@ -44,6 +47,20 @@ if [ -x "$build/real_perftest" ]; then
     check "real_perftest bad --sizes: exit 1 (got $rc)" "[ $rc -eq 1 ]"
 else
     bad "real_perftest was not built"
+fi
+if [ -x "$build/real_hostbench" ]; then
+    # no RDMA device is needed for the threads test: the CPU calls on this
+    # machine (pinning to CPU 0 twice: both run there)
+    out=$(timeout 20 "$build/real_hostbench" --test=threads --cpus=0,0 --iters=10 --work=1000 2>&1)
+    rc=$?
+    check "real_hostbench --test=threads: pinned threads run (exit $rc)" \
+        "[ $rc -eq 0 ] && grep -q '2 thread(s), 10 x 1000 ns' <<<\"\$out\""
+    out=$(RNICSIM_OOB_PORT=0 timeout 20 "$build/real_hostbench" --server 2>&1)
+    rc=$?
+    check "real_hostbench --server: no device, exit 1 (got $rc)" \
+        "[ $rc -eq 1 ] && grep -q 'no RDMA device found' <<<\"\$out\""
+else
+    bad "real_hostbench was not built"
 fi
 if [ -x "$build/real_hello_write" ]; then
     out=$(RNICSIM_OOB_PORT=0 timeout 20 "$build/real_hello_write" --server 2>&1)

@@ -4,7 +4,11 @@
  *  - spikes: about spike_p of the draws carry an extra delay;
  *  - the same (seed, stream) gives the same draws; another stream or seed
  *    other draws; "none" never draws and noise_apply leaves the base;
- *  - noise_apply clamps at zero; the preset table and names agree. */
+ *  - noise_apply clamps at zero; the preset table and names agree;
+ *  - periodic interruptions (OS ticks): the end of work around the
+ *    stalls, the stall time of an interval and the resume time, by hand
+ *    for a known phase; the phase is the same per (seed, stream) and
+ *    another for another seed. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -113,9 +117,61 @@ static void test_streams_and_apply(void)
     sim_destroy(c);
 }
 
+/* Ticks every 4 ms lasting 5 us, phase 1 ms: stalls [1, 1.005), [5,
+ * 5.005), [9, 9.005) ms ... */
+static void test_periodic(struct sim *sim)
+{
+    struct noise n;
+    noise_init(&n, sim, &(struct noise_dist){NOISE_PERIODIC, 4e9, 5e6, 0, 0}, "t/tick");
+    CHECK(noise_on(&n) && noise_periodic(&n));
+    CHECK(n.phase_ps < 4 * SIM_MS);
+    CHECK(noise_draw_ps(&n) == 0); /* not drawn per cost */
+    n.phase_ps = 1 * SIM_MS;
+    /* 10 ms of work from 0: 1 ms, stall, 3.995 ms, stall, 3.995 ms, stall,
+     * the last 1.01 ms: ends at 10.015 ms */
+    CHECK_EQ_U64(noise_busy_end(&n, 0, 10 * SIM_MS), 10015 * SIM_US);
+    CHECK_EQ_U64(noise_stalled_ps(&n, 0, 10015 * SIM_US), 15 * SIM_US);
+    /* work that ends exactly where a stall starts does not wait for it */
+    CHECK_EQ_U64(noise_busy_end(&n, 0, 1 * SIM_MS), 1 * SIM_MS);
+    /* work starting inside a stall starts when it ends */
+    CHECK_EQ_U64(noise_busy_end(&n, 5002 * SIM_US, 1 * SIM_US), 5006 * SIM_US);
+    CHECK_EQ_U64(noise_stalled_ps(&n, 5002 * SIM_US, 9002 * SIM_US), 3 * SIM_US + 2 * SIM_US);
+    CHECK_EQ_U64(noise_resume(&n, 5002 * SIM_US), 5005 * SIM_US);
+    CHECK_EQ_U64(noise_resume(&n, 5005 * SIM_US), 5005 * SIM_US);
+    CHECK_EQ_U64(noise_resume(&n, 500 * SIM_US), 500 * SIM_US);
+    /* the presets: 4 ms / 5 us and 1 ms / 5 us */
+    unsigned i250 = 0, i1000 = 0;
+    for (unsigned i = 0; noise_preset_names[i]; i++) {
+        if (!strcmp(noise_preset_names[i], "os-tick-250hz"))
+            i250 = i;
+        if (!strcmp(noise_preset_names[i], "os-tick-1000hz"))
+            i1000 = i;
+    }
+    CHECK(i250 && i1000);
+    noise_init_preset(&n, sim, i250, "t/os");
+    CHECK_EQ_U64(n.period_ps, 4 * SIM_MS);
+    CHECK_EQ_U64(n.stall_ps, 5 * SIM_US);
+    sim_time_t phase_a = n.phase_ps;
+    noise_init_preset(&n, sim, i1000, "t/os");
+    CHECK_EQ_U64(n.period_ps, 1 * SIM_MS);
+    /* determinism per seed: the same seed and stream, the same phase */
+    struct sim *again = sim_create(1), *other = sim_create(2);
+    noise_init_preset(&n, again, i250, "t/os");
+    CHECK_EQ_U64(n.phase_ps, phase_a);
+    noise_init_preset(&n, other, i250, "t/os");
+    CHECK(n.phase_ps != phase_a);
+    sim_destroy(again);
+    sim_destroy(other);
+    /* degenerate: a stall as long as the period is none */
+    noise_init(&n, sim, &(struct noise_dist){NOISE_PERIODIC, 1e6, 1e6, 0, 0}, "t/x");
+    CHECK(!noise_on(&n));
+    CHECK_EQ_U64(noise_busy_end(&n, 7, 5), 12);
+}
+
 int main(void)
 {
     struct sim *sim = sim_create(1);
+    test_periodic(sim);
     test_lognormal(sim);
     test_exp_uniform_spike(sim);
     sim_destroy(sim);

@@ -126,6 +126,8 @@ void fx_destroy(struct fx *fx)
     for (unsigned i = 0; i < fx->n_hosts; i++)
         pcie_link_destroy(fx->pcie[i]);
     topo_destroy(fx->topo);
+    for (unsigned i = 0; i < fx->n_hosts; i++)
+        host_fini(&fx->hosts[i]);
     sim_destroy(fx->sim);
     pkt_pool_destroy(fx->pool);
     free(fx);

@@ -3,6 +3,16 @@
  *   time       clock_gettime(CLOCK_MONOTONIC); host_compute busy-waits
  *   spinning   host_relax = CPU pause hint + compiler barrier
  *   threads    pthreads; a handle is an index into a small table
+ *   CPUs       pthread_setaffinity_np (host_pin_cpu), sched_getcpu; the
+ *              topology from sysfs (/sys/devices/system/{cpu,node},
+ *              /sys/class/infiniband/<dev>/device/numa_node)
+ *   memory     host_alloc = mmap + mbind(MPOL_BIND) to the node, then
+ *              touched by the caller (what libnuma's numa_alloc_onnode
+ *              does; the system calls are made directly so a real build
+ *              needs no libnuma), HOST_SOCKET_LOCAL = first touch by the
+ *              caller; host_mem_socket = get_mempolicy(MPOL_F_NODE |
+ *              MPOL_F_ADDR); host_touch = one load per cache line;
+ *              host_touch_write = nothing (the program's stores were it)
  *   results    host_report prints "table: key=value ..." lines on stdout
  *   out of band a key/value board.  The `--server` process keeps it and
  *              serves it over TCP (port $RNICSIM_OOB_PORT, default 18515
@@ -21,7 +31,9 @@
  * least once, so a final barrier value is not lost with the process. */
 #include "host_posix.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <linux/mempolicy.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -32,7 +44,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -74,6 +89,193 @@ void host_compute(uint64_t ns)
 void *host_memcpy(void *dst, const void *src, size_t n)
 {
     return memcpy(dst, src, n);
+}
+
+/* ------------------------------------------------------------ CPUs and sockets */
+
+/* The first integer of a sysfs file (or of a list "0-3,8"), or -1. */
+static long sysfs_long(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    long v = -1;
+    if (fscanf(f, "%ld", &v) != 1)
+        v = -1;
+    fclose(f);
+    return v;
+}
+
+int host_cpus(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_CONF);
+    return n > 0 ? (int)n : -1;
+}
+
+/* NUMA nodes: node<N> directories of /sys/devices/system/node (1 when the
+ * kernel has no NUMA). */
+int host_sockets(void)
+{
+    DIR *d = opendir("/sys/devices/system/node");
+    if (!d)
+        return 1;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        n += strncmp(e->d_name, "node", 4) == 0 && e->d_name[4] >= '0' && e->d_name[4] <= '9';
+    closedir(d);
+    return n > 0 ? n : 1;
+}
+
+static bool cpu_valid(int cpu)
+{
+    if (cpu < 0 || cpu >= host_cpus() || cpu >= CPU_SETSIZE) {
+        errno = EINVAL;
+        return false;
+    }
+    return true;
+}
+
+/* The node<N> link in /sys/devices/system/cpu/cpu<cpu>/. */
+int host_cpu_socket(int cpu)
+{
+    if (!cpu_valid(cpu))
+        return -1;
+    char path[96];
+    snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu%d", cpu);
+    DIR *d = opendir(path);
+    int node = 0;
+    if (d) {
+        for (struct dirent *e; (e = readdir(d));)
+            if (strncmp(e->d_name, "node", 4) == 0 && e->d_name[4] >= '0' && e->d_name[4] <= '9')
+                node = atoi(e->d_name + 4);
+        closedir(d);
+    }
+    return node;
+}
+
+/* The lowest CPU of the core's hyper-threads, as in the simulator. */
+int host_cpu_core(int cpu)
+{
+    if (!cpu_valid(cpu))
+        return -1;
+    char path[128];
+    snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu%d/topology/thread_siblings_list",
+             cpu);
+    long c = sysfs_long(path);
+    return c >= 0 ? (int)c : cpu;
+}
+
+/* /sys/class/infiniband/<dev>/device/numa_node (-1 there: no NUMA) */
+int host_nic_socket(const char *ibdev)
+{
+    char name[256] = "";
+    if (ibdev) {
+        snprintf(name, sizeof(name), "%s", ibdev);
+    } else {
+        DIR *d = opendir("/sys/class/infiniband");
+        for (struct dirent *e; d && (e = readdir(d));)
+            if (e->d_name[0] != '.') {
+                snprintf(name, sizeof(name), "%s", e->d_name);
+                break;
+            }
+        if (d)
+            closedir(d);
+    }
+    if (!name[0] || strchr(name, '/'))
+        return 0;
+    char path[384];
+    snprintf(path, sizeof(path), "/sys/class/infiniband/%s/device/numa_node", name);
+    long n = sysfs_long(path);
+    return n > 0 ? (int)n : 0;
+}
+
+int host_pin_cpu(int cpu)
+{
+    if (!cpu_valid(cpu))
+        return -1;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    int rc = pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+    if (rc) {
+        errno = rc;
+        return -1;
+    }
+    return 0;
+}
+
+int host_current_cpu(void)
+{
+    return sched_getcpu();
+}
+
+int host_current_socket(void)
+{
+    int c = sched_getcpu();
+    return c < 0 ? -1 : host_cpu_socket(c);
+}
+
+/* ------------------------------------------------------------ memory on sockets */
+
+void *host_alloc(size_t len, int socket)
+{
+    int nodes = host_sockets();
+    if (!len || socket < HOST_SOCKET_LOCAL || socket >= nodes) {
+        errno = EINVAL;
+        return NULL;
+    }
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    if (socket >= 0 && nodes > 1) {
+        unsigned long mask[4] = {0};
+        if ((size_t)socket >= 8 * sizeof(mask)) {
+            munmap(p, len);
+            errno = EINVAL;
+            return NULL;
+        }
+        mask[socket / (8 * sizeof(long))] = 1ul << (socket % (8 * sizeof(long)));
+        if (syscall(SYS_mbind, p, len, MPOL_BIND, mask, 8 * sizeof(mask) + 1, 0) != 0) {
+            int e = errno;
+            munmap(p, len);
+            errno = e;
+            return NULL;
+        }
+    }
+    memset(p, 0, len); /* the pages come from the node now (or the caller's, first touch) */
+    return p;
+}
+
+void host_free(void *p, size_t len)
+{
+    if (p && len)
+        munmap(p, len);
+}
+
+int host_mem_socket(const void *addr)
+{
+    int node = -1;
+    if (syscall(SYS_get_mempolicy, &node, NULL, 0, addr, MPOL_F_NODE | MPOL_F_ADDR) != 0)
+        return host_sockets() == 1 ? 0 : -1; /* no NUMA in the kernel: one node */
+    return node;
+}
+
+void host_touch(const void *addr, size_t len)
+{
+    if (!addr || !len)
+        return;
+    const volatile unsigned char *p = addr;
+    uintptr_t a = (uintptr_t)addr, end = a + len;
+    for (uintptr_t line = a & ~(uintptr_t)63; line < end; line += 64)
+        (void)p[(line < a ? a : line) - a];
+}
+
+void host_touch_write(void *addr, size_t len)
+{
+    (void)addr; /* the program's own stores were the cost */
+    (void)len;
 }
 
 static char hostname_buf[256];

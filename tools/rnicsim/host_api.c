@@ -17,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sim/host/cpu.h"
+#include "sim/host/mem.h"
 #include "sim/trace.h"
 #include "tools/rnicsim/rnicsim.h"
 
@@ -66,15 +68,204 @@ void host_compute(uint64_t ns)
     host_charge(ns * SIM_NS);
 }
 
+/* The core and socket of the running thread (the NIC's socket, core 0,
+ * for a thread the CPU model has not placed). */
+static void thread_where(const struct host_thread *t, uint32_t *core, uint32_t *socket)
+{
+    *core = t->vcpu ? t->vcpu->core : 0;
+    *socket = t->vcpu ? t->vcpu->socket : t->host->cpu.topo.nic_socket;
+}
+
 void *host_memcpy(void *dst, const void *src, size_t n)
 {
     host_note_call();
     if (n)
         memcpy(dst, src, n);
-    struct host *h = host_of_current();
-    if (h && h->cpu.memcpy_bytes_per_s && n)
-        host_charge(sim_bytes_to_ps(n, h->cpu.memcpy_bytes_per_s * 8));
+    struct host_thread *t = host_thread_current();
+    if (t && n) {
+        uint32_t core, socket;
+        thread_where(t, &core, &socket);
+        host_charge(host_mem_copy(t->host, core, socket, (uintptr_t)dst, (uintptr_t)src, n));
+    }
     return dst;
+}
+
+void host_touch(const void *addr, size_t len)
+{
+    host_note_call();
+    struct host_thread *t = host_thread_current();
+    if (!t || !addr || !len)
+        return;
+    uint32_t core, socket;
+    thread_where(t, &core, &socket);
+    /* reading changes nothing another thread could see: wakes no spinner */
+    host_charge_private(host_mem_access(t->host, core, socket, (uintptr_t)addr, len, false));
+}
+
+void host_touch_write(void *addr, size_t len)
+{
+    host_note_call();
+    struct host_thread *t = host_thread_current();
+    if (!t || !addr || !len)
+        return;
+    uint32_t core, socket;
+    thread_where(t, &core, &socket);
+    host_charge(host_mem_access(t->host, core, socket, (uintptr_t)addr, len, true));
+}
+
+/* ---------------------------------------------------------------- CPUs and sockets */
+
+static struct host *host_or_eperm(void)
+{
+    struct host *h = host_of_current();
+    if (!h)
+        errno = EPERM;
+    return h;
+}
+
+int host_cpus(void)
+{
+    host_note_call();
+    struct host *h = host_or_eperm();
+    return h ? (int)host_topo_ncpus(&h->cpu.topo) : -1;
+}
+
+int host_sockets(void)
+{
+    host_note_call();
+    struct host *h = host_or_eperm();
+    return h ? (int)h->cpu.topo.sockets : -1;
+}
+
+int host_cpu_socket(int cpu)
+{
+    host_note_call();
+    struct host *h = host_or_eperm();
+    if (!h)
+        return -1;
+    if (cpu < 0 || (uint32_t)cpu >= host_topo_ncpus(&h->cpu.topo)) {
+        errno = EINVAL;
+        return -1;
+    }
+    return (int)host_topo_cpu_socket(&h->cpu.topo, (uint32_t)cpu);
+}
+
+int host_cpu_core(int cpu)
+{
+    host_note_call();
+    struct host *h = host_or_eperm();
+    if (!h)
+        return -1;
+    if (cpu < 0 || (uint32_t)cpu >= host_topo_ncpus(&h->cpu.topo)) {
+        errno = EINVAL;
+        return -1;
+    }
+    return (int)host_topo_cpu_core(&h->cpu.topo, (uint32_t)cpu);
+}
+
+int host_nic_socket(const char *ibdev)
+{
+    (void)ibdev; /* a simulated host has one NIC */
+    host_note_call();
+    struct host *h = host_or_eperm();
+    return h ? (int)h->cpu.topo.nic_socket : -1;
+}
+
+int host_pin_cpu(int cpu)
+{
+    host_note_call();
+    struct host_thread *t = host_thread_current();
+    if (!t) {
+        errno = EPERM;
+        return -1;
+    }
+    int rc = host_sched_pin(t, cpu);
+    if (rc) {
+        errno = rc;
+        return -1;
+    }
+    return 0;
+}
+
+int host_current_cpu(void)
+{
+    host_note_call();
+    struct host_thread *t = host_thread_current();
+    if (!t || !t->vcpu) {
+        errno = EPERM;
+        return -1;
+    }
+    return (int)t->vcpu->id;
+}
+
+int host_current_socket(void)
+{
+    host_note_call();
+    struct host_thread *t = host_thread_current();
+    if (!t || !t->vcpu) {
+        errno = EPERM;
+        return -1;
+    }
+    return (int)t->vcpu->socket;
+}
+
+/* ---------------------------------------------------------------- memory on sockets */
+
+#define HOST_ALLOC_ALIGN 4096u
+
+void *host_alloc(size_t len, int socket)
+{
+    host_note_call();
+    struct host_thread *t = host_thread_current();
+    if (!t) {
+        errno = EPERM;
+        return NULL;
+    }
+    struct host *h = t->host;
+    if (!len || len > SIZE_MAX - HOST_ALLOC_ALIGN || socket < HOST_SOCKET_LOCAL ||
+        socket >= (int)h->cpu.topo.sockets) {
+        errno = EINVAL;
+        return NULL;
+    }
+    uint32_t core, s;
+    thread_where(t, &core, &s);
+    if (socket != HOST_SOCKET_LOCAL)
+        s = (uint32_t)socket;
+    struct host_mem *m = host_mem_get(h);
+    size_t n = (len + HOST_ALLOC_ALIGN - 1) / HOST_ALLOC_ALIGN * HOST_ALLOC_ALIGN;
+    void *p = NULL;
+    if (!m || posix_memalign(&p, HOST_ALLOC_ALIGN, n)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    memset(p, 0, n);
+    if (host_mem_add_range(m, (uintptr_t)p, n, s)) {
+        free(p);
+        errno = ENOMEM;
+        return NULL;
+    }
+    return p;
+}
+
+void host_free(void *p, size_t len)
+{
+    (void)len; /* the range knows its length */
+    host_note_call();
+    if (!p)
+        return;
+    struct host *h = host_of_current();
+    if (h && h->mem)
+        host_mem_remove_range(h->mem, (uintptr_t)p);
+    free(p);
+}
+
+int host_mem_socket(const void *addr)
+{
+    host_note_call();
+    struct host *h = host_or_eperm();
+    if (!h)
+        return -1;
+    return (int)(h->mem ? host_mem_socket_of(h->mem, (uintptr_t)addr) : h->cpu.topo.nic_socket);
 }
 
 void host_relax(void)
@@ -113,7 +304,16 @@ int host_thread_start(void (*fn)(void *arg), void *arg)
     th->fn = fn;
     th->arg = arg;
     snprintf(th->name, sizeof(th->name), "%s.t%zu", pi->proc_name, r->nthreads);
-    th->proc = host_spawn(pi->host, th->name, thread_entry, th, pi, pi->def->stack_bytes);
+    /* the scenario's cpus: list, round robin after the main thread; else,
+     * like pthread_create, the creator's affinity (its CPU if pinned, its
+     * socket if bound) */
+    const struct scn_program *d = pi->def;
+    struct host_thread *me = host_thread_current();
+    int cpu = d->ncpus                       ? d->cpus[++pi->threads_started % d->ncpus]
+              : me && me->pinned && me->vcpu ? (int)me->vcpu->id
+                                             : -1;
+    int socket = me ? me->bind_socket : d->socket;
+    th->proc = host_spawn_on(pi->host, th->name, thread_entry, th, pi, d->stack_bytes, cpu, socket);
     if (!th->proc) {
         free(th);
         errno = ENOMEM;
@@ -146,7 +346,9 @@ int host_thread_join(int handle)
     }
     struct host_thread *t = host_thread_current();
     snprintf(t->why, sizeof(t->why), "host_thread_join(%d)", handle);
+    host_block_begin(); /* pthread_join sleeps: the CPU is free for others */
     sim_proc_join(th->proc);
+    host_block_end();
     return 0;
 }
 
@@ -248,7 +450,9 @@ int host_oob_get(const char *key, void *buf, size_t len)
         }
         struct host_thread *t = host_thread_current();
         snprintf(t->why, sizeof(t->why), "host_oob_get(\"%s\")", key);
+        host_block_begin(); /* asleep in recv(2) on real hardware */
         sim_waitq_wait(&e->wq, t->why);
+        host_block_end();
     }
 }
 

@@ -165,6 +165,42 @@ static const struct {
     {"host.cpu.wakeup", "host.c default: a spinning poller notices a change"},
     {"host.cpu.wakeup_noise", "estimate: no noise unless a profile turns it on (sim/host.c; the "
                               "calibrated profiles use poll-wakeup, docs/noise.md)"},
+    {"host.sockets",
+     "host.c default: the RB2 testbed's 2 x Xeon Gold 5118 (Sun et al.; Intel ARK)"},
+    {"host.cores", "host.c default: Xeon Gold 5118, 12 cores per socket (Intel ARK)"},
+    {"host.threads_per_core", "host.c default: hyper-threading on (Xeon Gold 5118, Intel ARK)"},
+    {"host.nic_socket", "host.c default: the NIC's PCIe root port on socket 0"},
+    {"host.cpu.ht_share_permil", "host.c default: two busy hyper-threads do 1.3x one thread (\"up "
+                                 "to 30 %\", Intel HT effectiveness note citing ITJ 6(1))"},
+    {"host.os.sched_latency", "host.c default: Linux CFS 6 ms x (1 + log2 8) (kernel/sched/fair.c, "
+                              "SCHED_TUNABLESCALING_LOG)"},
+    {"host.os.sched_min_granularity", "host.c default: Linux CFS 0.75 ms x 4 (same)"},
+    {"host.os.ctx_switch", "host.c default, estimate: 3.8 us direct cost on a 2 GHz Xeon (Li, "
+                           "Ding, Shen, ExpCS'07), faster cores halve it"},
+    {"host.os.noise", "host.c default: calibrated latencies come from tuned hosts; os-tick-250hz "
+                      "adds the Linux tick (docs/noise.md)"},
+    {"host.mem.l1", "host.c default: Skylake-SP L1D (Intel optimization manual)"},
+    {"host.mem.l1_hit", "host.c default: 4 cycles at 2.3 GHz (AnandTech Skylake-SP lmbench)"},
+    {"host.mem.l2", "host.c default: Skylake-SP L2 per core"},
+    {"host.mem.l2_hit", "host.c default: 14 cycles at 2.3 GHz (AnandTech Skylake-SP lmbench)"},
+    {"host.mem.llc", "host.c default: Xeon Gold 5118 16.5 MB L3 (Intel ARK)"},
+    {"host.mem.llc_hit", "host.c default: AnandTech Skylake-SP lmbench, 16-32 MB: 25-27 ns"},
+    {"host.mem.dram", "host.c default: AnandTech Skylake-SP lmbench, DDR4-2666: 89-91 ns"},
+    {"host.mem.c2c",
+     "host.c default, estimate: a modified line from another core, between LLC hit and memory"},
+    {"host.mem.mlp", "host.c default: 10 line fill buffers per core since Nehalem; 10 x 64 B / 90 "
+                     "ns = 7.1 GB/s = memcpy_rate"},
+    {"host.mem.ddio", "host.c default: Intel DDIO, on by default on Xeon E5 and later"},
+    {"host.mem.ddio_size", "host.c default: DDIO fills 2 of 11 LLC ways (Farshin et al., USENIX "
+                           "ATC'20): 2/11 of 16.5 MB"},
+    {"host.numa.remote_dram", "host.c default: lmbench lat_mem_rd to the other node, 2 x Xeon "
+                              "Platinum 8180: 144-154 ns (Intel forum)"},
+    {"host.numa.remote_cache",
+     "host.c default, estimate: a line from the other socket's caches, below remote memory"},
+    {"host.numa.dma_hop", "host.c default: remote-socket DMA reads +100 ns (pcie-bench; "
+                          "CALIBRATION, PCIe), two traversals"},
+    {"host.numa.link_rate", "host.c default: one UPI link at 10.4 GT/s x 2 B = 20.8 GB/s per "
+                            "direction (Xeon Gold 5118, Intel ARK)"},
     {"pswitch.stages",
      "Tofino-1: 12 MAU stages per pipeline (P4_16 TNA application note; RMT, SIGCOMM 2013)"},
     {"pswitch.stage_salus", "Tofino-1: 4 stateful ALUs (register arrays) per stage (same sources)"},

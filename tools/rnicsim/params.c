@@ -60,6 +60,8 @@
 static const uint64_t pcie_gens_allowed[] = {1, 2, 3, 4, 5, 0};
 static const uint64_t pcie_lanes_allowed[] = {1, 2, 4, 8, 12, 16, 32, 0};
 static const uint64_t pcie_sizes_allowed[] = {128, 256, 512, 1024, 2048, 4096, 0};
+/* Hardware threads per core: none, or hyper-threading's two. */
+static const uint64_t host_smt_allowed[] = {1, 2, 0};
 
 /* Grouped by block, in the order of the C structs. */
 const struct param_def hw_params[] = {
@@ -239,6 +241,47 @@ const struct param_def hw_params[] = {
       "a parked poller notices new data (the median; host.cpu.wakeup_noise adds variation)"),
     PE("host.cpu.wakeup_noise", cpu, wakeup_noise, noise_preset_names,
        "variation of host.cpu.wakeup: a named distribution (docs/noise.md), none = off"),
+    /* Host CPUs, OS and memory (sim/host/, docs/host.md) */
+    PR("host.sockets", PARAM_COUNT, cpu, topo.sockets, 1, HOST_MAX_SOCKETS, "NUMA sockets"),
+    PR("host.cores", PARAM_COUNT, cpu, topo.cores_per_socket, 1, HOST_MAX_CORES,
+       "physical cores per socket (sockets x cores at most 254)"),
+    PC("host.threads_per_core", PARAM_COUNT, cpu, topo.threads_per_core, host_smt_allowed,
+       "hardware threads per core: 2 = hyper-threading"),
+    P("host.nic_socket", PARAM_COUNT, cpu, topo.nic_socket, "the socket the NIC is attached to"),
+    PR("host.cpu.ht_share_permil", PARAM_COUNT, cpu, topo.ht_share_permil, 1, 1000,
+       "each of two busy hyper-threads of a core runs at this per mille of the core"),
+    P("host.os.sched_latency", PARAM_TIME, cpu, topo.sched_latency_ps,
+      "CFS period: n threads sharing a CPU get turns of max(this / n, sched_min_granularity)"),
+    PMIN("host.os.sched_min_granularity", PARAM_TIME, cpu, topo.sched_min_gran_ps, 1,
+         "shortest turn of a thread sharing a CPU"),
+    P("host.os.ctx_switch", PARAM_TIME, cpu, topo.ctx_switch_ps,
+      "switching a CPU to another thread (turns, wakeup preemption, migration)"),
+    PE("host.os.noise", cpu, topo.os_noise, noise_preset_names,
+       "OS interruptions of every CPU: none, os-tick-250hz, os-tick-1000hz (docs/noise.md)"),
+    PMIN("host.mem.l1", PARAM_SIZE, cpu, mem.l1_bytes, 64, "a core's L1 data cache"),
+    P("host.mem.l1_hit", PARAM_TIME, cpu, mem.l1_ps, "a line in the core's L1"),
+    PMIN("host.mem.l2", PARAM_SIZE, cpu, mem.l2_bytes, 64, "a core's L2 cache"),
+    P("host.mem.l2_hit", PARAM_TIME, cpu, mem.l2_ps, "a line in the core's L2"),
+    PMIN("host.mem.llc", PARAM_SIZE, cpu, mem.llc_bytes, 64, "a socket's last-level cache"),
+    P("host.mem.llc_hit", PARAM_TIME, cpu, mem.llc_ps,
+      "a line in the socket's LLC (a clean line of another core, a NIC write with DDIO)"),
+    P("host.mem.dram", PARAM_TIME, cpu, mem.dram_ps, "a line from the socket's own memory"),
+    P("host.mem.c2c", PARAM_TIME, cpu, mem.c2c_ps,
+      "a line another core of the socket has modified (core-to-core transfer)"),
+    PMIN("host.mem.mlp", PARAM_COUNT, cpu, mem.mlp, 1,
+         "cache misses a core overlaps (line fill buffers)"),
+    P("host.mem.ddio", PARAM_BOOL, cpu, mem.ddio,
+      "NIC writes to the NIC socket's memory allocate in its LLC (Intel DDIO)"),
+    P("host.mem.ddio_size", PARAM_SIZE, cpu, mem.ddio_bytes,
+      "the part of the LLC DDIO writes may fill (older lines go to memory)"),
+    P("host.numa.remote_dram", PARAM_TIME, cpu, mem.remote_dram_ps,
+      "a line from the other socket's memory"),
+    P("host.numa.remote_cache", PARAM_TIME, cpu, mem.remote_cache_ps,
+      "a line from the other socket's caches"),
+    P("host.numa.dma_hop", PARAM_TIME, cpu, mem.dma_hop_ps,
+      "NIC DMA to the other socket's memory: one link traversal (a read makes two)"),
+    PMIN("host.numa.link_rate", PARAM_RATE, cpu, mem.socket_link_bps, 1,
+         "inter-socket link (UPI / QPI) per direction, shared by the NIC's remote DMA"),
     /* Programmable switch (sim/pswitch/pswitch.h, struct ps_params) */
     PMIN("pswitch.stages", PARAM_COUNT, pswitch, stages, 1,
          "match-action stages of each pipeline (at most 32)"),

@@ -273,6 +273,20 @@ static void write_counters(struct json_writer *w, const struct run *r)
         json_kv_object_begin(w, "host");
         json_kv_u64(w, "dma_writes_landed", h->dma_writes_landed);
         json_kv_u64(w, "cqes_landed", h->cqes_landed);
+        /* the host model (sim/host/, docs/host.md) */
+        const struct host_counters *hc = &h->cnt;
+        json_kv_u64(w, "ht_shared_ps", hc->ht_shared_ps);
+        json_kv_u64(w, "slice_waits", hc->slice_waits);
+        json_kv_u64(w, "slice_wait_ps", hc->slice_wait_ps);
+        json_kv_u64(w, "ctx_switches", hc->ctx_switches);
+        json_kv_u64(w, "os_stalls_ps", hc->os_stalls_ps);
+        json_kv_u64(w, "lines_touched", hc->lines_touched);
+        json_kv_u64(w, "lines_hit", hc->lines_hit);
+        json_kv_u64(w, "lines_dma_miss", hc->lines_dma_miss);
+        json_kv_u64(w, "lines_c2c", hc->lines_c2c);
+        json_kv_u64(w, "lines_remote", hc->lines_remote);
+        json_kv_u64(w, "dma_remote", hc->dma_remote);
+        json_kv_u64(w, "dma_link_wait_ps", hc->dma_link_wait_ps);
         json_object_end(w);
         write_nic(w, nic_get_counters(wd->nics[i]));
         write_pcie(w, pcie_link_counters(wd->pcie[i]));

@@ -145,6 +145,12 @@ struct scn_program {
     size_t nargs;
     bool daemon;
     size_t stack_bytes;
+    /* cpus: [..] pins the program's threads (main first, then each thread
+     * it starts, round robin); socket: keeps their placement on one
+     * socket (-1: any).  docs/host.md */
+    int *cpus;
+    size_t ncpus;
+    int socket;
 };
 
 /* topology.links[]: per-link overrides (scenario.c reads, world.c applies). */
@@ -302,6 +308,7 @@ struct prog_inst {
     char proc_name[96]; /* "h1/perftest#0": the process name (kept alive) */
     int exit_code;
     bool finished;
+    uint32_t threads_started; /* host_thread_start calls (the cpus: list) */
     sim_time_t finished_ps; /* when it returned */
 };
 

@@ -172,8 +172,9 @@ static int start_programs(struct run *r, char *why, size_t why_len)
         struct prog_inst *pi = &r->insts[i];
         snprintf(pi->proc_name, sizeof(pi->proc_name), "%s/%s#%zu", pi->def->host, pi->def->program,
                  i);
-        struct sim_proc *p =
-            host_spawn(pi->host, pi->proc_name, program_entry, pi, pi, pi->def->stack_bytes);
+        const struct scn_program *d = pi->def;
+        struct sim_proc *p = host_spawn_on(pi->host, pi->proc_name, program_entry, pi, pi,
+                                           d->stack_bytes, d->ncpus ? d->cpus[0] : -1, d->socket);
         if (!p) {
             snprintf(why, why_len, "cannot start program %s on %s (stack of %zu bytes)",
                      pi->def->program, pi->def->host, pi->def->stack_bytes);

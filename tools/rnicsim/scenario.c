@@ -25,7 +25,8 @@
  *   vars: {qps: 4, size: 4096}  optional variables: ${qps} in a program's host,
  *                               program and args ($$ is a literal $)
  *   programs:                   required, at least one (absent in emulation mode)
- *     - {host: h1, program: perftest, args: [...], daemon: false, stack: 256KiB}
+ *     - {host: h1, program: perftest, args: [...], daemon: false, stack: 256KiB,
+ *        cpus: [0, 1], socket: 0}   optional: pin the threads / keep them on a socket
  *
  * Order: C defaults -> profile file -> `hardware:` -> --set (the --set
  * assignments are grafted into the document before it is read, so they
@@ -40,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sim/host/cpu.h"
 #include "tools/rnicsim/rnicsim.h"
 
 /* Defaults of the optional keys. */
@@ -729,6 +731,51 @@ static int program_str(const struct scenario *s, struct cfg_node *n, char **out,
     return expand_vars(s, n, raw, out, err);
 }
 
+/* cpus: N or [N, ...] and socket: N of a program, checked against the
+ * host's topology (hardware: host.sockets, ...; docs/host.md). */
+static int read_program_cpus(struct scenario *s, struct cfg_node *item, struct scn_program *p,
+                             struct cfg_error *err)
+{
+    const struct host_topo_params *tp = &s->hw.cpu.topo;
+    uint32_t ncpus = tp->sockets * tp->cores_per_socket * tp->threads_per_core;
+    p->socket = -1;
+    struct cfg_node *cn = cfg_child(item, "cpus"), *sn = cfg_child(item, "socket");
+    if (sn) {
+        uint64_t v;
+        if (cfg_node_u64(sn, &v, err))
+            return -1;
+        if (v >= tp->sockets)
+            return cfg_errorf(err, sn, "'%s.socket': %llu, but the host has sockets 0..%u",
+                              item->path, (unsigned long long)v, tp->sockets - 1);
+        p->socket = (int)v;
+    }
+    if (!cn)
+        return 0;
+    size_t n = cn->kind == CFG_SEQ ? cn->n : 1;
+    if (cn->kind != CFG_SEQ && cn->kind != CFG_SCALAR)
+        return cfg_errorf(err, cn, "'%s.cpus': expected a CPU number or a list of them, got %s",
+                          item->path, cfg_kind_name(cn));
+    if (n == 0)
+        return cfg_errorf(err, cn, "'%s.cpus': the list is empty", item->path);
+    p->cpus = xcalloc_or_die(n, sizeof(*p->cpus));
+    for (size_t i = 0; i < n; i++) {
+        struct cfg_node *e = cn->kind == CFG_SEQ ? cn->items[i] : cn;
+        uint64_t v;
+        if (cfg_node_u64(e, &v, err))
+            return -1;
+        if (v >= ncpus)
+            return cfg_errorf(err, e, "'%s.cpus': CPU %llu, but the host has CPUs 0..%u",
+                              item->path, (unsigned long long)v, ncpus - 1);
+        if (p->socket >= 0 && host_topo_cpu_socket(tp, (uint32_t)v) != (uint32_t)p->socket)
+            return cfg_errorf(err, e, "'%s.cpus': CPU %llu is on socket %u, not on socket %d",
+                              item->path, (unsigned long long)v,
+                              host_topo_cpu_socket(tp, (uint32_t)v), p->socket);
+        p->cpus[i] = (int)v;
+        p->ncpus++;
+    }
+    return 0;
+}
+
 static int read_program(struct scenario *s, struct cfg_node *item, size_t idx,
                         struct cfg_error *err)
 {
@@ -781,7 +828,7 @@ static int read_program(struct scenario *s, struct cfg_node *item, size_t idx,
                           "'%s.stack': expected 64KiB..1GiB, got %llu bytes", item->path,
                           (unsigned long long)stack);
     p->stack_bytes = (size_t)stack;
-    return 0;
+    return read_program_cpus(s, item, p, err);
 }
 
 static int read_programs(struct scenario *s, struct cfg_node *root, const struct scenario_opts *o,
@@ -854,6 +901,11 @@ static int read_scenario(struct scenario *s, const struct scenario_opts *o, stru
     if (params_apply_map(&s->hw, cfg_child(root, "hardware"), "hardware", err) ||
         params_check(&s->hw, cfg_child(root, "hardware"), pn ? pn : root, err))
         return -1;
+    char why[256];
+    if (host_params_check(&s->hw.cpu, why, sizeof(why))) {
+        struct cfg_node *at = cfg_child(root, "hardware");
+        return cfg_errorf(err, at ? at : pn ? pn : root, "%s%s", at || pn ? "" : "hardware: ", why);
+    }
 
     if (read_vars(s, root, err))
         return -1;
@@ -897,6 +949,7 @@ void scenario_free(struct scenario *s)
         for (size_t k = 0; k < p->nargs; k++)
             free(p->args[k]);
         free(p->args);
+        free(p->cpus);
     }
     free(s->progs);
     free(s->traffic_flows_file);

@@ -336,6 +336,8 @@ void world_free(struct world *w)
             nic_destroy(w->nics[i]);
         if (w->pcie && w->pcie[i])
             pcie_link_destroy(w->pcie[i]);
+        if (w->hosts)
+            host_fini(&w->hosts[i]);
     }
     for (size_t i = 0; w->dev_links && i < w->nhosts * HW_N_DEVICES; i++)
         pcie_link_destroy(w->dev_links[i]);

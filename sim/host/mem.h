@@ -1,0 +1,78 @@
+/* The memory of a host (docs/host.md "Memory"): which socket each buffer
+ * lives on, the state of the cache lines that the CPUs and the NIC's DMA
+ * touched, and the inter-socket link the NIC's DMA crosses to reach the
+ * other socket's memory.  Internal to the host model; programs see it
+ * through <rnicsim/host.h> (host_alloc, host_touch, host_memcpy). */
+#ifndef RNICSIM_HOST_MEM_H
+#define RNICSIM_HOST_MEM_H
+
+#include "../host.h"
+
+#define HOST_LINE_BYTES 64u
+#define HOST_LINE_SHIFT 6
+#define HOST_PAGE_SHIFT 12 /* one map entry: the 64 lines of a 4 KiB page */
+#define HOST_LINE_NONE 0xffu
+
+/* The 64 lines of one 4 KiB page that the CPUs or the NIC touched. */
+struct host_line_page {
+    uintptr_t page;    /* address >> HOST_PAGE_SHIFT */
+    uint64_t dma;      /* lines last written by the NIC, not read by a CPU since */
+    uint64_t dirty;    /* lines last written by a CPU (modified in its owner's caches) */
+    uint64_t dma_seq;  /* host DMA line count after the page's last DMA write (DDIO age) */
+    uint8_t socket;    /* the memory's socket */
+    uint8_t owner[64]; /* core that last accessed each line, HOST_LINE_NONE: never */
+    uint32_t seq[64];  /* the owner's access count then (capacity age) */
+};
+
+/* A buffer placed on a socket (host_alloc). */
+struct host_mem_range {
+    uintptr_t start, end;
+    uint32_t socket;
+};
+
+struct host_mem {
+    const struct host_mem_params *p;
+    uint32_t nic_socket, cores, cores_per_socket;
+    /* the line map: open addressing (linear probing) over entries */
+    uint32_t *slots; /* entry index + 1; 0 = empty */
+    uint32_t nslots; /* a power of two */
+    struct host_line_page *pages;
+    uint32_t npages, cap_pages;
+    uint32_t last;      /* entry index + 1 of the last page looked up (0: none) */
+    uint64_t dma_lines; /* lines the NIC wrote so far (DDIO age clock) */
+    uint32_t *core_seq; /* per core: lines accessed so far (capacity age clock) */
+    /* buffers on sockets, sorted by start, and how many are away from the NIC */
+    struct host_mem_range *ranges;
+    uint32_t nranges, cap_ranges, nremote;
+    /* the inter-socket link: free from then, per direction (to, from the
+     * NIC's socket) */
+    sim_time_t link_free_ps[2];
+};
+
+void host_mem_params_default(struct host_mem_params *p);
+int host_mem_params_check(const struct host_mem_params *p, char *why, size_t why_len);
+
+/* The host's memory model, created on first use (ENOMEM). */
+struct host_mem *host_mem_get(struct host *h);
+void host_mem_free(struct host *h);
+
+/* Socket of the memory at addr: its host_alloc range, else the NIC's. */
+uint32_t host_mem_socket_of(const struct host_mem *m, uintptr_t addr);
+/* Record / forget a buffer on a socket.  0, or ENOMEM. */
+int host_mem_add_range(struct host_mem *m, uintptr_t start, size_t len, uint32_t socket);
+void host_mem_remove_range(struct host_mem *m, uintptr_t start);
+
+/* A core of `socket` reads (write: writes) [addr, addr + len) in order:
+ * returns its CPU time (hits in sequence, misses overlapped up to
+ * host.mem.mlp at a time) and updates the lines. */
+sim_time_t host_mem_access(struct host *h, uint32_t core, uint32_t socket, uintptr_t addr,
+                           size_t len, bool write);
+/* memcpy(dst, src, len) by that core: len at host.cpu.memcpy_rate
+ * (slower when either side is on another socket than the core) plus the
+ * first miss of each side that is not in the core's caches. */
+sim_time_t host_mem_copy(struct host *h, uint32_t core, uint32_t socket, uintptr_t dst,
+                         uintptr_t src, size_t len);
+/* The NIC wrote [addr, addr + len). */
+void host_mem_dma_write(struct host_mem *m, uintptr_t addr, size_t len);
+
+#endif /* RNICSIM_HOST_MEM_H */
