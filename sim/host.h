@@ -86,6 +86,16 @@ struct host_cpu_params {
     uint64_t memcpy_bytes_per_s; /* host_memcpy cost */
     sim_time_t wakeup_ps;        /* a parked poller notices new data (median) */
     uint32_t wakeup_noise;       /* its variation: a noise preset (sim/noise.h), 0 = none */
+    /* The simulated POSIX layer of programs loaded from shared objects
+     * (posix/, docs/user-programs.md) */
+    sim_time_t clock_read_ps; /* clock_gettime / gettimeofday / time */
+    sim_time_t tsc_read_ps;   /* an rdtsc / rdtscp instruction */
+    sim_time_t syscall_ps;    /* any other system call (sockets, sleep, poll entry) */
+    sim_time_t lock_ps;       /* an uncontended pthread mutex lock + unlock */
+    /* The management network (TCP sockets between hosts): one-way latency
+     * of a segment and the rate it is serialised at */
+    sim_time_t mgmt_latency_ps;
+    uint64_t mgmt_rate_bps;
     struct host_topo_params topo;
     struct host_mem_params mem;
 };
@@ -122,10 +132,18 @@ struct host {
     void *device;
     struct sim_waitq relax_wq; /* host_relax(): woken by any DMA write / CQE / local proc */
     struct sim_waitq cqe_wq;   /* empty ibv_poll_cq(): woken by any CQE on this host */
+    /* poll()/select()/epoll_wait() of the simulated POSIX layer (posix/):
+     * woken whenever a file descriptor of this host may have become ready
+     * (a socket segment arrived, a completion or async event was queued) */
+    struct sim_waitq fd_wq;
     uint64_t dma_writes_landed, cqes_landed;
     /* Changes a parked thread could observe: DMA writes and CQEs landed and
      * CPU time charged by any thread of the host (host_park compares). */
     uint64_t activity_gen;
+    /* The least time an action of a process on another host takes to
+     * change what a process here observes without calling into the
+     * simulator (sim_horizon; host_charge_soon).  0: no lookahead. */
+    sim_time_t lookahead_ps;
     struct noise wakeup_noise; /* draws for cpu.wakeup_ps (stream "noise/wakeup/<name>") */
     /* sim/host/cpu.c: the hardware threads, created with the first thread */
     struct host_vcpu *vcpus;
@@ -170,6 +188,24 @@ struct host_thread {
      * (a CQE landed while its poll was being charged), host_park returns at
      * once instead of parking: the thread has not seen it yet. */
     uint64_t seen_gen, own_gen;
+    /* CPU time used but not slept yet (host_charge_soon): paid by the next
+     * host_charge / host_note_call / host_park, or as soon as it would
+     * reach the next pending event. */
+    sim_time_t owed_ps;
+    /* Calls into the simulator (host_note_call, host_charge,
+     * host_charge_soon): the spin preemption of posix/guard.c looks for a
+     * thread that makes none. */
+    uint64_t entries;
+    /* sim_horizon cached by host_charge_soon while sim_switches() equals
+     * horizon_switches (UINT64_MAX: not cached) */
+    sim_time_t horizon_ps;
+    uint64_t horizon_switches;
+    /* The simulated POSIX state of a program loaded from a shared object
+     * (posix/), or NULL; its hook runs whenever the thread enters the
+     * simulator (host_note_call, after a park): pending simulated signals
+     * are delivered there. */
+    void *os;
+    void (*on_enter)(struct host_thread *t);
 
     /* The CPU it runs on (sim/host/cpu.c) */
     struct sim_proc *proc;
@@ -226,8 +262,23 @@ struct sim_proc *host_spawn(struct host *h, const char *name, sim_proc_fn fn, vo
  * cpu or socket the host does not have. */
 struct sim_proc *host_spawn_on(struct host *h, const char *name, sim_proc_fn fn, void *arg,
                                void *program, size_t stack_bytes, int cpu, int socket);
-/* Record a call other than an empty poll (resets the poll heuristic). */
+/* Record a call other than an empty poll (resets the poll heuristic); pays
+ * the thread's owed CPU time first and runs its on_enter hook. */
 void host_note_call(void);
+/* Account `ps` of CPU time to the running process without yielding, unless
+ * that would reach the next pending event that could change what it
+ * observes (sim_horizon with host->lookahead_ps), or a cap (then it sleeps
+ * it all off now).  Exact: nothing can change what the thread observes
+ * without calling into the simulator before that event.
+ * Used for cheap frequent calls (clock reads, locks) so that a loop over
+ * them does not cost a context switch per call. */
+void host_charge_soon(sim_time_t ps);
+/* The running thread's view of the current time: sim_now plus its owed
+ * CPU time (plain sim_now outside a process). */
+sim_time_t host_now_ps(void);
+/* Something a poll()/select() of this host's programs may wait for
+ * happened: wake them (posix/fd.c). */
+void host_fd_activity(struct host *h);
 /* Charge `ps` of CPU time to the running process (sleeps it).  Before
  * giving up the CPU it wakes this host's host_relax() waiters, since the
  * running thread may have written memory they poll.  The time is work at

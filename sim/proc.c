@@ -71,6 +71,10 @@ struct sim_proc {
     bool woken_by_queue;
     const char *why;
     struct sim_waitq joiners;
+    /* Called on the scheduler's stack just before the process resumes
+     * (in = true) and just after it gives the CPU back (in = false). */
+    sim_switch_hook_fn hook;
+    void *hook_arg;
 };
 
 /* The running process.  Thread-local because several simulations may run
@@ -87,13 +91,17 @@ void rnicsim_ctx_start(void);
 #endif
 
 static void proc_entry(struct sim_proc *p);
+static void waitq_unlink(struct sim_waitq *wq, struct sim_proc *p);
 
 /* ---------------------------------------------------------------- switching */
 
 static void switch_in(struct sim *sim, struct sim_proc *p)
 {
     current = p;
+    sim->switches++;
     p->state = PROC_RUNNING;
+    if (p->hook)
+        p->hook(p->hook_arg, true);
 #ifdef RNICSIM_ASAN_FIBERS
     void *main_fake = NULL;
     __sanitizer_start_switch_fiber(&main_fake, (char *)p->map + p->page_bytes,
@@ -108,6 +116,8 @@ static void switch_in(struct sim *sim, struct sim_proc *p)
 #ifdef RNICSIM_ASAN_FIBERS
     __sanitizer_finish_switch_fiber(main_fake, NULL, NULL);
 #endif
+    if (p->hook)
+        p->hook(p->hook_arg, false);
     current = NULL;
 }
 
@@ -179,17 +189,7 @@ static void proc_wake(struct sim *sim, struct sim_event *ev)
 {
     struct sim_proc *p = ev->ctx;
     if (p->state == PROC_WAITING && p->waiting_on) { /* deadline passed */
-        struct sim_waitq *wq = p->waiting_on;
-        if (p->wq_prev)
-            p->wq_prev->wq_next = p->wq_next;
-        else
-            wq->head = p->wq_next;
-        if (p->wq_next)
-            p->wq_next->wq_prev = p->wq_prev;
-        else
-            wq->tail = p->wq_prev;
-        p->waiting_on = NULL;
-        p->wq_prev = p->wq_next = NULL;
+        waitq_unlink(p->waiting_on, p);
         p->woken_by_queue = false;
     }
     switch_in(sim, p);
@@ -322,6 +322,55 @@ void sim_deadlock_report(const struct sim *sim, FILE *out)
                                                                : "ready to run";
         fprintf(out, "  %s: %s\n", p->name, where);
     }
+}
+
+void sim_proc_set_host(struct sim_proc *p, uint32_t host)
+{
+    p->wake_ev.owner = host + 1;
+}
+
+void sim_proc_set_switch_hook(struct sim_proc *p, sim_switch_hook_fn fn, void *arg)
+{
+    p->hook = fn;
+    p->hook_arg = arg;
+}
+
+static void waitq_unlink(struct sim_waitq *wq, struct sim_proc *p)
+{
+    if (p->wq_prev)
+        p->wq_prev->wq_next = p->wq_next;
+    else
+        wq->head = p->wq_next;
+    if (p->wq_next)
+        p->wq_next->wq_prev = p->wq_prev;
+    else
+        wq->tail = p->wq_prev;
+    p->waiting_on = NULL;
+    p->wq_prev = p->wq_next = NULL;
+}
+
+bool sim_proc_interrupt(struct sim_proc *p)
+{
+    if (p->state != PROC_WAITING || !p->waiting_on)
+        return false;
+    waitq_unlink(p->waiting_on, p);
+    p->woken_by_queue = false;
+    p->state = PROC_READY;
+    sim_schedule_at(p->sim, &p->wake_ev, p->sim->now);
+    return true;
+}
+
+void sim_proc_kill(struct sim_proc *p)
+{
+    if (p == current || p->state == PROC_FINISHED)
+        return;
+    sim_cancel(p->sim, &p->wake_ev);
+    if (p->waiting_on)
+        waitq_unlink(p->waiting_on, p);
+    p->state = PROC_FINISHED;
+    p->hook = NULL;
+    sim_waitq_wake_all(p->sim, &p->joiners);
+    stack_release(p);
 }
 
 void sim_proc_set_daemon(struct sim_proc *p, bool daemon)

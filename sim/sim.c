@@ -57,11 +57,55 @@ size_t sim_events_pending(const struct sim *sim)
 }
 sim_time_t sim_next_event_time(const struct sim *sim)
 {
-    /* heap[0] is the running event itself while a callback runs (ghost) */
-    if (sim->n == 0 || (sim->ghost && sim->n == 1))
-        return SIM_TIME_NEVER;
-    return sim->heap[0].time;
+    if (!sim->ghost)
+        return sim->n ? sim->heap[0].time : SIM_TIME_NEVER;
+    /* heap[0] is the event being executed: the next one is the earliest
+     * of its children (4-ary heap: 1..4) */
+    sim_time_t t = SIM_TIME_NEVER;
+    for (size_t i = 1; i <= 4 && i < sim->n; i++)
+        if (sim->heap[i].time < t)
+            t = sim->heap[i].time;
+    return t;
 }
+
+uint64_t sim_switches(const struct sim *sim)
+{
+    return sim->switches;
+}
+
+/* Heap entries are visited from the root; a subtree whose root is not
+ * earlier than the best bound so far cannot improve it (every entry is
+ * later than its parent), so only the events of [first, first +
+ * lookahead) are looked at. */
+sim_time_t sim_horizon(const struct sim *sim, uint32_t host, sim_time_t lookahead_ps)
+{
+    size_t stack[128];
+    size_t n = 0;
+    sim_time_t best = SIM_TIME_NEVER;
+    if (sim->n)
+        stack[n++] = 0;
+    while (n) {
+        size_t i = stack[--n];
+        const struct sim_heap_ent *e = &sim->heap[i];
+        if (e->time >= best)
+            continue;
+        if (!(sim->ghost && i == 0)) {
+            uint32_t owner = e->ev->owner;
+            sim_time_t t = owner && owner != host + 1 && e->time < SIM_TIME_NEVER - lookahead_ps
+                               ? e->time + lookahead_ps
+                               : e->time;
+            if (t < best)
+                best = t;
+        }
+        for (size_t c = 4 * i + 1; c <= 4 * i + 4 && c < sim->n; c++) {
+            if (n == sizeof(stack) / sizeof(stack[0]))
+                return sim_next_event_time(sim); /* too many to look at: no lookahead */
+            stack[n++] = c;
+        }
+    }
+    return best;
+}
+
 void sim_stop(struct sim *sim)
 {
     sim->stop = true;

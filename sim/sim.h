@@ -95,6 +95,7 @@ struct sim_event {
     sim_event_fn fn;     /* callback */
     void *ctx;           /* owner, for the callback */
     uint32_t heap_index; /* position in the heap; SIM_EVENT_IDLE if not queued */
+    uint32_t owner;      /* 1 + the host of the process it resumes; 0: anything */
     const char *name;    /* static string, for traces and the invariant checker */
 };
 
@@ -135,6 +136,19 @@ sim_time_t sim_next_event_time(const struct sim *sim);
 /* Run events in (time, seq) order until one of the results above. */
 enum sim_run_result sim_run(struct sim *sim, sim_time_t until);
 void sim_stop(struct sim *sim);
+/* Time of the earliest pending event other than the one being executed
+ * (SIM_TIME_NEVER if none): a running process may account CPU time up to
+ * there without yielding, since nothing else can happen before it. */
+sim_time_t sim_next_event_time(const struct sim *sim);
+/* Conservative lookahead for a process of host `host`: the earliest time
+ * at which a pending event could change what it observes, counting an
+ * event that resumes a process of another host (event owner) as
+ * `lookahead_ps` later (the least time anything that process does takes
+ * to reach another host) and every other event as immediate. */
+sim_time_t sim_horizon(const struct sim *sim, uint32_t host, sim_time_t lookahead_ps);
+/* Context switches into processes so far (a cache of sim_horizon stays
+ * valid while this does not change). */
+uint64_t sim_switches(const struct sim *sim);
 const char *sim_run_result_str(enum sim_run_result r);
 /* Print one line per unfinished non-daemon process with the point where
  * it is blocked ("  h1/perftest#0: ibv_poll_cq(cq 3): CQ empty"), or
@@ -176,6 +190,23 @@ typedef void (*sim_proc_fn)(void *arg);
  * with errno set if the stack cannot be mapped. */
 struct sim_proc *sim_proc_create(struct sim *sim, const char *name, sim_proc_fn fn, void *arg,
                                  size_t stack_bytes);
+/* Called on the scheduler's stack just before `p` resumes (in = true) and
+ * just after it gives the CPU back (in = false): what a process-private
+ * view of global state (errno, stdout, getopt's variables) needs to be
+ * swapped in and out (posix/). */
+typedef void (*sim_switch_hook_fn)(void *arg, bool in);
+void sim_proc_set_switch_hook(struct sim_proc *p, sim_switch_hook_fn fn, void *arg);
+/* The host the process runs on (sim_horizon): its wake-ups are tagged. */
+void sim_proc_set_host(struct sim_proc *p, uint32_t host);
+/* End a process that is not running (parked, sleeping or not yet started):
+ * it leaves its wait queue, its wake-up is cancelled, joiners are woken and
+ * its stack is released.  Nothing of its own code runs any more (an exit()
+ * of another thread of the same program). */
+void sim_proc_kill(struct sim_proc *p);
+/* Take `p` off the wait queue it is blocked on and resume it now, as if
+ * its deadline had passed (sim_waitq_wait_until returns false).  Returns
+ * false if it was not waiting on a queue.  (A simulated signal.) */
+bool sim_proc_interrupt(struct sim_proc *p);
 /* Daemon processes do not keep the run alive and are not reported as
  * deadlocked (servers that loop forever). */
 void sim_proc_set_daemon(struct sim_proc *p, bool daemon);

@@ -40,6 +40,7 @@ struct sim {
     struct sim_proc **procs;
     size_t n_procs, cap_procs;
     void *main_sp;                 /* scheduler context while a process runs */
+    uint64_t switches;             /* switches into processes (sim_switches) */
     const void *main_stack_bottom; /* for the ASan fiber annotations */
     size_t main_stack_size;
 

@@ -14,9 +14,13 @@
 #                         that waits on the clients' sockets and doorbells
 # and, for the tests only (--test; tools/test.sh), not for the quickstart:
 #   tshark                test/scenario/test_pcap.sh reads packet captures back
+#                         with Wireshark's dissectors
 #   pkgconf               test/scenario/test_install.sh builds a user program
 #                         against the installed rnicsim with pkg-config
-#                         with Wireshark's dissectors
+#   librdmacm-dev,        test/scenario/test_third_party_perftest.sh builds
+#   libibumad-dev         perftest 4.5 unmodified: its sources include
+#                         <rdma/rdma_cma.h> and <infiniband/umad.h> and link
+#                         -libumad
 #   ibverbs-utils, perftest   test/scenario/test_emulation.sh runs Debian's own
 #                         ibv_rc_pingpong, ibv_devinfo, ib_write_bw ... unmodified
 #                         over rnicsimd (the acceptance of emulation mode)
@@ -40,7 +44,7 @@ done
 
 packages=(cmake gcc make libc6-dev libibverbs-dev libyaml-dev python3-matplotlib libev-dev)
 if [ "$with_tests" = true ]; then
-    packages+=(tshark pkgconf ibverbs-utils perftest)
+    packages+=(tshark pkgconf librdmacm-dev libibumad-dev ibverbs-utils perftest)
 fi
 missing=()
 for p in "${packages[@]}"; do

@@ -36,6 +36,7 @@ int shim_async_event_post(struct shim_context *sctx, const struct ibv_async_even
     (void)rc; /* eventfd: cannot fail short of 2^64-2 pending events */
     if (!sim_waitq_empty(&sctx->async_wq))
         sim_waitq_wake_all(sctx->host->sim, &sctx->async_wq);
+    host_fd_activity(sctx->host); /* a poll(2) on async_fd */
     return 0;
 }
 

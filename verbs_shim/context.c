@@ -96,10 +96,12 @@ void shim_context_set_ops(struct shim_context *sctx)
     ops->_compat_detach_mcast = unsupported_compat;
     ops->_compat_async_event = unsupported_compat;
 
-    /* Extended ops: only what is implemented.  Everything else (cq_ex,
-     * qp_ex, srq_ex, xrcd, flows, counters, parent domains,
-     * WQs, ...) stays NULL on purpose: see the file comment. */
+    /* Extended ops: only what is implemented.  Everything else (srq_ex,
+     * xrcd, flows, counters, parent domains, WQs, ...) stays NULL on
+     * purpose: see the file comment. */
     sctx->vctx.query_port = shim_query_port_ex;
+    sctx->vctx.create_qp_ex = shim_create_qp_ex;       /* qp_ex.c */
+    sctx->vctx.create_cq_ex = shim_create_cq_ex;       /* cq.c */
     sctx->vctx.query_device_ex = shim_query_device_ex; /* device.c */
     sctx->vctx.alloc_dm = shim_alloc_dm;               /* dm.c */
     sctx->vctx.free_dm = shim_free_dm;

@@ -102,6 +102,7 @@ static void cq_notify(struct sim *sim, void *a, void *b)
     channel_fd_add(ch);
     if (!sim_waitq_empty(&ch->wq))
         sim_waitq_wake_all(sim, &ch->wq);
+    host_fd_activity(scq->ctx->host); /* a poll(2) on channel->fd */
 }
 
 /* NIC callback: the CQ overran (sim/nic/cq.c): IBV_EVENT_CQ_ERR. */
@@ -321,12 +322,13 @@ static void trace_polled(struct host *h, const struct ibv_cq *cq, const struct i
     }
 }
 
-int shim_poll_cq(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc)
+/* Take up to `num` CQEs of `scq` for the running thread (`ts`: their
+ * visibility times, or NULL), with the spin-park rule of the file comment
+ * and the CPU cost of one poll.  Outside a simulated process: a plain
+ * poll. */
+static int cq_poll_charged(struct shim_cq *scq, int num, struct ibv_wc *wc, sim_time_t *ts)
 {
-    struct shim_cq *scq = shim_cq(cq);
-    if (num_entries > 0 && !wc)
-        return -1;
-    int got = num_entries > 0 ? nic_cq_poll(scq->ncq, num_entries, wc) : 0;
+    int got = num > 0 ? nic_cq_poll_ts(scq->ncq, num, wc, ts) : 0;
     struct host_thread *ht = host_thread_current();
     if (!ht)
         return got;
@@ -353,9 +355,9 @@ int shim_poll_cq(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc)
     }
     if (spun) {
         char why[64];
-        snprintf(why, sizeof(why), "ibv_poll_cq(cq %u): CQ empty", cq->handle);
+        snprintf(why, sizeof(why), "ibv_poll_cq(cq %u): CQ empty", scq->cq.handle);
         host_park(why);
-        got = num_entries > 0 ? nic_cq_poll(scq->ncq, num_entries, wc) : 0;
+        got = num > 0 ? nic_cq_poll_ts(scq->ncq, num, wc, ts) : 0;
     }
     int n = got > 0 ? got : 0;
     /* a thread on another socket than the NIC reads each CQE across it */
@@ -366,16 +368,202 @@ int shim_poll_cq(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc)
     if (sim_trace_on(ht->host->sim, TRACE_G_HOST)) { /* after a park: that was its own span */
         sim_time_t now = sim_now(ht->host->sim);
         host_trace_call(ht, now, sim_time_add(now, cost), "ibv_poll_cq",
-                        &(struct trace_rec){.addr = cq->handle,
+                        &(struct trace_rec){.addr = scq->cq.handle,
                                             .qpn = n ? wc[0].qp_num : 0,
                                             .val = (uint64_t)n,
                                             .status = n ? (uint16_t)wc[0].status : 0});
     }
-    trace_polled(ht->host, cq, wc, n);
+    trace_polled(ht->host, &scq->cq, wc, n);
     host_charge(cost);
     if (n) {
         ht->empty_poll_mark = 0;
         ht->n_empty_cqs = 0;
     }
     return got;
+}
+
+int shim_poll_cq(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc)
+{
+    if (num_entries > 0 && !wc)
+        return -1;
+    return cq_poll_charged(shim_cq(cq), num_entries, wc, NULL);
+}
+
+/* ---------------------------------------------------------------- ibv_resize_cq */
+
+/* Returns 0 (cq->cqe = the new size, exactly `cqe`), or EINVAL: NULL,
+ * cqe < 1 or above max_cqe, fewer than the CQEs waiting to be polled
+ * (mlx5_ib_resize_cq); ENOMEM. */
+int ibv_resize_cq(struct ibv_cq *cq, int cqe)
+{
+    shim_charge_control();
+    if (!cq || cqe < 1)
+        return EINVAL;
+    struct shim_cq *scq = shim_cq(cq);
+    int rc = nic_cq_resize(scq->ncq, (uint32_t)cqe);
+    if (rc)
+        return rc;
+    cq->cqe = cqe;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- the extended CQ */
+
+/* The model's HCA clock for completion timestamps: 1 GHz, so a timestamp
+ * is the simulated time of the CQE in nanoseconds, counted from the
+ * host's boot as the TSC of programs is (1000 s before the run). */
+#define SHIM_HCA_CLOCK_KHZ 1000000ull
+#define SHIM_HCA_CLOCK_BOOT_NS 1000000000000ull
+
+static struct shim_cq *shim_cqx(struct ibv_cq_ex *cqx)
+{
+    return shim_container_of(cqx, struct shim_cq, cqx);
+}
+
+static int cqx_take(struct shim_cq *scq)
+{
+    struct ibv_wc wc;
+    sim_time_t ts;
+    if (cq_poll_charged(scq, 1, &wc, &ts) != 1)
+        return ENOENT;
+    scq->cur = wc;
+    scq->cur_ps = ts;
+    scq->cqx.wr_id = wc.wr_id;
+    scq->cqx.status = wc.status;
+    return 0;
+}
+
+static int cqx_start_poll(struct ibv_cq_ex *cqx, struct ibv_poll_cq_attr *attr)
+{
+    if (attr && attr->comp_mask)
+        return EINVAL;
+    return cqx_take(shim_cqx(cqx));
+}
+
+static int cqx_next_poll(struct ibv_cq_ex *cqx)
+{
+    return cqx_take(shim_cqx(cqx));
+}
+
+static void cqx_end_poll(struct ibv_cq_ex *cqx)
+{
+    (void)cqx;
+}
+
+static enum ibv_wc_opcode cqx_read_opcode(struct ibv_cq_ex *cqx)
+{
+    return shim_cqx(cqx)->cur.opcode;
+}
+static uint32_t cqx_read_vendor_err(struct ibv_cq_ex *cqx)
+{
+    return shim_cqx(cqx)->cur.vendor_err;
+}
+static uint32_t cqx_read_byte_len(struct ibv_cq_ex *cqx)
+{
+    return shim_cqx(cqx)->cur.byte_len;
+}
+static __be32 cqx_read_imm_data(struct ibv_cq_ex *cqx)
+{
+    return shim_cqx(cqx)->cur.imm_data;
+}
+static uint32_t cqx_read_qp_num(struct ibv_cq_ex *cqx)
+{
+    return shim_cqx(cqx)->cur.qp_num;
+}
+static uint32_t cqx_read_src_qp(struct ibv_cq_ex *cqx)
+{
+    return shim_cqx(cqx)->cur.src_qp;
+}
+static unsigned int cqx_read_wc_flags(struct ibv_cq_ex *cqx)
+{
+    return shim_cqx(cqx)->cur.wc_flags;
+}
+static uint32_t cqx_read_slid(struct ibv_cq_ex *cqx)
+{
+    return shim_cqx(cqx)->cur.slid;
+}
+static uint8_t cqx_read_sl(struct ibv_cq_ex *cqx)
+{
+    return shim_cqx(cqx)->cur.sl;
+}
+static uint8_t cqx_read_dlid_path_bits(struct ibv_cq_ex *cqx)
+{
+    return shim_cqx(cqx)->cur.dlid_path_bits;
+}
+static uint64_t cqx_read_completion_ts(struct ibv_cq_ex *cqx)
+{
+    return SHIM_HCA_CLOCK_BOOT_NS + shim_cqx(cqx)->cur_ps / SIM_NS;
+}
+static uint64_t cqx_read_completion_wallclock_ns(struct ibv_cq_ex *cqx)
+{
+    /* the simulated wall clock of programs: 2023-11-14 22:13:20 UTC + t */
+    return 1700000000ull * 1000000000ull + shim_cqx(cqx)->cur_ps / SIM_NS;
+}
+
+enum {
+    SHIM_CQ_EX_WC_FLAGS = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM |
+                          IBV_WC_EX_WITH_SRC_QP | IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL |
+                          IBV_WC_EX_WITH_DLID_PATH_BITS | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |
+                          IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK,
+};
+
+/* verbs_context.create_cq_ex.  Returns the CQ, or NULL with errno:
+ * EINVAL as ibv_create_cq, or for comp_mask bits / flags it does not
+ * know; EOPNOTSUPP for wc_flags the model cannot fill (CVLAN, FLOW_TAG,
+ * TM_INFO) and for parent domains. */
+struct ibv_cq_ex *shim_create_cq_ex(struct ibv_context *context, struct ibv_cq_init_attr_ex *attr)
+{
+    if (!context || !attr) {
+        errno = EINVAL;
+        return NULL;
+    }
+    if (attr->comp_mask & ~(uint32_t)(IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD)) {
+        errno = EINVAL;
+        return NULL;
+    }
+    if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) ||
+        (attr->wc_flags & ~(uint64_t)SHIM_CQ_EX_WC_FLAGS)) {
+        errno = EOPNOTSUPP;
+        return NULL;
+    }
+    if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) &&
+        (attr->flags & ~(uint32_t)IBV_CREATE_CQ_ATTR_SINGLE_THREADED)) {
+        errno = EOPNOTSUPP;
+        return NULL;
+    }
+    struct ibv_cq *cq = ibv_create_cq(context, (int)attr->cqe, attr->cq_context, attr->channel,
+                                      (int)attr->comp_vector);
+    if (!cq)
+        return NULL;
+    struct shim_cq *scq = shim_cq(cq);
+    scq->is_ex = true;
+    scq->wc_flags = attr->wc_flags;
+    struct ibv_cq_ex *x = &scq->cqx;
+    x->comp_mask = 0;
+    x->start_poll = cqx_start_poll;
+    x->next_poll = cqx_next_poll;
+    x->end_poll = cqx_end_poll;
+    x->read_opcode = cqx_read_opcode;
+    x->read_vendor_err = cqx_read_vendor_err;
+    x->read_wc_flags = cqx_read_wc_flags;
+    uint64_t f = attr->wc_flags;
+    if (f & IBV_WC_EX_WITH_BYTE_LEN)
+        x->read_byte_len = cqx_read_byte_len;
+    if (f & IBV_WC_EX_WITH_IMM)
+        x->read_imm_data = cqx_read_imm_data;
+    if (f & IBV_WC_EX_WITH_QP_NUM)
+        x->read_qp_num = cqx_read_qp_num;
+    if (f & IBV_WC_EX_WITH_SRC_QP)
+        x->read_src_qp = cqx_read_src_qp;
+    if (f & IBV_WC_EX_WITH_SLID)
+        x->read_slid = cqx_read_slid;
+    if (f & IBV_WC_EX_WITH_SL)
+        x->read_sl = cqx_read_sl;
+    if (f & IBV_WC_EX_WITH_DLID_PATH_BITS)
+        x->read_dlid_path_bits = cqx_read_dlid_path_bits;
+    if (f & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP)
+        x->read_completion_ts = cqx_read_completion_ts;
+    if (f & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK)
+        x->read_completion_wallclock_ns = cqx_read_completion_wallclock_ns;
+    return x;
 }

@@ -198,8 +198,8 @@ int shim_query_device_attr(struct ibv_context *context, struct ibv_device_attr *
     attr->sys_image_guid = attr->node_guid;
     attr->max_mr_size = UINT64_MAX; /* as mlx5: any size the MTT can map */
     attr->page_size_cap = 4096;
-    attr->vendor_id = 0;
-    attr->vendor_part_id = 0;
+    attr->vendor_id = p->vendor_id; /* the profile's (nic.vendor_id) */
+    attr->vendor_part_id = p->vendor_part_id;
     attr->hw_ver = 0;
     attr->max_qp = (int)p->max_qp;
     attr->max_qp_wr = (int)p->max_qp_wr;
@@ -249,6 +249,10 @@ int shim_query_device_ex(struct ibv_context *context, const struct ibv_query_dev
     if (rc)
         return rc;
     attr->max_dm_size = nic_get_params(shim_ctx(context)->nic)->dm_bytes;
+    /* completion timestamps (ibv_create_cq_ex, cq.c): a 64-bit counter of
+     * the model's 1 GHz HCA clock */
+    attr->completion_timestamp_mask = UINT64_MAX;
+    attr->hca_core_clock = 1000000; /* kHz */
     return 0;
 }
 
@@ -375,6 +379,60 @@ int ibv_query_pkey(struct ibv_context *context, uint8_t port_num, int index, __b
     }
     *pkey = htobe16(SHIM_DEFAULT_PKEY);
     return 0;
+}
+
+/* IBVERBS_PRIVATE_34 (what ibv_devinfo imports): the GID's type as the
+ * kernel's sysfs names it.  0 or -1 with errno EINVAL. */
+enum shim_gid_type_sysfs { SHIM_GID_TYPE_SYSFS_IB_ROCE_V1, SHIM_GID_TYPE_SYSFS_ROCE_V2 };
+int ibv_query_gid_type(struct ibv_context *context, uint8_t port_num, unsigned int index,
+                       enum shim_gid_type_sysfs *type);
+int ibv_query_gid_type(struct ibv_context *context, uint8_t port_num, unsigned int index,
+                       enum shim_gid_type_sysfs *type)
+{
+    shim_charge_control();
+    if (!context || !type || port_num != SHIM_PORT_NUM || index >= SHIM_GID_TBL_LEN) {
+        errno = EINVAL;
+        return -1;
+    }
+    /* on an InfiniBand port (nic.link_layer ib) the kernel's "IB/RoCE v1" */
+    *type = nic_get_params(shim_ctx(context)->nic)->link_layer == NIC_LINK_IB
+                ? SHIM_GID_TYPE_SYSFS_IB_ROCE_V1
+                : SHIM_GID_TYPE_SYSFS_ROCE_V2;
+    return 0;
+}
+
+/* ibv_read_sysfs_file (IBVERBS_1.0): rdma-core reads "<dir>/<file>",
+ * strips the trailing newline and returns its length.  The simulated
+ * device has no sysfs; its directory answers the files tools read about
+ * a device (board_id) from the model, anything else as a missing file.
+ * Other paths are read for real, as libibverbs does. */
+int ibv_read_sysfs_file(const char *dir, const char *file, char *buf, size_t size);
+int ibv_read_sysfs_file(const char *dir, const char *file, char *buf, size_t size)
+{
+    host_note_call();
+    if (!dir || !file || !buf || !size) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (strncmp(dir, "/sys/class/infiniband/rnicsim", 29) == 0) {
+        if (strcmp(file, "board_id") != 0) {
+            errno = ENOENT;
+            return -1;
+        }
+        int n = snprintf(buf, size, "RNICSIM_SIMULATED");
+        return n < (int)size ? n : (int)size - 1;
+    }
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/%s", dir, file);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -1;
+    size_t n = fread(buf, 1, size - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    while (n && buf[n - 1] == '\n')
+        buf[--n] = '\0';
+    return (int)n;
 }
 
 /* ---------------------------------------------------------------- fork */

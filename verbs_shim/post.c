@@ -252,13 +252,16 @@ static uint32_t sge_bytes(const struct ibv_sge *sg, int n)
  * SGEs, inline READ/atomic, inline payload above max_inline_data, atomic
  * without exactly one 8-byte SGE, NULL list; on an EFA SRD / 1RMA NIC an
  * opcode or size the personality lacks, with a message on stderr),
- * ENOMEM (send queue full). */
-int shim_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad_wr)
+ * ENOMEM (send queue full).  With `all_or_nothing` (ibv_wr_complete)
+ * every WR is checked, and the room in the send queue, before any is
+ * posted. */
+static int post_send(struct shim_qp *sqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad_wr,
+                     bool all_or_nothing)
 {
     host_note_call();
+    struct ibv_qp *qp = &sqp->qp;
     struct host *h = host_of_current();
     sim_time_t t0 = h ? sim_now(h->sim) : 0;
-    struct shim_qp *sqp = shim_qp(qp);
     uint64_t first_idx = sqp->nqp->sq_tail; /* the first WR's send queue index */
     int rc = 0;
     unsigned attempted = 0, posted = 0;
@@ -273,8 +276,18 @@ int shim_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr
             rc = EINVAL;
     }
     enum nic_transport pers = rc ? NIC_TRANSPORT_IB : qp_personality(sqp);
+    if (!rc && all_or_nothing) {
+        uint64_t n = 0;
+        for (struct ibv_send_wr *w = wr; !rc && w; w = w->next, n++)
+            rc = build_send_wqe(sqp, pers, w, &wqe);
+        const struct nic_qp *nq = sqp->nqp;
+        if (!rc && n > nq->sq_depth - (nq->sq_tail - nq->sq_comp))
+            rc = ENOMEM;
+        attempted = rc ? 0 : (unsigned)n;
+    }
     for (; !rc && wr; wr = wr->next) {
-        attempted++;
+        if (!all_or_nothing)
+            attempted++;
         rc = build_send_wqe(sqp, pers, wr, &wqe);
         if (!rc)
             rc = nic_sq_append(sqp->nqp, &wqe);
@@ -307,6 +320,16 @@ int shim_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr
                            sge_bytes(w->sg_list, w->num_sge), idx++);
     }
     return rc;
+}
+
+int shim_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad_wr)
+{
+    return post_send(shim_qp(qp), wr, bad_wr, false);
+}
+
+int shim_post_send_batch(struct shim_qp *sqp, struct ibv_send_wr *wr)
+{
+    return post_send(sqp, wr, NULL, true);
 }
 
 int shim_recv_wqe(const struct ibv_recv_wr *wr, uint32_t max_sge, struct nic_recv_wqe *wqe)

@@ -289,9 +289,8 @@ static void qp_fatal(struct sim *sim, void *a, void *b)
     shim_async_event_post(sqp->ctx, &ev);
 }
 
-struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *init)
+struct shim_qp *shim_qp_create(struct ibv_pd *pd, struct ibv_qp_init_attr *init)
 {
-    shim_charge_control();
     if (!pd || !init || !init->send_cq || !init->recv_cq || init->send_cq->context != pd->context ||
         init->recv_cq->context != pd->context || (init->srq && init->srq->context != pd->context)) {
         errno = EINVAL;
@@ -370,7 +369,14 @@ struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *init)
     sqp->recv_cq->n_qps++;
     if (sqp->srq)
         sqp->srq->n_qps++;
-    return qp;
+    return sqp;
+}
+
+struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *init)
+{
+    shim_charge_control();
+    struct shim_qp *sqp = shim_qp_create(pd, init);
+    return sqp ? &sqp->qp : NULL;
 }
 
 /* Returns 0, EINVAL for NULL, or the NIC's errno. */
@@ -394,6 +400,7 @@ int ibv_destroy_qp(struct ibv_qp *qp)
         sqp->srq->n_qps--;
     pthread_cond_destroy(&qp->cond);
     pthread_mutex_destroy(&qp->mutex);
+    shim_wr_batch_free(sqp);
     free(sqp);
     return 0;
 }

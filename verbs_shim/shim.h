@@ -87,7 +87,15 @@ struct shim_channel {
 };
 
 struct shim_cq {
-    struct ibv_cq cq;
+    /* an ibv_cq_ex begins with the fields of an ibv_cq (ibv_cq_ex_to_cq) */
+    union {
+        struct ibv_cq cq;
+        struct ibv_cq_ex cqx;
+    };
+    bool is_ex;
+    uint64_t wc_flags; /* ibv_create_cq_ex: what the read_* ops may read */
+    struct ibv_wc cur; /* the CQE between start_poll and end_poll */
+    sim_time_t cur_ps; /* when it became visible */
     struct shim_context *ctx;
     struct nic_cq *ncq;
     struct shim_channel *channel;
@@ -105,8 +113,31 @@ struct shim_srq {
     uint32_t n_qps;
 };
 
+/* One work request being built with the ibv_wr_* calls (qp_ex.c). */
+struct shim_wr_ent {
+    struct ibv_send_wr wr;
+    struct ibv_sge sge[NIC_MAX_SGE];
+    size_t inline_off; /* its inline bytes in the batch's buffer */
+};
+
+struct shim_wr_batch {
+    struct shim_wr_ent *ents;
+    unsigned n, cap;
+    char *inline_buf;
+    size_t inline_len, inline_cap;
+    int err; /* the first error, reported by wr_complete */
+    bool open;
+};
+
 struct shim_qp {
-    struct ibv_qp qp;
+    /* ibv_qp_to_qp_ex hands out &qpx (its first member is the ibv_qp) */
+    union {
+        struct ibv_qp qp;
+        struct ibv_qp_ex qpx;
+    };
+    bool is_ex; /* created with ibv_create_qp_ex and send_ops_flags */
+    uint64_t send_ops_flags;
+    struct shim_wr_batch batch;
     struct shim_context *ctx;
     struct shim_pd *pd;
     struct shim_cq *send_cq, *recv_cq;
@@ -219,6 +250,9 @@ int shim_req_notify_cq(struct ibv_cq *cq, int solicited_only);
 /* ---------------------------------------------------------------- post.c */
 
 int shim_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad_wr);
+/* Post a list all-or-nothing (ibv_wr_complete): 0, or the errno of the
+ * first WR that is refused, with nothing posted. */
+int shim_post_send_batch(struct shim_qp *sqp, struct ibv_send_wr *wr);
 int shim_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr);
 /* Is `op` an opcode a send queue of type `t` takes (the IBA table; RIMA
  * append on RC)?  Also what emulation mode checks a client's WQEs with. */
@@ -231,6 +265,21 @@ int shim_recv_wqe(const struct ibv_recv_wr *wr, uint32_t max_sge, struct nic_rec
 int shim_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr);
 
 /* ---------------------------------------------------------------- qp.c */
+
+/* ibv_create_qp with the caller's attributes (cap written back). */
+struct shim_qp *shim_qp_create(struct ibv_pd *pd, struct ibv_qp_init_attr *init);
+
+/* ---------------------------------------------------------------- qp_ex.c */
+
+/* verbs_context.create_qp_ex: PD, send_ops_flags (the ibv_wr_* API). */
+struct ibv_qp *shim_create_qp_ex(struct ibv_context *context, struct ibv_qp_init_attr_ex *attr);
+/* Free the ibv_wr_* batch of a QP being destroyed. */
+void shim_wr_batch_free(struct shim_qp *sqp);
+
+/* ---------------------------------------------------------------- cq.c */
+
+/* verbs_context.create_cq_ex */
+struct ibv_cq_ex *shim_create_cq_ex(struct ibv_context *context, struct ibv_cq_init_attr_ex *attr);
 
 /* Is `mask` acceptable for cur -> next of an RC, UC or UD QP (the
  * kernel's ib_modify_qp_is_ok)?  Exposed for the state tests. */

@@ -148,3 +148,21 @@ int ibv_rate_to_mbps(enum ibv_rate rate)
         return rate_table[rate].mbps;
     return -1;
 }
+
+/* The inverses (IBVERBS_1.0 / 1.1): the rate whose multiple of 2.5 Gb/s
+ * or signalling rate is exactly the argument, else IBV_RATE_MAX. */
+enum ibv_rate mult_to_ibv_rate(int mult)
+{
+    for (unsigned r = 0; r < N_ELEMS(rate_table); r++)
+        if (mult > 0 && rate_table[r].mult == mult)
+            return (enum ibv_rate)r;
+    return IBV_RATE_MAX;
+}
+
+enum ibv_rate mbps_to_ibv_rate(int mbps)
+{
+    for (unsigned r = 0; r < N_ELEMS(rate_table); r++)
+        if (mbps > 0 && rate_table[r].mbps == mbps)
+            return (enum ibv_rate)r;
+    return IBV_RATE_MAX;
+}

@@ -453,11 +453,20 @@ static int handle_req(struct emu_client *c, const struct emu_req *q, struct emu_
         /* the extended op with the caller's struct size (the client
          * copies what fits); size 0 = ibv_query_device */
         memset(&r->u.device, 0, sizeof(r->u.device));
-        if (q->u.query.index == 0)
-            return ibv_query_device(c->ctx, &r->u.device.orig_attr);
-        size_t size =
-            q->u.query.index < sizeof(r->u.device) ? q->u.query.index : sizeof(r->u.device);
-        return shim_query_device_ex(c->ctx, NULL, &r->u.device, size);
+        int rc;
+        if (q->u.query.index == 0) {
+            rc = ibv_query_device(c->ctx, &r->u.device.orig_attr);
+        } else {
+            size_t size =
+                q->u.query.index < sizeof(r->u.device) ? q->u.query.index : sizeof(r->u.device);
+            rc = shim_query_device_ex(c->ctx, NULL, &r->u.device, size);
+        }
+        /* No product identity (the profile's nic.vendor_id/part_id): a
+         * program that recognises a ConnectX picks the ibv_wr_* API
+         * (perftest), which the drop-in library does not provide. */
+        r->u.device.orig_attr.vendor_id = 0;
+        r->u.device.orig_attr.vendor_part_id = 0;
+        return rc;
     }
     case EMU_OP_QUERY_PORT:
         return ibv_query_port(c->ctx, (uint8_t)q->u.query.index, &r->u.port);

@@ -48,23 +48,6 @@ static void usage(FILE *out, const char *prog)
             prog);
 }
 
-static const char *opt_value(int argc, char **argv, int *i, const char *name, bool *missing)
-{
-    size_t n = strlen(name);
-    const char *a = argv[*i];
-    if (strncmp(a, name, n) != 0)
-        return NULL;
-    if (a[n] == '=')
-        return a + n + 1;
-    if (a[n] != '\0')
-        return NULL;
-    if (*i + 1 >= argc) {
-        *missing = true;
-        return NULL;
-    }
-    return argv[++*i];
-}
-
 static int parse_dur(const char *opt, const char *v, sim_time_t *out)
 {
     char why[160];
@@ -170,32 +153,32 @@ int emulate_main(const char *prog, int argc, char **argv)
     for (int i = 0; i < argc; i++) {
         bool missing = false;
         const char *v;
-        if ((v = opt_value(argc, argv, &i, "--set", &missing))) {
+        if ((v = cli_opt_value(argc, argv, &i, "--set", &missing))) {
             sets[o.nsets++] = v;
-        } else if ((v = opt_value(argc, argv, &i, "-o", &missing)) ||
-                   (v = opt_value(argc, argv, &i, "--output", &missing))) {
+        } else if ((v = cli_opt_value(argc, argv, &i, "-o", &missing)) ||
+                   (v = cli_opt_value(argc, argv, &i, "--output", &missing))) {
             out = v;
-        } else if ((v = opt_value(argc, argv, &i, "--socket", &missing))) {
+        } else if ((v = cli_opt_value(argc, argv, &i, "--socket", &missing))) {
             socket_path = v;
-        } else if ((v = opt_value(argc, argv, &i, "--seed", &missing))) {
+        } else if ((v = cli_opt_value(argc, argv, &i, "--seed", &missing))) {
             char why[160];
             if (cfg_parse_u64(v, &o.seed, why, sizeof(why))) {
                 fprintf(stderr, "rnicsimd: bad --seed '%s': %s\n", v, why);
                 goto out;
             }
             o.have_seed = true;
-        } else if ((v = opt_value(argc, argv, &i, "--profiles", &missing))) {
+        } else if ((v = cli_opt_value(argc, argv, &i, "--profiles", &missing))) {
             o.profiles_dir = v;
-        } else if ((v = opt_value(argc, argv, &i, "--spin", &missing))) {
+        } else if ((v = cli_opt_value(argc, argv, &i, "--spin", &missing))) {
             if (parse_dur("--spin", v, &spin))
                 goto out;
-        } else if ((v = opt_value(argc, argv, &i, "--poll", &missing))) {
+        } else if ((v = cli_opt_value(argc, argv, &i, "--poll", &missing))) {
             if (parse_dur("--poll", v, &poll))
                 goto out;
-        } else if ((v = opt_value(argc, argv, &i, "--budget", &missing))) {
+        } else if ((v = cli_opt_value(argc, argv, &i, "--budget", &missing))) {
             if (parse_dur("--budget", v, &budget))
                 goto out;
-        } else if ((v = opt_value(argc, argv, &i, "--duration", &missing))) {
+        } else if ((v = cli_opt_value(argc, argv, &i, "--duration", &missing))) {
             if (parse_dur("--duration", v, &duration))
                 goto out;
         } else if (missing) {

@@ -1,36 +1,17 @@
 /* The rest of libibverbs' public calls (IBVERBS_1.0 .. 1.14).
  *
- * Rate conversions invert the shim's tables (verbs_shim/strings.c).  What
- * emulation mode does not provide answers as rdma-core does when a
- * provider lacks the operation: EOPNOTSUPP (NULL with errno for
- * creators), never a missing symbol.  Not provided: multicast, memory
- * windows, ibv_rereg_mr, ibv_resize_cq, dma-buf MRs, importing objects of
- * another process, ECE, extended QPs / CQs (ibv_qp_to_qp_ex answers NULL,
- * as for a QP created without send ops). */
+ * Rate conversions (mult_to_ibv_rate, mbps_to_ibv_rate) come with the
+ * shim's tables in verbs_shim/strings.c.  What emulation mode does not
+ * provide answers as rdma-core does when a provider lacks the operation:
+ * EOPNOTSUPP (NULL with errno for creators), never a missing symbol.  Not provided: multicast,
+ * memory windows, ibv_rereg_mr, ibv_resize_cq, dma-buf MRs, importing objects of another process,
+ * ECE, extended QPs / CQs (ibv_qp_to_qp_ex answers NULL, as for a QP created without send ops). */
 #include <errno.h>
 #include <stddef.h>
 
 #include "emu/lib/client.h"
 
 #undef ibv_reg_mr
-
-enum { RATE_ENUM_MAX = IBV_RATE_1200_GBPS + 1 };
-
-enum ibv_rate mult_to_ibv_rate(int mult)
-{
-    for (int r = IBV_RATE_2_5_GBPS; r < RATE_ENUM_MAX; r++)
-        if (ibv_rate_to_mult((enum ibv_rate)r) == mult)
-            return (enum ibv_rate)r;
-    return IBV_RATE_MAX;
-}
-
-enum ibv_rate mbps_to_ibv_rate(int mbps)
-{
-    for (int r = IBV_RATE_2_5_GBPS; r < RATE_ENUM_MAX; r++)
-        if (ibv_rate_to_mbps((enum ibv_rate)r) == mbps)
-            return (enum ibv_rate)r;
-    return IBV_RATE_MAX;
-}
 
 int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
 {

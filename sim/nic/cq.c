@@ -49,6 +49,7 @@ static void cq_free(struct nic_cq_priv *c)
             break;
         }
     free(c->cq.ring);
+    free(c->cq.ring_ps);
     free(c);
 }
 
@@ -78,7 +79,10 @@ struct nic_cq *nic_cq_create(struct nic *nic, uint32_t depth)
         return NULL;
     }
     c->cq.ring = calloc(depth, sizeof(*c->cq.ring));
-    if (!c->cq.ring) {
+    c->cq.ring_ps = calloc(depth, sizeof(*c->cq.ring_ps));
+    if (!c->cq.ring || !c->cq.ring_ps) {
+        free(c->cq.ring);
+        free(c->cq.ring_ps);
         free(c);
         errno = ENOMEM;
         return NULL;
@@ -109,14 +113,47 @@ int nic_cq_destroy(struct nic_cq *cq)
     return 0;
 }
 
-int nic_cq_poll(struct nic_cq *cq, int n, struct ibv_wc *wc)
+int nic_cq_poll_ts(struct nic_cq *cq, int n, struct ibv_wc *wc, sim_time_t *ts)
 {
     int got = 0;
     while (got < n && cq->cons != cq->prod) {
+        if (ts)
+            ts[got] = cq->ring_ps[cq->cons % cq->depth];
         wc[got++] = cq->ring[cq->cons % cq->depth];
         cq->cons++;
     }
     return got;
+}
+
+int nic_cq_poll(struct nic_cq *cq, int n, struct ibv_wc *wc)
+{
+    return nic_cq_poll_ts(cq, n, wc, NULL);
+}
+
+int nic_cq_resize(struct nic_cq *cq, uint32_t depth)
+{
+    uint64_t held = cq->prod - cq->cons;
+    if (depth == 0 || depth > cq->nic->p.max_cqe || depth < held)
+        return EINVAL;
+    struct ibv_wc *ring = calloc(depth, sizeof(*ring));
+    sim_time_t *ring_ps = calloc(depth, sizeof(*ring_ps));
+    if (!ring || !ring_ps) {
+        free(ring);
+        free(ring_ps);
+        return ENOMEM;
+    }
+    for (uint64_t i = 0; i < held; i++) {
+        ring[i] = cq->ring[(cq->cons + i) % cq->depth];
+        ring_ps[i] = cq->ring_ps[(cq->cons + i) % cq->depth];
+    }
+    free(cq->ring);
+    free(cq->ring_ps);
+    cq->ring = ring;
+    cq->ring_ps = ring_ps;
+    cq->depth = depth;
+    cq->cons = 0;
+    cq->prod = held;
+    return 0;
 }
 
 static void cq_overrun(struct nic_cq *cq)
@@ -158,6 +195,7 @@ static void cq_push(struct nic_cq *cq, const struct ibv_wc *wc, bool solicited)
         return;
     }
     cq->ring[cq->prod % cq->depth] = *wc;
+    cq->ring_ps[cq->prod % cq->depth] = sim_now(sim);
     cq->prod++;
     if (!sim_waitq_empty(&cq->wq))
         sim_waitq_wake_all(sim, &cq->wq);
@@ -277,6 +315,7 @@ void nic_cq_teardown(struct nic *nic)
     for (uint32_t i = 0; i < nic->n_cqs; i++) {
         struct nic_cq_priv *c = cq_priv(nic->cqs[i]);
         free(c->cq.ring);
+        free(c->cq.ring_ps);
         free(c);
     }
     free(nic->cqs);

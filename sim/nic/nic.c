@@ -42,6 +42,10 @@
 void nic_params_default(struct nic_params *p)
 {
     memset(p, 0, sizeof(*p));
+    /* The identity a ConnectX-5 reports (ibv_devinfo: vendor_id 0x02c9,
+     * vendor_part_id 4119 = PCI device 0x1017). */
+    p->vendor_id = 0x02c9;
+    p->vendor_part_id = 4119;
     /* ConnectX-5 product brief: 100 Gb/s per port (CALIBRATION.md, NICs). */
     p->port_rate_bps = 100000000000ull;
     /* IBA: largest IB path MTU 4096 (CALIBRATION.md, Transports: IB path MTU). */

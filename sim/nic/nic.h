@@ -78,6 +78,9 @@ enum nic_link_layer {
 extern const char *const nic_link_layer_names[]; /* "ethernet", "ib", NULL */
 
 struct nic_params {
+    /* what ibv_query_device reports as the device's identity (programs
+     * such as perftest pick defaults by it) */
+    uint32_t vendor_id, vendor_part_id;
     uint64_t port_rate_bps;      /* reported by query_port; the link sets the real rate */
     enum ibv_mtu max_mtu;        /* largest path MTU the port accepts */
     sim_time_t doorbell_proc_ps; /* doorbell seen -> WQE fetch issued */
@@ -218,6 +221,7 @@ struct nic_cq {
     struct host *host;
     uint32_t id;
     struct ibv_wc *ring; /* visible CQEs; written by nic_cq_push() */
+    sim_time_t *ring_ps; /* when each became visible (completion timestamps) */
     uint32_t depth;
     uint64_t prod, cons;
     bool overflowed;       /* a CQE found the ring full: the CQ is in error (cq.c) */
@@ -531,8 +535,13 @@ void nic_set_mcast_notify(struct nic *nic, nic_mcast_notify_fn fn, void *ctx);
 /* CQ */
 struct nic_cq *nic_cq_create(struct nic *nic, uint32_t depth);
 int nic_cq_destroy(struct nic_cq *cq); /* EBUSY while QPs use it */
-/* Take up to n visible CQEs.  No time is charged here. */
+/* Take up to n visible CQEs.  No time is charged here.  nic_cq_poll_ts
+ * also gives the simulated time each became visible (ts may be NULL). */
 int nic_cq_poll(struct nic_cq *cq, int n, struct ibv_wc *wc);
+int nic_cq_poll_ts(struct nic_cq *cq, int n, struct ibv_wc *wc, sim_time_t *ts);
+/* Change the depth (ibv_resize_cq): EINVAL if 0, above max_cqe or below
+ * the CQEs waiting to be polled; ENOMEM. */
+int nic_cq_resize(struct nic_cq *cq, uint32_t depth);
 /* Make a CQE visible now (called by the completer/responder when the CQE
  * DMA write lands): appends, wakes cq->wq and host->cqe_wq, fires an armed
  * notification. */

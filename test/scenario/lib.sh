@@ -19,3 +19,18 @@ finish() {
     echo "$pass passed, $fail failed"
     [ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]
 }
+# The third-party sources the tests build (rdma-core's examples, perftest):
+# $RNICSIM_THIRD_PARTY, else <source dir>/../shared/third_party, else
+# /work/shared/third_party.  Prints the folder, or fails with a message.
+third_party_dir() {
+    local d
+    for d in "${RNICSIM_THIRD_PARTY:-}" "$src/../shared/third_party" /work/shared/third_party; do
+        if [ -n "$d" ] && [ -d "$d/rdma-core-v44.0-examples" ] && [ -d "$d/perftest-4.5-0.17/src" ]; then
+            (cd "$d" && pwd)
+            return 0
+        fi
+    done
+    echo "third-party sources not found: set RNICSIM_THIRD_PARTY to the folder holding" \
+        "rdma-core-v44.0-examples/ and perftest-4.5-0.17/" >&2
+    return 1
+}

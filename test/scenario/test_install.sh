@@ -69,6 +69,23 @@ rc=$?
 check "find_package(rnicsim) + rnicsim_add_program builds and runs (got $rc)" \
     "[ $rc -eq 0 ] && grep -q 'hello from h1' '$scratch/work/cm/run.out'"
 
+# An unmodified POSIX program built with the installed rnicsim-cc.
+mkdir -p "$scratch/work/cc"
+cp "$src/test/scenario/programs/posix_probe.c" "$scratch/work/cc/"
+cat >"$scratch/work/cc/probe.yaml" <<'YAML'
+name: probe
+profile: cx5-100g
+topology: {kind: star, hosts: 2, link: {rate: 100Gbps, delay: 10ns}}
+programs:
+  - {host: h1, program: ./posix_probe.so, args: [--server]}
+  - {host: h0, program: ./posix_probe.so, args: [--client, h1]}
+YAML
+(cd "$scratch/work/cc" && "$prefix/bin/rnicsim-cc" -O2 -o posix_probe.so posix_probe.c 2>cc.err &&
+    timeout 60 "$ibin" run probe.yaml >run.out 2>&1)
+rc=$?
+check "installed rnicsim-cc builds a plain POSIX program that runs (got $rc)" \
+    "[ $rc -eq 0 ] && grep -q 'server: echoed 5 messages' '$scratch/work/cc/run.out'"
+
 # Every command of --help is in the man page and in docs/cli.md.
 cmds=$("$ibin" --help | sed -n 's/^  rnicsim \([a-z][a-z0-9-]*\).*/\1/p' | sort -u)
 check "--help lists commands" "[ \$(echo '$cmds' | wc -w) -ge 6 ]"

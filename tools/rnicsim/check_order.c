@@ -332,23 +332,6 @@ static void co_usage(FILE *out)
             CO_DEFAULT_RUNS);
 }
 
-static const char *co_opt_value(int argc, char **argv, int *i, const char *name, bool *missing)
-{
-    size_t n = strlen(name);
-    const char *a = argv[*i];
-    if (strncmp(a, name, n) != 0)
-        return NULL;
-    if (a[n] == '=')
-        return a + n + 1;
-    if (a[n] != '\0')
-        return NULL;
-    if (*i + 1 >= argc) {
-        *missing = true;
-        return NULL;
-    }
-    return argv[++*i];
-}
-
 /* "KEY=V1,V2": split the values at top-level commas (not inside [] {} or
  * quotes, so a value may be a flow sequence). */
 static int co_parse_vary(const char *arg, struct co_vary *v)
@@ -420,9 +403,9 @@ static int co_parse_args(int argc, char **argv, struct co_opts *o)
         }
         if (t > 0)
             continue;
-        if ((v = co_opt_value(argc, argv, &i, "--set", &missing))) {
+        if ((v = cli_opt_value(argc, argv, &i, "--set", &missing))) {
             o->sets[o->nsets++] = v;
-        } else if ((v = co_opt_value(argc, argv, &i, "--vary", &missing))) {
+        } else if ((v = cli_opt_value(argc, argv, &i, "--vary", &missing))) {
             if (co_parse_vary(v, &o->vary[o->nvary])) {
                 fprintf(stderr, "rnicsim check-order: bad --vary '%s' (expected KEY=V1,V2,...)\n",
                         v);
@@ -442,25 +425,25 @@ static int co_parse_args(int argc, char **argv, struct co_opts *o)
                     return -1;
                 }
             }
-        } else if ((v = co_opt_value(argc, argv, &i, "-o", &missing)) ||
-                   (v = co_opt_value(argc, argv, &i, "--output", &missing))) {
+        } else if ((v = cli_opt_value(argc, argv, &i, "-o", &missing)) ||
+                   (v = cli_opt_value(argc, argv, &i, "--output", &missing))) {
             o->out = v;
-        } else if ((v = co_opt_value(argc, argv, &i, "--runs", &missing))) {
+        } else if ((v = cli_opt_value(argc, argv, &i, "--runs", &missing))) {
             if (co_parse_u64("--runs", v, 1, &o->runs))
                 return -1;
-        } else if ((v = co_opt_value(argc, argv, &i, "--seed", &missing))) {
+        } else if ((v = cli_opt_value(argc, argv, &i, "--seed", &missing))) {
             if (co_parse_u64("--seed", v, 0, &o->seed))
                 return -1;
             o->have_seed = true;
-        } else if ((v = co_opt_value(argc, argv, &i, "--trace-lines", &missing))) {
+        } else if ((v = cli_opt_value(argc, argv, &i, "--trace-lines", &missing))) {
             if (co_parse_u64("--trace-lines", v, 0, &o->trace_lines))
                 return -1;
             o->trace_lines_set = true;
-        } else if ((v = co_opt_value(argc, argv, &i, "--trace-capacity", &missing))) {
+        } else if ((v = cli_opt_value(argc, argv, &i, "--trace-capacity", &missing))) {
             if (co_parse_u64("--trace-capacity", v, 64, &o->trace_capacity))
                 return -1;
             o->trace_capacity_set = true;
-        } else if ((v = co_opt_value(argc, argv, &i, "--profiles", &missing))) {
+        } else if ((v = cli_opt_value(argc, argv, &i, "--profiles", &missing))) {
             o->profiles = v;
         } else if (missing) {
             fprintf(stderr, "rnicsim check-order: %s needs a value\n", argv[i]);

@@ -1,7 +1,7 @@
 /* The rnicsim command line.
  *
  *   rnicsim run FILE.yaml [-o results.json] [--set KEY=VALUE]... [--seed N]
- *                         [--profiles DIR] [--quiet]
+ *                         [--profiles DIR] [--tables] [--quiet] [--watchdog SECONDS]
  *   rnicsim params [--profile NAME] [--profiles DIR] [--markdown]
  *   rnicsim programs
  *   rnicsim bench [--reps N] [--json FILE]
@@ -23,6 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "posix/posix.h"
 #include "tools/rnicsim/rnicsim.h"
 #include "tools/rnicsim/timeline.h"
 #ifdef RNICSIM_HAVE_EMU
@@ -41,7 +42,7 @@ static void usage(FILE *out)
             "usage:\n"
             "  rnicsim run FILE.yaml [-o RESULTS.json] [--set KEY=VALUE]... [--seed N]\n"
             "                        [--profiles DIR] [--wall-limit SECONDS] [--keep-going]\n"
-            "                        [--tables] [--quiet]\n"
+            "                        [--tables] [--quiet] [--watchdog SECONDS]\n"
             "                        [--timeline FILE.json] [--trace] [--timeline-hosts h0,..]\n"
             "                        [--timeline-qps [hN:]QPN,..] [--timeline-window FROM:TO]\n"
             "                        [--timeline-max SIZE]\n"
@@ -82,24 +83,6 @@ static void usage(FILE *out)
                  "  programs (docs/emulation.md); JSON results when stopped (SIGINT/SIGTERM);\n"
                  "  all options: rnicsim emulate --help.\n");
 #endif
-}
-
-/* "--opt VALUE" or "--opt=VALUE"; advances *i.  NULL if not this option. */
-static const char *opt_value(int argc, char **argv, int *i, const char *name, bool *missing)
-{
-    size_t n = strlen(name);
-    const char *a = argv[*i];
-    if (strncmp(a, name, n) != 0)
-        return NULL;
-    if (a[n] == '=')
-        return a + n + 1;
-    if (a[n] != '\0')
-        return NULL;
-    if (*i + 1 >= argc) {
-        *missing = true;
-        return NULL;
-    }
-    return argv[++*i];
 }
 
 static void report_outcome(const struct run *r)
@@ -144,6 +127,8 @@ static void report_outcome(const struct run *r)
     if (r->sim_result == SIM_RUN_DEADLOCK) {
         fprintf(stderr, "deadlock at %s: no event is pending and these programs are blocked:\n", t);
         sim_deadlock_report(sim, stderr);
+        if (r->os)
+            posix_report_spinners(r->os, stderr);
     } else if (r->result == RUN_TIME_LIMIT) {
         char st[32];
         format_time(r->scn->stop_time_ps, st, sizeof(st));
@@ -174,6 +159,7 @@ static int cmd_run(int argc, char **argv)
     struct scenario_opts o = {.sets = sets};
     bool quiet = false, keep_going = false, tables = false;
     double wall_limit = DEFAULT_WALL_LIMIT_S;
+    double watchdog_s = 0; /* default (posix/guard.c) */
     struct timeline_opts tlo = {0};
     int rc = EXIT_USAGE;
     for (int i = 0; i < argc; i++) {
@@ -187,21 +173,30 @@ static int cmd_run(int argc, char **argv)
         }
         if (t > 0)
             continue;
-        if ((v = opt_value(argc, argv, &i, "--set", &missing))) {
+        if ((v = cli_opt_value(argc, argv, &i, "--set", &missing))) {
             sets[o.nsets++] = v;
-        } else if ((v = opt_value(argc, argv, &i, "-o", &missing)) ||
-                   (v = opt_value(argc, argv, &i, "--output", &missing))) {
+        } else if ((v = cli_opt_value(argc, argv, &i, "-o", &missing)) ||
+                   (v = cli_opt_value(argc, argv, &i, "--output", &missing))) {
             out = v;
-        } else if ((v = opt_value(argc, argv, &i, "--seed", &missing))) {
+        } else if ((v = cli_opt_value(argc, argv, &i, "--seed", &missing))) {
             char why[160];
             if (cfg_parse_u64(v, &o.seed, why, sizeof(why))) {
                 fprintf(stderr, "rnicsim: bad --seed '%s': %s\n", v, why);
                 goto out;
             }
             o.have_seed = true;
-        } else if ((v = opt_value(argc, argv, &i, "--profiles", &missing))) {
+        } else if ((v = cli_opt_value(argc, argv, &i, "--profiles", &missing))) {
             o.profiles_dir = v;
-        } else if ((v = opt_value(argc, argv, &i, "--wall-limit", &missing))) {
+        } else if ((v = cli_opt_value(argc, argv, &i, "--watchdog", &missing))) {
+            char *end;
+            watchdog_s = strtod(v, &end);
+            if (*end || end == v || watchdog_s < 0) {
+                fprintf(stderr, "rnicsim: bad --watchdog '%s': seconds >= 0 expected\n", v);
+                goto out;
+            }
+            if (watchdog_s == 0)
+                watchdog_s = -1; /* off */
+        } else if ((v = cli_opt_value(argc, argv, &i, "--wall-limit", &missing))) {
             char *end = NULL;
             errno = 0;
             wall_limit = strtod(v, &end);
@@ -259,6 +254,7 @@ static int cmd_run(int argc, char **argv)
     struct run_opts ro = {.progress = !quiet && isatty(STDERR_FILENO),
                           .stop_on_failure = !keep_going,
                           .wall_limit_s = wall_limit,
+                          .watchdog_s = watchdog_s,
                           .timeline = &tlo};
     struct run *r = run_scenario_opts(s, &ro, why, sizeof(why));
     fflush(stdout);
@@ -313,11 +309,11 @@ static int cmd_params(int argc, char **argv)
     for (int i = 0; i < argc; i++) {
         bool missing = false;
         const char *v;
-        if ((v = opt_value(argc, argv, &i, "--profile", &missing))) {
+        if ((v = cli_opt_value(argc, argv, &i, "--profile", &missing))) {
             profile = v;
-        } else if ((v = opt_value(argc, argv, &i, "--profiles", &missing))) {
+        } else if ((v = cli_opt_value(argc, argv, &i, "--profiles", &missing))) {
             ps.cli_dir = v;
-        } else if ((v = opt_value(argc, argv, &i, "--set", &missing))) {
+        } else if ((v = cli_opt_value(argc, argv, &i, "--set", &missing))) {
             sets[nsets++] = v;
         } else if (!strcmp(argv[i], "--markdown")) {
             markdown = true;

@@ -138,8 +138,11 @@ typedef int (*program_main_fn)(int argc, char **argv);
 struct scn_program {
     char *host; /* "h1" */
     uint32_t host_index;
-    char *program; /* as written (argv[0]) */
-    char *so_path; /* resolved shared-object path, or NULL for a built-in */
+    char *program;     /* as written (argv[0]) */
+    char *so_path;     /* resolved shared-object path, or NULL for a built-in */
+    int so_fd;         /* memfd of a private copy (a second instance), or -1 */
+    uintptr_t so_base; /* where the object was loaded, and its extent */
+    size_t so_size;
     program_main_fn main;
     char **args; /* NULL-terminated */
     size_t nargs;
@@ -296,6 +299,8 @@ struct report_table {
 enum run_result { RUN_DONE, RUN_DEADLOCK, RUN_PROGRAM_FAILED, RUN_TIME_LIMIT, RUN_WALL_LIMIT };
 
 struct run;
+struct posix_world;
+struct posix_prog;
 
 /* One program instance (and, shared, its threads): the host_thread.program
  * pointer of its processes. */
@@ -308,6 +313,7 @@ struct prog_inst {
     char proc_name[96]; /* "h1/perftest#0": the process name (kept alive) */
     int exit_code;
     bool finished;
+    struct posix_prog *os; /* a shared object's simulated POSIX (posix/), or NULL */
     uint32_t threads_started; /* host_thread_start calls (the cpus: list) */
     sim_time_t finished_ps; /* when it returned */
 };
@@ -340,6 +346,8 @@ struct run {
     double progress_t0, progress_last;
     /* stop the simulation as soon as a program returns non-zero */
     bool stop_on_failure;
+    /* the simulated POSIX of the shared-object programs (posix/), or NULL */
+    struct posix_world *os;
     const struct prog_inst *first_failed; /* the first program that returned non-zero */
     /* --wall-limit: stop when the run has taken this many seconds (0: none) */
     double wall_limit_s, wall_t0;
@@ -362,6 +370,7 @@ struct run_opts {
     sim_progress_fn observe; /* called every `observe_every` events during the run */
     void *observe_arg;
     uint64_t observe_every;
+    double watchdog_s; /* spin watchdog of shared-object programs: 0 default, < 0 off */
     double wall_limit_s; /* > 0: stop after this much wall-clock time (result wall-limit) */
     const struct timeline_opts *timeline; /* --timeline / --trace (timeline.h), or NULL */
 };
@@ -469,6 +478,11 @@ void *xcalloc_or_die(size_t n, size_t size) __attribute__((returns_nonnull));
 void *xrealloc_or_die(void *p, size_t size) __attribute__((returns_nonnull));
 /* Write `w` as one POSIX shell word (single-quoted unless it is plain). */
 void shell_word(FILE *out, const char *w);
+/* The one option parser of every command (run, sweep, check-order, emulate,
+ * rnicsimd): argv[*i] is `name`: "--opt VALUE" (advances *i), "--opt=VALUE",
+ * or for a one-letter option "-jVALUE".  NULL if argv[*i] is another option;
+ * NULL with *missing set when the value is absent. */
+const char *cli_opt_value(int argc, char **argv, int *i, const char *name, bool *missing);
 /* A new string formatted like printf (exits when out of memory). */
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2), returns_nonnull));
 

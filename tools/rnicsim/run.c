@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "posix/posix.h"
 #include "sim/trace.h"
 #include "tools/rnicsim/rnicsim.h"
 #include "tools/rnicsim/timeline.h"
@@ -54,12 +55,9 @@ int run_exit_code(enum run_result r)
     return run_exit_codes[r];
 }
 
-/* Body of every program process. */
-static void program_entry(void *arg)
+static void program_ended(struct prog_inst *pi, int exit_code)
 {
-    struct prog_inst *pi = arg;
-    optind = 0; /* a fresh getopt scan for programs that parse options */
-    pi->exit_code = pi->def->main(pi->argc, pi->argv);
+    pi->exit_code = exit_code;
     pi->finished = true;
     pi->finished_ps = sim_now(pi->run->world->sim);
     if (pi->exit_code != 0 && !pi->run->first_failed)
@@ -69,6 +67,43 @@ static void program_entry(void *arg)
     if (pi->exit_code != 0 && pi->run->stop_on_failure)
         sim_stop(pi->run->world->sim);
     run_process_finished(pi);
+}
+
+/* Body of every program process. */
+static void program_entry(void *arg)
+{
+    struct prog_inst *pi = arg;
+    if (pi->os) {
+        program_ended(pi, posix_prog_run_main(pi->os, pi->def->main, pi->argc, pi->argv));
+        return;
+    }
+    optind = 0; /* a fresh getopt scan for programs that parse options */
+    program_ended(pi, pi->def->main(pi->argc, pi->argv));
+}
+
+/* posix/ ended the threads of a program that exit()ed from another one. */
+static void os_main_ended(void *arg, int status)
+{
+    program_ended(arg, status);
+}
+
+static void os_thread_ended(void *arg)
+{
+    run_process_finished(arg);
+}
+
+/* "h1/rc_pingpong#1": host, the object's name without directory and
+ * ".so", instance number. */
+static void program_label(const struct prog_inst *pi, size_t i, char *buf, size_t len)
+{
+    const char *name = pi->def->program;
+    const char *slash = strrchr(name, '/');
+    if (slash)
+        name = slash + 1;
+    size_t n = strlen(name);
+    if (n > 3 && strcmp(name + n - 3, ".so") == 0)
+        n -= 3;
+    snprintf(buf, len, "%s/%.*s#%zu", pi->def->host, (int)n, name, i);
 }
 
 void run_process_finished(struct prog_inst *pi)
@@ -170,8 +205,11 @@ static int start_programs(struct run *r, char *why, size_t why_len)
     }
     for (size_t i = 0; i < s->nprogs; i++) {
         struct prog_inst *pi = &r->insts[i];
-        snprintf(pi->proc_name, sizeof(pi->proc_name), "%s/%s#%zu", pi->def->host, pi->def->program,
-                 i);
+        if (pi->def->so_path)
+            program_label(pi, i, pi->proc_name, sizeof(pi->proc_name));
+        else
+            snprintf(pi->proc_name, sizeof(pi->proc_name), "%s/%s#%zu", pi->def->host,
+                     pi->def->program, i);
         const struct scn_program *d = pi->def;
         struct sim_proc *p = host_spawn_on(pi->host, pi->proc_name, program_entry, pi, pi,
                                            d->stack_bytes, d->ncpus ? d->cpus[0] : -1, d->socket);
@@ -181,6 +219,21 @@ static int start_programs(struct run *r, char *why, size_t why_len)
             return -1;
         }
         sim_proc_set_daemon(p, pi->def->daemon);
+        if (pi->def->so_path) {
+            if (!r->os)
+                r->os = posix_world_create(r->world->sim, r->world->hosts, r->world->nhosts);
+            struct posix_prog_hooks hooks = {
+                .arg = pi, .main_ended = os_main_ended, .thread_ended = os_thread_ended};
+            pi->os = r->os ? posix_prog_create(r->os, pi->host, pi->proc_name, pi->def->so_path,
+                                               pi->def->so_base, pi->def->so_size, &hooks)
+                           : NULL;
+            if (!pi->os) {
+                snprintf(why, why_len, "cannot set up program %s on %s (out of memory)",
+                         pi->def->program, pi->def->host);
+                return -1;
+            }
+            posix_prog_attach_main(pi->os, p);
+        }
     }
     return 0;
 }
@@ -196,6 +249,18 @@ int __lsan_is_turned_off(void);
 int __lsan_is_turned_off(void)
 {
     return abandoned_programs;
+}
+
+/* What a program loaded from a shared object never freed (perftest keeps
+ * its device list, its buffers) is its own leak, as at a process's exit;
+ * such programs stay loaded in sanitizer builds (scenario_free) so that
+ * their frames name them: by path (*.so) or, for a second instance's
+ * private copy, /proc/self/fd/N.  Leaks of the simulator itself have no
+ * such frame and are still reported. */
+const char *__lsan_default_suppressions(void);
+const char *__lsan_default_suppressions(void)
+{
+    return "leak:.so$\nleak:/proc/self/fd/\n";
 }
 #endif
 
@@ -227,6 +292,14 @@ struct run *run_scenario_opts(const struct scenario *s, const struct run_opts *o
             return NULL;
         }
     }
+    /* Lookahead between hosts (sim_horizon): what a process does reaches
+     * another host no sooner than its management network's latency, or a
+     * doorbell's MMIO plus the remote NIC's DMA write (an RDMA write), the
+     * PCIe latencies being lower bounds of those transfers. */
+    sim_time_t rdma_ps = s->hw.pcie.mmio_latency_ps + s->hw.pcie.write_latency_ps;
+    sim_time_t la = s->hw.cpu.mgmt_latency_ps < rdma_ps ? s->hw.cpu.mgmt_latency_ps : rdma_ps;
+    for (size_t i = 0; i < r->world->nhosts; i++)
+        r->world->hosts[i].lookahead_ps = la;
     if (start_programs(r, why, why_len)) {
         timeline_finish(tl);
         run_free(r);
@@ -268,12 +341,30 @@ struct run *run_scenario_opts(const struct scenario *s, const struct run_opts *o
             setvbuf(f, NULL, _IOLBF, 0);
             saved_stdout = stdout;
             stdout = f;
+            if (r->os) /* the labelled lines of rnicsim-cc programs too */
+                posix_world_set_stdout(r->os, f);
         }
+    }
+    if (r->os) {
+        if (o->watchdog_s != 0)
+            posix_world_set_watchdog(r->os, o->watchdog_s > 0 ? o->watchdog_s : 0);
+        posix_guard_start(r->os);
     }
     double t0 = wall_seconds();
     enum sim_run_result res = sim_run(sim, s->stop_time_ps);
+    /* programs parked by the spin preemption may have been computing */
+    while (res == SIM_RUN_DEADLOCK && r->os && posix_wake_spinners(r->os))
+        res = sim_run(sim, s->stop_time_ps);
     r->wall_s = wall_seconds() - t0;
+    if (r->os) {
+        posix_guard_stop(r->os);
+        for (size_t i = 0; i < r->ninsts; i++)
+            if (r->insts[i].os)
+                posix_prog_flush(r->insts[i].os);
+    }
     if (saved_stdout) {
+        if (r->os)
+            posix_world_set_stdout(r->os, saved_stdout);
         fclose(stdout);
         stdout = saved_stdout;
     }
@@ -319,6 +410,7 @@ void run_free(struct run *r)
         return;
     host_api_free_run(r);
     traffic_destroy(r->traffic);
+    posix_world_free(r->os); /* its descriptors and programs, before the hosts */
     world_free(r->world);
     for (size_t i = 0; i < r->ninsts; i++) {
         for (int k = 0; k < r->insts[i].argc; k++)

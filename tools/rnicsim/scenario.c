@@ -40,6 +40,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sim/host/cpu.h"
 #include "tools/rnicsim/rnicsim.h"
@@ -780,6 +781,7 @@ static int read_program(struct scenario *s, struct cfg_node *item, size_t idx,
                         struct cfg_error *err)
 {
     struct scn_program *p = &s->progs[idx];
+    p->so_fd = -1;
     if (item->kind != CFG_MAP)
         return cfg_errorf(err, item, "'%s': expected a mapping (host, program, args), got %s",
                           item->path, cfg_kind_name(item));
@@ -858,6 +860,8 @@ static int read_programs(struct scenario *s, struct cfg_node *root, const struct
         return cfg_errorf(err, progs, "'programs': at least one program is needed");
     s->progs = xcalloc_or_die(progs->n, sizeof(*s->progs));
     s->nprogs = progs->n;
+    for (size_t i = 0; i < progs->n; i++)
+        s->progs[i].so_fd = -1;
     for (size_t i = 0; i < progs->n; i++)
         if (read_program(s, progs->items[i], i, err))
             return -1;
@@ -941,8 +945,15 @@ void scenario_free(struct scenario *s)
 {
     if (!s)
         return;
+#ifndef RNICSIM_SANITIZE /* kept for LeakSanitizer's frames: run.c */
+    for (size_t i = 0; i < s->n_dl; i++)
+        dlclose(s->dl_handles[i]);
+#endif
+    free(s->dl_handles);
     for (size_t i = 0; i < s->nprogs; i++) {
         struct scn_program *p = &s->progs[i];
+        if (p->so_fd >= 0) /* a private copy, unloaded just above */
+            close(p->so_fd);
         free(p->host);
         free(p->program);
         free(p->so_path);
@@ -970,9 +981,7 @@ void scenario_free(struct scenario *s)
         free(s->captures[i].path);
     }
     free(s->captures);
-    for (size_t i = 0; i < s->n_dl; i++)
-        dlclose(s->dl_handles[i]);
-    free(s->dl_handles);
+
     if (s->doc)
         cfg_free(s->doc);
     free(s->file);

@@ -128,23 +128,6 @@ static void sweep_usage(FILE *out)
         SWEEP_DEFAULT_DIR);
 }
 
-static const char *sw_opt_value(int argc, char **argv, int *i, const char *name, bool *missing)
-{
-    size_t n = strlen(name);
-    const char *a = argv[*i];
-    if (strncmp(a, name, n) != 0)
-        return NULL;
-    if (a[n] == '=')
-        return a + n + 1;
-    if (a[n] != '\0')
-        return n == 2 ? a + 2 : NULL; /* "-j4" */
-    if (*i + 1 >= argc) {
-        *missing = true;
-        return NULL;
-    }
-    return argv[++*i];
-}
-
 /* "KEY=V1,V2,...": split at top-level commas (not inside [] {} or quotes,
  * so a value may be a flow sequence), as check-order's --vary. */
 static int parse_axis(const char *arg, struct sw_axis *ax)
@@ -249,7 +232,7 @@ static int parse_args(int argc, char **argv, struct sw_opts *o)
         }
         if (t > 0)
             continue;
-        if ((v = sw_opt_value(argc, argv, &i, "--set", &missing))) {
+        if ((v = cli_opt_value(argc, argv, &i, "--set", &missing))) {
             if (parse_axis(v, &o->axes[o->naxes++]))
                 return -1;
             for (size_t k = 0; k + 1 < o->naxes; k++) {
@@ -258,31 +241,31 @@ static int parse_args(int argc, char **argv, struct sw_opts *o)
                     return -1;
                 }
             }
-        } else if ((v = sw_opt_value(argc, argv, &i, "-j", &missing)) ||
-                   (v = sw_opt_value(argc, argv, &i, "--jobs", &missing))) {
+        } else if ((v = cli_opt_value(argc, argv, &i, "-j", &missing)) ||
+                   (v = cli_opt_value(argc, argv, &i, "--jobs", &missing))) {
             uint64_t j;
             if (cfg_parse_u64(v, &j, why, sizeof(why)) || j < 1 || j > SWEEP_MAX_JOBS) {
                 fprintf(stderr, "rnicsim sweep: bad -j '%s': expected 1..%d\n", v, SWEEP_MAX_JOBS);
                 return -1;
             }
             o->jobs = (unsigned)j;
-        } else if ((v = sw_opt_value(argc, argv, &i, "-o", &missing)) ||
-                   (v = sw_opt_value(argc, argv, &i, "--output", &missing))) {
+        } else if ((v = cli_opt_value(argc, argv, &i, "-o", &missing)) ||
+                   (v = cli_opt_value(argc, argv, &i, "--output", &missing))) {
             if (!*v) {
                 fprintf(stderr, "rnicsim sweep: -o needs a directory\n");
                 return -1;
             }
             o->dir = v;
-        } else if ((v = sw_opt_value(argc, argv, &i, "--seed", &missing))) {
+        } else if ((v = cli_opt_value(argc, argv, &i, "--seed", &missing))) {
             uint64_t seed;
             if (cfg_parse_u64(v, &seed, why, sizeof(why))) {
                 fprintf(stderr, "rnicsim sweep: bad --seed '%s': %s\n", v, why);
                 return -1;
             }
             o->seed = v;
-        } else if ((v = sw_opt_value(argc, argv, &i, "--profiles", &missing))) {
+        } else if ((v = cli_opt_value(argc, argv, &i, "--profiles", &missing))) {
             o->profiles = v;
-        } else if ((v = sw_opt_value(argc, argv, &i, "--plot", &missing))) {
+        } else if ((v = cli_opt_value(argc, argv, &i, "--plot", &missing))) {
             if (o->plot_buf) {
                 fprintf(stderr, "rnicsim sweep: one --plot at a time\n");
                 return -1;
@@ -291,12 +274,12 @@ static int parse_args(int argc, char **argv, struct sw_opts *o)
                 return -1;
         } else if (!strcmp(argv[i], "--emit-jobs")) {
             o->emit_jobs = true;
-        } else if ((v = sw_opt_value(argc, argv, &i, "--timeline-run", &missing))) {
+        } else if ((v = cli_opt_value(argc, argv, &i, "--timeline-run", &missing))) {
             if (cfg_parse_u64(v, &o->tl_run, why, sizeof(why))) {
                 fprintf(stderr, "rnicsim sweep: bad --timeline-run '%s': %s\n", v, why);
                 return -1;
             }
-        } else if ((v = sw_opt_value(argc, argv, &i, "--collect", &missing))) {
+        } else if ((v = cli_opt_value(argc, argv, &i, "--collect", &missing))) {
             if (!*v) {
                 fprintf(stderr, "rnicsim sweep: --collect needs a directory\n");
                 return -1;
@@ -1115,11 +1098,11 @@ static int emit_jobs(const struct sw_opts *o, size_t nruns, int argc, char **arg
         bool missing = false;
         int j = i;
         const char *v;
-        if ((v = sw_opt_value(argc, argv, &j, "--set", &missing)))
+        if ((v = cli_opt_value(argc, argv, &j, "--set", &missing)))
             fprintf(f, "--set=%s\n", v);
-        else if ((v = sw_opt_value(argc, argv, &j, "--seed", &missing)))
+        else if ((v = cli_opt_value(argc, argv, &j, "--seed", &missing)))
             fprintf(f, "--seed=%s\n", v);
-        else if (sw_opt_value(argc, argv, &j, "--profiles", &missing))
+        else if (cli_opt_value(argc, argv, &j, "--profiles", &missing))
             fprintf(f, "--profiles=%s\n", profiles);
         i = j;
     }

@@ -1313,23 +1313,6 @@ int timeline_check_opts(const struct timeline_opts *o, size_t nhosts, char *why,
     return parse_filters(NULL, o, nhosts, why, why_len);
 }
 
-static const char *opt_val(int argc, char **argv, int *i, const char *name, bool *missing)
-{
-    size_t n = strlen(name);
-    const char *a = argv[*i];
-    if (strncmp(a, name, n) != 0)
-        return NULL;
-    if (a[n] == '=')
-        return a + n + 1;
-    if (a[n] != '\0')
-        return NULL;
-    if (*i + 1 >= argc) {
-        *missing = true;
-        return NULL;
-    }
-    return argv[++*i];
-}
-
 int timeline_parse_opt(int argc, char **argv, int *i, struct timeline_opts *o, char *why,
                        size_t why_len)
 {
@@ -1339,20 +1322,20 @@ int timeline_parse_opt(int argc, char **argv, int *i, struct timeline_opts *o, c
         o->text = true;
         return 1;
     }
-    if ((v = opt_val(argc, argv, i, "--timeline-hosts", &missing)))
+    if ((v = cli_opt_value(argc, argv, i, "--timeline-hosts", &missing)))
         o->hosts = v;
-    else if (!missing && (v = opt_val(argc, argv, i, "--timeline-qps", &missing)))
+    else if (!missing && (v = cli_opt_value(argc, argv, i, "--timeline-qps", &missing)))
         o->qps = v;
-    else if (!missing && (v = opt_val(argc, argv, i, "--timeline-window", &missing)))
+    else if (!missing && (v = cli_opt_value(argc, argv, i, "--timeline-window", &missing)))
         o->window = v;
-    else if (!missing && (v = opt_val(argc, argv, i, "--timeline-max", &missing))) {
+    else if (!missing && (v = cli_opt_value(argc, argv, i, "--timeline-max", &missing))) {
         char e[128];
         if (cfg_parse_size(v, &o->max_bytes, e, sizeof(e)) || o->max_bytes < 4096) {
             snprintf(why, why_len, "--timeline-max '%s': %s", v,
                      o->max_bytes < 4096 ? "at least 4KiB" : e);
             return -1;
         }
-    } else if (!missing && (v = opt_val(argc, argv, i, "--timeline", &missing)))
+    } else if (!missing && (v = cli_opt_value(argc, argv, i, "--timeline", &missing)))
         o->json_path = v;
     if (missing) {
         snprintf(why, why_len, "%s needs a value", argv[*i]);

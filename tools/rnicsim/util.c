@@ -116,6 +116,23 @@ const char *suggest_word(const char *word, const char *const *cands, size_t n)
     return best;
 }
 
+const char *cli_opt_value(int argc, char **argv, int *i, const char *name, bool *missing)
+{
+    size_t n = strlen(name);
+    const char *a = argv[*i];
+    if (strncmp(a, name, n) != 0)
+        return NULL;
+    if (a[n] == '=')
+        return a + n + 1;
+    if (a[n] != '\0')
+        return n == 2 && name[0] == '-' && name[1] != '-' ? a + n : NULL; /* "-j4" */
+    if (*i + 1 >= argc) {
+        *missing = true;
+        return NULL;
+    }
+    return argv[++*i];
+}
+
 void shell_word(FILE *out, const char *w)
 {
     bool safe = *w != '\0';

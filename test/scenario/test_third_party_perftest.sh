@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# perftest 4.5's ib_write_bw, ib_write_lat, ib_read_lat and ib_send_bw,
+# compiled unmodified with rnicsim-cc (a stand-in for the config.h its
+# configure writes: test/third_party/perftest/config.h) and run between two
+# simulated hosts with their default flags.  Each must print its usual
+# table, with numbers that agree with the built-in perftest program on the
+# same scenario and the same parameters (sizes, iterations, TX depth, CQ
+# moderation, inline size): within 2 %.  These programs read the clock
+# with rdtsc and get_cpu_mhz() (emulated: posix/guard.c), exchange their
+# parameters over their own TCP code, and ib_write_lat waits for the
+# peer's write by spinning on memory (parked: posix/guard.c).
+# Args: rnicsim binary, source dir, scratch dir (test/scenario/lib.sh).
+set -u
+. "$(dirname "$0")/lib.sh"
+cc="$(dirname "$bin")/rnicsim-cc"
+tp=$(third_party_dir) || { bad "third-party sources found"; finish; exit 1; }
+pt="$tp/perftest-4.5-0.17/src"
+mkdir -p "$scratch"
+# The sanitizer build: perftest's own leaks are its own (not freed at exit).
+export ASAN_OPTIONS="${ASAN_OPTIONS:-}${ASAN_OPTIONS:+:}detect_leaks=0"
+
+# perftest's build: CFLAGS="-g -Wall -D_GNU_SOURCE -O3" (configure.ac),
+# libperftest.a + one main per program, -lm -libumad.
+flags=(-g -D_GNU_SOURCE -O3 -DHAVE_CONFIG_H -I "$src/test/third_party/perftest" -I "$pt")
+built=true
+for f in get_clock perftest_communication perftest_parameters perftest_resources perftest_counters \
+    raw_ethernet_resources multicast_resources write_bw write_lat read_lat send_bw; do
+    "$cc" -c "${flags[@]}" -o "$scratch/$f.o" "$pt/$f.c" 2>>"$scratch/cc.err" || built=false
+done
+lib=(get_clock.o perftest_communication.o perftest_parameters.o perftest_resources.o
+    perftest_counters.o raw_ethernet_resources.o)
+for t in write_bw write_lat read_lat send_bw; do
+    extra=()
+    [ $t = send_bw ] && extra=(multicast_resources.o)
+    (cd "$scratch" && "$cc" -o "ib_$t.so" "$t.o" "${extra[@]}" "${lib[@]}" -lm -libumad) \
+        2>>"$scratch/cc.err" || built=false
+done
+if $built; then ok "perftest sources build unmodified (4 programs)"; else
+    bad "perftest sources build unmodified"
+    grep -i error "$scratch/cc.err" | head
+fi
+
+# scenario NAME "PROGRAM ARGS ON h0" "PROGRAM ARGS ON h1"
+scenario() {
+    cat >"$scratch/$1.yaml" <<YAML
+name: $1
+profile: cx5-100g
+stop_time: 100s
+topology: {kind: star, hosts: 2, link: {rate: 100Gbps, delay: 10ns}}
+programs:
+  - {host: h0, $2}
+  - {host: h1, $3}
+YAML
+    (cd "$scratch" && timeout 300 "$bin" run "$1.yaml" -q -o "$1.json" >"$1.out" 2>"$1.err")
+    echo $?
+}
+# the client's (h1) result line of a perftest table: " <bytes> <iters> ..."
+row() { grep "^\[h1/ib_$1#1\]  *$2 " "$scratch/$1.out" | head -1 | sed 's/^\[[^]]*\]//'; }
+builtin() { # NAME TABLE KEY: the built-in's first row value
+    $py - "$scratch/$1.json" "$2" "$3" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+print(d['tables'][sys.argv[2]][0][sys.argv[3]])
+PY
+}
+agree() { awk -v a="$1" -v b="$2" 'BEGIN { d = (a - b) / b; if (d < 0) d = -d; exit !(a != "" && b != "" && d <= 0.02) }'; }
+
+# --- ib_write_lat: 2-byte WRITE ping-pong, 1000 iterations, inline 220
+rc=$(scenario write_lat 'program: ./ib_write_lat.so' 'program: ./ib_write_lat.so, args: [h0]')
+check "ib_write_lat: both sides exit 0 (got $rc)" "[ $rc -eq 0 ]"
+check "ib_write_lat prints its table (ibv_wr* API on, inline 220)" \
+    "grep -q 'RDMA_Write Latency Test' '$scratch/write_lat.out' && grep -q 't_typical\[usec\]' '$scratch/write_lat.out' && grep -q 'ibv_wr\* API     : ON' '$scratch/write_lat.out' && grep -q 'Max inline data : 220\[B\]' '$scratch/write_lat.out'"
+r=$(row write_lat 2)
+typ=$(echo "$r" | awk '{print $5}')
+rc=$(scenario write_lat_b 'program: perftest, args: [--server, --tests=write, --modes=lat, --sizes=2, --iters=1000, --inline=220]' \
+    'program: perftest, args: [--client, --tests=write, --modes=lat, --sizes=2, --iters=1000, --inline=220]')
+b=$(builtin write_lat_b write_lat t_p50_us)
+check "ib_write_lat t_typical $typ us agrees with the built-in's p50 $b us" "agree '$typ' '$b'"
+
+# --- ib_read_lat: 2-byte READ, 1000 iterations
+rc=$(scenario read_lat 'program: ./ib_read_lat.so' 'program: ./ib_read_lat.so, args: [h0]')
+check "ib_read_lat: both sides exit 0 (got $rc)" "[ $rc -eq 0 ] && grep -q 'RDMA_Read Latency Test' '$scratch/read_lat.out'"
+typ=$(row read_lat 2 | awk '{print $5}')
+rc=$(scenario read_lat_b 'program: perftest, args: [--server, --tests=read, --modes=lat, --sizes=2, --iters=1000]' \
+    'program: perftest, args: [--client, --tests=read, --modes=lat, --sizes=2, --iters=1000]')
+b=$(builtin read_lat_b read_lat t_p50_us)
+check "ib_read_lat t_typical $typ us agrees with the built-in's p50 $b us" "agree '$typ' '$b'"
+
+# --- ib_write_bw: 64 KiB WRITEs, 5000 iterations, TX depth 128, CQ moderation 1
+rc=$(scenario write_bw 'program: ./ib_write_bw.so' 'program: ./ib_write_bw.so, args: [h0]')
+check "ib_write_bw: both sides exit 0 (got $rc)" "[ $rc -eq 0 ] && grep -q 'RDMA_Write BW Test' '$scratch/write_bw.out'"
+r=$(row write_bw 65536)
+mbs=$(echo "$r" | awk '{print $4}')
+mpps=$(echo "$r" | awk '{print $5}')
+rc=$(scenario write_bw_b 'program: perftest, args: [--server, --tests=write, --modes=bw, --sizes=65536, --bw-iters=5000, --cq-mod=1, --tx-depth=128]' \
+    'program: perftest, args: [--client, --tests=write, --modes=bw, --sizes=65536, --bw-iters=5000, --cq-mod=1, --tx-depth=128]')
+b=$(builtin write_bw_b write_bw bw_gbps)
+bm=$(builtin write_bw_b write_bw msg_rate_mpps)
+gbps=$(awk -v m="$mbs" 'BEGIN { printf "%.3f", m * 1048576 * 8 / 1e9 }')
+check "ib_write_bw $mbs MB/s = $gbps Gb/s agrees with the built-in's $b Gb/s" "agree '$gbps' '$b'"
+check "ib_write_bw message rate $mpps Mpps agrees with the built-in's $bm" "agree '$mpps' '$bm'"
+
+# --- ib_send_bw: 64 KiB SENDs, 1000 iterations
+rc=$(scenario send_bw 'program: ./ib_send_bw.so' 'program: ./ib_send_bw.so, args: [h0]')
+check "ib_send_bw: both sides exit 0 (got $rc)" "[ $rc -eq 0 ] && grep -q 'Send BW Test' '$scratch/send_bw.out'"
+mbs=$(row send_bw 65536 | awk '{print $4}')
+rc=$(scenario send_bw_b 'program: perftest, args: [--server, --tests=send, --modes=bw, --sizes=65536, --bw-iters=1000, --cq-mod=1, --tx-depth=128]' \
+    'program: perftest, args: [--client, --tests=send, --modes=bw, --sizes=65536, --bw-iters=1000, --cq-mod=1, --tx-depth=128]')
+b=$(builtin send_bw_b send_bw bw_gbps)
+gbps=$(awk -v m="$mbs" 'BEGIN { printf "%.3f", m * 1048576 * 8 / 1e9 }')
+check "ib_send_bw $mbs MB/s = $gbps Gb/s agrees with the built-in's $b Gb/s" "agree '$gbps' '$b'"
+
+# usual flags: sizes, iterations, more QPs
+rc=$(scenario write_bw_q 'program: ./ib_write_bw.so, args: [-s, "4096", -n, "2000", -q, "2"]' \
+    'program: ./ib_write_bw.so, args: [-s, "4096", -n, "2000", -q, "2", h0]')
+check "ib_write_bw -s 4096 -n 2000 -q 2 exits 0 and reports 4000 4096-byte WRITEs (got $rc)" \
+    "[ $rc -eq 0 ] && grep -q '^\[h1/ib_write_bw#1\]  *4096 *4000 ' '$scratch/write_bw_q.out'"
+
+finish
