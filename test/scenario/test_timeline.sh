@@ -8,7 +8,7 @@
 # remote READ engine and comes back as a response, an atomic's through the
 # remote atomic unit; same seed, same bytes;
 # the host / QP / window filters and the size bound; bad filters and an
-# unwritable file are exit 2;
+# unwritable file are exit 2; time-sliced threads show their waits for a CPU;
 # --trace prints the same events as text.
 # Args: rnicsim binary, source dir, scratch dir (test/scenario/lib.sh).
 set -u
@@ -145,6 +145,17 @@ run badpath --timeline no-such-dir/x.json
 rc=$?
 check "--timeline into a missing directory: exit 2 before the run" \
     "[ $rc -eq 2 ] && grep -q \"^rnicsim run: --timeline: cannot create 'no-such-dir/x.json'\" '$scratch/badpath.err'"
+
+# the host model's CPUs: two threads time-sliced on one CPU wait for it
+(cd "$scratch" && timeout 120 "$bin" run "$src/scenarios/host/threads.yaml" -q --set vars.cpus=0,0 \
+    --set vars.iters=14000 --timeline slices.json) >"$scratch/slices.out" 2>&1
+check "threads sharing a CPU: their waits for it are slices of their tracks" "$py - '$scratch/slices.json' <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+w = [e for e in d['traceEvents'] if e['ph'] == 'X' and e['name'].startswith('runnable, waiting for CPU 0')]
+slices = [e for e in w if e['dur'] >= 1000]  # whole time slices (ms; dur in us)
+assert len({e['tid'] for e in slices}) == 2, w
+PY"
 
 # --trace: the same events as text
 run text --trace --timeline-window 42us:45us
