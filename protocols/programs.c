@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "protocols/huang/huang.h"
 #include "protocols/hostbench/hostbench.h"
 #include "protocols/litmus/litmus.h"
 #include "protocols/microbench/microbench.h"
@@ -45,6 +46,9 @@ const struct program_def protocol_programs[] = {
     {"largemsg", largemsg_main,
      "Table 6 large-message alternatives: fastkv with every request a memcached-size SET "
      "(--transport=split-alloc|split-faa|split-presend|rima)"},
+    {"huang", huang_main,
+     "Huang & Ghandeharizadeh: 5 RC request/response protocols over M:1, 1:M, M:M (--node=I "
+     "--abstraction=m1|1m|mm --protocol=P)"},
     {"hostbench", hostbench_main,
      "the host model end to end: threads on hyper-threads / shared CPUs (--test=threads), a "
      "write-twice ping-pong reading each message (--server | --client)"},

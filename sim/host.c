@@ -285,6 +285,7 @@ void host_charge(sim_time_t ps)
     t->entries++;
     t->host->activity_gen++;
     t->own_gen++;
+    t->quiet = false;
     if (!sim_waitq_empty(&t->host->relax_wq))
         sim_waitq_wake_all(t->host->sim, &t->host->relax_wq);
     if (ps)
@@ -411,14 +412,16 @@ void host_park(const char *why)
         return;
     }
     snprintf(t->why, sizeof(t->why), "%s", why);
-    /* This thread may have written memory a sibling thread spins on. */
-    if (!sim_waitq_empty(&t->host->relax_wq))
+    /* This thread may have written memory a sibling thread spins on
+     * (unless it only waited since it last woke: t->quiet). */
+    if (!t->quiet && !sim_waitq_empty(&t->host->relax_wq))
         sim_waitq_wake_all(t->host->sim, &t->host->relax_wq);
     sim_time_t t0 = sim_now(t->host->sim);
     host_sched_spin(t, true); /* spinning: it keeps its hardware thread busy */
     sim_waitq_wait(&t->host->relax_wq, t->why);
     host_sched_spin(t, false);
     thread_new_turn(t);
+    t->quiet = true;
     /* it notices on its CPU: after its time slice comes, and any OS
      * interruption ends; reading the line across sockets costs more */
     host_sched_acquire(t);

@@ -188,6 +188,12 @@ struct host_thread {
      * (a CQE landed while its poll was being charged), host_park returns at
      * once instead of parking: the thread has not seen it yet. */
     uint64_t seen_gen, own_gen;
+    /* Nothing but waiting since the thread last woke from a park: empty
+     * polls (host_charge_private) and parks.  Such a thread changed nothing
+     * a sibling could be waiting for, so parking it wakes nobody; without
+     * this, idle threads of one host kept waking each other at every poll
+     * and none ever parked (docs/huang.md "Simulator speed"). */
+    bool quiet;
     /* CPU time used but not slept yet (host_charge_soon): paid by the next
      * host_charge / host_note_call / host_park, or as soon as it would
      * reach the next pending event. */

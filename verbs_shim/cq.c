@@ -360,7 +360,8 @@ static int cq_poll_charged(struct shim_cq *scq, int num, struct ibv_wc *wc, sim_
         got = num > 0 ? nic_cq_poll_ts(scq->ncq, num, wc, ts) : 0;
     }
     int n = got > 0 ? got : 0;
-    /* a thread on another socket than the NIC reads each CQE across it */
+    /* a thread on another socket than the NIC reads each CQE across it; an
+     * empty poll changes nothing a sibling could wait for */
     sim_time_t cost =
         sim_time_add(ht->host->cpu.poll_cq_ps,
                      sim_time_mul((uint64_t)n, sim_time_add(ht->host->cpu.poll_cqe_ps,
@@ -374,7 +375,10 @@ static int cq_poll_charged(struct shim_cq *scq, int num, struct ibv_wc *wc, sim_
                                             .status = n ? (uint16_t)wc[0].status : 0});
     }
     trace_polled(ht->host, &scq->cq, wc, n);
-    host_charge(cost);
+    if (n)
+        host_charge(cost);
+    else
+        host_charge_private(cost); /* n == 0: cost is poll_cq_ps */
     if (n) {
         ht->empty_poll_mark = 0;
         ht->n_empty_cqs = 0;

@@ -128,6 +128,22 @@ else
     tail -40 "$tlog"
 fi
 
+# 2d. the Huang protocols driver (protocols/huang): builds with zero
+#     warnings, the same options as in simulation, no device: set-up error
+hlog="$scratch/build_huang.log"
+if cmake --build "$build" --target real_huang -j2 >"$hlog" 2>&1 && ! grep -qi 'warning:' "$hlog"; then
+    ok "build real_huang with zero warnings"
+    check "real_huang --help lists the five protocols" \
+        "timeout 20 '$build/real_huang' --help | grep -q 'send_send | send_write | write_send | write_write | read'"
+    out=$(RNICSIM_OOB_PORT=0 timeout 20 "$build/real_huang" --node=0 --server 2>&1)
+    rc=$?
+    check "real_huang --server: no device, exit 1 (got $rc)" \
+        "[ $rc -eq 1 ] && grep -q 'no RDMA device found' <<<\"\$out\""
+else
+    bad "build real_huang with zero warnings"
+    tail -40 "$hlog"
+fi
+
 # 3. the example as a simulator plug-in: no libibverbs, warnings are errors
 cc=${CC:-cc}
 warn="-std=c11 -D_GNU_SOURCE -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Wcast-qual -Wformat=2 -Werror"

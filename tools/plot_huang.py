@@ -1,0 +1,277 @@
+#!/usr/bin/python3
+"""Huang & Ghandeharizadeh, the five RC request/response protocols
+(docs/huang.md): run the figure sweeps of scenarios/huang/ (one `rnicsim
+sweep` each), plot them next to the paper's numbers and evaluate the
+headline checks of the reproduction.
+
+  tools/plot_huang.py [-o docs/huang] [-j 2] [--only fig8a,fig10a]
+  tools/plot_huang.py --checks [--quick]   (the check points only; exit 1 if a
+                                            check that should hold fails)
+
+Figures 8-13 are the sweeps; figures 3-6 are ratios of points of those
+sweeps, as in the paper (3: the highest bandwidth of each protocol in any
+sweep at V = 365 B and 28 nodes; 4: S = 8 over S = 1; 5: 28 nodes over 4;
+6: V = 4 KB over 365 B).  Writes figNN.png, results.json (every number, the
+checks, each sweep's command and wall time) and prints the checks as a
+Markdown table.  --quick shortens every run's window (50 us warm-up, 50 us
+measured) for tests."""
+import argparse
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SRC = os.path.dirname(HERE)
+PROTOS = ["send_send", "send_write", "write_send", "write_write", "read"]
+LINE_GBPS = 56.0
+ABS = {"m1": "M:1", "1m": "1:M", "mm": "M:M"}
+
+# figure -> (scenario, x var, values, extra --set lists)
+SWEEPS = {
+    "fig8a": ("m1_R", "R", [1, 2, 4, 8, 16, 32, 64, 128, 256], {}),
+    "fig8b": ("m1_S", "S", [1, 2, 4, 8, 16], {}),
+    "fig8c": ("m1_nodes", "P", [1, 2, 4, 8, 16, 28], {}),
+    "fig9": ("m1_V", "V", [365, 1024, 2048, 4096, 8192, 16384, 32768, 65536], {"R": [4, 128]}),
+    "fig10a": ("1m_R", "R", [1, 2, 4, 8, 16, 32, 64, 128, 256], {}),
+    "fig10b": ("1m_S", "S", [1, 2, 4, 8, 16], {}),
+    "fig10c": ("1m_nodes", "Q", [1, 2, 4, 8, 16, 28], {}),
+    "fig11": ("1m_V", "V", [365, 1024, 2048, 4096, 8192, 16384, 32768, 65536], {"R": [4, 128]}),
+    "fig12a": ("mm_R", "R", [1, 2, 4, 8, 16, 32, 64, 128, 256], {}),
+    "fig12b": ("mm_S", "S", [1, 2, 4, 8], {}),
+    "fig12c": ("mm_nodes", "N", [2, 4, 8, 16, 28], {}),
+    "fig13": ("mm_V", "V", [365, 1024, 2048, 4096, 8192, 16384, 32768, 65536], {"R": [4, 128]}),
+}
+# the points the headline checks (spec 3.8: 1-5) need, as sweeps; --quick:
+# the cheap ones (S = 1 and the READs, a few seconds each), for tests
+CHECK_SWEEPS = {
+    "m1_S": ("m1_S", "S", [1, 16], {}),
+    "1m_S": ("1m_S", "S", [1, 16], {}),
+    "mm_S": ("mm_S", "S", [1, 2], {}),
+    "mm_S8": ("mm_S", "S", [8], {}, ["read"]),
+}
+QUICK_SWEEPS = {
+    "m1_S": ("m1_S", "S", [1], {}, PROTOS, {"warmup": "1ms", "duration": "1ms"}),
+}
+
+# The paper's numbers from its text (spec 3.5), per figure: (protocol, x) -> Gb/s
+PAPER = {
+    "fig8a": {("read", 16): 43, ("write_send", 128): 28, ("write_write", 128): 28,
+              ("send_send", 256): 24, ("send_write", 256): 22},
+    "fig8b": {("read", 1): 40, ("write_send", 1): 33, ("write_write", 1): 33},
+    "fig8c": {("read", 28): 36, ("write_write", 28): 30, ("write_send", 28): 30,
+              ("send_send", 4): 28, ("send_send", 28): 19, ("read", 1): 20},
+    "fig10a": {("read", 1): 4.2, ("read", 16): 2, ("write_write", 256): 14,
+               ("send_send", 256): 11},
+    "fig10b": {("write_write", 16): 13.8, ("send_send", 16): 11, ("read", 1): 11,
+               ("read", 16): 2},
+    "fig10c": {("read", 1): 17, ("read", 28): 2, ("write_write", 28): 16, ("send_send", 28): 15},
+    "fig12a": {("read", 8): 13.5, ("read", 32): 10, ("send_send", 64): 9, ("write_write", 8): 7},
+    "fig12b": {("read", 1): 10, ("read", 8): 1, ("write_write", 2): 11},
+}
+
+
+def run_sweep(binary, scen_dir, out, spec, jobs):
+    scen, x, xs, extra = spec[:4]
+    protos = spec[4] if len(spec) > 4 else PROTOS
+    fixed = spec[5] if len(spec) > 5 else {}
+    cmd = [binary, "sweep", os.path.join(scen_dir, scen + ".yaml"),
+           "--set", "vars.proto=" + ",".join(protos),
+           "--set", f"vars.{x}=" + ",".join(map(str, xs))]
+    for k, vals in extra.items():
+        cmd += ["--set", f"vars.{k}=" + ",".join(map(str, vals))]
+    for k, val in fixed.items():
+        cmd += ["--set", f"vars.{k}={val}"]
+    cmd += ["-j", str(jobs), "-o", out]
+    t0 = time.monotonic()
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wall = time.monotonic() - t0
+    rows = []
+    path = os.path.join(out, "sweep.csv")
+    if os.path.exists(path):
+        with open(path) as f:
+            rows = list(csv.DictReader(f))
+    if p.returncode != 0:
+        print(f"{scen}: {' '.join(cmd[1:])} exited {p.returncode}:\n{p.stderr[-600:]}",
+              file=sys.stderr)
+    pts = {}
+    for r in rows:
+        if r.get("exit") != "0" or not r.get("huang.bw_gbps"):
+            continue
+        # a one-value assignment has no column of its own
+        col = lambda k, vals: r.get(f"vars.{k}", str(vals[0]) if len(vals) == 1 else None)
+        key = (col("proto", protos), int(col(x, xs))) + tuple(int(col(k, v))
+                                                          for k, v in extra.items())
+        pts[key] = float(r["huang.bw_gbps"])
+    shown = ["rnicsim"] + [c if c != binary else "rnicsim" for c in cmd[1:]]
+    shown = [os.path.relpath(c, SRC) if c.startswith(SRC + "/") else c for c in shown]
+    return pts, wall, " ".join(shown)
+
+
+def checks(r):
+    """Spec 3.8 checks 1-5 from the check sweeps (those that ran).
+    -> [(n, what, value, holds)]"""
+    out = []
+    g = lambda sw, s: ({p: r[sw].get((p, s)) for p in PROTOS}
+                       if sw in r and all((p, s) in r[sw] for p in PROTOS) else None)
+    m1, m1s1, o1, o1s1 = g("m1_S", 16), g("m1_S", 1), g("1m_S", 16), g("1m_S", 1)
+    mm = {s: g("mm_S", s) for s in (1, 2)}
+    fmt = lambda d: ", ".join(f"{p} {d[p]:.1f}" for p in PROTOS)
+    best = lambda d: max(d, key=d.get)
+    for d, tag in ((m1, "S16"), (m1s1, "S1")):
+        if not d:
+            continue
+        out.append((f"1a-{tag}", f"M:1 {tag}: READ highest", fmt(d), best(d) == "read"))
+        wr = min(d["write_send"], d["write_write"])
+        sr = max(d["send_send"], d["send_write"])
+        out.append((f"1b-{tag}", f"M:1 {tag}: WRITE-request > SEND-request",
+                    f"{wr:.1f} vs {sr:.1f}", wr > sr))
+        dv = max(abs(d["send_send"] / d["send_write"] - 1),
+                 abs(d["write_send"] / d["write_write"] - 1))
+        out.append((f"1c-{tag}", f"M:1 {tag}: response verb changes bw < 15 %",
+                    f"{dv * 100:.0f} %", dv < 0.15))
+    if o1:
+        bo = max(o1.values())
+        out.append(("2a", "1:M default: READ <= 0.3x best", f"{o1['read']:.1f} / {bo:.1f}",
+                    o1["read"] <= 0.3 * bo))
+        wresp = min(o1["send_write"], o1["write_write"])
+        sresp = max(o1["send_send"], o1["write_send"])
+        out.append(("2b", "1:M: WRITE-response >= 1.1x SEND-response",
+                    f"{wresp:.1f} vs {sresp:.1f}", wresp >= 1.1 * sresp))
+        d = max(abs(o1["send_send"] / o1["write_send"] - 1),
+                abs(o1["send_write"] / o1["write_write"] - 1))
+        out.append(("2c", "1:M: request verb changes bw < 10 %", f"{d * 100:.0f} %", d < 0.10))
+    if mm[1]:
+        out.append(("3a", "M:M S=1: READ best", fmt(mm[1]), best(mm[1]) == "read"))
+    if mm[2]:
+        out.append(("3b", "M:M S=2: READ not best", fmt(mm[2]), best(mm[2]) != "read"))
+    if m1 and m1s1 and o1 and o1s1:
+        bm1 = max(max(m1.values()), max(m1s1.values()))
+        b1m = max(max(o1.values()), max(o1s1.values()))
+        out.append(("4", "best M:1 >= 2.5x best 1:M", f"{bm1:.1f} / {b1m:.1f} = {bm1 / b1m:.2f}",
+                    bm1 >= 2.5 * b1m))
+    if m1 and m1s1:
+        worse = [p for p in PROTOS if m1[p] > m1s1[p]]
+        out.append(("5a", "M:1: bw(S=16) <= bw(S=1), every protocol",
+                    "all" if not worse else "not: " + ", ".join(worse), not worse))
+    r1 = r.get("1m_S", {})
+    if ("read", 1) in r1 and ("read", 16) in r1:
+        out.append(("5b", "1:M READ: S=1 >= 4x S=16", f"{r1[('read', 1)]:.1f} / "
+                    f"{r1[('read', 16)]:.1f}", r1[("read", 1)] >= 4 * r1[("read", 16)]))
+    r8 = r.get("mm_S8", {})
+    if mm[1] and ("read", 8) in r8:
+        out.append(("5c", "M:M READ: S=1 >= 4x S=8", f"{mm[1]['read']:.1f} / {r8[('read', 8)]:.1f}",
+                    mm[1]["read"] >= 4 * r8[("read", 8)]))
+    return out
+
+
+def plot(fig, spec, pts, outdir):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    scen, x, xs, extra = spec
+    panels = [()] if not extra else [(v,) for v in list(extra.values())[0]]
+    fig_, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4), squeeze=False)
+    for ax, pan in zip(axes[0], panels):
+        for p in PROTOS:
+            xv = [xx for xx in xs if (p, xx) + pan in pts]
+            ax.plot(xv, [pts[(p, xx) + pan] for xx in xv], marker="o", label=p)
+        for (p, xx), gb in PAPER.get(fig, {}).items():
+            ax.plot([xx], [gb], marker="x", color="k", linestyle="none")
+        ax.axhline(LINE_GBPS, color="r", linewidth=0.8)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel(x)
+        ax.set_ylabel("bandwidth, Gb/s" + (" per node" if scen.startswith("mm") else ""))
+        t = f"{fig} ({ABS[scen[:2]]})" + (f", {list(extra)[0]}={pan[0]}" if pan else "")
+        ax.set_title(t + "; x = paper")
+        ax.legend(fontsize=7)
+    fig_.tight_layout()
+    fig_.savefig(os.path.join(outdir, fig + ".png"), dpi=90)
+    plt.close(fig_)
+
+
+def best(res, figs):
+    """Fig. 3: each protocol's highest bandwidth in the given V = 365 B sweeps."""
+    out = {}
+    for f in figs:
+        for k, v in res.get(f, {}).items():
+            out[k[0]] = max(out.get(k[0], 0), v)
+    return out
+
+
+def ratios(res):
+    """Figures 4-6 from the sweeps: {fig: {abs: {proto: ratio}}}."""
+    def r(fig, a, b, pan=()):
+        d = res.get(fig)
+        if not d:
+            return None
+        return {p: round(d[(p, a) + pan] / d[(p, b) + pan], 3)
+                for p in PROTOS if (p, a) + pan in d and (p, b) + pan in d and d[(p, b) + pan]}
+    return {
+        "fig3": {ab: best(res, figs) for ab, figs in (("m1", ["fig8a", "fig8b", "fig8c"]),
+                                                      ("1m", ["fig10a", "fig10b", "fig10c"]),
+                                                      ("mm", ["fig12a", "fig12b", "fig12c"]))},
+        "fig4": {"m1": r("fig8b", 8, 1), "1m": r("fig10b", 8, 1), "mm": r("fig12b", 8, 1)},
+        "fig5": {"m1": r("fig8c", 28, 4), "1m": r("fig10c", 28, 4), "mm": r("fig12c", 28, 4)},
+        "fig6": {"m1": r("fig9", 4096, 365, (4,)), "1m": r("fig11", 4096, 365, (4,)),
+                 "mm": r("fig13", 4096, 365, (4,))},
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("-o", "--output", default=os.path.join(SRC, "docs", "huang"))
+    ap.add_argument("-j", "--jobs", type=int, default=2)
+    ap.add_argument("--only", help="comma list of figures (fig8a,...)")
+    ap.add_argument("--quick", action="store_true", help="with --checks: the cheap points only")
+    ap.add_argument("--checks", action="store_true", help="the check points only, no plots; "
+                    "exit 1 if a check named by --expect fails")
+    ap.add_argument("--expect", default="", help="comma list of checks that must hold")
+    ap.add_argument("--rnicsim", default=None)
+    ap.add_argument("--scenarios", default=os.path.join(SRC, "scenarios", "huang"))
+    a = ap.parse_args()
+    binary = a.rnicsim or next((b for b in [os.path.join(SRC, "build", "rnicsim")]
+                                if os.path.exists(b)), shutil.which("rnicsim"))
+    if not binary:
+        sys.exit("plot_huang.py: no rnicsim binary (--rnicsim)")
+    os.makedirs(a.output, exist_ok=True)
+    sweeps = (QUICK_SWEEPS if a.quick else CHECK_SWEEPS) if a.checks else SWEEPS
+    if a.only:
+        sweeps = {k: v for k, v in sweeps.items() if k in a.only.split(",")}
+    res, wall, cmds = {}, {}, {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for fig, spec in sweeps.items():
+            res[fig], wall[fig], cmds[fig] = run_sweep(binary, a.scenarios, os.path.join(tmp, fig),
+                                                       spec, a.jobs)
+            print(f"{fig}: {len(res[fig])} points, {wall[fig]:.0f} s", file=sys.stderr)
+            if not a.checks:
+                plot(fig, spec, res[fig], a.output)
+    out = {"quick": a.quick, "wall_seconds": wall, "commands": cmds,
+           "points": {f: {f"{k[0]}/" + "/".join(map(str, k[1:])): v for k, v in d.items()}
+                      for f, d in res.items()}}
+    rc = 0
+    if a.checks:
+        cs = checks(res)
+        out["checks"] = [{"check": n, "what": w, "value": v, "holds": h} for n, w, v, h in cs]
+        print("| check | what | simulated | holds |\n|---|---|---|---|")
+        for n, w, v, h in cs:
+            print(f"| {n} | {w} | {v} | {'yes' if h else 'no'} |")
+        want = [x for x in a.expect.split(",") if x]
+        got = {str(n): h for n, _, _, h in cs}
+        for x in want:
+            if not got.get(x):
+                print(f"plot_huang.py: check {x} does not hold", file=sys.stderr)
+                rc = 1
+    else:
+        out["ratios"] = ratios(res)
+    with open(os.path.join(a.output, "results.json"), "w") as f:
+        json.dump(out, f, indent=1, sort_keys=True)
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
