@@ -11,6 +11,7 @@
 #include "protocols/microbench/microbench.h"
 #include "protocols/microbench/regthrash.h"
 #include "protocols/perftest/perftest.h"
+#include "protocols/rb2/rb2_bench.h"
 #include "protocols/rima/fastkv.h"
 #include "protocols/rima/rima_stream.h"
 #include "protocols/rima/footprint.h"
@@ -52,6 +53,9 @@ const struct program_def protocol_programs[] = {
     {"hostbench", hostbench_main,
      "the host model end to end: threads on hyper-threads / shared CPUs (--test=threads), a "
      "write-twice ping-pong reading each message (--server | --client)"},
+    {"rb2", rb2_main,
+     "RB2 distributed ring buffer and its rivals (FaRM, SocksDirect, L5): checked streams, "
+     "ping-pong, rpc (--server | --client, --variant=rb2|farm|sd|l5)"},
     {"ps_count", ps_count_main,
      "programmable-switch example: counts packets and bytes per host pair in the switch's "
      "registers (host sw0; --hosts --for)"},

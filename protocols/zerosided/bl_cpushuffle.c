@@ -114,7 +114,7 @@ static bool receives(const struct wk *w, uint32_t j)
 static uint32_t dest_of(const struct wk *w, uint64_t k)
 {
     uint32_t first = w->sources, n = w->workers - w->sources;
-    return first + (uint32_t)(zs_mix((uint64_t)w->index << 40 ^ k) % n);
+    return first + zs_key_dest(w->index, k, n);
 }
 
 static void tuple_write(struct wk *w, uint8_t *at, uint32_t dest)

@@ -60,8 +60,8 @@ extern const char *const zs_mode_names[]; /* "pairs", "shuffle", "lb", "replicat
 #define ZS_QOS_FLOWS 8
 struct zs_qos {
     uint32_t n_steps, n_flows;
-    uint64_t at_ns[ZS_QOS_STEPS];                   /* from the start */
-    uint64_t rate_bps[ZS_QOS_STEPS][ZS_QOS_FLOWS];  /* by producer index */
+    uint64_t at_ns[ZS_QOS_STEPS];                  /* from the start */
+    uint64_t rate_bps[ZS_QOS_STEPS][ZS_QOS_FLOWS]; /* by producer index */
 };
 
 /* PU kinds (where the ring lives and what produces / consumes it). */
@@ -111,6 +111,21 @@ static inline uint64_t zs_mix(uint64_t x)
     x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
     x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
     return x ^ (x >> 31);
+}
+
+/* Key-based partitioning of producer `src`'s k-th item over n destinations,
+ * for a uniform (non-skewed) key distribution: every block of n consecutive
+ * items goes to each destination once, in a rotation drawn per block.  A
+ * uniform hash of keys would give the same shares only in the limit: the
+ * paper's runs move gigabytes (millions of items, shares equal to a
+ * fraction of a percent), the scaled-down figures tens of items per
+ * producer (512 KiB items, Fig. 8), where independent draws leave one
+ * consumer node with 15 % more bytes than another, and the job then runs
+ * at that node's pace.  Blocks keep the shares exact at any scale. */
+static inline uint32_t zs_key_dest(uint32_t src, uint64_t k, uint32_t n)
+{
+    uint64_t block = k / n;
+    return (uint32_t)((k % n + zs_mix((uint64_t)src << 40 ^ block)) % n);
 }
 
 static inline uint64_t zs_item_key(uint32_t producer, uint32_t dest, uint64_t seq)

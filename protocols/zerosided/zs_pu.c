@@ -18,7 +18,8 @@
  * producer's own node, when only remote traffic is wanted).
  *
  * Producer I writes --items items (shuffle: item k goes to consumer
- * mix(I, k) mod M, a key-based partitioning; one ring per consumer); a
+ * zs_key_dest(I, k, M), a uniform key-based partitioning; one ring per
+ * consumer); a
  * consumer checks every item (right producer and destination, pattern,
  * per-producer sequence: consecutive for pairs / shuffle / replicate,
  * increasing for load balancing) and at the end compares what it got with
@@ -522,7 +523,7 @@ static uint32_t dest_of(const struct pu *u, uint64_t k)
     if (u->mode != ZS_SHUFFLE)
         return 0;
     /* --exclude: the consumers of the producer's own node get nothing */
-    uint32_t d = (uint32_t)(zs_mix((uint64_t)u->index << 40 ^ k) % (u->consumers - u->ex_n));
+    uint32_t d = zs_key_dest(u->index, k, u->consumers - u->ex_n);
     return d >= u->ex_first ? d + u->ex_n : d;
 }
 

@@ -18,7 +18,7 @@ build="$scratch/build-real"
 # 1. configure + build with warnings as errors, and no warning in the log
 log="$scratch/build.log"
 if cmake -S "$src" -B "$build" -DRNICSIM_REAL_VERBS=ON -DRNICSIM_WERROR=ON >"$log" 2>&1 &&
-    cmake --build "$build" --target real_perftest real_rima_stream real_hello_write real_hostbench \
+    cmake --build "$build" --target real_perftest real_rima_stream real_hello_write real_hostbench real_rb2 \
         -j2 >>"$log" 2>&1; then
     ok "configure and build real_perftest, real_rima_stream, real_hello_write, real_hostbench"
 else
@@ -61,6 +61,18 @@ if [ -x "$build/real_hostbench" ]; then
         "[ $rc -eq 1 ] && grep -q 'no RDMA device found' <<<\"\$out\""
 else
     bad "real_hostbench was not built"
+fi
+if [ -x "$build/real_rb2" ]; then
+    # RB² and its rivals on real rdma-core: no device here, the set-up error
+    out=$(RNICSIM_OOB_PORT=0 timeout 20 "$build/real_rb2" --server --variant=sd 2>&1)
+    rc=$?
+    check "real_rb2 --server: no device, exit 2 (got $rc)" \
+        "[ $rc -eq 2 ] && grep -q 'no RDMA device found' <<<\"\$out\""
+    timeout 20 "$build/real_rb2" --client --alpha=4 --beta=8 --tail=lenword 127.0.0.1 >/dev/null 2>&1
+    rc=$?
+    check "real_rb2: an impossible configuration is refused, exit 2 (got $rc)" "[ $rc -eq 2 ]"
+else
+    bad "real_rb2 was not built"
 fi
 if [ -x "$build/real_hello_write" ]; then
     out=$(RNICSIM_OOB_PORT=0 timeout 20 "$build/real_hello_write" --server 2>&1)

@@ -4,17 +4,18 @@
 # scenarios through tools/plot_zerosided.py --quick --checks:
 #   2 batching (Fig. 7), 3 CPU-driven baseline (Fig. 6), 6 and 7 latency and
 #   saturation (Fig. 10), 8 QoS (Fig. 11), 9 replication (Fig. 12),
-#   10 fairness (Fig. 14), 11 load balancing (Fig. 16).
+#   10 fairness (Fig. 14), 11 load balancing (Fig. 16), 12 join scaling
+#   (Fig. 15, zero-sided at 1 and 4 nodes).
 # Every number is simulated time, so the verdicts are deterministic.  About
-# 15 s in the plain build.
+# 18 s in the plain build.
 # Args: rnicsim binary, source dir, scratch dir (test/scenario/lib.sh).
 set -u
 . "$(dirname "$0")/lib.sh"
 
 # The simulated numbers are the same in every build; under ASan (10x slower)
 # only the cheaper figures run: the others' code paths are the same.
-figs=fig06,fig07,fig10,fig11,fig12,fig14,fig16
-checks="2 3 6 7 8 9 10 11"
+figs=fig06,fig07,fig10,fig11,fig12,fig14,fig15,fig16
+checks="2 3 6 7 8 9 10 11 12"
 if ldd "$bin" 2>/dev/null | grep -q libasan; then
     figs=fig06,fig07,fig12,fig16
     checks="2 3 9 11"
