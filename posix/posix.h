@@ -47,6 +47,9 @@ void posix_world_free(struct posix_world *w);
  * without entering the simulator is reported and the run ends.  0 turns
  * it off.  Default 10 s, or $RNICSIM_WATCHDOG. */
 void posix_world_set_watchdog(struct posix_world *w, double seconds);
+/* Where the programs' labelled stdout lines go (default: stdout when the
+ * world was created; rnicsim run's progress-clearing stream). */
+void posix_world_set_stdout(struct posix_world *w, FILE *out);
 /* Start / stop the guards of a run: crash handlers on an alternate
  * signal stack, the rdtsc trap, the watchdog thread.  Only one world at a
  * time may be guarded (they are process-wide). */

@@ -38,6 +38,12 @@ struct posix_world *posix_world_create(struct sim *sim, struct host *hosts, size
     return w;
 }
 
+void posix_world_set_stdout(struct posix_world *w, FILE *out)
+{
+    fflush(w->real_out);
+    w->real_out = out;
+}
+
 void posix_world_set_watchdog(struct posix_world *w, double seconds)
 {
     w->watchdog_s = seconds;

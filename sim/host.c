@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "trace.h"
 #include "host/cpu.h"
 #include "host/mem.h"
 
@@ -234,6 +235,7 @@ struct sim_proc *host_spawn_on(struct host *h, const char *name, sim_proc_fn fn,
     }
     c->thread.host = h;
     c->thread.program = program;
+    c->thread.tl_index = h->n_threads++;
     c->thread.horizon_switches = UINT64_MAX;
     c->thread.bind_socket = -1;
     sim_waitq_init(&c->thread.cpu_wq, "cpu");
@@ -247,6 +249,13 @@ struct sim_proc *host_spawn_on(struct host *h, const char *name, sim_proc_fn fn,
     c->thread.proc = p;
     sim_proc_set_user(p, &c->thread);
     sim_proc_set_user_owned(p, c);
+    if (sim_trace_on(h->sim, TRACE_G_HOST)) /* names the thread's track */
+        sim_trace(h->sim, &(struct trace_rec){.kind = TRACE_INSTANT,
+                                              .track = TRK_THREAD,
+                                              .node = h->id,
+                                              .unit = c->thread.tl_index,
+                                              .t0_ps = sim_now(h->sim),
+                                              .where = sim_proc_name(p)});
     sim_proc_set_host(p, h->id);
     host_sched_place(&c->thread, cpu, socket); /* checked above: cannot fail */
     return p;
@@ -377,6 +386,17 @@ void host_doorbell(void)
     t->db_free_ps = now + t->host->cpu.doorbell_gap_ps;
 }
 
+void host_trace_call(struct host_thread *t, sim_time_t t0_ps, sim_time_t t1_ps, const char *call,
+                     struct trace_rec *r)
+{
+    struct host *h = t->host;
+    r->track = TRK_THREAD;
+    r->node = h->id;
+    r->unit = t->tl_index;
+    r->where = call;
+    sim_trace_span(h->sim, r, t0_ps, t1_ps - t0_ps);
+}
+
 void host_park(const char *why)
 {
     struct host_thread *t = host_thread_current();
@@ -396,6 +416,7 @@ void host_park(const char *why)
      * (unless it only waited since it last woke: t->quiet). */
     if (!t->quiet && !sim_waitq_empty(&t->host->relax_wq))
         sim_waitq_wake_all(t->host->sim, &t->host->relax_wq);
+    sim_time_t t0 = sim_now(t->host->sim);
     host_sched_spin(t, true); /* spinning: it keeps its hardware thread busy */
     sim_waitq_wait(&t->host->relax_wq, t->why);
     host_sched_spin(t, false);
@@ -408,6 +429,8 @@ void host_park(const char *why)
         noise_apply(&t->host->wakeup_noise, t->host->cpu.wakeup_ps) + host_remote_line_extra();
     if (wake)
         host_sched_run(t, wake, true);
+    if (sim_trace_on(t->host->sim, TRACE_G_HOST)) /* parked, then woke up */
+        host_trace_call(t, t0, sim_now(t->host->sim), t->why, &(struct trace_rec){0});
     if (t->on_enter)
         t->on_enter(t);
 }

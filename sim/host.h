@@ -153,6 +153,7 @@ struct host {
      * program first allocates on a socket, touches or copies memory) */
     struct host_mem *mem;
     struct host_counters cnt;
+    uint32_t n_threads; /* threads spawned so far (host_thread.tl_index) */
 };
 
 /* Per-process state of a program running on a host (the sim_proc user
@@ -227,6 +228,7 @@ struct host_thread {
     bool charging, stretch;
     uint32_t rate_permil;
     sim_time_t work_left_ps, seg_start_ps, seg_end_ps;
+    uint32_t tl_index; /* its index on the host: its track in traces (TRK_THREAD) */
 };
 
 /* Returns 0, or ENOMEM. */
@@ -303,6 +305,13 @@ void host_doorbell(void);
  * (host_observed); then it returns at once.  A parked thread spins: it
  * keeps its hardware thread busy. */
 void host_park(const char *why);
+/* Trace (TRACE_G_HOST, sim/trace.h): a span of thread t from t0_ps to
+ * t1_ps named `call` (a string valid during the call), with the other
+ * fields of *r (qpn, len, val, status: the call's arguments and result).
+ * Callers test sim_trace_on(sim, TRACE_G_HOST) first. */
+struct trace_rec;
+void host_trace_call(struct host_thread *t, sim_time_t t0_ps, sim_time_t t1_ps, const char *call,
+                     struct trace_rec *r);
 /* The running thread looked at memory / a CQ now (ibv_poll_cq calls it
  * where it reads the CQ). */
 void host_observed(void);

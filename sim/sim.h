@@ -160,6 +160,18 @@ void sim_deadlock_report(const struct sim *sim, FILE *out);
  * RNICSIM_CHECK_EVQ environment variable is set, and by the unit tests. */
 void sim_check_invariants(const struct sim *sim);
 
+/* The first member of the simulator, read by inline fast paths: which
+ * groups of trace records (sim/trace.h, enum trace_group) someone listens
+ * to.  0 when nothing is traced, so a call site that tests it costs one
+ * load and one branch. */
+struct sim_head {
+    uint32_t trace_groups;
+};
+static inline uint32_t sim_trace_groups(const struct sim *sim)
+{
+    return ((const struct sim_head *)(const void *)sim)->trace_groups;
+}
+
 /* Optional progress callback, called about every `every_events` events. */
 typedef void (*sim_progress_fn)(struct sim *sim, void *arg);
 void sim_set_progress(struct sim *sim, uint64_t every_events, sim_progress_fn fn, void *arg);

@@ -30,6 +30,7 @@ struct sim_bucket {
 };
 
 struct sim {
+    struct sim_head head; /* first: read through sim_trace_groups() (sim.h) */
     sim_time_t now;
     uint64_t seq;
     uint64_t seed;
@@ -71,10 +72,13 @@ struct sim {
     const void *main_stack_bottom; /* for the ASan fiber annotations */
     size_t main_stack_size;
 
-    /* event trace ring (trace.c) */
+    /* event trace (trace.c): the ring, and a streaming sink */
     struct trace_rec *trace;
     size_t trace_cap;
     uint64_t trace_total;
+    trace_sink_fn sink_fn;
+    void *sink_arg;
+    uint32_t sink_groups;
 
     uint64_t progress_every, progress_next;
     sim_progress_fn progress_fn;

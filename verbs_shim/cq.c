@@ -302,8 +302,9 @@ int shim_req_notify_cq(struct ibv_cq *cq, int solicited_only)
 /* ops.poll_cq: see the file comment for the cost and parking model.
  * Returns the number of CQEs written to wc (0..num_entries), or -1 for a
  * NULL wc array. */
-/* One TRACE_POLL record per CQE a program takes (sim/trace.h). */
-static void trace_polled(struct host *h, const struct ibv_wc *wc, int n)
+/* One TRACE_POLL record per CQE a program takes (sim/trace.h); unit =
+ * the CQ's number. */
+static void trace_polled(struct host *h, const struct ibv_cq *cq, const struct ibv_wc *wc, int n)
 {
     if (!n || !sim_trace_enabled(h->sim))
         return;
@@ -312,6 +313,7 @@ static void trace_polled(struct host *h, const struct ibv_wc *wc, int n)
                               .opcode = (uint8_t)wc[i].opcode,
                               .status = (uint16_t)wc[i].status,
                               .node = h->id,
+                              .unit = cq->handle,
                               .qpn = wc[i].qp_num,
                               .addr = wc[i].wr_id,
                               .len = wc[i].byte_len,
@@ -358,16 +360,25 @@ static int cq_poll_charged(struct shim_cq *scq, int num, struct ibv_wc *wc, sim_
         got = num > 0 ? nic_cq_poll_ts(scq->ncq, num, wc, ts) : 0;
     }
     int n = got > 0 ? got : 0;
-    trace_polled(ht->host, wc, n);
     /* a thread on another socket than the NIC reads each CQE across it; an
      * empty poll changes nothing a sibling could wait for */
+    sim_time_t cost =
+        sim_time_add(ht->host->cpu.poll_cq_ps,
+                     sim_time_mul((uint64_t)n, sim_time_add(ht->host->cpu.poll_cqe_ps,
+                                                            host_remote_line_extra())));
+    if (sim_trace_on(ht->host->sim, TRACE_G_HOST)) { /* after a park: that was its own span */
+        sim_time_t now = sim_now(ht->host->sim);
+        host_trace_call(ht, now, sim_time_add(now, cost), "ibv_poll_cq",
+                        &(struct trace_rec){.addr = scq->cq.handle,
+                                            .qpn = n ? wc[0].qp_num : 0,
+                                            .val = (uint64_t)n,
+                                            .status = n ? (uint16_t)wc[0].status : 0});
+    }
+    trace_polled(ht->host, &scq->cq, wc, n);
     if (n)
-        host_charge(
-            sim_time_add(ht->host->cpu.poll_cq_ps,
-                         sim_time_mul((uint64_t)n, sim_time_add(ht->host->cpu.poll_cqe_ps,
-                                                                host_remote_line_extra()))));
+        host_charge(cost);
     else
-        host_charge_private(ht->host->cpu.poll_cq_ps);
+        host_charge_private(cost); /* n == 0: cost is poll_cq_ps */
     if (n) {
         ht->empty_poll_mark = 0;
         ht->n_empty_cqs = 0;

@@ -18,18 +18,25 @@
 #include <unistd.h>
 
 #include "shim.h"
+#include "sim/trace.h"
 
 /* ibv_query_port is a macro in verbs.h (the inline extended-op path); the
  * exported function is the fallback it calls. */
 #undef ibv_query_port
 #undef ibv_get_device_list
 
-void shim_charge_control(void)
+void shim_charge_control_named(const char *call)
 {
     host_note_call();
     struct host *h = host_of_current();
-    if (h)
-        host_charge(h->cpu.control_verb_ps);
+    if (!h)
+        return;
+    if (sim_trace_on(h->sim, TRACE_G_HOST)) {
+        sim_time_t now = sim_now(h->sim);
+        host_trace_call(host_thread_current(), now, now + h->cpu.control_verb_ps, call,
+                        &(struct trace_rec){0});
+    }
+    host_charge(h->cpu.control_verb_ps);
 }
 
 /* ---------------------------------------------------------------- devices */

@@ -266,6 +266,9 @@ static int post_send(struct shim_qp *sqp, struct ibv_send_wr *wr, struct ibv_sen
 {
     host_note_call();
     struct ibv_qp *qp = &sqp->qp;
+    struct host *h = host_of_current();
+    sim_time_t t0 = h ? sim_now(h->sim) : 0;
+    uint64_t first_idx = sqp->nqp->sq_tail; /* the first WR's send queue index */
     int rc = 0;
     unsigned attempted = 0, posted = 0;
     struct nic_send_wqe wqe;
@@ -301,7 +304,6 @@ static int post_send(struct shim_qp *sqp, struct ibv_send_wr *wr, struct ibv_sen
     if (rc && bad_wr)
         *bad_wr = wr;
 
-    struct host *h = host_of_current();
     if (h && attempted)
         host_charge(
             sim_time_add(h->cpu.post_send_ps, sim_time_mul(attempted, h->cpu.post_send_wqe_ps)));
@@ -309,10 +311,20 @@ static int post_send(struct shim_qp *sqp, struct ibv_send_wr *wr, struct ibv_sen
         host_doorbell(); /* the previous doorbell store of this thread drained */
         nic_sq_doorbell(sqp->nqp);
     }
-    if (h && posted && sim_trace_enabled(h->sim)) /* TRACE_POST (sim/trace.h) */
+    if (h && sim_trace_on(h->sim, TRACE_G_HOST)) /* the call's span: WRs posted, errno */
+        host_trace_call(
+            host_thread_current(), t0, sim_now(h->sim), "ibv_post_send",
+            &(struct trace_rec){.qpn = qp->qp_num,
+                                .opcode = head ? (uint8_t)head->opcode : 0,
+                                .len = head ? sge_bytes(head->sg_list, head->num_sge) : 0,
+                                .val = posted,
+                                .status = (uint16_t)rc});
+    if (h && posted && sim_trace_enabled(h->sim)) { /* TRACE_POST (sim/trace.h) */
+        uint64_t idx = first_idx;
         for (const struct ibv_send_wr *w = head; w && w != wr; w = w->next)
             sim_trace_post(h->sim, h->id, qp->qp_num, (uint8_t)w->opcode,
-                           sge_bytes(w->sg_list, w->num_sge));
+                           sge_bytes(w->sg_list, w->num_sge), idx++);
+    }
     return rc;
 }
 
@@ -353,6 +365,8 @@ int shim_recv_wqe(const struct ibv_recv_wr *wr, uint32_t max_sge, struct nic_rec
 int shim_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr)
 {
     host_note_call();
+    struct host *h = host_of_current();
+    sim_time_t t0 = h ? sim_now(h->sim) : 0;
     struct shim_qp *sqp = shim_qp(qp);
     int rc = 0;
     unsigned attempted = 0;
@@ -376,12 +390,18 @@ int shim_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr
     if (rc && bad_wr)
         *bad_wr = wr;
 
-    struct host *h = host_of_current();
     if (h && attempted)
         host_charge(sim_time_mul(attempted, h->cpu.post_recv_ps));
+    if (h && sim_trace_on(h->sim, TRACE_G_HOST))
+        host_trace_call(
+            host_thread_current(), t0, sim_now(h->sim), "ibv_post_recv",
+            &(struct trace_rec){.qpn = qp->qp_num,
+                                .len = head ? sge_bytes(head->sg_list, head->num_sge) : 0,
+                                .val = attempted - (rc ? 1u : 0u),
+                                .status = (uint16_t)rc});
     if (h && sim_trace_enabled(h->sim)) /* TRACE_POST (sim/trace.h) */
         for (const struct ibv_recv_wr *w = head; w && w != wr; w = w->next)
             sim_trace_post(h->sim, h->id, qp->qp_num, TRACE_POST_RECV,
-                           sge_bytes(w->sg_list, w->num_sge));
+                           sge_bytes(w->sg_list, w->num_sge), 0);
     return rc;
 }

@@ -218,7 +218,10 @@ static inline int64_t shim_av_node(const struct nic *nic, const struct ibv_ah_at
 /* A control-path verb (create/modify/query/destroy): note the call for the
  * poll heuristic and charge host.cpu.control_verb_ps to the running process
  * (nothing outside a simulated process). */
-void shim_charge_control(void);
+/* A control verb's CPU cost (host.cpu.control_verb), recorded as a span
+ * named after the calling function in a trace (TRACE_G_HOST). */
+void shim_charge_control_named(const char *call);
+#define shim_charge_control() shim_charge_control_named(__func__)
 
 /* ---------------------------------------------------------------- dm.c */
 

@@ -157,6 +157,8 @@ int ibv_destroy_srq(struct ibv_srq *srq)
 int shim_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr)
 {
     host_note_call();
+    struct host *h = host_of_current();
+    sim_time_t t0 = h ? sim_now(h->sim) : 0;
     int rc = (!srq || !wr) ? EINVAL : 0;
     unsigned attempted = 0;
     struct nic_recv_wqe wqe;
@@ -172,16 +174,19 @@ int shim_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_r
     }
     if (rc && bad_wr)
         *bad_wr = wr;
-    struct host *h = host_of_current();
     if (h && attempted)
         host_charge(sim_time_mul(attempted, h->cpu.post_recv_ps));
+    if (h && sim_trace_on(h->sim, TRACE_G_HOST))
+        host_trace_call(
+            host_thread_current(), t0, sim_now(h->sim), "ibv_post_srq_recv",
+            &(struct trace_rec){.val = attempted - (rc ? 1u : 0u), .status = (uint16_t)rc});
     if (h && srq && sim_trace_enabled(h->sim)) /* TRACE_POST (sim/trace.h) */
         for (const struct ibv_recv_wr *w = head; w && w != wr; w = w->next) {
             uint64_t n = 0;
             for (int i = 0; w->sg_list && i < w->num_sge; i++)
                 n += w->sg_list[i].length;
             sim_trace_post(h->sim, h->id, 0, TRACE_POST_SRQ_RECV,
-                           n > UINT32_MAX ? UINT32_MAX : (uint32_t)n);
+                           n > UINT32_MAX ? UINT32_MAX : (uint32_t)n, 0);
         }
     return rc;
 }

@@ -98,10 +98,11 @@ struct link {
     uint8_t lossless; /* priorities exempt from drop-tail */
     bool ecn_on;
     uint32_t fail_epoch;
-    sim_time_t tx_end_ps;  /* the pending frame's last bit leaves then */
-    sim_time_t free_at_ps; /* when the wire last became free */
-    uint64_t queued_bytes; /* queue + the frame being serialised, wire bytes */
-    uint64_t idle_count;   /* transitions to idle */
+    sim_time_t tx_end_ps;   /* the pending frame's last bit leaves then */
+    sim_time_t tx_start_ps; /* its first bit left (the timeline's span) */
+    sim_time_t free_at_ps;  /* when the wire last became free */
+    uint64_t queued_bytes;  /* queue + the frame being serialised, wire bytes */
+    uint64_t idle_count;    /* transitions to idle */
     /* pipe: ring of frames in flight, pipe_cap a power of two */
     struct pipe_slot *pipe;
     size_t pipe_cap, pipe_head, pipe_n;
@@ -189,15 +190,30 @@ static void drop(struct link *l, struct pkt *p, enum drop_reason why)
     case DROP_UNCONNECTED:
         break;
     }
-    if (sim_trace_enabled(l->sim))
+    if (sim_trace_on(l->sim, TRACE_G_CORE))
         sim_trace(l->sim, &(struct trace_rec){.kind = TRACE_PKT_DROP,
+                                              .track = TRK_LINK,
                                               .opcode = p->opcode,
                                               .node = l->trace_id,
                                               .qpn = p->dest_qpn,
                                               .psn = p->psn,
                                               .len = p->payload_len,
+                                              .unit = p->dst_node,
+                                              .peer = p->src_node,
+                                              .peer_qpn = p->src_qpn,
                                               .where = drop_where[why]});
     pkt_free(l->pool, p);
+}
+
+/* Traces (TRACE_G_FABRIC): the queue's bytes changed. */
+static void trace_queue(struct link *l)
+{
+    sim_trace(l->sim, &(struct trace_rec){.kind = TRACE_COUNTER,
+                                          .track = TRK_LINK,
+                                          .node = l->trace_id,
+                                          .t0_ps = sim_now(l->sim),
+                                          .val = l->queued_bytes,
+                                          .where = l->name});
 }
 
 static void tap(struct link *l, enum link_tap where, const struct pkt *p, bool corrupt)
@@ -358,6 +374,25 @@ static void tx_finish(struct link *l)
         l->deq_fn(l->deq_ctx, p);
     if (p->kind == PKT_PFC)
         l->c.pfc_frames_sent++;
+    if (sim_trace_on(l->sim, TRACE_G_FABRIC)) { /* the frame on the wire; the queue it left */
+        sim_trace(l->sim, &(struct trace_rec){.kind = TRACE_SPAN,
+                                              .track = TRK_LINK,
+                                              .node = l->trace_id,
+                                              .t0_ps = l->tx_start_ps,
+                                              .dur_ps = l->tx_end_ps - l->tx_start_ps,
+                                              .opcode = p->opcode,
+                                              .status = p->kind,
+                                              .psn = p->psn,
+                                              .qpn = p->dest_qpn,
+                                              .unit = p->dst_node,
+                                              .peer = p->src_node,
+                                              .peer_qpn = p->src_qpn,
+                                              .len = p->payload_len,
+                                              .val = wire,
+                                              .flags = p->ecn == PKT_ECN_CE ? 1 : 0,
+                                              .where = l->name});
+        trace_queue(l);
+    }
     if (!l->up) { /* serialised into a failed link */
         pipe_drop_newest(l);
         drop(l, p, DROP_DOWN);
@@ -570,10 +605,13 @@ static bool tx_start(struct link *l)
     p->head_ps = sim_time_add(start, l->p.delay_ps);
     pipe_push(l, sim_time_add(end, l->p.delay_ps), p);
     l->tx_pending = true;
+    l->tx_start_ps = start;
     l->tx_end_ps = end;
     l->tx_eager = false;
-    bool eager =
-        l->nonempty || l->idle_wanted || l->n_tx_taps || !l->up || l->loss.thr || l->loss.always;
+    /* traced: every frame's end at its instant, so that the timeline's
+     * records come in time order */
+    bool eager = l->nonempty || l->idle_wanted || l->n_tx_taps || !l->up || l->loss.thr ||
+                 l->loss.always || sim_trace_on(l->sim, TRACE_G_FABRIC);
     if (eager || (l->lazy_fn && !l->lazy_fn(l->lazy_ctx, l->lazy_cookie, p))) {
         l->tx_eager = true;
         sim_schedule_at(l->sim, &l->tx_ev, end);
@@ -611,6 +649,8 @@ static void enqueue(struct link *l, unsigned c, struct pkt *p, uint64_t wire)
     l->queued_bytes += wire;
     if (l->queued_bytes > l->c.max_queue_bytes)
         l->c.max_queue_bytes = l->queued_bytes;
+    if (sim_trace_on(l->sim, TRACE_G_FABRIC))
+        trace_queue(l);
     if (l->tx_pending)
         arm(l); /* it starts when the frame on the wire has left */
     else
@@ -707,6 +747,15 @@ static void pfc_apply(struct link *l, const struct pkt *f)
             l->paused_until[c] = 0;
             l->c.pfc_xon_rx++;
         }
+        if (sim_trace_on(l->sim, TRACE_G_FABRIC)) /* status = the priority, val = until */
+            sim_trace(l->sim, &(struct trace_rec){.kind = TRACE_INSTANT,
+                                                  .track = TRK_LINK,
+                                                  .node = l->trace_id,
+                                                  .t0_ps = now,
+                                                  .status = (uint16_t)c,
+                                                  .val = l->paused_until[c],
+                                                  .flags = f->pfc_quanta[c] ? 1 : 0,
+                                                  .where = l->name});
     }
     if (!l->tx_pending)
         tx_start(l);

@@ -533,13 +533,17 @@ static void trace_drop(struct fswitch *sw, const struct pkt *p, const char *wher
     if (p->in_port && p->in_port <= sw->n_in) /* it leaves the switch here */
         pfc_release(sw->in[p->in_port - 1], p);
     if (sim_trace_enabled(sw->sim))
-        sim_trace(sw->sim, &(struct trace_rec){.kind = TRACE_PKT_DROP,
-                                               .opcode = p->opcode,
-                                               .node = p->dst_node,
-                                               .qpn = p->dest_qpn,
-                                               .psn = p->psn,
-                                               .len = p->payload_len,
-                                               .where = where});
+        sim_trace(sw->sim,
+                  &(struct trace_rec){.kind = TRACE_PKT_DROP,
+                                      .track = TRK_COUNT, /* a switch: no track of its own */
+                                      .peer = p->src_node,
+                                      .peer_qpn = p->src_qpn,
+                                      .opcode = p->opcode,
+                                      .node = p->dst_node,
+                                      .qpn = p->dest_qpn,
+                                      .psn = p->psn,
+                                      .len = p->payload_len,
+                                      .where = where});
 }
 
 /* Route lookup towards `node` and hand-off to the egress queue. */

@@ -59,6 +59,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../trace.h"
+
 void host_topo_params_default(struct host_topo_params *p)
 {
     p->sockets = 2;
@@ -494,6 +496,8 @@ static void wait_turn(struct host_thread *t)
             while (t->cpu_state != HOST_CPU_ON)
                 sim_waitq_wait(&t->cpu_wq, t->cpu_why);
             h->cnt.slice_wait_ps += sim_now(h->sim) - t0;
+            if (sim_trace_on(h->sim, TRACE_G_HOST)) /* the timeline's thread track */
+                host_trace_call(t, t0, sim_now(h->sim), t->cpu_why, &(struct trace_rec){0});
             continue;
         }
         sim_time_t now = sim_now(h->sim);
@@ -516,6 +520,8 @@ void host_sched_acquire(struct host_thread *t)
             return;
         t->host->cnt.os_stalls_ps += r - now;
         sim_proc_sleep(r - now);
+        if (sim_trace_on(t->host->sim, TRACE_G_HOST))
+            host_trace_call(t, now, r, "OS interruption (host.os.noise)", &(struct trace_rec){0});
     }
 }
 

@@ -78,11 +78,19 @@ static void atomic_finish(struct nic *nic, struct nic_op *op)
 
 static void atomic_write_visible(struct sim *sim, void *a, void *b)
 {
-    (void)sim;
     (void)b;
     struct nic_op *op = a;
     nic_copy_to_host(op->nic, op, op->data8);
     nic_trace_dma_write(op->nic, op, op->qp->qpn, "resp: atomic result");
+    if (op->tr_t0 != SIM_TIME_NEVER && nic_tr(op->nic)) /* read, ALU, write: the whole atomic */
+        nic_trace_span(op->nic, TRK_ATOMIC, op->tr_t0, sim_now(sim) - op->tr_t0,
+                       &(struct trace_rec){.qpn = op->qp->qpn,
+                                           .psn = op->pkt->psn,
+                                           .opcode = op->atomic_opcode,
+                                           .status = op->flag,
+                                           .where = op->atomic_opcode == IB_OPCODE_RC_COMPARE_SWAP
+                                                        ? "compare and swap"
+                                                        : "fetch and add"});
     if (op->nic->host)
         host_dma_landed(op->nic->host);
     atomic_finish(op->nic, op);
@@ -176,6 +184,8 @@ static void atomic_start_ready(struct nic *nic)
         op->next = NULL;
         op->v = 0; /* holds its address */
         addr_take(nic, op->seg[0].host);
+        if (nic_tr(nic))
+            op->tr_t0 = sim_now(nic->sim);
         nic_mem_read(nic, op, PCIE_K_ATOMIC, 8, atomic_read_done, NULL);
     }
 }

@@ -2,6 +2,8 @@
  * NIC uses it in docs/nic.md "Caches inside the RNIC"). */
 #include "cache.h"
 
+#include "../trace.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -431,6 +433,26 @@ static void start_fetch(struct nic_cache *c, struct nic_cache_mshr *m)
     c->fetch(c, m->key, c->owner);
 }
 
+/* Trace: a lookup of `key` (hit, joined a miss in flight, missed), or the
+ * miss's fetch from t0 to now. */
+static __attribute__((noinline, cold)) void cache_trace(struct nic_cache *c, uint64_t key,
+                                                        const char *what, bool miss, sim_time_t t0)
+{
+    sim_time_t now = sim_now(c->sim);
+    sim_trace(c->sim, &(struct trace_rec){.kind = t0 == now ? TRACE_INSTANT : TRACE_SPAN,
+                                          .track = TRK_CACHE,
+                                          .unit = c->trace_id,
+                                          .node = c->trace_node,
+                                          .t0_ps = t0,
+                                          .dur_ps = now - t0,
+                                          .addr = key,
+                                          .qpn = c->trace_id == TRC_QPC || c->trace_id == TRC_RDC
+                                                     ? (uint32_t)key
+                                                     : 0,
+                                          .flags = miss ? TRACE_F_MISS : 0,
+                                          .where = what});
+}
+
 bool nic_cache_access(struct nic_cache *c, uint64_t key, sim_cb_fn fn, void *a, void *b)
 {
     if (!c->cap)
@@ -439,6 +461,8 @@ bool nic_cache_access(struct nic_cache *c, uint64_t key, sim_cb_fn fn, void *a, 
         if (c->mshr[i].key == key) {
             c->c.merged++;
             add_waiter(c, &c->mshr[i], fn, a, b);
+            if (sim_trace_on(c->sim, TRACE_G_CACHE))
+                cache_trace(c, key, "miss (fetch in flight)", true, sim_now(c->sim));
             return false;
         }
     if (c->ways) {
@@ -449,6 +473,8 @@ bool nic_cache_access(struct nic_cache *c, uint64_t key, sim_cb_fn fn, void *a, 
             c->c.hits++;
             if (i)
                 sa_touch(set, i);
+            if (sim_trace_on(c->sim, TRACE_G_CACHE))
+                cache_trace(c, key, "hit", false, sim_now(c->sim));
             return true;
         }
     } else {
@@ -459,6 +485,8 @@ bool nic_cache_access(struct nic_cache *c, uint64_t key, sim_cb_fn fn, void *a, 
                 lru_unlink(c, s);
                 lru_push_front(c, s);
             }
+            if (sim_trace_on(c->sim, TRACE_G_CACHE))
+                cache_trace(c, key, "hit", false, sim_now(c->sim));
             return true;
         }
     }
@@ -474,7 +502,9 @@ bool nic_cache_access(struct nic_cache *c, uint64_t key, sim_cb_fn fn, void *a, 
         c->cap_mshr = cap;
     }
     struct nic_cache_mshr *m = &c->mshr[c->n_mshr++];
-    *m = (struct nic_cache_mshr){.key = key};
+    *m = (struct nic_cache_mshr){.key = key, .t0_ps = sim_now(c->sim)};
+    if (sim_trace_on(c->sim, TRACE_G_CACHE))
+        cache_trace(c, key, "miss", true, m->t0_ps);
     add_waiter(c, m, fn, a, b);
     if (c->in_flight < c->max_misses) {
         start_fetch(c, m);
@@ -493,6 +523,8 @@ void nic_cache_filled(struct nic_cache *c, uint64_t key)
     if (i == c->n_mshr)
         return; /* not a fetch of ours: ignore */
     struct nic_cache_waiter *w = c->mshr[i].head;
+    if (sim_trace_on(c->sim, TRACE_G_CACHE))
+        cache_trace(c, key, "fetch", true, c->mshr[i].t0_ps);
     /* remove the MSHR, keeping the order of the others (FIFO of queued) */
     memmove(&c->mshr[i], &c->mshr[i + 1], (c->n_mshr - i - 1) * sizeof(*c->mshr));
     c->n_mshr--;

@@ -60,8 +60,9 @@ struct nic_cache_waiter {
 
 struct nic_cache_mshr {
     uint64_t key;
-    bool busy;   /* fetch in flight */
-    bool queued; /* waiting for a miss slot */
+    sim_time_t t0_ps; /* the miss (traces) */
+    bool busy;        /* fetch in flight */
+    bool queued;      /* waiting for a miss slot */
     struct nic_cache_waiter *head, *tail;
 };
 
@@ -96,6 +97,9 @@ struct nic_cache {
     struct nic_cache_waiter *free_waiters;
 
     struct nic_cache_counters c;
+    /* traces (sim/trace.h, TRACE_G_CACHE): the NIC and which cache */
+    uint32_t trace_node;
+    uint8_t trace_id; /* enum trace_cache */
 };
 
 /* Returns 0, or ENOMEM. */

@@ -163,6 +163,12 @@ static void timer_ev_fn(struct sim *sim, struct sim_event *ev)
     e->timer_deadline = SIM_TIME_NEVER;
     if (!outstanding(e))
         return;
+    if (nic_tr(qp->nic))
+        nic_trace_instant(qp->nic, TRK_COMP,
+                          &(struct trace_rec){.qpn = qp->qpn,
+                                              .psn = e->comp_psn,
+                                              .val = e->retry_left,
+                                              .where = "local ACK timeout"});
     if (e->retry_left == 0) {
         nic_comp_fail_wqe(qp, qp->sq_comp, IBV_WC_RETRY_EXC_ERR);
         return;
@@ -177,6 +183,7 @@ static void timer_ev_fn(struct sim *sim, struct sim_event *ev)
 
 static void write_send_cqe(struct nic_qp *qp, const struct nic_send_wqe *w, enum ibv_wc_status st)
 {
+    uint64_t idx = qp->sq_comp; /* w is the WQE at the head of the send queue */
     struct ibv_wc wc = {
         .wr_id = w->wr_id,
         .status = st,
@@ -185,7 +192,7 @@ static void write_send_cqe(struct nic_qp *qp, const struct nic_send_wqe *w, enum
         .byte_len = w->length,
         .qp_num = qp->qpn,
     };
-    nic_cqe_write(qp->nic, qp->init.send_cq, &wc, false);
+    nic_cqe_write_wqe(qp->nic, qp->init.send_cq, &wc, idx);
 }
 
 void nic_comp_advance(struct nic_qp *qp)

@@ -240,10 +240,19 @@ void nic_cq_set_notify(struct nic_cq *cq, sim_cb_fn fn, void *a, void *b)
 
 static void cqe_visible(struct sim *sim, void *a, void *b)
 {
-    (void)sim;
     (void)b;
     struct nic_op *op = a;
     struct nic_cq_priv *c = cq_priv(op->cq);
+    if (op->tr_t0 != SIM_TIME_NEVER && nic_tr(op->nic)) /* val: the send WQE's index + 1 */
+        nic_trace_span(op->nic, TRK_CQE, op->tr_t0, sim_now(sim) - op->tr_t0,
+                       &(struct trace_rec){.qpn = op->wc.qp_num,
+                                           .unit = op->cq->id,
+                                           .opcode = (uint8_t)op->wc.opcode,
+                                           .status = (uint16_t)op->wc.status,
+                                           .addr = op->wc.wr_id,
+                                           .val = op->tr_from,
+                                           .len = op->wc.byte_len,
+                                           .where = "cqe"});
     c->inflight--;
     op->nic->cnt.cqes_written++;
     if (!c->dead)
@@ -263,12 +272,17 @@ static void cqe_landed(struct sim *sim, void *a, void *b)
         cqe_visible(sim, a, b);
 }
 
-void nic_cqe_write(struct nic *nic, struct nic_cq *cq, const struct ibv_wc *wc, bool solicited)
+static void cqe_write(struct nic *nic, struct nic_cq *cq, const struct ibv_wc *wc, bool solicited,
+                      uint64_t wqe_ref)
 {
     struct nic_op *op = nic_op_alloc(nic, NIC_OP_CQE, NULL);
     op->cq = cq;
     op->wc = *wc;
     op->solicited = solicited;
+    if (nic_tr(nic)) {
+        op->tr_t0 = sim_now(nic->sim);
+        op->tr_from = wqe_ref;
+    }
     struct nic_cq_priv *c = cq_priv(cq);
     c->inflight++;
     /* CQE compression (mlx5): after a full CQE, the next seven of the same
@@ -283,6 +297,17 @@ void nic_cqe_write(struct nic *nic, struct nic_cq *cq, const struct ibv_wc *wc, 
     /* through the in-order translation unit (no MR segment): a CQE never
      * reaches PCIe before the data writes issued before it */
     nic_mem_write(nic, op, PCIE_K_CQE, bytes, cqe_landed, NULL);
+}
+
+void nic_cqe_write(struct nic *nic, struct nic_cq *cq, const struct ibv_wc *wc, bool solicited)
+{
+    cqe_write(nic, cq, wc, solicited, 0);
+}
+
+void nic_cqe_write_wqe(struct nic *nic, struct nic_cq *cq, const struct ibv_wc *wc,
+                       uint64_t wqe_idx)
+{
+    cqe_write(nic, cq, wc, false, wqe_idx + 1);
 }
 
 void nic_cq_teardown(struct nic *nic)

@@ -47,6 +47,11 @@ int nic_cache_configure(struct nic *nic, struct nic_cache *c, uint32_t ways)
 {
     if (nic_cache_set_ways(c, ways))
         return ENOMEM;
+    c->trace_node = nic->node_id; /* its track in traces */
+    c->trace_id = (uint8_t)(c == &nic->qpc   ? TRC_QPC
+                            : c == &nic->rdc ? TRC_RDC
+                            : c == &nic->mpt ? TRC_MPT
+                                             : TRC_MTT);
     if (nic->p.cache_replacement == NIC_CACHE_RANDOM) {
         char name[48];
         snprintf(name, sizeof(name), "nic%u.%s", nic->node_id, c->name);

@@ -152,11 +152,26 @@ bool nic_dma_wait_relaxed(struct nic *nic, sim_cb_fn fn, void *a, void *b)
 
 /* ---------------------------------------------------------------- strict */
 
+/* Trace: bytes [off, off + len) of the placement became visible. */
+static void dma_trace_land(struct nic *nic, const struct nic_op *op, uint32_t off, uint32_t len)
+{
+    if (op->tr_t0 == SIM_TIME_NEVER || !nic_tr(nic))
+        return;
+    nic_trace_span(nic, TRK_DMA_WR, op->tr_t0, sim_now(nic->sim) - op->tr_t0,
+                   &(struct trace_rec){.qpn = op->dma_qpn,
+                                       .psn = op->dma_psn,
+                                       .addr = off,
+                                       .len = len,
+                                       .val = op->dma_len,
+                                       .where = op->dma_where});
+}
+
 static void dma_strict_land(struct sim *sim, void *a, void *b)
 {
     (void)sim;
     (void)b;
     struct nic_op *op = a;
+    dma_trace_land(op->nic, op, 0, op->dma_len);
     dma_copy(op->nic, op, 0, op->dma_len);
     dma_free(op->nic, op);
 }
@@ -233,6 +248,7 @@ static void dma_ro_land(struct sim *sim, void *a, void *b)
         nic->cnt.dma_ro_overtaken++; /* a chunk issued after it is already visible */
     else
         nic->dma.landed_hi = seq + 1;
+    dma_trace_land(nic, op, off, len);
     dma_copy(nic, op, off, len);
     if (--op->dma_left == 0)
         dma_free(nic, op);
@@ -272,6 +288,8 @@ void nic_dma_place(struct nic *nic, struct nic_op *op, const uint8_t *src, uint3
     op->dma_qpn = qpn;
     op->dma_psn = psn;
     op->dma_where = where;
+    if (nic_tr(nic))
+        op->tr_t0 = sim_now(nic->sim);
     if (!len) {
         dma_free(nic, op);
         return;
@@ -297,6 +315,7 @@ static void dma_place_go(struct nic_op *op)
         return;
     }
     nic->cnt.dma_writes++;
+    nic_pcie_trace_ctx(nic, op);
     if (!dma_relaxed(nic, op)) {
         if (nic->pcie)
             pcie_dma_write_ct_k(nic->pcie, PCIE_K_PAYLOAD_WR, 0, len, op->dma_head_ps,
@@ -313,6 +332,7 @@ static void dma_place_go(struct nic_op *op)
     nic->cnt.dma_ro_chunks += n;
     for (uint32_t i = 0; i < n; i++) {
         uint32_t clen = len - i * mps < mps ? len - i * mps : mps;
+        nic_pcie_trace_ctx(nic, op);
         if (nic->pcie)
             pcie_dma_write_ct_k(nic->pcie, PCIE_K_PAYLOAD_WR, PCIE_F_RELAXED, clen, op->dma_head_ps,
                                 dma_ro_visible, op, (void *)(uintptr_t)i);

@@ -283,6 +283,7 @@ struct nic_op *nic_op_alloc(struct nic *nic, enum nic_op_kind kind, struct nic_q
     op->cq = NULL;
     op->solicited = false;
     op->epoch = 0;
+    op->tr_t0 = SIM_TIME_NEVER; /* set at issue when the NIC is traced */
     if (qp) {
         nic_qp_get(qp);
         op->epoch = kind == NIC_OP_REQ_PAYLOAD ? qp->eng->req_epoch : qp->eng->epoch;
@@ -338,6 +339,22 @@ void nic_copy_to_host(struct nic *nic, const struct nic_op *op, const uint8_t *b
         }
         off += s->len;
     }
+}
+
+uint32_t nic_op_trace_qpn(const struct nic_op *op)
+{
+    if (op->kind == NIC_OP_CQE)
+        return op->wc.qp_num;
+    if (op->kind == NIC_OP_PLACE)
+        return op->dma_qpn;
+    return op->qp ? op->qp->qpn : 0;
+}
+
+uint32_t nic_op_trace_psn(const struct nic_op *op)
+{
+    if (op->kind == NIC_OP_PLACE)
+        return op->dma_psn;
+    return op->pkt ? op->pkt->psn : 0;
 }
 
 void nic_trace_dma_write(struct nic *nic, const struct nic_op *op, uint32_t qpn, const char *where)
@@ -444,6 +461,12 @@ void nic_payload_fetched(struct sim *sim, void *a, void *b)
     struct nic_txsrc *src = b; /* valid: the QP still exists */
     struct nic_stage *s = src->stage;
     op->v = sim_now(sim);
+    if (op->tr_t0 != SIM_TIME_NEVER && nic_tr(nic)) { /* the payload's DMA read */
+        struct trace_rec r = {.where = src->kind == NIC_TXSRC_RESP ? "read response payload"
+                                                                   : "payload"};
+        nic_trace_pkt_fields(&r, p, true);
+        nic_trace_span(nic, TRK_DMA_RD, op->tr_t0, op->v - op->tr_t0, &r);
+    }
     uint32_t i = s->head;
     bool earlier_waiting = false;
     for (; i != s->tail && nic_stage_at(s, i)->pkt != p; i++)
@@ -634,6 +657,11 @@ static void tx_start(struct nic *nic)
         return;
     nic->tx_building = p;
     sim_schedule_in(nic->sim, &nic->tx_ev, nic->p.tx_pkt_proc_ps);
+    if (nic_tr(nic)) {
+        struct trace_rec r = {.where = "tx"};
+        nic_trace_pkt_fields(&r, p, true);
+        nic_trace_span(nic, TRK_TX, sim_now(nic->sim), nic->p.tx_pkt_proc_ps, &r);
+    }
 }
 
 /* May the engine hand the uplink another frame?  It keeps at most
@@ -793,6 +821,11 @@ static void rx_unit_work(struct sim *sim, struct nic *nic, struct pkt *p)
     if (qp)
         qp->eng->rx_done_ps = sim_now(sim) + nic->p.rx_pkt_proc_ps;
     sim_call_in(sim, nic->p.rx_pkt_proc_ps, rx_unit_done, nic, p);
+    if (nic_tr(nic)) {
+        struct trace_rec r = {.where = "rx (context fetched)"};
+        nic_trace_pkt_fields(&r, p, false);
+        nic_trace_span(nic, TRK_RX, sim_now(sim), nic->p.rx_pkt_proc_ps, &r);
+    }
 }
 
 /* A READ response or atomic ACK needs its QP's requester READ/atomic
@@ -844,6 +877,11 @@ static sim_time_t rx_unit_time(struct nic *nic, struct pkt *p)
         qp->eng->rx_done_ps = done;
     }
     p->head_ps = start < now ? start + proc : 0;
+    if (nic_tr(nic)) {
+        struct trace_rec r = {.where = "rx"};
+        nic_trace_pkt_fields(&r, p, false);
+        nic_trace_span(nic, TRK_RX, start, done - start, &r);
+    }
     return done - now;
 }
 

@@ -136,6 +136,10 @@ struct nic_op {
     sim_cb_fn mem_done;
     void *mem_b;
     sim_time_t *mem_chain; /* payload reads: the host fetch stream it continues (xlate.c) */
+    /* trace (sim/trace.h): when the operation was issued, and the first WQE
+     * index a doorbell / WQE fetch covers */
+    sim_time_t tr_t0;
+    uint64_t tr_from;
 };
 
 /* DMA ordering state of a NIC (dma.c): relaxed chunks may pass earlier
@@ -439,19 +443,59 @@ void nic_payload_fetched(struct sim *sim, void *op, void *src);
 void nic_stage_clear(struct nic *nic, struct nic_stage *s);
 
 /* Trace records (sim/trace.h) of the NIC: no-ops unless the trace is on. */
+/* The packet fields of a record, seen from this NIC: qpn = its QP, peer /
+ * peer_qpn = the other end (tx: p's destination; rx: p's source). */
+static inline void nic_trace_pkt_fields(struct trace_rec *r, const struct pkt *p, bool tx)
+{
+    r->opcode = p->opcode;
+    r->psn = p->psn;
+    r->len = p->payload_len;
+    r->qpn = tx ? p->src_qpn : p->dest_qpn;
+    r->peer = tx ? p->dst_node : p->src_node;
+    r->peer_qpn = tx ? p->dest_qpn : p->src_qpn;
+}
 static inline void nic_trace_pkt(struct nic *nic, enum trace_kind kind, const struct pkt *p,
                                  uint32_t qpn, const char *where)
 {
     if (!sim_trace_enabled(nic->sim))
         return;
-    struct trace_rec r = {.kind = (uint8_t)kind,
-                          .opcode = p->opcode,
-                          .node = nic->node_id,
-                          .qpn = qpn,
-                          .psn = p->psn,
-                          .len = p->payload_len,
-                          .where = where};
+    struct trace_rec r = {.kind = (uint8_t)kind, .node = nic->node_id, .where = where};
+    nic_trace_pkt_fields(&r, p, kind == TRACE_PKT_TX);
+    r.qpn = qpn;
+    if (kind == TRACE_PKT_DROP)
+        r.track = TRK_RX;
     sim_trace(nic->sim, &r);
+}
+/* The NIC's engines are traced (TRACE_G_NIC). */
+static inline bool nic_tr(const struct nic *nic)
+{
+    return sim_trace_on(nic->sim, TRACE_G_NIC);
+}
+/* A span [t0, t0 + dur] of engine `trk` of this NIC (TRACE_G_NIC). */
+static inline void nic_trace_span(struct nic *nic, enum trace_track trk, sim_time_t t0,
+                                  sim_time_t dur, struct trace_rec *r)
+{
+    r->track = (uint8_t)trk;
+    r->node = nic->node_id;
+    sim_trace_span(nic->sim, r, t0, dur);
+}
+/* A point event of engine `trk` now. */
+static inline void nic_trace_instant(struct nic *nic, enum trace_track trk, struct trace_rec *r)
+{
+    r->kind = TRACE_INSTANT;
+    r->track = (uint8_t)trk;
+    r->node = nic->node_id;
+    r->t0_ps = sim_now(nic->sim);
+    sim_trace(nic->sim, r);
+}
+/* The QP and PSN an operation is for (traces). */
+uint32_t nic_op_trace_qpn(const struct nic_op *op);
+uint32_t nic_op_trace_psn(const struct nic_op *op);
+/* Name the QP / PSN of the next PCIe operation (its TLP records). */
+static inline void nic_pcie_trace_ctx(struct nic *nic, const struct nic_op *op)
+{
+    if (nic->pcie && sim_trace_on(nic->sim, TRACE_G_PCIE))
+        pcie_trace_ctx(nic->pcie, op ? nic_op_trace_qpn(op) : 0, op ? nic_op_trace_psn(op) : 0);
 }
 /* One TRACE_DMA_WRITE per segment of a placement write that landed. */
 void nic_trace_dma_write(struct nic *nic, const struct nic_op *op, uint32_t qpn, const char *where);
@@ -502,6 +546,10 @@ void nic_mr_teardown(struct nic *nic);
 
 /* Write a CQE: a cqe_bytes DMA write, then nic_cq_push when it lands. */
 void nic_cqe_write(struct nic *nic, struct nic_cq *cq, const struct ibv_wc *wc, bool solicited);
+/* The same for the send WQE at send queue index `wqe_idx` (traces follow
+ * the work request to its CQE). */
+void nic_cqe_write_wqe(struct nic *nic, struct nic_cq *cq, const struct ibv_wc *wc,
+                       uint64_t wqe_idx);
 void nic_cq_teardown(struct nic *nic);
 
 /* ---------------------------------------------------------------- qp.c */

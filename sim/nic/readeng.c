@@ -65,6 +65,12 @@ static void rde_serve(struct nic *nic)
         op->next = NULL;
         nic->rde_cur = op;
         sim_schedule_in(nic->sim, &nic->rde_ev, nic->p.rd_req_proc_ps);
+        const struct nic_resp_work *w = nic_tr(nic) ? rde_item(op) : NULL;
+        if (w)
+            nic_trace_span(
+                nic, TRK_RDENG, sim_now(nic->sim), nic->p.rd_req_proc_ps,
+                &(struct trace_rec){
+                    .qpn = op->qp->qpn, .psn = w->psn, .len = w->len, .where = "READ request"});
     }
 }
 

@@ -124,6 +124,13 @@ static void fetch_done(struct sim *sim, void *a, void *b)
     (void)b;
     struct nic_op *op = a;
     struct nic_qp *qp = op->qp;
+    if (op->tr_t0 != SIM_TIME_NEVER && nic_tr(op->nic)) /* WQEs [tr_from, v) fetched */
+        nic_trace_span(op->nic, TRK_WQE_FETCH, op->tr_t0, sim_now(op->nic->sim) - op->tr_t0,
+                       &(struct trace_rec){.qpn = qp->qpn,
+                                           .addr = op->tr_from,
+                                           .val = op->v,
+                                           .len = (uint32_t)op->mem_bytes,
+                                           .where = "wqe fetch"});
     if (!nic_op_stale(op)) {
         struct nic_qp_engine *e = qp->eng;
         if (op->v > e->fetched) {
@@ -170,9 +177,15 @@ static void db_process(struct sim *sim, void *a, void *b)
     uint64_t bytes = 0;
     for (uint64_t i = e->fetch_issued; i < op->v; i++)
         bytes += wqe_fetch_bytes(&nic->p, nic_sq_wqe(qp, i));
+    if (nic_tr(nic)) {
+        op->tr_t0 = sim_now(sim);
+        op->tr_from = e->fetch_issued;
+        op->mem_bytes = bytes;
+    }
     e->fetch_issued = op->v;
     op->kind = NIC_OP_FETCH;
     nic->cnt.dma_reads++;
+    nic_pcie_trace_ctx(nic, op);
     if (nic->pcie)
         pcie_dma_read_k(nic->pcie, PCIE_K_WQE_FETCH, 0, bytes, fetch_done, op, NULL);
     else
@@ -184,6 +197,14 @@ static void db_arrived(struct sim *sim, void *a, void *b)
     (void)b;
     struct nic_op *op = a;
     op->nic->cnt.doorbells++;
+    if (nic_tr(op->nic)) /* WQEs [tr_from, v); status 1: BlueFlame (the WQE came with it) */
+        nic_trace_span(
+            op->nic, TRK_DOORBELL, sim_now(sim), op->nic->p.doorbell_proc_ps,
+            &(struct trace_rec){.qpn = op->qp->qpn,
+                                .addr = op->tr_from,
+                                .val = op->v,
+                                .status = op->flag,
+                                .where = op->flag ? "doorbell (BlueFlame)" : "doorbell"});
     if (nic_op_stale(op)) {
         nic_op_free(op);
         return;
@@ -195,6 +216,7 @@ static void db_cross_socket(struct sim *sim, void *a, void *b)
 {
     (void)sim;
     struct nic_op *op = a;
+    nic_pcie_trace_ctx(op->nic, op); /* the context is the next PCIe operation's */
     pcie_mmio_write_k(op->nic->pcie, PCIE_K_DOORBELL, (uint64_t)(uintptr_t)b, db_arrived, op, NULL);
 }
 
@@ -209,16 +231,19 @@ void nic_sq_doorbell(struct nic_qp *qp)
     struct nic_op *op = nic_op_alloc(nic, NIC_OP_DOORBELL, qp);
     op->v = qp->sq_tail;
     op->flag = bf;
+    op->tr_from = qp->sq_db;
     qp->sq_db = qp->sq_tail;
     uint64_t bytes = bf ? (sz + 63u) & ~63u : 8;
     /* a thread on another socket: the store crosses the socket link first */
     sim_time_t hop = nic->host ? host_mmio_numa_delay(nic->host) : 0;
     if (nic->pcie && hop)
         sim_call_in(nic->sim, hop, db_cross_socket, op, (void *)(uintptr_t)bytes);
-    else if (nic->pcie)
+    else if (nic->pcie) {
+        nic_pcie_trace_ctx(nic, op);
         pcie_mmio_write_k(nic->pcie, PCIE_K_DOORBELL, bytes, db_arrived, op, NULL);
-    else
+    } else {
         db_arrived(nic->sim, op, NULL);
+    }
 }
 
 /* ---------------------------------------------------------------- packets */
@@ -280,6 +305,8 @@ static void build_send_write(struct nic_qp *qp, struct nic_send_wqe *w, uint32_t
         if (off % NIC_FETCH_STREAM_BYTES == 0 || k == 0)
             e->req_fetch_chain = 0;
         op->mem_chain = &e->req_fetch_chain;
+        if (nic_tr(nic))
+            op->tr_t0 = sim_now(nic->sim);
         nic_stage_push(&e->req_stage, p, false);
         nic_mem_read(nic, op, PCIE_K_PAYLOAD_RD, plen, nic_payload_fetched, &qp->eng->req_src);
     }
@@ -402,6 +429,17 @@ static enum nic_req_state req_start_wqe(struct nic_qp *qp)
         e->next_psn = nic_psn_add(e->next_psn, n);
         e->req_pkt = 0;
     }
+    if (nic_tr(qp->nic)) /* the send engine on this WQE: its PSNs [psn, val] */
+        nic_trace_span(
+            qp->nic, TRK_REQ, sim_now(qp->nic->sim), qp->nic->p.wqe_proc_ps,
+            &(struct trace_rec){.qpn = qp->qpn,
+                                .addr = e->req_idx,
+                                .psn = w->first_psn,
+                                .val = w->last_psn,
+                                .opcode = (uint8_t)w->opcode,
+                                .len = w->length,
+                                .flags = w->state == NIC_WQE_RETRY ? TRACE_F_RETRY : 0,
+                                .where = w->state == NIC_WQE_RETRY ? "wqe (again)" : "wqe"});
     w->state = NIC_WQE_STARTED;
     if (nic_wqe_is_rd_atomic(w)) {
         e->rd_outstanding++;
@@ -614,4 +652,8 @@ void nic_req_rewind(struct nic_qp *qp, uint32_t psn)
     nic_stage_clear(qp->nic, &e->req_stage);
     e->tx_psn_hi = nic_psn_add(nic_psn_add(w->first_psn, e->req_pkt), NIC_PSN_MASK);
     e->req_state = NIC_REQ_NEXT_WQE;
+    if (nic_tr(qp->nic)) /* go back N: resend from psn (WQE index addr) */
+        nic_trace_instant(
+            qp->nic, TRK_COMP,
+            &(struct trace_rec){.qpn = qp->qpn, .psn = psn, .addr = i, .where = "go back N"});
 }

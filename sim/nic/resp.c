@@ -141,6 +141,18 @@ static void queue_ack(struct nic_qp *qp, uint8_t syndrome, uint32_t psn)
             }
         }
     }
+    if (syndrome != NIC_AETH_ACK && nic_tr(qp->nic)) /* a NAK: what and from which PSN */
+        nic_trace_instant(
+            qp->nic, TRK_RESP,
+            &(struct trace_rec){.qpn = qp->qpn,
+                                .psn = psn,
+                                .status = syndrome,
+                                .peer = qp->dest_node,
+                                .peer_qpn = qp->attr.dest_qp_num,
+                                .where =
+                                    (syndrome & NIC_AETH_TYPE_MASK) == NIC_AETH_RNR_NAK ? "RNR NAK"
+                                    : syndrome == NIC_AETH_NAK_PSN_SEQ ? "NAK: PSN sequence error"
+                                                                       : "NAK"});
     struct nic_resp_work *w = work_push(e);
     if (!w)
         return; /* FIFO full: the requester's timer recovers */
@@ -221,6 +233,8 @@ static void resp_stage_fill(struct nic_qp *qp)
                 if (off % NIC_FETCH_STREAM_BYTES == 0 || w->done_pkts == 1)
                     e->resp_fetch_chain = 0;
                 op->mem_chain = &e->resp_fetch_chain;
+                if (nic_tr(nic))
+                    op->tr_t0 = sim_now(nic->sim);
                 nic_stage_push(s, p, false);
                 nic_mem_read(nic, op, PCIE_K_PAYLOAD_RD, plen, read_fetched, &qp->eng->resp_src);
             }

@@ -49,6 +49,7 @@ static void xl_fetch(struct nic_cache *c, uint64_t key, void *owner)
     struct nic *nic = owner;
     uint32_t bytes = c == &nic->mpt ? nic->p.mpt_bytes : NIC_MTT_LINE * nic->p.mtt_bytes;
     nic->cnt.dma_reads++;
+    nic_pcie_trace_ctx(nic, NULL);
     if (nic->pcie)
         pcie_dma_read_k(nic->pcie, PCIE_K_XLATE_MISS, 0, bytes, xl_fetched, c,
                         (void *)(uintptr_t)key);
@@ -81,6 +82,19 @@ void nic_xlate_fini(struct nic *nic)
 
 /* ---------------------------------------------------------------- the in-order unit */
 
+/* Trace: an operation that waited for translations (its own misses or an
+ * earlier operation's) from its issue until now. */
+static __attribute__((noinline, cold)) void xl_trace(struct nic *nic, const struct nic_op *op)
+{
+    sim_time_t now = sim_now(nic->sim);
+    if (op->tr_t0 == SIM_TIME_NEVER || op->tr_t0 >= now)
+        return;
+    nic_trace_span(nic, TRK_XLATE, op->tr_t0, now - op->tr_t0,
+                   &(struct trace_rec){.qpn = nic_op_trace_qpn(op),
+                                       .psn = nic_op_trace_psn(op),
+                                       .where = "wait for translation"});
+}
+
 static void xl_pump(struct nic *nic)
 {
     if (nic->xl_pumping)
@@ -92,6 +106,8 @@ static void xl_pump(struct nic *nic)
         if (!nic->xl_head)
             nic->xl_tail = NULL;
         op->xl_next = NULL;
+        if (nic_tr(nic))
+            xl_trace(nic, op);
         op->xl_go(op);
     }
     nic->xl_pumping = false;
@@ -197,6 +213,7 @@ static void mem_read_issue(struct sim *sim, void *a, void *b)
     (void)sim;
     (void)b;
     struct nic_op *op = a;
+    nic_pcie_trace_ctx(op->nic, op); /* the context is the next PCIe operation's */
     pcie_dma_read_chain_k(op->nic->pcie, op->mem_kind, 0, op->mem_bytes, op->mem_chain,
                           op->mem_done, op, op->mem_b);
 }
@@ -236,6 +253,8 @@ static void mem_go(struct nic_op *op)
     sim_time_t numa = remote && !op->mem_write
                           ? nic_dma_numa_delay(nic, op, 0, (uint32_t)op->mem_bytes, false)
                           : 0;
+    if (link && !numa && sim_trace_on(nic->sim, TRACE_G_PCIE)) /* the QP and PSN of its TLPs */
+        pcie_trace_ctx(link, nic_op_trace_qpn(op), nic_op_trace_psn(op));
     if (!link)
         op->mem_done(nic->sim, op, op->mem_b);
     else if (op->mem_write && remote)

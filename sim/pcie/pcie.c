@@ -35,6 +35,7 @@
 #include "pcie.h"
 
 #include <errno.h>
+#include "../trace.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -172,6 +173,8 @@ struct pcie_read_op {
     sim_time_t *chain;      /* stream this read continues (pcie_dma_read_chain_k), or NULL */
     unsigned flags;
     enum pcie_block blocked; /* the next MRd waited for this */
+    uint8_t kind;            /* enum pcie_kind (traces) */
+    uint32_t tr_qpn, tr_psn; /* what it is for (traces) */
 };
 
 /* MRds of one read that left back to back, until their first completion is
@@ -231,6 +234,8 @@ struct pcie_link {
     struct pcie_slot_chunk *chunks;
 
     struct pcie_counters c;
+    uint32_t trace_id;       /* the host it belongs to (traces) */
+    uint32_t tr_qpn, tr_psn; /* pcie_trace_ctx: the next operation's QP and PSN */
 };
 
 static void pump_event(struct sim *sim, struct sim_event *ev);
@@ -297,6 +302,37 @@ const struct pcie_counters *pcie_link_counters(const struct pcie_link *l)
 uint32_t pcie_link_mps_bytes(const struct pcie_link *l)
 {
     return l->p.mps_bytes;
+}
+
+void pcie_set_trace_id(struct pcie_link *l, uint32_t id)
+{
+    l->trace_id = id;
+}
+
+void pcie_trace_ctx(struct pcie_link *l, uint32_t qpn, uint32_t psn)
+{
+    l->tr_qpn = qpn;
+    l->tr_psn = psn;
+}
+
+/* Trace (TRACE_G_PCIE): TLPs of one operation on a direction, [t0, t1];
+ * opcode = its kind, val = TLPs, len = payload bytes; `tlp` names them. */
+static void tlp_trace(const struct pcie_link *l, enum trace_track trk, const char *tlp,
+                      enum pcie_kind kind, uint32_t qpn, uint32_t psn, uint64_t n, uint64_t bytes,
+                      unsigned flags, sim_time_t t0, sim_time_t t1)
+{
+    sim_trace(l->sim, &(struct trace_rec){.kind = TRACE_SPAN,
+                                          .track = (uint8_t)trk,
+                                          .node = l->trace_id,
+                                          .t0_ps = t0,
+                                          .dur_ps = t1 - t0,
+                                          .opcode = (uint8_t)kind,
+                                          .status = (uint16_t)flags,
+                                          .qpn = qpn,
+                                          .psn = psn,
+                                          .val = n,
+                                          .len = bytes > UINT32_MAX ? UINT32_MAX : (uint32_t)bytes,
+                                          .where = tlp});
 }
 
 static void oom(const struct pcie_link *l)
@@ -441,6 +477,18 @@ static void group_ready(struct sim *sim, void *a, void *b)
      * reservation is the whole span, as the closed form gives. */
     sim_time_t r_nf = max_time(g->a0_nf + (g->k - 1) * l->mrd_ps, g->w);
     l->down_busy_until_ps = max_time(packed, r_nf + c_last);
+    if (sim_trace_on(sim, TRACE_G_PCIE)) { /* the group's completions, packed before `end` */
+        uint64_t n_last = 0;
+        if (g->has_last)
+            (void)cpl_ps(l, op->last_bytes, &n_last);
+        else
+            n_last = l->n_cpl_req;
+        uint64_t bytes =
+            (g->k - 1) * l->p.mrrs_bytes + (g->has_last ? op->last_bytes : l->p.mrrs_bytes);
+        tlp_trace(l, TRK_PCIE_DOWN, "CplD", (enum pcie_kind)op->kind, op->tr_qpn, op->tr_psn,
+                  (g->k - 1) * l->n_cpl_req + n_last, bytes, op->flags,
+                  end - (g->k - 1) * c_full - c_last, end);
+    }
 
     if (l->tags.hdr_cap) {
         struct fc_group tg = {.n = g->k,
@@ -472,6 +520,9 @@ static void send_group(struct pcie_link *l, struct pcie_read_op *op, uint64_t k)
     sim_time_t start = max_time(now, l->up_busy_until_ps);
     l->up_busy_until_ps = start + k * l->mrd_ps;
     sim_time_t a0 = start + l->mrd_ps;
+    if (sim_trace_on(sim, TRACE_G_PCIE))
+        tlp_trace(l, TRK_PCIE_UP, "MRd", (enum pcie_kind)op->kind, op->tr_qpn, op->tr_psn, k, 0,
+                  op->flags, start, start + k * l->mrd_ps);
 
     struct pcie_mrd_group *g = &slot_get(l)->grp;
     g->op = op;
@@ -602,6 +653,10 @@ void pcie_dma_read_chain_k(struct pcie_link *l, enum pcie_kind kind, unsigned fl
     op->fetch_free = 0;
     op->chain = chain;
     op->flags = flags;
+    op->kind = (uint8_t)kind;
+    op->tr_qpn = l->tr_qpn;
+    op->tr_psn = l->tr_psn;
+    l->tr_qpn = l->tr_psn = 0;
     /* MRds are sent in issue order: behind a waiting read, this one waits
      * for the same reason. */
     op->blocked = l->rq_head ? l->cur_block : PCIE_BLOCK_NONE;
@@ -679,6 +734,11 @@ static void dma_write(struct pcie_link *l, enum pcie_kind kind, unsigned flags, 
             t = end;
         }
     }
+    if (sim_trace_on(sim, TRACE_G_PCIE)) {
+        tlp_trace(l, TRK_PCIE_UP, "MWr", kind, l->tr_qpn, l->tr_psn, s.n, bytes, flags,
+                  max_time(start, l->up_busy_until_ps), end);
+        l->tr_qpn = l->tr_psn = 0;
+    }
     l->up_busy_until_ps = end;
     l->last_write_visible_ps = max_time(l->last_write_visible_ps, visible);
 
@@ -728,8 +788,13 @@ void pcie_mmio_write_k(struct pcie_link *l, enum pcie_kind kind, uint64_t bytes,
     struct sim *sim = l->sim;
     kind = kind_ok(kind);
     struct tlp_split s = split(bytes, l->p.mps_bytes);
-    sim_time_t end =
-        reserve(l, &l->down_busy_until_ps, split_ps(l, s, l->p.mwr_hdr_bytes, l->mwr_full_ps));
+    sim_time_t ser = split_ps(l, s, l->p.mwr_hdr_bytes, l->mwr_full_ps);
+    sim_time_t end = reserve(l, &l->down_busy_until_ps, ser);
+    if (sim_trace_on(sim, TRACE_G_PCIE)) {
+        tlp_trace(l, TRK_PCIE_DOWN, "MMIO MWr", kind, l->tr_qpn, l->tr_psn, s.n, bytes, 0,
+                  end - ser, end);
+        l->tr_qpn = l->tr_psn = 0;
+    }
 
     l->c.mmio_writes++;
     l->c.tlp_down += s.n;

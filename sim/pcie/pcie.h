@@ -124,6 +124,12 @@ void pcie_dma_read_chain_k(struct pcie_link *l, enum pcie_kind kind, unsigned fl
  * first bytes that much earlier. */
 sim_time_t pcie_read_first_data_span_ps(const struct pcie_link *l, uint64_t bytes);
 
+/* Traces (sim/trace.h, TRACE_G_PCIE): each operation's TLPs are one span
+ * on the link's up or down track of host `id`; the device may name the QP
+ * and PSN the next operation is for (cleared by it). */
+void pcie_set_trace_id(struct pcie_link *l, uint32_t id);
+void pcie_trace_ctx(struct pcie_link *l, uint32_t qpn, uint32_t psn);
+
 struct pcie_counters {
     uint64_t tlp_up, tlp_down;     /* TLPs per direction */
     uint64_t bytes_up, bytes_down; /* wire bytes per direction (headers included) */

@@ -20,7 +20,7 @@ rc=$?
 check "cmake --install exits 0 (got $rc)" "[ $rc -eq 0 ]"
 ibin="$prefix/bin/rnicsim"
 check "installed: binary, profiles, plot scripts, headers, man page" \
-    "[ -x '$ibin' ] && [ -f '$prefix/share/rnicsim/profiles/cx5-100g.yaml' ] && [ -f '$prefix/share/rnicsim/tools/plot_sweep.py' ] && [ -f '$prefix/include/rnicsim/host.h' ] && [ -f '$prefix/share/man/man1/rnicsim.1' ]"
+    "[ -x '$ibin' ] && [ -f '$prefix/share/rnicsim/profiles/cx5-100g.yaml' ] && [ -f '$prefix/share/rnicsim/tools/plot_sweep.py' ] && [ -x '$prefix/share/rnicsim/tools/timeline_check.py' ] && [ -f '$prefix/include/rnicsim/host.h' ] && [ -f '$prefix/share/man/man1/rnicsim.1' ]"
 
 # Profiles come from the installed share/rnicsim, not from the source tree.
 (cd "$scratch/work" && "$ibin" params --profile cx5-100g >params.out 2>&1)

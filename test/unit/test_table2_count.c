@@ -134,8 +134,8 @@ int main(void)
     struct sim *sim = sim_create(1);
     CHECK(sim_trace_enable(sim, 16) == 0);
     sim_trace_mark(sim, 3, "t2-send", 7);
-    sim_trace_post(sim, 3, 0x101, 0 /* IBV_WR_RDMA_WRITE */, 64);
-    sim_trace_post(sim, 3, 0x101, TRACE_POST_RECV, 128);
+    sim_trace_post(sim, 3, 0x101, 0 /* IBV_WR_RDMA_WRITE */, 64, 0);
+    sim_trace_post(sim, 3, 0x101, TRACE_POST_RECV, 128, 0);
     CHECK_EQ_U64(sim_trace_count(sim), 3);
     struct trace_rec got[3];
     for (size_t i = 0; i < 3; i++)

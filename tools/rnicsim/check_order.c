@@ -53,6 +53,7 @@
 #include "sim/config/json.h"
 #include "sim/trace.h"
 #include "tools/rnicsim/rnicsim.h"
+#include "tools/rnicsim/timeline.h"
 
 #define CO_EXIT_CLEAN 0
 #define CO_EXIT_VIOLATION 1
@@ -251,6 +252,9 @@ static void co_feed(struct co_observer *o, const struct trace_rec *r)
     case TRACE_POLL:
     case TRACE_POST:
     case TRACE_NOTE:
+    case TRACE_SPAN: /* sink-only kinds: never in the ring */
+    case TRACE_INSTANT:
+    case TRACE_COUNTER:
     case TRACE_KIND_COUNT:
         break;
     }
@@ -307,6 +311,7 @@ struct co_opts {
     uint64_t trace_lines, trace_capacity;
     bool trace_lines_set, trace_capacity_set;
     bool verbose;
+    struct timeline_opts tl; /* --timeline: the deciding run again, as a timeline */
 };
 
 static void co_usage(FILE *out)
@@ -315,13 +320,15 @@ static void co_usage(FILE *out)
             "usage: rnicsim check-order FILE.yaml [--runs N] [--seed S] [--set KEY=VALUE]...\n"
             "                           [--vary KEY=V1,V2,...]... [--profiles DIR]\n"
             "                           [--trace-lines N] [--trace-capacity N] [-o FILE.json]\n"
-            "                           [--verbose]\n"
+            "                           [--timeline FILE.json [--timeline-hosts ...]] [--verbose]\n"
             "Runs the scenario N times (default %d) per configuration with seeds S, S+1, ...\n"
             "(S = the scenario's seed), every --vary combination as a configuration, and\n"
             "stops at the first run whose programs report an ordering violation.\n"
             "exit status: 0 clean, 1 violation found, 2 bad input, 3 a run ended without\n"
             "a verdict (deadlock, time limit, program error), 4 not runnable (the\n"
-            "transport refused a work request the protocol posts), 5 internal error.\n",
+            "transport refused a work request the protocol posts), 5 internal error.\n"
+            "--timeline FILE writes the timeline of the run that decided the verdict (the\n"
+            "violating run, or the first run when all are clean): docs/timeline.md.\n",
             CO_DEFAULT_RUNS);
 }
 
@@ -388,6 +395,14 @@ static int co_parse_args(int argc, char **argv, struct co_opts *o)
     for (int i = 0; i < argc; i++) {
         bool missing = false;
         const char *v;
+        char twhy[256];
+        int t = timeline_parse_opt(argc, argv, &i, &o->tl, twhy, sizeof(twhy));
+        if (t < 0) {
+            fprintf(stderr, "rnicsim check-order: %s\n", twhy);
+            return -1;
+        }
+        if (t > 0)
+            continue;
         if ((v = cli_opt_value(argc, argv, &i, "--set", &missing))) {
             o->sets[o->nsets++] = v;
         } else if ((v = cli_opt_value(argc, argv, &i, "--vary", &missing))) {
@@ -668,6 +683,9 @@ static void co_print_trace_line(FILE *out, const struct co_observer *ob, const s
         fprintf(out, "  qpn %u opcode %u status %u len %u", r->qpn, r->opcode, r->status, r->len);
         break;
     case TRACE_NOTE:
+    case TRACE_SPAN: /* sink-only kinds: never in the ring */
+    case TRACE_INSTANT:
+    case TRACE_COUNTER:
     case TRACE_KIND_COUNT:
         break;
     }
@@ -792,8 +810,11 @@ static void co_print_violation(FILE *out, struct co_state *st)
     if (tb && tb->nrows) {
         const struct report_row *row = &tb->rows[0];
         fprintf(out, "  reported:");
-        for (size_t j = 0; j < row->n; j++)
-            fprintf(out, " %s=%.17g", row->keys[j], row->values[j]);
+        for (size_t j = 0; j < row->n; j++) { /* shortest exact form, as in the JSON */
+            char num[32];
+            json_format_double(row->values[j], num, sizeof(num));
+            fprintf(out, " %s=%s", row->keys[j], num);
+        }
         fputc('\n', out);
     }
     char *rep = co_reproduce(st->o, st->bad_seed, st->bad_sets, st->bad_nsets, true);
@@ -1087,6 +1108,34 @@ static int co_one_run(struct co_state *st, size_t config, uint64_t seed, uint64_
     return rc;
 }
 
+/* --timeline: the run that decided the verdict, again (the same seed and
+ * settings give the same run) with the timeline on; its output is dropped. */
+static int co_timeline_run(struct co_opts *o, uint64_t seed, const char **sets, size_t nsets)
+{
+    struct scenario *s = co_load(o, sets, nsets, true, seed);
+    if (!s)
+        return CO_EXIT_USAGE;
+    struct run_opts ro = {
+        .trace_capacity = (size_t)o->trace_capacity, .stop_on_failure = true, .timeline = &o->tl};
+    struct co_capture cap = {0}; /* (--trace prints the run's events: not captured) */
+    bool captured = !o->tl.text && co_capture_begin(&cap) == 0;
+    char why[512];
+    struct run *r = run_scenario_opts(s, &ro, why, sizeof(why));
+    free(captured ? co_capture_end(&cap) : NULL);
+    int rc = 0;
+    if (!r) {
+        fprintf(stderr, "rnicsim check-order: %s\n", why);
+        rc = CO_EXIT_INTERNAL;
+    } else if (r->timeline_rc) {
+        rc = CO_EXIT_INTERNAL;
+    } else {
+        printf("timeline of the run with seed %" PRIu64 ": %s\n", seed, o->tl.json_path);
+    }
+    run_free(r);
+    scenario_free(s);
+    return rc;
+}
+
 int check_order_main(const char *prog, int argc, char **argv)
 {
     struct co_opts o = {.prog = prog ? prog : "rnicsim"};
@@ -1121,6 +1170,15 @@ int check_order_main(const char *prog, int argc, char **argv)
             st.first_seed = s->seed;
             st.scenario_name = xstrdup_or_die(s->name);
         }
+        char twhy[256];
+        if (timeline_check_opts(&o.tl, s->topo.n_nodes, twhy, sizeof(twhy))) {
+            fprintf(stderr, "rnicsim check-order: %s\n", twhy);
+            scenario_free(s);
+            free(all_sets);
+            free(st.scenario_name);
+            co_opts_free(&o);
+            return CO_EXIT_USAGE;
+        }
         scenario_free(s);
     }
     st.configs = xcalloc_or_die(st.nconfigs, sizeof(*st.configs));
@@ -1143,6 +1201,11 @@ int check_order_main(const char *prog, int argc, char **argv)
          rc == CO_EXIT_NOT_RUNNABLE) &&
         o.out && co_write_json(&st, o.out))
         rc = rc ? rc : CO_EXIT_INTERNAL;
+    if ((rc == 0 || st.bad) && timeline_wanted(&o.tl)) {
+        int trc = st.bad ? co_timeline_run(&o, st.bad_seed, st.bad_sets, st.bad_nsets)
+                         : co_timeline_run(&o, st.first_seed, all_sets, max_sets);
+        rc = rc ? rc : trc;
+    }
 
     if (st.bad) {
         free(st.bad_output);

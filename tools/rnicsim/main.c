@@ -25,6 +25,7 @@
 
 #include "posix/posix.h"
 #include "tools/rnicsim/rnicsim.h"
+#include "tools/rnicsim/timeline.h"
 #ifdef RNICSIM_HAVE_EMU
 #include "emu/daemon/emu.h"
 #endif
@@ -37,40 +38,45 @@
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage:\n"
-                 "  rnicsim run FILE.yaml [-o RESULTS.json] [--set KEY=VALUE]... [--seed N]\n"
-                 "                        [--profiles DIR] [--wall-limit SECONDS] [--keep-going]\n"
-                 "                        [--tables] [--quiet] [--watchdog SECONDS]\n"
-                 "  rnicsim params [--profile NAME] [--profiles DIR] [--markdown]\n"
-                 "  rnicsim programs\n"
-                 "  rnicsim bench [--reps N] [--json FILE]\n"
-                 "  rnicsim check-order FILE.yaml [--runs N] [--seed S] [--set KEY=VALUE]...\n"
-                 "                        [--vary KEY=V1,V2,...]... [-o RESULT.json]\n"
-                 "  rnicsim table2 [--channels=a,b,...] [--quick] [--markdown] [--json FILE]\n"
-                 "                        [--csv FILE] [--update FILE.md]\n"
-                 "  rnicsim sweep FILE.yaml --set KEY=V1,V2,... [--set KEY2=A,B]... [-j N]\n"
-                 "                        [-o DIR] [--seed N] [--profiles DIR]\n"
-                 "                        [--plot x=KEY,y=COLUMN[,series=KEY]]\n"
-                 "  rnicsim validate [--full] [--only ID,...] [-j N] [-o DIR] [--doc FILE.md]\n"
-                 "  rnicsim --version | --help\n"
-                 "\n"
-                 "run: simulate a scenario, print a summary, write JSON results (-o).\n"
-                 "  exit status: 0 done, 1 a program failed, 2 bad input, 3 deadlock,\n"
-                 "  4 stop_time or --wall-limit reached with programs running, 5 internal\n"
-                 "  error or an output (results, capture) not written in full.\n"
-                 "params: list every hardware parameter with its effective value.\n"
-                 "programs: list the built-in programs.\n"
-                 "bench: measure simulator speed (events/s, simulated packets/s).\n"
-                 "check-order: run an ordering workload under many seeds/configurations;\n"
-                 "  exit status: 0 clean, 1 violation found, 2 bad input, 3 run error.\n"
-                 "table2: measure Taranov et al.'s Table 2 for every channel\n"
-                 "  (docs/taranov-table2.md).\n"
-                 "sweep: run every combination of the --set value lists (-j at a time),\n"
-                 "  one CSV row per run in DIR/sweep.csv (default DIR sweep-out);\n"
-                 "  exit status: 0 all ran, 1 a run failed, 2 bad input, 5 output error.\n"
-                 "validate: run the published data points (validation/points.yaml) and\n"
-                 "  compare; exit status: 0 all within tolerance or known limits, 1 a point\n"
-                 "  outside or in error, 2 bad input, 5 output error.\n");
+    fprintf(out,
+            "usage:\n"
+            "  rnicsim run FILE.yaml [-o RESULTS.json] [--set KEY=VALUE]... [--seed N]\n"
+            "                        [--profiles DIR] [--wall-limit SECONDS] [--keep-going]\n"
+            "                        [--tables] [--quiet] [--watchdog SECONDS]\n"
+            "                        [--timeline FILE.json] [--trace] [--timeline-hosts h0,..]\n"
+            "                        [--timeline-qps [hN:]QPN,..] [--timeline-window FROM:TO]\n"
+            "                        [--timeline-max SIZE]\n"
+            "  rnicsim params [--profile NAME | FILE.yaml [--set KEY=VALUE]...] [--profiles DIR]\n"
+            "                        [--markdown]\n"
+            "  rnicsim programs\n"
+            "  rnicsim bench [--reps N] [--json FILE]\n"
+            "  rnicsim check-order FILE.yaml [--runs N] [--seed S] [--set KEY=VALUE]...\n"
+            "                        [--vary KEY=V1,V2,...]... [-o RESULT.json]\n"
+            "  rnicsim table2 [--channels=a,b,...] [--quick] [--markdown] [--json FILE]\n"
+            "                        [--csv FILE] [--update FILE.md]\n"
+            "  rnicsim sweep FILE.yaml --set KEY=V1,V2,... [--set KEY2=A,B]... [-j N]\n"
+            "                        [-o DIR] [--seed N] [--profiles DIR]\n"
+            "                        [--plot x=KEY,y=COLUMN[,series=KEY]]\n"
+            "  rnicsim validate [--full] [--only ID,...] [-j N] [-o DIR] [--doc FILE.md]\n"
+            "  rnicsim --version | --help\n"
+            "\n"
+            "run: simulate a scenario, print a summary, write JSON results (-o).\n"
+            "  exit status: 0 done, 1 a program failed, 2 bad input, 3 deadlock,\n"
+            "  4 stop_time or --wall-limit reached with programs running, 5 internal\n"
+            "  error or an output (results, capture) not written in full.\n"
+            "params: list every hardware parameter with its effective value.\n"
+            "programs: list the built-in programs.\n"
+            "bench: measure simulator speed (events/s, simulated packets/s).\n"
+            "check-order: run an ordering workload under many seeds/configurations;\n"
+            "  exit status: 0 clean, 1 violation found, 2 bad input, 3 run error.\n"
+            "table2: measure Taranov et al.'s Table 2 for every channel\n"
+            "  (docs/taranov-table2.md).\n"
+            "sweep: run every combination of the --set value lists (-j at a time),\n"
+            "  one CSV row per run in DIR/sweep.csv (default DIR sweep-out);\n"
+            "  exit status: 0 all ran, 1 a run failed, 2 bad input, 5 output error.\n"
+            "validate: run the published data points (validation/points.yaml) and\n"
+            "  compare; exit status: 0 all within tolerance or known limits, 1 a point\n"
+            "  outside or in error, 2 bad input, 5 output error.\n");
 #ifdef RNICSIM_HAVE_EMU
     fprintf(out, "emulate FILE.yaml [-o RESULTS.json] [--socket PATH] [--duration DUR] ...:\n"
                  "  run the scenario's hardware paced by the wall clock for unmodified verbs\n"
@@ -154,10 +160,19 @@ static int cmd_run(int argc, char **argv)
     bool quiet = false, keep_going = false, tables = false;
     double wall_limit = DEFAULT_WALL_LIMIT_S;
     double watchdog_s = 0; /* default (posix/guard.c) */
+    struct timeline_opts tlo = {0};
     int rc = EXIT_USAGE;
     for (int i = 0; i < argc; i++) {
         bool missing = false;
         const char *v;
+        char twhy[256];
+        int t = timeline_parse_opt(argc, argv, &i, &tlo, twhy, sizeof(twhy));
+        if (t < 0) {
+            fprintf(stderr, "rnicsim run: %s\n", twhy);
+            goto out;
+        }
+        if (t > 0)
+            continue;
         if ((v = cli_opt_value(argc, argv, &i, "--set", &missing))) {
             sets[o.nsets++] = v;
         } else if ((v = cli_opt_value(argc, argv, &i, "-o", &missing)) ||
@@ -231,10 +246,16 @@ static int cmd_run(int argc, char **argv)
         fprintf(stderr, "%s\n", err.msg);
         goto out;
     }
+    if (timeline_check_opts(&tlo, s->topo.n_nodes, why, sizeof(why))) {
+        fprintf(stderr, "rnicsim run: %s\n", why);
+        scenario_free(s);
+        goto out;
+    }
     struct run_opts ro = {.progress = !quiet && isatty(STDERR_FILENO),
                           .stop_on_failure = !keep_going,
                           .wall_limit_s = wall_limit,
-                          .watchdog_s = watchdog_s};
+                          .watchdog_s = watchdog_s,
+                          .timeline = &tlo};
     struct run *r = run_scenario_opts(s, &ro, why, sizeof(why));
     fflush(stdout);
     if (!r) {
@@ -246,6 +267,8 @@ static int cmd_run(int argc, char **argv)
     report_outcome(r);
     rc = run_exit_code(r->result);
     if (world_close_captures(r->world)) /* a capture that is not all there */
+        rc = rc ? rc : EXIT_INTERNAL;
+    if (r->timeline_rc)
         rc = rc ? rc : EXIT_INTERNAL;
     if (out && results_write_json(r, out, why, sizeof(why))) {
         fprintf(stderr, "rnicsim: %s\n", why);
@@ -265,11 +288,24 @@ out:
     return rc;
 }
 
+/* The params a profile file sets, as origins (its lines and comments). */
+static void profile_origins(const char *path, struct param_origin *origin)
+{
+    struct cfg_error err = {{0}};
+    struct cfg_doc *doc = path ? cfg_load_file(path, &err) : NULL;
+    if (doc)
+        param_origins_walk(origin, cfg_child(doc->root, "params"));
+    cfg_free(doc);
+}
+
 static int cmd_params(int argc, char **argv)
 {
-    const char *profile = NULL;
+    const char *profile = NULL, *file = NULL;
     struct profile_search ps = {0};
     bool markdown = false;
+    const char **sets = xcalloc_or_die((size_t)argc + 1, sizeof(char *));
+    size_t nsets = 0;
+    int rc = EXIT_USAGE;
     for (int i = 0; i < argc; i++) {
         bool missing = false;
         const char *v;
@@ -277,29 +313,58 @@ static int cmd_params(int argc, char **argv)
             profile = v;
         } else if ((v = cli_opt_value(argc, argv, &i, "--profiles", &missing))) {
             ps.cli_dir = v;
+        } else if ((v = cli_opt_value(argc, argv, &i, "--set", &missing))) {
+            sets[nsets++] = v;
         } else if (!strcmp(argv[i], "--markdown")) {
             markdown = true;
+        } else if (!missing && argv[i][0] != '-' && !file) {
+            file = argv[i];
         } else {
             fprintf(stderr, "rnicsim params: %s '%s'\n",
                     missing ? "missing value for" : "unknown option", argv[i]);
-            return EXIT_USAGE;
+            goto out;
         }
+    }
+    if ((file && profile) || (nsets && !file)) {
+        fprintf(stderr, "rnicsim params: FILE.yaml [--set KEY=VALUE]... or --profile NAME\n");
+        goto out;
     }
     struct hw_profile hw;
     hw_profile_default(&hw);
-    if (profile) {
+    struct param_origin *origin = xcalloc_or_die(hw_params_count, sizeof(*origin));
+    param_origins_default(origin);
+    struct scenario *s = NULL;
+    if (file) { /* a scenario: C defaults -> its profile -> hardware: -> --set */
+        struct scenario_opts so = {.profiles_dir = ps.cli_dir, .sets = sets, .nsets = nsets};
+        struct cfg_error err = {{0}};
+        s = scenario_load(file, NULL, &so, &err);
+        if (!s) {
+            fprintf(stderr, "%s\n", err.msg);
+            free(origin);
+            goto out;
+        }
+        hw = s->hw;
+        profile_origins(s->profile_path, origin);
+        param_origins_walk(origin, cfg_child(s->doc->root, "hardware"));
+        if (!markdown)
+            printf("# scenario %s (profile %s); each value's source on the line below it\n", file,
+                   s->profile_name ? s->profile_name : "none: the C defaults");
+    } else if (profile) {
         struct cfg_error err = {{0}};
         char *path = NULL;
         if (profile_load(profile, &ps, NULL, &hw, &path, &err)) {
             fprintf(stderr, "%s\n", err.msg);
             free(path);
-            return EXIT_USAGE;
+            free(origin);
+            goto out;
         }
+        profile_origins(path, origin);
         if (!markdown)
-            printf("# profile %s (%s)\n", profile, path);
+            printf("# profile %s (%s); each value's source on the line below it\n", profile, path);
         free(path);
     } else if (!markdown) {
-        printf("# C defaults (no profile); profile search path:\n");
+        printf("# C defaults (no profile); each value's source on the line below it; profile "
+               "search path:\n");
         profile_print_dirs(&ps, stdout);
     }
     if (markdown) {
@@ -315,10 +380,15 @@ static int cmd_params(int argc, char **argv)
             printf("| `%s` | %s | `%s` | %s | %s |\n", d->key, param_kind_name(d->kind), val, range,
                    d->doc);
         else
-            printf("%-26s %-5s %10s  %-16s %s\n", d->key, param_kind_name(d->kind), val, range,
-                   d->doc);
+            printf("%-26s %-5s %10s  %-16s %s\n    from %s\n", d->key, param_kind_name(d->kind),
+                   val, range, d->doc, origin[i].text);
     }
-    return 0;
+    free(origin);
+    scenario_free(s);
+    rc = 0;
+out:
+    free(sets);
+    return rc;
 }
 
 int main(int argc, char **argv)

@@ -35,7 +35,7 @@ struct pu_dev_params {
     sim_time_t read_latency_ps, write_latency_ps;
     uint64_t mem_bytes; /* 0: the hosts have no such device */
 };
-#define HW_N_DEVICES 2 /* gpu, fpga */
+#define HW_N_DEVICES 2                      /* gpu, fpga */
 extern const char *const hw_device_names[]; /* "gpu", "fpga", NULL */
 
 /* Every hardware parameter a scenario can set. */
@@ -94,6 +94,17 @@ const char *param_kind_name(enum param_kind k);
 bool param_range(const struct param_def *d, uint64_t *min, uint64_t *max);
 /* "0..3600s", "1..16": the range as a scenario writes it ("" if none). */
 void param_format_range(const struct param_def *d, char *buf, size_t len);
+/* Where a parameter's value comes from (param_source.c): the C default's
+ * citation (param_defaults.c), a profile's FILE:LINE and its comment, a
+ * scenario's `hardware:` FILE:LINE, or --set.  One per hw_params[] entry. */
+struct param_origin {
+    char text[720];
+};
+const char *param_default_source(const char *key);
+void param_origins_default(struct param_origin *o);
+/* The parameters a map sets (a profile's params:, a scenario's hardware:)
+ * now come from its lines. */
+void param_origins_walk(struct param_origin *o, const struct cfg_node *map);
 /* Apply a (possibly nested) map of parameters: nested maps flatten to
  * dotted keys ("nic: {mtu: 4096}" == "nic.mtu: 4096").  Unknown keys are
  * errors with a suggestion.  `where` names the map in messages. */
@@ -331,6 +342,7 @@ struct run {
     uint64_t events;
     double wall_s;
     bool progress;
+    bool progress_shown; /* the progress line is on the terminal now */
     double progress_t0, progress_last;
     /* stop the simulation as soon as a program returns non-zero */
     bool stop_on_failure;
@@ -346,9 +358,11 @@ struct run {
     /* the built-in traffic generator (NULL without `traffic:`) */
     struct traffic *traffic;
     bool traffic_done;
+    int timeline_rc; /* -1: the timeline file could not be written */
 };
 
 /* Options of run_scenario_opts (run_scenario = {.progress = progress}). */
+struct timeline_opts;
 struct run_opts {
     bool progress;           /* progress line on stderr (ignored with `observe`) */
     size_t trace_capacity;   /* > 0: keep the last N event-trace records (sim/trace.h) */
@@ -358,6 +372,7 @@ struct run_opts {
     uint64_t observe_every;
     double watchdog_s; /* spin watchdog of shared-object programs: 0 default, < 0 off */
     double wall_limit_s; /* > 0: stop after this much wall-clock time (result wall-limit) */
+    const struct timeline_opts *timeline; /* --timeline / --trace (timeline.h), or NULL */
 };
 
 /* Build the world, start every program, run the simulation.  Fills the

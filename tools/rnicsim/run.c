@@ -13,6 +13,7 @@
  * only poll until stop_time for an answer that will not come.
  * Daemon programs do not keep the run alive: when the last non-daemon
  * process finishes and daemons exist, the run stops at that instant. */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@
 #include "posix/posix.h"
 #include "sim/trace.h"
 #include "tools/rnicsim/rnicsim.h"
+#include "tools/rnicsim/timeline.h"
 
 double wall_seconds(void)
 {
@@ -115,6 +117,30 @@ void run_process_finished(struct prog_inst *pi)
         sim_stop(r->world->sim);
 }
 
+/* Program output while the progress line is on the terminal: stdout is a
+ * stream whose writes first clear that line (stderr and stdout are usually
+ * the same terminal), so "[rnicsim] sim ..." never runs into a program's
+ * line.  The next progress tick draws it again below. */
+static ssize_t progress_stdout_write(void *arg, const char *buf, size_t n)
+{
+    struct run *r = arg;
+    if (r->progress_shown) {
+        fputs("\r\033[K", stderr);
+        fflush(stderr);
+        r->progress_shown = false;
+    }
+    size_t done = 0;
+    while (done < n) {
+        ssize_t k = write(STDOUT_FILENO, buf + done, n - done);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return done ? (ssize_t)done : -1;
+        done += (size_t)k;
+    }
+    return (ssize_t)n;
+}
+
 /* Every few thousand events (or every observe_every): the wall-clock
  * limit, the caller's observer, the progress line. */
 static void run_tick(struct sim *sim, void *arg)
@@ -141,6 +167,7 @@ static void run_tick(struct sim *sim, void *arg)
     format_time(sim_now(sim), t, sizeof(t));
     fprintf(stderr, "\r[rnicsim] sim %s  %.1f M ev/s   ", t, evs / 1e6);
     fflush(stderr);
+    r->progress_shown = true;
 }
 
 /* The traffic generator's last flow completed: like the last non-daemon
@@ -254,6 +281,17 @@ struct run *run_scenario_opts(const struct scenario *s, const struct run_opts *o
         free(r);
         return NULL;
     }
+    struct timeline *tl = NULL; /* listens from before the first program starts */
+    if (timeline_wanted(o->timeline)) {
+        char label[256];
+        snprintf(label, sizeof(label), "%s (%s), seed %llu", s->name ? s->name : "", s->file,
+                 (unsigned long long)s->seed);
+        tl = timeline_start(r->world, o->timeline, label, why, why_len);
+        if (!tl) {
+            run_free(r);
+            return NULL;
+        }
+    }
     /* Lookahead between hosts (sim_horizon): what a process does reaches
      * another host no sooner than its management network's latency, or a
      * doorbell's MMIO plus the remote NIC's DMA write (an RDMA write), the
@@ -263,6 +301,7 @@ struct run *run_scenario_opts(const struct scenario *s, const struct run_opts *o
     for (size_t i = 0; i < r->world->nhosts; i++)
         r->world->hosts[i].lookahead_ps = la;
     if (start_programs(r, why, why_len)) {
+        timeline_finish(tl);
         run_free(r);
         return NULL;
     }
@@ -271,6 +310,7 @@ struct run *run_scenario_opts(const struct scenario *s, const struct run_opts *o
         r->traffic = traffic_create(sim, r->world->nics, (uint32_t)r->world->nhosts, r->world->topo,
                                     &s->traffic, why, why_len);
         if (!r->traffic) {
+            timeline_finish(tl);
             run_free(r);
             return NULL;
         }
@@ -278,6 +318,7 @@ struct run *run_scenario_opts(const struct scenario *s, const struct run_opts *o
     }
     if (o->trace_capacity && sim_trace_enable(sim, o->trace_capacity)) {
         snprintf(why, why_len, "cannot allocate an event trace of %zu records", o->trace_capacity);
+        timeline_finish(tl);
         run_free(r);
         return NULL;
     }
@@ -292,6 +333,18 @@ struct run *run_scenario_opts(const struct scenario *s, const struct run_opts *o
         sim_set_progress(sim, o->observe_every ? o->observe_every : 1, run_tick, r);
     else if (progress || r->wall_limit_s)
         sim_set_progress(sim, 1u << 14, run_tick, r);
+    FILE *saved_stdout = NULL;
+    if (progress) { /* program output clears the progress line first */
+        fflush(stdout);
+        FILE *f = fopencookie(r, "w", (cookie_io_functions_t){.write = progress_stdout_write});
+        if (f) {
+            setvbuf(f, NULL, _IOLBF, 0);
+            saved_stdout = stdout;
+            stdout = f;
+            if (r->os) /* the labelled lines of rnicsim-cc programs too */
+                posix_world_set_stdout(r->os, f);
+        }
+    }
     if (r->os) {
         if (o->watchdog_s != 0)
             posix_world_set_watchdog(r->os, o->watchdog_s > 0 ? o->watchdog_s : 0);
@@ -309,6 +362,13 @@ struct run *run_scenario_opts(const struct scenario *s, const struct run_opts *o
             if (r->insts[i].os)
                 posix_prog_flush(r->insts[i].os);
     }
+    if (saved_stdout) {
+        if (r->os)
+            posix_world_set_stdout(r->os, saved_stdout);
+        fclose(stdout);
+        stdout = saved_stdout;
+    }
+    r->timeline_rc = timeline_finish(tl);
     if (progress)
         fprintf(stderr, "\r%60s\r", "");
     r->sim_time_ps = sim_now(sim);

@@ -53,6 +53,7 @@
 
 #include "sim/config/json.h"
 #include "tools/rnicsim/rnicsim.h"
+#include "tools/rnicsim/timeline.h"
 
 extern char **environ;
 
@@ -85,7 +86,9 @@ struct sw_opts {
     const char *plot_x, *plot_y, *plot_series;
     char *plot_buf;
     bool emit_jobs;
-    const char *collect; /* --collect DIR */
+    const char *collect;     /* --collect DIR */
+    struct timeline_opts tl; /* --timeline FILE ...: for run tl_run only */
+    uint64_t tl_run;
 };
 
 enum col_kind { COL_RUN, COL_TABLE, COL_COUNTER };
@@ -108,19 +111,21 @@ struct sw_run {
 
 static void sweep_usage(FILE *out)
 {
-    fprintf(out,
-            "usage: rnicsim sweep FILE.yaml --set KEY=V1,V2,... [--set KEY2=A,B]... [-j N]\n"
-            "                     [-o DIR] [--seed N] [--profiles DIR]\n"
-            "                     [--plot x=KEY,y=COLUMN[,series=KEY]] [--emit-jobs]\n"
-            "       rnicsim sweep --collect DIR [--plot x=KEY,y=COLUMN[,series=KEY]]\n"
-            "Runs the scenario once per combination of the --set lists (a child process\n"
-            "each, at most N at a time), writes DIR/run-<i>.json and .log, DIR/sweep.csv\n"
-            "(one row per run) and, with --plot, DIR/sweep.png.  Default DIR: %s.\n"
-            "--emit-jobs writes DIR/jobs.txt (GNU parallel) and DIR/slurm.sh (Slurm array)\n"
-            "instead of running; --collect DIR then merges the runs' results.\n"
-            "exit status: 0 every run succeeded, 1 some run failed, 2 bad input, 5 output\n"
-            "or plot error.\n",
-            SWEEP_DEFAULT_DIR);
+    fprintf(
+        out,
+        "usage: rnicsim sweep FILE.yaml --set KEY=V1,V2,... [--set KEY2=A,B]... [-j N]\n"
+        "                     [-o DIR] [--seed N] [--profiles DIR]\n"
+        "                     [--plot x=KEY,y=COLUMN[,series=KEY]] [--emit-jobs]\n"
+        "                     [--timeline FILE.json [--timeline-run I] [--timeline-hosts ...]]\n"
+        "       rnicsim sweep --collect DIR [--plot x=KEY,y=COLUMN[,series=KEY]]\n"
+        "Runs the scenario once per combination of the --set lists (a child process\n"
+        "each, at most N at a time), writes DIR/run-<i>.json and .log, DIR/sweep.csv\n"
+        "(one row per run) and, with --plot, DIR/sweep.png.  Default DIR: %s.\n"
+        "--emit-jobs writes DIR/jobs.txt (GNU parallel) and DIR/slurm.sh (Slurm array)\n"
+        "instead of running; --collect DIR then merges the runs' results.\n"
+        "exit status: 0 every run succeeded, 1 some run failed, 2 bad input, 5 output\n"
+        "or plot error.\n",
+        SWEEP_DEFAULT_DIR);
 }
 
 /* "KEY=V1,V2,...": split at top-level commas (not inside [] {} or quotes,
@@ -219,7 +224,14 @@ static int parse_args(int argc, char **argv, struct sw_opts *o)
     for (int i = 0; i < argc; i++) {
         bool missing = false;
         const char *v;
-        char why[160];
+        char why[256];
+        int t = timeline_parse_opt(argc, argv, &i, &o->tl, why, sizeof(why));
+        if (t < 0) {
+            fprintf(stderr, "rnicsim sweep: %s\n", why);
+            return -1;
+        }
+        if (t > 0)
+            continue;
         if ((v = cli_opt_value(argc, argv, &i, "--set", &missing))) {
             if (parse_axis(v, &o->axes[o->naxes++]))
                 return -1;
@@ -262,6 +274,11 @@ static int parse_args(int argc, char **argv, struct sw_opts *o)
                 return -1;
         } else if (!strcmp(argv[i], "--emit-jobs")) {
             o->emit_jobs = true;
+        } else if ((v = cli_opt_value(argc, argv, &i, "--timeline-run", &missing))) {
+            if (cfg_parse_u64(v, &o->tl_run, why, sizeof(why))) {
+                fprintf(stderr, "rnicsim sweep: bad --timeline-run '%s': %s\n", v, why);
+                return -1;
+            }
         } else if ((v = cli_opt_value(argc, argv, &i, "--collect", &missing))) {
             if (!*v) {
                 fprintf(stderr, "rnicsim sweep: --collect needs a directory\n");
@@ -323,7 +340,7 @@ static int validate_all(const struct sw_opts *o, size_t nruns)
     for (size_t r = 0; r < nruns && !rc; r++) {
         char **sets = run_sets(o, r, idx);
         uint64_t seed = 0;
-        char why[160];
+        char why[256];
         struct scenario_opts so = {
             .profiles_dir = o->profiles, .sets = (const char *const *)sets, .nsets = o->naxes};
         if (o->seed && !cfg_parse_u64(o->seed, &seed, why, sizeof(why))) {
@@ -338,6 +355,10 @@ static int validate_all(const struct sw_opts *o, size_t nruns)
             for (size_t k = 0; k < o->naxes; k++)
                 fprintf(stderr, "%s%s", k ? " " : "", sets[k]);
             fprintf(stderr, ") has a bad scenario; nothing ran\n");
+            rc = -1;
+        } else if (r == o->tl_run &&
+                   timeline_check_opts(&o->tl, s->topo.n_nodes, why, sizeof(why))) {
+            fprintf(stderr, "rnicsim sweep: %s; nothing ran\n", why);
             rc = -1;
         }
         scenario_free(s);
@@ -395,7 +416,7 @@ static int run_all(const struct sw_opts *o, size_t nruns, struct sw_run *runs)
             size_t r = next++;
             char **sets = run_sets(o, r, idx);
             char *jpath = json_path(o, r), *log = xasprintf("%s/run-%zu.log", o->dir, r);
-            const char **argv = xcalloc_or_die(2 * o->naxes + 12, sizeof(char *));
+            const char **argv = xcalloc_or_die(2 * o->naxes + 24, sizeof(char *));
             size_t a = 0;
             argv[a++] = "rnicsim";
             argv[a++] = "run";
@@ -414,6 +435,9 @@ static int run_all(const struct sw_opts *o, size_t nruns, struct sw_run *runs)
             }
             argv[a++] = "-o";
             argv[a++] = jpath;
+            char maxbuf[32];
+            if (r == o->tl_run) /* --timeline: this run's */
+                timeline_opts_argv(&o->tl, argv, &a, maxbuf, sizeof(maxbuf));
             if (unlink(jpath) != 0 && errno != ENOENT)
                 fprintf(stderr, "rnicsim sweep: cannot remove old '%s': %s\n", jpath,
                         strerror(errno));
@@ -784,6 +808,40 @@ static void screen_value(const char *s, char *buf, size_t len)
 /* Swept keys, run, exit, result, then: with --plot, the columns it names;
  * without, the table columns that differ between the successful runs (all
  * table columns if fewer than two succeeded), at most SUMMARY_MAX_METRICS. */
+/* What a run's exit status says (rnicsim run's exit codes), for its row. */
+static const char *exit_meaning(int status)
+{
+    switch (status) {
+    case 1:
+        return " program-failed";
+    case 2:
+        return " bad-input";
+    case 3:
+        return " deadlock";
+    case 4:
+        return " time-limit";
+    case 5:
+        return " internal-error";
+    default:
+        return "";
+    }
+}
+
+/* The `--set stop_time=...` a run that reached its stop_time suggested in
+ * its log (rnicsim run prints it), or NULL. */
+static char *stop_time_hint(const struct sw_opts *o, size_t r)
+{
+    char *path = xasprintf("%s/run-%zu.log", o->dir, r), *hint = NULL;
+    size_t len = 0;
+    char *text = read_file(path, &len);
+    const char *at = text ? strstr(text, "--set stop_time=") : NULL;
+    if (at) /* "--set stop_time=VALUE" */
+        hint = xasprintf("%.*s", (int)(6 + strcspn(at + 6, " \n")), at);
+    free(text);
+    free(path);
+    return hint;
+}
+
 static void print_summary(const struct sw_opts *o, size_t nruns, const struct sw_run *runs,
                           const struct sw_cols *cols, FILE *out)
 {
@@ -850,7 +908,9 @@ static void print_summary(const struct sw_opts *o, size_t nruns, const struct sw
                 else if (j == 1 && r && runs[r - 1].not_run)
                     t = "not run";
                 else if (j == 1)
-                    t = r ? (snprintf(buf, sizeof(buf), "%d", runs[r - 1].exit_status), buf)
+                    t = r ? (snprintf(buf, sizeof(buf), "%d%s", runs[r - 1].exit_status,
+                                      exit_meaning(runs[r - 1].exit_status)),
+                             buf)
                           : "exit";
                 else if (!r)
                     t = cols->names[show[j - 2]];
@@ -1226,6 +1286,13 @@ int sweep_main(int argc, char **argv)
     }
     if (!o.collect && validate_all(&o, nruns))
         goto out;
+    if (timeline_wanted(&o.tl) && (o.collect || o.emit_jobs || o.tl_run >= nruns)) {
+        fprintf(stderr,
+                "rnicsim sweep: --timeline is for one run of a local sweep: "
+                "--timeline-run 0..%zu, without --emit-jobs / --collect\n",
+                nruns - 1);
+        goto out;
+    }
     rc = EXIT_INTERNAL;
     if (!o.collect && make_dirs(o.dir))
         goto out;
@@ -1254,9 +1321,21 @@ int sweep_main(int argc, char **argv)
             if (runs[r].not_run)
                 fprintf(stderr, " run %zu (not run: no %s/run-%zu.exit)", r, o.dir, r);
             else if (runs[r].exit_status != 0 || runs[r].unreadable)
-                fprintf(stderr, " run %zu (exit %d%s, %s/run-%zu.log)", r, runs[r].exit_status,
+                fprintf(stderr, " run %zu (exit %d%s%s, %s/run-%zu.log)", r, runs[r].exit_status,
+                        exit_meaning(runs[r].exit_status),
                         runs[r].unreadable ? ", results unreadable" : "", o.dir, r);
         fputc('\n', stderr);
+        for (size_t r = 0; r < nruns; r++) {
+            char *hint = runs[r].exit_status == 4 ? stop_time_hint(&o, r) : NULL;
+            if (hint) /* the first one: they all ran the same stop_time */
+                fprintf(stderr,
+                        "rnicsim sweep: run %zu reached its stop_time with programs still "
+                        "running; to simulate longer, add %s\n",
+                        r, hint);
+            free(hint);
+            if (hint)
+                break;
+        }
         rc = EXIT_FAILED_RUN;
     }
     if (o.plot_x) {

@@ -286,6 +286,8 @@ struct world *world_build(const struct scenario *s, char *why, size_t why_len)
         host_init(&w->hosts[i], w->sim, (uint32_t)i, name, &s->hw.cpu);
         snprintf(name, sizeof(name), "h%zu.pcie", i);
         w->pcie[i] = pcie_link_create(w->sim, name, &s->hw.pcie);
+        if (w->pcie[i])
+            pcie_set_trace_id(w->pcie[i], (uint32_t)i); /* host i (traces) */
         if (!w->pcie[i]) {
             snprintf(why, why_len, "cannot create PCIe link %s", name);
             world_free(w);
