@@ -515,7 +515,7 @@ size_t wl_bins_slab_balanced(const struct wl_size_dist *d, size_t n, enum wl_bal
         prefix[i + 1] = prefix[i] + cls[i].prob;
     for (size_t j = 0; j <= n; j++)
         for (size_t i = 0; i <= m; i++)
-            best[j][i] = INFINITY;
+            best[j][i] = (double)INFINITY;
     best[0][0] = 0;
     for (size_t j = 1; j <= n; j++)
         for (size_t i = j; i <= m; i++)

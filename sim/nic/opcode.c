@@ -12,7 +12,7 @@ _Static_assert((unsigned)NIC_OPF_RETH == (unsigned)PKT_EXT_RETH &&
                    (unsigned)NIC_OPF_IMMDT == (unsigned)PKT_EXT_IMMDT &&
                    (unsigned)NIC_OPF_DETH == (unsigned)PKT_EXT_DETH &&
                    (unsigned)NIC_OPF_XRCETH == (unsigned)PKT_EXT_XRCETH &&
-                   (NIC_OPF_EXT_HDRS & NIC_OPF_XRCETH),
+                   ((unsigned)NIC_OPF_EXT_HDRS & (unsigned)NIC_OPF_XRCETH) != 0,
                "extension-header bits must match sim/pkt.h");
 
 #define HDR(m)                                                                                     \
