@@ -66,7 +66,8 @@ const struct program_def protocol_programs[] = {
      "zero-sided RDMA processing unit: producer / consumer / echo rings, no verbs on the data path "
      "(--flow --role --index)"},
     {"zs_cpudrv", zs_cpudrv_main,
-     "zero-sided baseline: CPU cores post one WRITE per item of GPU kernels' rings (--flows --cores)"},
+     "zero-sided baseline: CPU cores post one WRITE per item of GPU kernels' rings (--flows "
+     "--cores)"},
     {"zs_nvshmem", zs_nvshmem_main,
      "zero-sided baseline: NVSHMEM-like GPU-initiated PUTs between nodes (--nodes --index)"},
     {"zs_cpushuffle", zs_cpushuffle_main,

@@ -176,8 +176,7 @@ static void stack_release(struct sim_proc *p)
          * shadow; a later stack mapped at the same address would inherit
          * them (false stack-buffer-overflows in the next run of the same
          * process: check-order, the fuzz targets). */
-        __asan_unpoison_memory_region((char *)p->map + p->page_bytes,
-                                      p->map_bytes - p->page_bytes);
+        __asan_unpoison_memory_region((char *)p->map + p->page_bytes, p->map_bytes - p->page_bytes);
 #endif
         munmap(p->map, p->map_bytes);
         p->map = NULL;

@@ -76,7 +76,7 @@ struct rb2b_pair {
     char name[RC_CONN_NAME_MAX];
     struct rb2 rb;
     uint64_t elapsed_ns, checked, bytes;
-    uint64_t *lat; /* samples (ns) */
+    uint64_t *lat;  /* samples (ns) */
     uint8_t *rxbuf; /* the application's buffer rb2_read copies into (no zero copy) */
     uint32_t rxcap;
     uint64_t nlat;

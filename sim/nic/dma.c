@@ -264,7 +264,8 @@ static void dma_ro_visible(struct sim *sim, void *a, void *b)
     sim_time_t max = nic->p.dma_ro_max_delay_ps;
     sim_time_t d = max ? (sim_time_t)sim_rng_below(&nic->dma.rng, (uint64_t)max + 1) : 0;
     uint32_t mps = dma_chunk_bytes(nic), off = (uint32_t)(uintptr_t)b * mps;
-    d = sim_time_add(d, nic_dma_numa_delay(nic, op, off, op->dma_len - off < mps ? op->dma_len - off : mps, true));
+    d = sim_time_add(d, nic_dma_numa_delay(
+                            nic, op, off, op->dma_len - off < mps ? op->dma_len - off : mps, true));
     sim_time_t t = sim_time_add(sim_now(sim), d);
     if (t > nic->dma.horizon_ps)
         nic->dma.horizon_ps = t;

@@ -313,9 +313,9 @@ struct prog_inst {
     char proc_name[96]; /* "h1/perftest#0": the process name (kept alive) */
     int exit_code;
     bool finished;
-    struct posix_prog *os; /* a shared object's simulated POSIX (posix/), or NULL */
+    struct posix_prog *os;    /* a shared object's simulated POSIX (posix/), or NULL */
     uint32_t threads_started; /* host_thread_start calls (the cpus: list) */
-    sim_time_t finished_ps; /* when it returned */
+    sim_time_t finished_ps;   /* when it returned */
 };
 
 struct run {
@@ -370,7 +370,7 @@ struct run_opts {
     sim_progress_fn observe; /* called every `observe_every` events during the run */
     void *observe_arg;
     uint64_t observe_every;
-    double watchdog_s; /* spin watchdog of shared-object programs: 0 default, < 0 off */
+    double watchdog_s;   /* spin watchdog of shared-object programs: 0 default, < 0 off */
     double wall_limit_s; /* > 0: stop after this much wall-clock time (result wall-limit) */
     const struct timeline_opts *timeline; /* --timeline / --trace (timeline.h), or NULL */
 };
