@@ -150,8 +150,15 @@ struct nic_mr *nic_mr_reg(struct nic_pd *pd, void *addr, uint64_t length, uint64
     if (iova == (uint64_t)(uintptr_t)addr) { /* at its process address: a wire address */
         if (!nic->wire_va_next)
             nic->wire_va_next = NIC_WIRE_VA_BASE;
-        uint64_t page = (uint64_t)1 << NIC_PAGE_SHIFT;
-        mr->wire_base = nic->wire_va_next + (iova & (page - 1)); /* same offset in the page */
+        /* Same offset in its 4 KiB page as the process address (stable
+         * under address-space randomisation, which moves whole pages);
+         * the start of a page of the MR's size, as a huge-page buffer is
+         * (xlate.c counts the MR's pages on these addresses, so that which
+         * pages a buffer spans does not depend on where the process was
+         * loaded). */
+        uint64_t page = (uint64_t)1 << mr->page_shift, small = (uint64_t)1 << NIC_PAGE_SHIFT;
+        uint64_t start = (nic->wire_va_next + page - 1) & ~(page - 1);
+        mr->wire_base = start + (iova & (small - 1));
         nic->wire_va_next = ((mr->wire_base + length + page - 1) & ~(page - 1)) + page; /* guard */
     } else {
         mr->wire_base = iova;

@@ -152,9 +152,13 @@ void nic_xlate(struct nic *nic, struct nic_op *op, void (*go)(struct nic_op *op)
             continue;
         all_dm = false;
         xl_lookup(&nic->mpt, s->key >> 8, op);
-        uint64_t base = (uintptr_t)mr->host_addr >> mr->page_shift;
-        uint64_t first = ((uintptr_t)s->host >> mr->page_shift) - base;
-        uint64_t last = (((uintptr_t)s->host + s->len - 1) >> mr->page_shift) - base;
+        /* pages counted on the MR's deterministic wire addresses (mr.c),
+         * not on where the process happens to be mapped */
+        uint64_t wire =
+            mr->wire_base + (uint64_t)((const char *)s->host - (const char *)mr->host_addr);
+        uint64_t base = mr->wire_base >> mr->page_shift;
+        uint64_t first = (wire >> mr->page_shift) - base;
+        uint64_t last = ((wire + s->len - 1) >> mr->page_shift) - base;
         for (uint64_t ln = first / NIC_MTT_LINE; ln <= last / NIC_MTT_LINE; ln++)
             xl_lookup(&nic->mtt, (uint64_t)s->key << 32 | (ln & 0xffffffffu), op);
     }
