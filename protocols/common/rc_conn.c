@@ -331,3 +331,49 @@ void rc_conn_close(struct rc_conn *c)
     free(c->buf);
     c->buf = NULL;
 }
+
+static int star_put(const char *prog, const char *key, int v)
+{
+    uint8_t w[4];
+    rc_conn_put_le(w, (uint32_t)v, 4);
+    if (host_oob_put(key, w, sizeof(w)) != 0) {
+        fprintf(stderr, "%s: out-of-band put %s failed: %s\n", prog, key, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static int star_get(const char *prog, const char *key, int *v)
+{
+    uint8_t w[4];
+    if (host_oob_get(key, w, sizeof(w)) != 0) {
+        fprintf(stderr, "%s: out-of-band get %s failed: %s\n", prog, key, strerror(errno));
+        return -1;
+    }
+    *v = (int)rc_conn_get_le(w, 4);
+    return 0;
+}
+
+int rc_conn_star_barrier(const char *prog, const char *name, uint32_t seq, bool hub,
+                         uint64_t first_id, uint64_t n_members, uint64_t my_id, int status)
+{
+    char key[RC_CONN_NAME_MAX + 64];
+    int all = status, s;
+    if (hub) {
+        for (uint64_t i = first_id; i < first_id + n_members; i++) {
+            snprintf(key, sizeof(key), "%s/sync/%" PRIu32 "/c%" PRIu64, name, seq, i);
+            if (star_get(prog, key, &s))
+                return 1;
+            all = s > all ? s : all;
+        }
+        snprintf(key, sizeof(key), "%s/sync/%" PRIu32 "/s", name, seq);
+        return star_put(prog, key, all) ? 1 : all;
+    }
+    snprintf(key, sizeof(key), "%s/sync/%" PRIu32 "/c%" PRIu64, name, seq, my_id);
+    if (star_put(prog, key, status))
+        return 1;
+    snprintf(key, sizeof(key), "%s/sync/%" PRIu32 "/s", name, seq);
+    if (star_get(prog, key, &s))
+        return 1;
+    return s > status ? s : status;
+}

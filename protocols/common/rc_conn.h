@@ -114,6 +114,13 @@ int rc_conn_connect(struct rc_conn *c, int access, uint8_t rd_atomic);
 /* Barrier with the peer that also exchanges a status word.  Returns the
  * peer's status, or on_error if the exchange itself failed. */
 int rc_conn_barrier(struct rc_conn *c, int status, int on_error);
+/* Star barrier of many programs that also carries statuses: members put
+ * "<name>/sync/<seq>/c<id>", the hub collects ids first_id ..
+ * first_id + n_members - 1 and puts the largest as "<name>/sync/<seq>/s".
+ * Everyone returns the largest status of the run, or 1 when the exchange
+ * itself failed (named on stderr with prog). */
+int rc_conn_star_barrier(const char *prog, const char *name, uint32_t seq, bool hub,
+                         uint64_t first_id, uint64_t n_members, uint64_t my_id, int status);
 /* Destroy whatever exists and free the buffer. */
 void rc_conn_close(struct rc_conn *c);
 

@@ -356,31 +356,8 @@ static int oob_get(struct hg *hg, const char *key, void *buf, size_t len)
  * largest status of the run (1 when the exchange itself failed). */
 static int barrier(struct hg *hg, int status)
 {
-    char key[HG_KEY_MAX];
-    uint8_t w[4];
-    uint32_t k = hg->sync_seq++;
-    int all = status;
-    if (hg->o.node == 0) {
-        for (uint32_t i = 1; i < hg->nodes; i++) {
-            snprintf(key, sizeof(key), "%s/sync/%" PRIu32 "/%" PRIu32, hg->o.name, k, i);
-            if (oob_get(hg, key, w, sizeof(w)))
-                return 1;
-            int s = (int)rc_conn_get_le(w, 4);
-            all = s > all ? s : all;
-        }
-        rc_conn_put_le(w, (uint32_t)all, 4);
-        snprintf(key, sizeof(key), "%s/sync/%" PRIu32 "/all", hg->o.name, k);
-        return oob_put(hg, key, w, sizeof(w)) ? 1 : all;
-    }
-    rc_conn_put_le(w, (uint32_t)status, 4);
-    snprintf(key, sizeof(key), "%s/sync/%" PRIu32 "/%" PRIu32, hg->o.name, k, hg->o.node);
-    if (oob_put(hg, key, w, sizeof(w)))
-        return 1;
-    snprintf(key, sizeof(key), "%s/sync/%" PRIu32 "/all", hg->o.name, k);
-    if (oob_get(hg, key, w, sizeof(w)))
-        return 1;
-    int s = (int)rc_conn_get_le(w, 4);
-    return s > status ? s : status;
+    return rc_conn_star_barrier(hg->prog, hg->o.name, hg->sync_seq++, hg->o.node == 0, 1,
+                                hg->nodes - 1, hg->o.node, status);
 }
 
 /* ------------------------------------------------------------ set-up */

@@ -512,31 +512,9 @@ static int mb_get(struct mb *mb, const char *key, void *buf, size_t len)
  * when the exchange itself failed). */
 static int mb_barrier(struct mb *mb, int status)
 {
-    char key[MB_KEY_MAX];
-    uint8_t w[4];
-    uint32_t k = mb->sync_seq++;
-    int all = status;
-    if (mb->o.role == RC_CONN_ROLE_SERVER) {
-        for (uint64_t i = 0; i < mb->o.clients; i++) {
-            snprintf(key, sizeof(key), "%s/sync/%" PRIu32 "/c%" PRIu64, mb->o.name, k, i);
-            if (mb_get(mb, key, w, sizeof(w)))
-                return 1;
-            int s = (int)rc_conn_get_le(w, 4);
-            all = s > all ? s : all;
-        }
-        rc_conn_put_le(w, (uint32_t)all, 4);
-        snprintf(key, sizeof(key), "%s/sync/%" PRIu32 "/s", mb->o.name, k);
-        return mb_put(mb, key, w, sizeof(w)) ? 1 : all;
-    }
-    rc_conn_put_le(w, (uint32_t)status, 4);
-    snprintf(key, sizeof(key), "%s/sync/%" PRIu32 "/c%" PRIu64, mb->o.name, k, mb->o.id);
-    if (mb_put(mb, key, w, sizeof(w)))
-        return 1;
-    snprintf(key, sizeof(key), "%s/sync/%" PRIu32 "/s", mb->o.name, k);
-    if (mb_get(mb, key, w, sizeof(w)))
-        return 1;
-    int s = (int)rc_conn_get_le(w, 4);
-    return s > status ? s : status;
+    return rc_conn_star_barrier(mb->prog, mb->o.name, mb->sync_seq++,
+                                mb->o.role == RC_CONN_ROLE_SERVER, 0, mb->o.clients, mb->o.id,
+                                status);
 }
 
 /* ------------------------------------------------------------ resources */
