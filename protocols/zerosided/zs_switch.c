@@ -389,7 +389,8 @@ static int setup_endpoint(struct zs_sw *z, bool producer, uint32_t idx)
         ps_table_add(z->dp.ep, e, &ent))
         goto full;
     if (producer) {
-        if (ps_table_add(z->dp.prod, idx, &ent) || ps_reg_set(z->dp.p_next, idx, sd.data_psn) ||
+        if (ps_table_add(z->dp.prod, idx, &ent) || ps_table_add(z->dp.eprod, idx, &ent) ||
+            ps_reg_set(z->dp.p_next, idx, sd.data_psn) ||
             ps_reg_set(z->dp.p_ctl, idx, sd.ctl_psn) ||
             ps_reg_set(z->dp.p_db, idx, d->ctl_sq_psn & NIC_PSN_MASK))
             goto full;
@@ -488,6 +489,15 @@ static int program_thread(struct zs_sw *z, uint32_t t)
         struct zs_src_ent se = {.p = (uint16_t)p, .ep = z->pent[p]};
         if (ps_table_add(dp->src, (uint64_t)t << 16 | s, &se))
             goto full;
+        if (z->mode != ZS_REPLICATE) {
+            /* the pointer group of (t, s): consumer head WRITE, producer
+             * tail WRITE, the thread's next pass */
+            struct ps_mcast_member m[3] = {{.node = c0->node, .rid = ZS_RID_CHEAD},
+                                           {.node = z->pent[p].node, .rid = ZS_RID_PTAIL},
+                                           {.node = PS_PORT_RECIRC, .rid = ZS_RID_RECIRC}};
+            if (ps_mcast_set(dp->ps, ZS_GRP_PTR(t, s, ns), m, 3))
+                goto full;
+        }
     }
     if (z->mode == ZS_REPLICATE) {
         struct ps_mcast_member m[ZS_MAX_CONSUMERS];
@@ -551,6 +561,7 @@ static void report(struct zs_sw *z, uint64_t t_start_ns, uint32_t fatal)
         {"slot_busy", (double)st->slot_busy},
         {"reissues_read", (double)st->reissues_read},
         {"reissues_ptr", (double)st->reissues_ptr},
+        {"ptr_ahead", (double)st->ptr_ahead},
         {"timeouts", (double)st->timeouts},
         {"token_restarts", (double)st->token_restarts},
         {"resp_gaps", (double)st->resp_gaps},
