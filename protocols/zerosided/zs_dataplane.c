@@ -47,7 +47,8 @@
  * pointer WRITE again with its PSN and the committed value -- a multicast
  * to the pointer group keeping that copy and a recirculating one that
  * goes on with the re-issue.  A pointer WRITE with nothing behind it is
- * covered by the thread's pointer timer (t_pw).
+ * covered by a pointer timer: the thread's (t_pw) for its consumer head
+ * WRITE, the producer's (p_pw) for its tail WRITE.
  *
  * Every register array lives in one stage and is touched at most once per
  * pass, in stage order (zs_dp.h has the plan); where a step needs an
@@ -303,6 +304,7 @@ struct a_ev {
     uint32_t first, exp, state; /* EV_READ_ISSUE / setting a state */
     uint32_t bit;               /* replicate: this consumer's bit */
     uint32_t full;              /* replicate: every consumer's bits */
+    bool after_read;            /* an explicit ACK past exp ends the READ state too */
 };
 
 static uint64_t act_pexp(uint64_t *cell, const void *arg)
@@ -318,9 +320,9 @@ static uint64_t act_pexp(uint64_t *cell, const void *arg)
     case EV_REISSUE_READ:
         *cell = exp_cell(X_RECOVER, first, first) | pend;
         return first | (pend ? 1ull << 32 : 0);
-    case EV_PTAIL_SENT:
-        if (st == X_AWAIT)
-            *cell = exp_cell(X_PTAIL, exp, first);
+    case EV_PTAIL_SENT: /* the tail WRITE at a->exp is out (unless already ACKed) */
+        if (st != X_IDLE)
+            *cell = exp_cell(X_PTAIL, a->exp, a->exp);
         return V_DROP;
     case EV_RESP: {
         if (st != X_READ && st != X_RECOVER)
@@ -341,8 +343,13 @@ static uint64_t act_pexp(uint64_t *cell, const void *arg)
     }
     case EV_ACK:
         *cell = exp_ack_pend(*cell, a->psn);
-        if ((st == X_AWAIT || st == X_PTAIL) && nic_psn_diff(a->psn, exp) >= 0) {
-            *cell = exp_cell(X_IDLE, exp + 1, first);
+        /* replication sends the tail WRITE only once the consumers ACKed
+         * all the data, so an ACK past exp also ends a READ whose recovery
+         * was still under way (a re-issue after the data had all arrived) */
+        if (nic_psn_diff(a->psn, exp) >= 0 &&
+            (st == X_AWAIT || st == X_PTAIL ||
+             (a->after_read && (st == X_READ || st == X_RECOVER || st == X_FAILED)))) {
+            *cell = exp_cell(X_IDLE, a->psn + 1, first);
             return V_RELEASE;
         }
         return V_DROP;
@@ -405,24 +412,22 @@ static uint64_t act_cexp(uint64_t *cell, const void *arg)
     }
 }
 
-/* t_pw: armed 0, producer 1..16, time of the last pointer WRITE (ns) 17..63.
- * ARM (data ACK, a re-sent pointer WRITE): producer p, now; CHECK (timer):
- * expired -> now again, returns 1 << 16 | p; DISARM. */
+/* Pointer timers t_pw (a thread's consumer head WRITE) and p_pw (a
+ * producer's tail WRITE): armed 0, time of the last WRITE (ns) 17..63.
+ * ARM / REARM (a WRITE sent): now; CHECK (timer): expired -> now again,
+ * returns 1 << 16; DISARM. */
 enum { PW_ARM, PW_REARM, PW_CHECK, PW_DISARM };
 struct a_pw {
-    uint32_t op, p;
+    uint32_t op;
     uint64_t now, rto;
 };
 static uint64_t act_pw(uint64_t *cell, const void *arg)
 {
     const struct a_pw *a = arg;
-    uint32_t p = (uint32_t)(*cell >> 1) & 0xffff;
     switch (a->op) {
     case PW_ARM:
-        *cell = 1 | (uint64_t)(a->p & 0xffff) << 1 | a->now << 17;
-        return 0;
     case PW_REARM:
-        *cell = 1 | (uint64_t)p << 1 | a->now << 17;
+        *cell = 1 | a->now << 17;
         return 0;
     case PW_DISARM:
         *cell = 0;
@@ -430,8 +435,8 @@ static uint64_t act_pw(uint64_t *cell, const void *arg)
     default:
         if (!(*cell & 1) || a->now - (*cell >> 17) < a->rto)
             return 0;
-        *cell = 1 | (uint64_t)p << 1 | a->now << 17;
-        return 1u << 16 | p;
+        *cell = 1 | a->now << 17;
+        return 1u << 16;
     }
 }
 
@@ -760,7 +765,7 @@ static void token_pass(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, struc
             ps_reg_exec(x, dp->n_busy, b.j, act_slot, &sl);
         }
         if (b.phase & ZS_BRF_PTAIL) {
-            struct a_ev ev = {.ev = EV_PTAIL_SENT};
+            struct a_ev ev = {.ev = EV_PTAIL_SENT, .exp = b.wpsn};
             ps_reg_exec(x, dp->p_exp, b.p, act_pexp, &ev);
         }
         set_phase(dp, x, t, ZS_PH_IDLE);
@@ -1098,8 +1103,9 @@ static void cons_ack(struct zs_dp *dp, struct ps_pass *x, struct pkt *p,
         uint64_t ptrs = ps_reg_read(x, dp->t_ptrs, t);
         uint32_t ppsn = (uint32_t)ps_reg_read(x, dp->t_psn, t);
         set_phase(dp, x, t, ZS_PH_RELEASE);
-        struct a_pw pw = {.op = PW_ARM, .p = (uint32_t)xfer & 0xffff, .now = now_ns(x)};
+        struct a_pw pw = {.op = PW_ARM, .now = now_ns(x)};
         ps_reg_exec(x, dp->t_pw, t, act_pw, &pw);
+        ps_reg_exec(x, dp->p_pw, (uint32_t)xfer & 0xffff, act_pw, &pw);
         const struct zs_ep_ent *c = ps_table_apply(x, dp->cons, t);
         if (!c) {
             ps_drop(x);
@@ -1157,7 +1163,7 @@ static void prod_ack(struct zs_dp *dp, struct ps_pass *x, struct pkt *p,
                      const struct zs_conn_ent *ce)
 {
     uint32_t t = owner_of(dp, x, ce), ev_kind = ack_event(p);
-    struct a_ev ev = {.ev = ev_kind, .psn = p->psn};
+    struct a_ev ev = {.ev = ev_kind, .psn = p->psn, .after_read = dp->mode == ZS_REPLICATE};
     uint64_t v = ps_reg_exec(x, dp->p_exp, ce->idx, act_pexp, &ev);
     if (ev_kind != EV_ACK)
         dp->st.naks_rx++;
@@ -1263,81 +1269,100 @@ static void poll_gen(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, uint32_
 
 /* A timer batch packet for thread t: if its phase made no progress for
  * rto, it becomes the packet that does the phase's work again. */
-static void tick(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, uint32_t t)
+static void tick(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, uint32_t i)
 {
-    const struct zs_thr_ent *th = ps_table_apply(x, dp->thr, t);
-    if (!th) {
-        ps_drop(x);
-        return;
-    }
-    uint64_t xfer = ps_reg_read(x, dp->t_xfer, t);
-    uint64_t ptrs = ps_reg_read(x, dp->t_ptrs, t);
-    struct a_phase a = {.op = PH_CHECK, .now = now_ns(x), .rto = dp->rto_ns};
-    uint32_t r = (uint32_t)ps_reg_exec(x, dp->t_phase, t, act_phase, &a);
-    struct zs_br nb = {.t = (uint16_t)t, .p = (uint16_t)(xfer & 0xffff)};
-    if (!(r & 0x100u)) {
-        /* the phase is fine; a pointer WRITE with nothing behind it? */
-        struct a_pw pw = {.op = PW_CHECK, .now = a.now, .rto = dp->rto_ns};
-        uint32_t w = (uint32_t)ps_reg_exec(x, dp->t_pw, t, act_pw, &pw);
-        if (!(w >> 16)) {
-            ps_drop(x);
+    /* timer packet i: thread i's phase and head WRITE, producer i's tail
+     * WRITE (the batch has max(threads, producers) packets) */
+    const struct zs_thr_ent *th = ps_table_apply(x, dp->thr, i);
+    struct zs_br nb = {.t = 0};
+    uint64_t now = now_ns(x);
+    if (th) {
+        uint32_t t = i;
+        uint64_t xfer = ps_reg_read(x, dp->t_xfer, t);
+        uint64_t ptrs = ps_reg_read(x, dp->t_ptrs, t);
+        struct a_phase a = {.op = PH_CHECK, .now = now, .rto = dp->rto_ns};
+        uint32_t r = (uint32_t)ps_reg_exec(x, dp->t_phase, t, act_phase, &a);
+        nb = (struct zs_br){.t = (uint16_t)t, .p = (uint16_t)(xfer & 0xffff)};
+        if (r & 0x100u) {
+            uint32_t ph = r & 0xff;
+            switch (ph) {
+            case ZS_PH_IDLE: /* the thread's packet was lost (recirculation drop) */
+                dp->st.token_restarts++;
+                nb.type = ZS_BR_TOKEN;
+                break;
+            case ZS_PH_RELEASE:
+                dp->st.token_restarts++;
+                nb = release_br(t, xfer, (uint32_t)(ptrs >> 32));
+                nb.wpsn = (uint32_t)ps_reg_read(x, dp->t_psn, t);
+                break;
+            default:
+                dp->st.timeouts++;
+                nb.type = ZS_BR_REISSUE;
+                nb.phase = (uint8_t)ph;
+                break;
+            }
+            recirc_as(x, p, &nb);
             return;
         }
-        nb.type = ZS_BR_REISSUE;
-        nb.phase = ZS_RE_PTRS;
-        nb.p = (uint16_t)(w & 0xffff);
-        recirc_as(x, p, &nb);
-        return;
+        struct a_pw pw = {.op = PW_CHECK, .now = now, .rto = dp->rto_ns};
+        if (ps_reg_exec(x, dp->t_pw, t, act_pw, &pw)) {
+            nb.type = ZS_BR_REISSUE;
+            nb.phase = ZS_RE_PTRS;
+            recirc_as(x, p, &nb);
+            return;
+        }
     }
-    uint32_t ph = r & 0xff;
-    switch (ph) {
-    case ZS_PH_IDLE: /* the thread's packet was lost (recirculation drop) */
-        dp->st.token_restarts++;
-        nb.type = ZS_BR_TOKEN;
-        break;
-    case ZS_PH_RELEASE:
-        dp->st.token_restarts++;
-        nb = release_br(t, xfer, (uint32_t)(ptrs >> 32));
-        break;
-    default:
-        dp->st.timeouts++;
-        nb.type = ZS_BR_REISSUE;
-        nb.phase = (uint8_t)ph;
-        break;
+    if (i < dp->np) {
+        struct a_pw pw = {.op = PW_CHECK, .now = now, .rto = dp->rto_ns};
+        if (ps_reg_exec(x, dp->p_pw, i, act_pw, &pw)) {
+            nb = (struct zs_br){
+                .type = ZS_BR_REISSUE, .phase = ZS_RE_PPTR, .t = 0, .p = (uint16_t)i};
+            recirc_as(x, p, &nb);
+            return;
+        }
     }
-    recirc_as(x, p, &nb);
+    ps_drop(x);
 }
 
 /* Pointer WRITEs whose timer expired (pairs, shuffle, lb): the consumer's
- * head WRITE if it is the last operation out on its QP, else the
- * producer's tail WRITE if it is out unacknowledged; the timer stays armed
- * while either is, one per pass.  (A pointer WRITE with a READ behind it is
- * the READ's re-issue's business.) */
+ * head WRITE if it is the last operation out on its QP (ZS_RE_PTRS, thread
+ * b.t), or producer b.p's tail WRITE if it is out unacknowledged
+ * (ZS_RE_PPTR); the timer stays armed while it is.  (A pointer WRITE with
+ * a READ behind it is the READ's re-issue's business.) */
 static void reissue_ptrs(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, struct zs_br b,
                          const struct zs_thr_ent *th)
 {
-    uint32_t t = b.t;
+    struct a_ev ev = {.ev = EV_REISSUE_PTRS};
+    struct a_pw arm = {.op = PW_REARM, .now = now_ns(x)};
+    if (b.phase == ZS_RE_PTRS) {
+        uint32_t t = b.t;
+        uint64_t cw = ps_reg_exec(x, dp->c_exp, th->c, act_cexp, &ev);
+        uint32_t chead = (uint32_t)ps_reg_read(x, dp->t_ptrs, t);
+        arm.op = cw & 1 ? PW_REARM : PW_DISARM;
+        ps_reg_exec(x, dp->t_pw, t, act_pw, &arm);
+        const struct zs_ep_ent *ep = cw & 1 ? ps_table_apply(x, dp->cons, t) : NULL;
+        if (!ep) {
+            ps_drop(x);
+            return;
+        }
+        dp->st.timeouts++;
+        dp->st.reissues_ptr++;
+        emit_ptr_write(dp, x, p, ep, (uint32_t)(cw >> 8), ZS_HEAD_OFF, chead);
+        return;
+    }
     struct a_tail rd = {.write = false};
     uint32_t ptail = (uint32_t)ps_reg_exec(x, dp->p_tail, b.p, act_tail, &rd);
-    struct a_ev ev = {.ev = EV_REISSUE_PTRS};
-    uint64_t cw = ps_reg_exec(x, dp->c_exp, th->c, act_cexp, &ev);
     uint64_t pw = ps_reg_exec(x, dp->p_exp, b.p, act_pexp, &ev);
-    uint32_t chead = (uint32_t)ps_reg_read(x, dp->t_ptrs, t);
-    struct a_pw arm = {.op = (cw | pw) & 1 ? PW_REARM : PW_DISARM, .now = now_ns(x)};
-    ps_reg_exec(x, dp->t_pw, t, act_pw, &arm);
-    const struct zs_ep_ent *ep = cw & 1   ? ps_table_apply(x, dp->cons, t)
-                                 : pw & 1 ? ps_table_apply(x, dp->prod, b.p)
-                                          : NULL;
+    arm.op = pw & 1 ? PW_REARM : PW_DISARM;
+    ps_reg_exec(x, dp->p_pw, b.p, act_pw, &arm);
+    const struct zs_ep_ent *ep = pw & 1 ? ps_table_apply(x, dp->prod, b.p) : NULL;
     if (!ep) {
         ps_drop(x);
         return;
     }
     dp->st.timeouts++;
     dp->st.reissues_ptr++;
-    if (cw & 1)
-        emit_ptr_write(dp, x, p, ep, (uint32_t)(cw >> 8), ZS_HEAD_OFF, chead);
-    else
-        emit_ptr_write(dp, x, p, ep, (uint32_t)(pw >> 8), ZS_TAIL_OFF, ptail);
+    emit_ptr_write(dp, x, p, ep, (uint32_t)(pw >> 8), ZS_TAIL_OFF, ptail);
 }
 
 static void reissue(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, struct zs_br b,
@@ -1348,6 +1373,7 @@ static void reissue(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, struct z
     struct a_ev ev = {.ev = EV_REISSUE_READ};
     switch (b.phase) {
     case ZS_RE_PTRS:
+    case ZS_RE_PPTR:
         reissue_ptrs(dp, x, p, b, th);
         return;
     case ZS_PH_READ:
@@ -1396,6 +1422,8 @@ static void reissue(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, struct z
                 /* the producer's tail WRITE before the READ first */
                 dp->st.reissues_ptr++;
                 dp->st.ptr_ahead++;
+                struct a_pw arm = {.op = PW_ARM, .now = now_ns(x)};
+                ps_reg_exec(x, dp->p_pw, b.p, act_pw, &arm);
                 b.i = 2;
                 b.keep = ZS_K_PTAIL | ZS_K_RECIRC;
                 b.wpsn = PSN(first - 1);
@@ -1470,15 +1498,17 @@ static void reissue(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, struct z
         uint32_t committed = (uint32_t)ps_reg_exec(x, dp->p_tail, b.p, act_tail, &rd);
         uint64_t c = ps_reg_read(x, dp->p_exp, b.p);
         uint32_t ptail_new = repl ? (uint32_t)(ps_reg_read(x, dp->t_ptrs, t) >> 32) : committed;
-        if (exp_state(c) != (repl ? X_AWAIT : X_PTAIL)) {
+        uint32_t psn = exp_psn(c);
+        if (repl ? exp_state(c) == X_IDLE : exp_state(c) != X_PTAIL) {
             ps_drop(x);
             return;
         }
         if (repl) {
+            psn = (uint32_t)ps_reg_read(x, dp->t_psn, t); /* the tail WRITE's, in any state */
             set_phase(dp, x, t, ZS_PH_PTAIL);
         } else {
-            struct a_pw arm = {.op = PW_ARM, .p = b.p, .now = now_ns(x)};
-            ps_reg_exec(x, dp->t_pw, t, act_pw, &arm);
+            struct a_pw arm = {.op = PW_ARM, .now = now_ns(x)};
+            ps_reg_exec(x, dp->p_pw, b.p, act_pw, &arm);
         }
         const struct zs_ep_ent *pe = ps_table_apply(x, dp->prod, b.p);
         if (!pe) {
@@ -1486,7 +1516,7 @@ static void reissue(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, struct z
             return;
         }
         dp->st.reissues_ptr++;
-        emit_ptr_write(dp, x, p, pe, exp_psn(c), ZS_TAIL_OFF, ptail_new);
+        emit_ptr_write(dp, x, p, pe, psn, ZS_TAIL_OFF, ptail_new);
         return;
     }
     default:
@@ -1667,6 +1697,7 @@ int zs_dp_install(struct zs_dp *dp)
     REG(t_psn, "t_psn", 10, nt, 24);
     REG(t_phase, "t_phase", 10, nt, 64);
     REG(t_pw, "t_pw", 10, nt, 64);
+    REG(p_pw, "p_pw", 10, np, 64);
     TBL(cons, "cons", PS_INGRESS, 11, nt, struct zs_ep_ent);
     TBL(prod, "prod", PS_INGRESS, 11, np, struct zs_ep_ent);
     TBL(mcc, "mcc", PS_EGRESS, 0, nt * nc, struct zs_ep_ent);

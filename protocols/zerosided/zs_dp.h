@@ -18,7 +18,7 @@
  *   8  p_exp c_exp t_ack (what each data QP waits for: the RC requester)
  *   9  t_xfer t_ptrs t_cva t_off (the transfer in flight)
  *  10  t_psn t_phase (reissue PSN, phase and progress time for timeouts),
- *      t_pw (pointer WRITEs out without a transfer behind them: their timer)
+ *      t_pw p_pw (the timers of a thread's head WRITE, a producer's tail WRITE)
  *  11  tables cons (thread -> consumer), prod (producer)
  *  egress 0: tables mcc ((thread, replica) -> consumer) for replication,
  *      eprod (producer) for the producer-tail copy of a pointer group */
@@ -85,8 +85,10 @@ enum zs_br_type {
     ZS_BR_TICK2,     /* a timer pass found an expired phase: decide in a second pass */
 };
 
-/* REISSUE of pointer WRITEs whose timer (t_pw) expired: not a thread phase. */
+/* REISSUE of a pointer WRITE whose timer expired (not thread phases): the
+ * consumer head WRITE of thread t (t_pw), the tail WRITE of producer p (p_pw). */
 #define ZS_RE_PTRS 0x20u
+#define ZS_RE_PPTR 0x21u
 
 struct zs_br {
     uint8_t type, phase; /* RELEASE: phase = ZS_BRF_SLOT if an uplink slot is held */
@@ -169,7 +171,7 @@ struct zs_dp {
     struct ps_reg *p_next, *c_next, *t_cnext;
     struct ps_reg *p_exp, *c_exp, *t_ack;
     struct ps_reg *t_xfer, *t_ptrs, *t_cva, *t_off;
-    struct ps_reg *t_psn, *t_phase, *t_pw;
+    struct ps_reg *t_psn, *t_phase, *t_pw, *p_pw;
     struct zs_dp_stats st; /* counters (P4 Counter externs) */
     uint64_t *ph_at_ns;    /* measurement only: when each thread entered its phase */
     uint8_t *ph_cur;

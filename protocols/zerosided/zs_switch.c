@@ -659,7 +659,8 @@ int zs_switch_main(int argc, char **argv)
     }
     if (!z->doorbell && ps_pktgen_enable(ps, ZS_APP_POLL, z->poll_ns * SIM_NS, dp->np + dp->nc))
         goto out;
-    if (ps_pktgen_enable(ps, ZS_APP_TICK, z->tick_ns * SIM_NS, dp->nt))
+    /* timer packet i: thread i and producer i */
+    if (ps_pktgen_enable(ps, ZS_APP_TICK, z->tick_ns * SIM_NS, dp->nt > dp->np ? dp->nt : dp->np))
         goto out;
     /* every thread's first packet, from one generator batch; then the PUs go */
     uint64_t t0 = host_now_ns();
@@ -717,6 +718,22 @@ int zs_switch_main(int argc, char **argv)
         } else if (!ev->join && z->c_started[ev->c]) {
             ps_reg_set(dp->t_flags, ev->c, ZS_TF_STOP);
         }
+    }
+    /* A thread is done when its consumer has the end of its stream, but the
+     * last producer tail WRITEs may still be out (they overlap the next
+     * transfer, the end included): the data plane's pointer timers (t_pw, p_pw)
+     * stay on until each is acknowledged -- else a producer whose last tail
+     * WRITE was lost would wait for it forever. */
+    for (uint32_t round = 0; round < 64; round++) {
+        bool armed = false;
+        for (uint32_t t = 0; t < dp->nt && !armed; t++)
+            armed = (ps_reg_get(dp->t_pw, t) & 1) != 0;
+        for (uint32_t p = 0; p < dp->np && !armed; p++)
+            armed = (ps_reg_get(dp->p_pw, p) & 1) != 0;
+        if (!armed)
+            break;
+        uint32_t d[3];
+        ps_digest_recv(ps, d, sizeof(d), (sim_time_t)(host_now_ns() + z->rto_ns) * SIM_NS);
     }
     ps_pktgen_disable(ps, ZS_APP_POLL);
     ps_pktgen_disable(ps, ZS_APP_TICK);
