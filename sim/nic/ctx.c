@@ -61,12 +61,27 @@ int nic_cache_configure(struct nic *nic, struct nic_cache *c, uint32_t ways)
 }
 
 /* A requester READ/atomic context fetch: one WQE-sized read of the send
- * queue (the READ's local addresses and the QP's response state). */
-static void rdc_fetched(struct sim *sim, void *a, void *b)
+ * queue (the READ's local addresses and the QP's response state), then
+ * nic.rd_ctx_miss_proc in the miss handler (0 on ConnectX-5/6, whose
+ * misses overlap over the processing units; ConnectX-3 handles them one
+ * at a time on a slow path: nic.rd_ctx_max_misses 1).  The processing
+ * unit holding the response waits throughout, so a serialised miss
+ * handler stalls every unit behind it: the requester-side READ collapse
+ * with QPs (docs/nic.md "READ and atomic engines"). */
+static void rdc_filled(struct sim *sim, void *a, void *b)
 {
     (void)sim;
     struct nic *nic = a;
     nic_cache_filled(&nic->rdc, (uint64_t)(uintptr_t)b);
+}
+
+static void rdc_fetched(struct sim *sim, void *a, void *b)
+{
+    struct nic *nic = a;
+    if (nic->p.rd_ctx_miss_proc_ps)
+        sim_call_in(sim, nic->p.rd_ctx_miss_proc_ps, rdc_filled, a, b);
+    else
+        rdc_filled(sim, a, b);
 }
 
 static void rdc_fetch(struct nic_cache *c, uint64_t key, void *owner)
@@ -87,7 +102,9 @@ int nic_ctx_init(struct nic *nic)
     if (nic_cache_init(&nic->qpc, nic->sim, "qpc", nic->p.qpc_cache_entries, units, ctx_fetch,
                        nic) ||
         nic_cache_configure(nic, &nic->qpc, nic->p.qpc_ways) ||
-        nic_cache_init(&nic->rdc, nic->sim, "rdc", nic->p.rd_ctx_entries, units, rdc_fetch, nic) ||
+        nic_cache_init(&nic->rdc, nic->sim, "rdc", nic->p.rd_ctx_entries,
+                       nic->p.rd_ctx_max_misses ? nic->p.rd_ctx_max_misses : units, rdc_fetch,
+                       nic) ||
         nic_cache_configure(nic, &nic->rdc, nic->p.rd_ctx_ways))
         return ENOMEM;
     return 0;
@@ -99,14 +116,28 @@ void nic_ctx_fini(struct nic *nic)
     nic_cache_fini(&nic->rdc);
 }
 
-void nic_rdctx_started(struct nic *nic, uint32_t qpn)
+/* The key of a requester READ/atomic context: the QP, or the QP and the
+ * READ's first PSN (24 bits) with nic.rd_ctx_per: read. */
+static uint64_t rdc_key(const struct nic *nic, uint32_t qpn, uint32_t psn)
 {
-    nic_cache_insert(&nic->rdc, qpn);
+    if (nic->p.rd_ctx_per == NIC_RD_CTX_PER_READ)
+        return ((uint64_t)qpn << 24) | (psn & 0xffffffu);
+    return qpn;
 }
 
-bool nic_rdctx_access(struct nic *nic, uint32_t qpn, sim_cb_fn fn, void *a, void *b)
+void nic_rdctx_started(struct nic *nic, uint32_t qpn, uint32_t psn)
 {
-    return nic_cache_access(&nic->rdc, qpn, fn, a, b);
+    nic_cache_insert(&nic->rdc, rdc_key(nic, qpn, psn));
+}
+
+bool nic_rdctx_access(struct nic *nic, uint32_t qpn, uint32_t psn, sim_cb_fn fn, void *a, void *b)
+{
+    return nic_cache_access(&nic->rdc, rdc_key(nic, qpn, psn), fn, a, b);
+}
+
+static bool rdc_of_qp(uint64_t key, const void *arg)
+{
+    return (key >> 24) == *(const uint32_t *)arg;
 }
 
 bool nic_ctx_access(struct nic *nic, uint32_t qpn, sim_cb_fn fn, void *a, void *b)
@@ -117,5 +148,8 @@ bool nic_ctx_access(struct nic *nic, uint32_t qpn, sim_cb_fn fn, void *a, void *
 void nic_ctx_forget(struct nic *nic, uint32_t qpn)
 {
     nic_cache_invalidate(&nic->qpc, qpn);
-    nic_cache_invalidate(&nic->rdc, qpn);
+    if (nic->p.rd_ctx_per == NIC_RD_CTX_PER_READ)
+        nic_cache_invalidate_if(&nic->rdc, rdc_of_qp, &qpn);
+    else
+        nic_cache_invalidate(&nic->rdc, qpn);
 }

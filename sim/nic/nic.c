@@ -242,6 +242,7 @@ const char *const nic_transport_names[] = {"ib", "ib-ar", "efa-srd", "1rma", NUL
 const char *const nic_dma_ordering_names[] = {"strict", "relaxed", NULL};
 const char *const nic_cache_replacement_names[] = {"random", "lru", NULL};
 const char *const nic_dereg_flush_names[] = {"mr", "all", NULL};
+const char *const nic_rd_ctx_per_names[] = {"qp", "read", NULL};
 const char *const nic_link_layer_names[] = {"ethernet", "ib", NULL};
 
 /* ---------------------------------------------------------------- op pool */
@@ -829,11 +830,15 @@ static void rx_unit_work(struct sim *sim, struct nic *nic, struct pkt *p)
 }
 
 /* A READ response or atomic ACK needs its QP's requester READ/atomic
- * context (docs/nic.md "READ and atomic engines"). */
-static bool rx_needs_rdctx(const struct pkt *p)
+ * context (docs/nic.md "READ and atomic engines"); with contexts per
+ * outstanding READ (nic.rd_ctx_per: read), the first packet of each
+ * response looks its READ up and the rest of that response follow it. */
+static bool rx_needs_rdctx(const struct nic *nic, const struct pkt *p)
 {
-    return (nic_opcode(p->opcode)->mask & (NIC_OPF_READ | NIC_OPF_ATOMIC_ACK)) &&
-           !(nic_opcode(p->opcode)->mask & NIC_OPF_REQ);
+    uint32_t m = nic_opcode(p->opcode)->mask;
+    if (!(m & (NIC_OPF_READ | NIC_OPF_ATOMIC_ACK)) || (m & NIC_OPF_REQ))
+        return false;
+    return nic->p.rd_ctx_per != NIC_RD_CTX_PER_READ || (m & (NIC_OPF_FIRST | NIC_OPF_ATOMIC_ACK));
 }
 
 static void rx_unit_rdc_ready(struct sim *sim, void *a, void *b)
@@ -845,7 +850,8 @@ static void rx_unit_ctx_ready(struct sim *sim, void *a, void *b)
 {
     struct nic *nic = a;
     struct pkt *p = b;
-    if (rx_needs_rdctx(p) && !nic_rdctx_access(nic, p->dest_qpn, rx_unit_rdc_ready, nic, p))
+    if (rx_needs_rdctx(nic, p) &&
+        !nic_rdctx_access(nic, p->dest_qpn, p->psn, rx_unit_rdc_ready, nic, p))
         return;
     rx_unit_work(sim, nic, p);
 }
@@ -897,7 +903,8 @@ void nic_rx_pump(struct nic *nic)
         nic->rx_units_busy++;
         nic->rx_stalled = false;
         if (nic_ctx_access(nic, p->dest_qpn, rx_unit_ctx_ready, nic, p) &&
-            (!rx_needs_rdctx(p) || nic_rdctx_access(nic, p->dest_qpn, rx_unit_rdc_ready, nic, p)))
+            (!rx_needs_rdctx(nic, p) ||
+             nic_rdctx_access(nic, p->dest_qpn, p->psn, rx_unit_rdc_ready, nic, p)))
             sim_call_in(nic->sim, rx_unit_time(nic, p), rx_unit_done, nic, p);
     }
     if (nic->rx_head && !nic->rx_stalled) { /* every unit busy: packets wait */

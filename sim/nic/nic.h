@@ -67,6 +67,15 @@ enum nic_cache_replacement {
 };
 extern const char *const nic_cache_replacement_names[]; /* "random", "lru", NULL */
 
+/* What one entry of the requester's READ/atomic-context cache holds
+ * (ctx.c): the response state of a QP (ConnectX-5/6), or of one
+ * outstanding READ/atomic, its WQE (ConnectX-3). */
+enum nic_rd_ctx_per {
+    NIC_RD_CTX_PER_QP,
+    NIC_RD_CTX_PER_READ,
+};
+extern const char *const nic_rd_ctx_per_names[]; /* "qp", "read", NULL */
+
 /* What the port reports itself as: a RoCEv2 (Ethernet) port, with GIDs
  * and no LIDs, or an InfiniBand port with LID node_id + 1, which
  * addresses without a GRH work on (e.g. ibv_rc_pingpong without -g).  The
@@ -125,6 +134,13 @@ struct nic_params {
     uint32_t rd_ctx_entries; /* 0 = no model */
     uint32_t rd_ctx_ways;
     uint32_t rd_ctx_bytes;
+    /* how a miss is handled, per generation: at most rd_ctx_max_misses
+     * fetched at once (0 = nic.pus, overlapped over the processing units),
+     * each holding the miss handler rd_ctx_miss_proc_ps after its PCIe read
+     * (ConnectX-3: one at a time, a slow path; docs/nic.md) */
+    uint32_t rd_ctx_max_misses;
+    uint32_t rd_ctx_per; /* enum nic_rd_ctx_per */
+    sim_time_t rd_ctx_miss_proc_ps;
     /* responder READ engine (resp.c): every accepted READ request occupies
      * it this long, one after the other; at most max_rd_resp READs are
      * served (responses not yet all built) at once per NIC (0 = no limit) */

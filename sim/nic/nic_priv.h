@@ -726,8 +726,9 @@ void nic_ctx_forget(struct nic *nic, uint32_t qpn);
  * engines"): the requester started a READ/atomic (the NIC writes the
  * context: present), or a response arrived and needs it (true if present;
  * else fn(a, b) when fetched, the fetch holding a processing unit). */
-void nic_rdctx_started(struct nic *nic, uint32_t qpn);
-bool nic_rdctx_access(struct nic *nic, uint32_t qpn, sim_cb_fn fn, void *a, void *b);
+/* psn: the READ's / atomic's first PSN (its key with nic.rd_ctx_per: read) */
+void nic_rdctx_started(struct nic *nic, uint32_t qpn, uint32_t psn);
+bool nic_rdctx_access(struct nic *nic, uint32_t qpn, uint32_t psn, sim_cb_fn fn, void *a, void *b);
 /* Make cache c set-associative / random as the profile says (cache `name`
  * of this NIC names its random stream). */
 int nic_cache_configure(struct nic *nic, struct nic_cache *c, uint32_t ways);

@@ -443,7 +443,7 @@ static enum nic_req_state req_start_wqe(struct nic_qp *qp)
     w->state = NIC_WQE_STARTED;
     if (nic_wqe_is_rd_atomic(w)) {
         e->rd_outstanding++;
-        nic_rdctx_started(qp->nic, qp->qpn); /* its response state, on chip */
+        nic_rdctx_started(qp->nic, qp->qpn, w->first_psn); /* response state, on chip */
     }
     return NIC_REQ_SEGMENT;
 }
