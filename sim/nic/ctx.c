@@ -51,6 +51,7 @@ int nic_cache_configure(struct nic *nic, struct nic_cache *c, uint32_t ways)
     c->trace_id = (uint8_t)(c == &nic->qpc   ? TRC_QPC
                             : c == &nic->rdc ? TRC_RDC
                             : c == &nic->mpt ? TRC_MPT
+                            : c == &nic->rwq ? TRC_RWQE
                                              : TRC_MTT);
     if (nic->p.cache_replacement == NIC_CACHE_RANDOM) {
         char name[48];
@@ -96,6 +97,66 @@ static void rdc_fetch(struct nic_cache *c, uint64_t key, void *owner)
         sim_call_in(nic->sim, 0, rdc_fetched, nic, (void *)(uintptr_t)key);
 }
 
+/* Receive-WQE fetch: a SEND (or WRITE with immediate) consumes a receive
+ * WQE, which lives in host memory in the QP's receive queue or in an SRQ.
+ * The NIC holds WQEs fetched ahead for the receive queues it served
+ * recently (a set-associative cache of nic.rwqe_cache_entries queues,
+ * key = QPN, or bit 40 + SRQ number: all QPs of an SRQ share its WQEs);
+ * a message finding none waits, holding its processing unit, for one PCIe
+ * read of nic.rwqe_prefetch WQEs of nic.rwqe bytes.  So a receiver serving
+ * many QPs fetches a receive WQE for most SENDs, and an SRQ keeps them on
+ * chip however many QPs share it. */
+static uint64_t rwq_key(const struct nic_qp *qp)
+{
+    return qp->srq ? (1ull << 40) | qp->srq->srqn : qp->qpn;
+}
+
+static struct nic_rq *rwq_of(struct nic_qp *qp)
+{
+    return qp->srq ? &qp->srq->rq : &qp->rq;
+}
+
+static void rwq_fetched(struct sim *sim, void *a, void *b)
+{
+    (void)sim;
+    struct nic *nic = a;
+    nic_cache_filled(&nic->rwq, (uint64_t)(uintptr_t)b);
+}
+
+static void rwq_fetch(struct nic_cache *c, uint64_t key, void *owner)
+{
+    (void)c;
+    struct nic *nic = owner;
+    uint32_t n = nic->p.rwqe_prefetch ? nic->p.rwqe_prefetch : 1;
+    nic->cnt.dma_reads++;
+    if (nic->pcie)
+        pcie_dma_read_k(nic->pcie, PCIE_K_CTX_MISS, 0, n * nic->p.rwqe_bytes, rwq_fetched, nic,
+                        (void *)(uintptr_t)key);
+    else
+        sim_call_in(nic->sim, 0, rwq_fetched, nic, (void *)(uintptr_t)key);
+}
+
+bool nic_rwqe_access(struct nic *nic, struct nic_qp *qp, sim_cb_fn fn, void *a, void *b)
+{
+    if (!nic->rwq.cap || qp->init.xrc == NIC_XRC_TGT)
+        return true;
+    struct nic_rq *rq = rwq_of(qp);
+    uint64_t key = rwq_key(qp);
+    if (nic_rq_empty(qp))
+        return true;     /* nothing posted: the responder answers RNR / drops */
+    if (!rq->prefetched) /* the ones held are used up: fetch the next */
+        nic_cache_invalidate(&nic->rwq, key);
+    if (nic_cache_access(&nic->rwq, key, fn, a, b)) {
+        if (rq->prefetched)
+            rq->prefetched--;
+        return true;
+    }
+    /* the batch lands before fn runs: it holds rwqe_prefetch WQEs, this
+     * message takes one (waiters merged on one fetch each take one) */
+    rq->prefetched = nic->p.rwqe_prefetch > 1 ? nic->p.rwqe_prefetch - 1 : 0;
+    return false;
+}
+
 int nic_ctx_init(struct nic *nic)
 {
     uint32_t units = nic->p.pus ? nic->p.pus : 1;
@@ -105,7 +166,10 @@ int nic_ctx_init(struct nic *nic)
         nic_cache_init(&nic->rdc, nic->sim, "rdc", nic->p.rd_ctx_entries,
                        nic->p.rd_ctx_max_misses ? nic->p.rd_ctx_max_misses : units, rdc_fetch,
                        nic) ||
-        nic_cache_configure(nic, &nic->rdc, nic->p.rd_ctx_ways))
+        nic_cache_configure(nic, &nic->rdc, nic->p.rd_ctx_ways) ||
+        nic_cache_init(&nic->rwq, nic->sim, "rwqe", nic->p.rwqe_cache_entries, units, rwq_fetch,
+                       nic) ||
+        nic_cache_configure(nic, &nic->rwq, nic->p.rwqe_ways))
         return ENOMEM;
     return 0;
 }
@@ -114,6 +178,7 @@ void nic_ctx_fini(struct nic *nic)
 {
     nic_cache_fini(&nic->qpc);
     nic_cache_fini(&nic->rdc);
+    nic_cache_fini(&nic->rwq);
 }
 
 /* The key of a requester READ/atomic context: the QP, or the QP and the
@@ -148,6 +213,7 @@ bool nic_ctx_access(struct nic *nic, uint32_t qpn, sim_cb_fn fn, void *a, void *
 void nic_ctx_forget(struct nic *nic, uint32_t qpn)
 {
     nic_cache_invalidate(&nic->qpc, qpn);
+    nic_cache_invalidate(&nic->rwq, qpn);
     if (nic->p.rd_ctx_per == NIC_RD_CTX_PER_READ)
         nic_cache_invalidate_if(&nic->rdc, rdc_of_qp, &qpn);
     else

@@ -172,6 +172,9 @@ void nic_params_default(struct nic_params *p)
     p->rd_ctx_entries = 48;
     p->rd_ctx_ways = 4;
     p->rd_ctx_bytes = 64;
+    p->rwqe_ways = 8;
+    p->rwqe_prefetch = 8;
+    p->rwqe_bytes = 16;
     /* Responder READ engine (resp.c, readeng.c): fitted to the SMART
      * (ASPLOS'24) ConnectX-6 READ peak of 111 Mops (ae/raw-reference
      * fig4a.csv: 8 B READs, 48 threads x 24 in flight): 1 / 111 M = 9 ns
@@ -841,9 +844,29 @@ static bool rx_needs_rdctx(const struct nic *nic, const struct pkt *p)
     return nic->p.rd_ctx_per != NIC_RD_CTX_PER_READ || (m & (NIC_OPF_FIRST | NIC_OPF_ATOMIC_ACK));
 }
 
-static void rx_unit_rdc_ready(struct sim *sim, void *a, void *b)
+/* A request that consumes a receive WQE (a SEND's first packet, a WRITE
+ * with immediate's last) needs one on chip (ctx.c, nic.rwqe_*). */
+static bool rx_rwqe_ready(struct nic *nic, struct pkt *p, sim_cb_fn fn)
+{
+    if (!nic->rwq.cap)
+        return true;
+    uint32_t m = nic_opcode(p->opcode)->mask;
+    if (!(m & NIC_OPF_REQ) || !(m & NIC_OPF_RWR) ||
+        !(m & ((m & NIC_OPF_SEND) ? NIC_OPF_FIRST : NIC_OPF_LAST)))
+        return true;
+    struct nic_qp *qp = nic_qp_lookup(nic, p->dest_qpn);
+    return !qp || nic_rwqe_access(nic, qp, fn, nic, p);
+}
+
+static void rx_unit_rwqe_ready(struct sim *sim, void *a, void *b)
 {
     rx_unit_work(sim, a, b);
+}
+
+static void rx_unit_rdc_ready(struct sim *sim, void *a, void *b)
+{
+    if (rx_rwqe_ready(a, b, rx_unit_rwqe_ready))
+        rx_unit_work(sim, a, b);
 }
 
 static void rx_unit_ctx_ready(struct sim *sim, void *a, void *b)
@@ -853,7 +876,7 @@ static void rx_unit_ctx_ready(struct sim *sim, void *a, void *b)
     if (rx_needs_rdctx(nic, p) &&
         !nic_rdctx_access(nic, p->dest_qpn, p->psn, rx_unit_rdc_ready, nic, p))
         return;
-    rx_unit_work(sim, nic, p);
+    rx_unit_rdc_ready(sim, nic, p);
 }
 
 /* When a unit taking packet p now could have started on it: cut-through,
@@ -904,7 +927,8 @@ void nic_rx_pump(struct nic *nic)
         nic->rx_stalled = false;
         if (nic_ctx_access(nic, p->dest_qpn, rx_unit_ctx_ready, nic, p) &&
             (!rx_needs_rdctx(nic, p) ||
-             nic_rdctx_access(nic, p->dest_qpn, p->psn, rx_unit_rdc_ready, nic, p)))
+             nic_rdctx_access(nic, p->dest_qpn, p->psn, rx_unit_rdc_ready, nic, p)) &&
+            rx_rwqe_ready(nic, p, rx_unit_rwqe_ready))
             sim_call_in(nic->sim, rx_unit_time(nic, p), rx_unit_done, nic, p);
     }
     if (nic->rx_head && !nic->rx_stalled) { /* every unit busy: packets wait */
@@ -1056,6 +1080,8 @@ const struct nic_counters *nic_get_counters(struct nic *nic)
     c->mtt_evictions = nic->mtt.c.evictions;
     c->rd_ctx_hits = nic->rdc.c.hits;
     c->rd_ctx_misses = nic->rdc.c.misses;
+    c->rwqe_hits = nic->rwq.c.hits;
+    c->rwqe_misses = nic->rwq.c.misses;
     return &nic->cnt;
 }
 void nic_note_wr_refused(struct nic *nic)

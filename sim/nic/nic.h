@@ -140,6 +140,14 @@ struct nic_params {
      * (ConnectX-3: one at a time, a slow path; docs/nic.md) */
     uint32_t rd_ctx_max_misses;
     uint32_t rd_ctx_per; /* enum nic_rd_ctx_per */
+    /* receive-WQE fetch (ctx.c): a message that consumes a receive WQE
+     * needs it on chip; the NIC holds prefetched WQEs for rwqe_cache_entries
+     * receive queues (QPs' or SRQs'; 0 = no model) and fetches rwqe_prefetch
+     * WQEs of rwqe_bytes each by one PCIe read when it has none */
+    uint32_t rwqe_cache_entries;
+    uint32_t rwqe_ways;
+    uint32_t rwqe_prefetch;
+    uint32_t rwqe_bytes;
     sim_time_t rd_ctx_miss_proc_ps;
     /* responder READ engine (resp.c): every accepted READ request occupies
      * it this long, one after the other; at most max_rd_resp READs are
@@ -299,6 +307,7 @@ struct nic_rq {
     struct nic_recv_wqe *ring;
     uint32_t depth;
     uint64_t head, tail;
+    uint32_t prefetched; /* WQEs the NIC fetched ahead and holds (ctx.c) */
 };
 
 /* XRC domain (xrc.c, IBA Annex A14): what ties XRC SRQs to the XRC
@@ -467,6 +476,7 @@ struct nic_counters {
     uint64_t qpc_hits, qpc_misses, qpc_evictions;
     uint64_t mpt_hits, mpt_misses, mtt_hits, mtt_misses, mtt_evictions;
     uint64_t rd_ctx_hits, rd_ctx_misses; /* requester READ/atomic contexts */
+    uint64_t rwqe_hits, rwqe_misses;     /* receive WQEs on chip / fetched */
     uint64_t rd_engine_waits;            /* READ requests that waited for the READ engine */
     uint64_t rx_pu_stalls;               /* times the receive pipeline stopped: every PU waited */
     uint64_t xlate_waits;                /* DMA operations held in the in-order translation unit */

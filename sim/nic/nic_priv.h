@@ -225,6 +225,7 @@ struct nic {
     /* caches inside the RNIC (ctx.c, xlate.c; docs/nic.md "Caches") */
     struct nic_cache qpc;             /* QP contexts, key = QPN; fetches hold a processing unit */
     struct nic_cache rdc;             /* requester READ/atomic contexts, key = QPN (ctx.c) */
+    struct nic_cache rwq;             /* receive queues with prefetched WQEs (ctx.c) */
     struct nic_cache mpt, mtt;        /* memory keys (key = MR index), pages (mr index, page) */
     struct nic_op *xl_head, *xl_tail; /* DMA operations in translation, issue order */
     bool xl_pumping;
@@ -729,6 +730,10 @@ void nic_ctx_forget(struct nic *nic, uint32_t qpn);
 /* psn: the READ's / atomic's first PSN (its key with nic.rd_ctx_per: read) */
 void nic_rdctx_started(struct nic *nic, uint32_t qpn, uint32_t psn);
 bool nic_rdctx_access(struct nic *nic, uint32_t qpn, uint32_t psn, sim_cb_fn fn, void *a, void *b);
+/* Packet p (a request to QP qp) consumes a receive WQE: true if the NIC
+ * holds one of the receive queue's WQEs (nic.rwqe_*), else false and
+ * fn(a, b) once they were fetched. */
+bool nic_rwqe_access(struct nic *nic, struct nic_qp *qp, sim_cb_fn fn, void *a, void *b);
 /* Make cache c set-associative / random as the profile says (cache `name`
  * of this NIC names its random stream). */
 int nic_cache_configure(struct nic *nic, struct nic_cache *c, uint32_t ways);

@@ -90,6 +90,11 @@ static const struct {
     {"nic.rd_ctx_per", "nic.c default: per QP (ConnectX-6: SMART's 768 outstanding READs on 96 "
                        "QPs run at 111 Mops, docs/validation.md smart-cx6-read-96thr)"},
     {"nic.rd_ctx_miss_proc", "nic.c default: no handler time beyond the PCIe read"},
+    {"nic.rwqe_cache_entries", "nic.c default: off (0); no published size (estimate to set with "
+                               "--set, e.g. as many as nic.qpc_cache_entries)"},
+    {"nic.rwqe_ways", "nic.c default, estimate: 8-way, as the QP-context cache"},
+    {"nic.rwqe_prefetch", "nic.c default, estimate: 8 WQEs (128 B, two 64 B lines) per fetch"},
+    {"nic.rwqe", "mlx5 PRM: a receive WQE is its data segments, 16 B each (one SGE)"},
     {"nic.rd_req_proc", "nic.c default, fitted: SMART (ASPLOS'24) ConnectX-6 8 B READ peak 111 "
                         "Mops -> 9 ns; scaled by the briefs' message rates (200 vs 215 M/s)"},
     {"nic.max_rd_resp", "nic.c default: no per-NIC bound beyond max_dest_rd_atomic "
