@@ -52,6 +52,7 @@ int nic_cache_configure(struct nic *nic, struct nic_cache *c, uint32_t ways)
                             : c == &nic->rdc ? TRC_RDC
                             : c == &nic->mpt ? TRC_MPT
                             : c == &nic->rwq ? TRC_RWQE
+                            : c == &nic->wqc ? TRC_WQE
                                              : TRC_MTT);
     if (nic->p.cache_replacement == NIC_CACHE_RANDOM) {
         char name[48];
@@ -157,6 +158,56 @@ bool nic_rwqe_access(struct nic *nic, struct nic_qp *qp, sim_cb_fn fn, void *a, 
     return false;
 }
 
+/* The outstanding-WQE cache (SMART, ASPLOS'24: the RNIC caches the WQEs
+ * of outstanding work requests; past its capacity they thrash and are
+ * re-read from host memory).  The send engine inserts a WQE when it
+ * starts it; the response that completes it (the ACK of its last PSN, a
+ * READ's last response packet, an atomic ACK) needs it again to write the
+ * CQE and place READ data.  A miss re-reads nic.wqe bytes over PCIe. */
+static uint64_t wqc_key(uint32_t qpn, uint32_t psn)
+{
+    return ((uint64_t)qpn << 24) | (psn & 0xffffffu);
+}
+
+static void wqc_fetched(struct sim *sim, void *a, void *b)
+{
+    (void)sim;
+    struct nic *nic = a;
+    nic_cache_filled(&nic->wqc, (uint64_t)(uintptr_t)b);
+}
+
+static void wqc_fetch(struct nic_cache *c, uint64_t key, void *owner)
+{
+    (void)c;
+    struct nic *nic = owner;
+    nic->cnt.dma_reads++;
+    if (nic->pcie)
+        pcie_dma_read_k(nic->pcie, PCIE_K_CTX_MISS, 0, nic->p.wqe_bytes, wqc_fetched, nic,
+                        (void *)(uintptr_t)key);
+    else
+        sim_call_in(nic->sim, 0, wqc_fetched, nic, (void *)(uintptr_t)key);
+}
+
+void nic_wqe_started(struct nic *nic, uint32_t qpn, uint32_t last_psn)
+{
+    if (nic->wqc.cap)
+        nic_cache_insert(&nic->wqc, wqc_key(qpn, last_psn));
+}
+
+bool nic_wqe_access(struct nic *nic, uint32_t qpn, uint32_t psn, sim_cb_fn fn, void *a, void *b)
+{
+    uint64_t key = wqc_key(qpn, psn);
+    if (!nic_cache_access(&nic->wqc, key, fn, a, b))
+        return false;
+    nic_cache_invalidate(&nic->wqc, key); /* completed: its slot is free */
+    return true;
+}
+
+void nic_wqe_retire(struct nic *nic, uint32_t qpn, uint32_t psn)
+{
+    nic_cache_invalidate(&nic->wqc, wqc_key(qpn, psn));
+}
+
 int nic_ctx_init(struct nic *nic)
 {
     uint32_t units = nic->p.pus ? nic->p.pus : 1;
@@ -169,7 +220,10 @@ int nic_ctx_init(struct nic *nic)
         nic_cache_configure(nic, &nic->rdc, nic->p.rd_ctx_ways) ||
         nic_cache_init(&nic->rwq, nic->sim, "rwqe", nic->p.rwqe_cache_entries, units, rwq_fetch,
                        nic) ||
-        nic_cache_configure(nic, &nic->rwq, nic->p.rwqe_ways))
+        nic_cache_configure(nic, &nic->rwq, nic->p.rwqe_ways) ||
+        nic_cache_init(&nic->wqc, nic->sim, "wqe", nic->p.wqe_cache_entries, units, wqc_fetch,
+                       nic) ||
+        nic_cache_configure(nic, &nic->wqc, nic->p.wqe_cache_ways))
         return ENOMEM;
     return 0;
 }
@@ -179,6 +233,7 @@ void nic_ctx_fini(struct nic *nic)
     nic_cache_fini(&nic->qpc);
     nic_cache_fini(&nic->rdc);
     nic_cache_fini(&nic->rwq);
+    nic_cache_fini(&nic->wqc);
 }
 
 /* The key of a requester READ/atomic context: the QP, or the QP and the
@@ -197,7 +252,18 @@ void nic_rdctx_started(struct nic *nic, uint32_t qpn, uint32_t psn)
 
 bool nic_rdctx_access(struct nic *nic, uint32_t qpn, uint32_t psn, sim_cb_fn fn, void *a, void *b)
 {
-    return nic_cache_access(&nic->rdc, rdc_key(nic, qpn, psn), fn, a, b);
+    uint64_t key = rdc_key(nic, qpn, psn);
+    if (!nic_cache_access(&nic->rdc, key, fn, a, b))
+        return false;
+    if (nic->p.rd_ctx_per == NIC_RD_CTX_PER_READ) /* its response came: the READ retires */
+        nic_cache_invalidate(&nic->rdc, key);
+    return true;
+}
+
+void nic_rdctx_retire(struct nic *nic, uint32_t qpn, uint32_t psn)
+{
+    if (nic->p.rd_ctx_per == NIC_RD_CTX_PER_READ)
+        nic_cache_invalidate(&nic->rdc, rdc_key(nic, qpn, psn));
 }
 
 static bool rdc_of_qp(uint64_t key, const void *arg)
@@ -214,6 +280,8 @@ void nic_ctx_forget(struct nic *nic, uint32_t qpn)
 {
     nic_cache_invalidate(&nic->qpc, qpn);
     nic_cache_invalidate(&nic->rwq, qpn);
+    if (nic->wqc.cap)
+        nic_cache_invalidate_if(&nic->wqc, rdc_of_qp, &qpn);
     if (nic->p.rd_ctx_per == NIC_RD_CTX_PER_READ)
         nic_cache_invalidate_if(&nic->rdc, rdc_of_qp, &qpn);
     else

@@ -140,6 +140,12 @@ struct nic_params {
      * (ConnectX-3: one at a time, a slow path; docs/nic.md) */
     uint32_t rd_ctx_max_misses;
     uint32_t rd_ctx_per; /* enum nic_rd_ctx_per */
+    /* outstanding-WQE cache (ctx.c): the send WQEs the NIC started and
+     * holds until they complete (wqe_cache_entries, 0 = no model); a
+     * response completing one that was evicted re-reads it (nic.wqe bytes)
+     * over PCIe, holding its processing unit; misses overlap over nic.pus */
+    uint32_t wqe_cache_entries;
+    uint32_t wqe_cache_ways;
     /* receive-WQE fetch (ctx.c): a message that consumes a receive WQE
      * needs it on chip; the NIC holds prefetched WQEs for rwqe_cache_entries
      * receive queues (QPs' or SRQs'; 0 = no model) and fetches rwqe_prefetch
@@ -475,14 +481,15 @@ struct nic_counters {
     /* caches inside the RNIC: copied from the caches' own counters when read */
     uint64_t qpc_hits, qpc_misses, qpc_evictions;
     uint64_t mpt_hits, mpt_misses, mtt_hits, mtt_misses, mtt_evictions;
-    uint64_t rd_ctx_hits, rd_ctx_misses; /* requester READ/atomic contexts */
-    uint64_t rwqe_hits, rwqe_misses;     /* receive WQEs on chip / fetched */
-    uint64_t rd_engine_waits;            /* READ requests that waited for the READ engine */
-    uint64_t rx_pu_stalls;               /* times the receive pipeline stopped: every PU waited */
-    uint64_t xlate_waits;                /* DMA operations held in the in-order translation unit */
-    uint64_t dm_accesses;                /* NIC accesses to device memory (no PCIe) */
-    uint64_t atomic_waits;               /* atomics held behind one on the same address */
-    uint64_t cqes_compressed;            /* CQEs written as 8 B mini-CQEs */
+    uint64_t rd_ctx_hits, rd_ctx_misses;       /* requester READ/atomic contexts */
+    uint64_t wqe_cache_hits, wqe_cache_misses; /* outstanding send WQEs */
+    uint64_t rwqe_hits, rwqe_misses;           /* receive WQEs on chip / fetched */
+    uint64_t rd_engine_waits;                  /* READ requests that waited for the READ engine */
+    uint64_t rx_pu_stalls;    /* times the receive pipeline stopped: every PU waited */
+    uint64_t xlate_waits;     /* DMA operations held in the in-order translation unit */
+    uint64_t dm_accesses;     /* NIC accesses to device memory (no PCIe) */
+    uint64_t atomic_waits;    /* atomics held behind one on the same address */
+    uint64_t cqes_compressed; /* CQEs written as 8 B mini-CQEs */
     /* RIMA (aq.c) */
     uint64_t rima_appends;  /* append messages accepted (tail advanced) */
     uint64_t rima_rnr_naks; /* append messages refused for want of room */

@@ -90,6 +90,10 @@ static const struct {
     {"nic.rd_ctx_per", "nic.c default: per QP (ConnectX-6: SMART's 768 outstanding READs on 96 "
                        "QPs run at 111 Mops, docs/validation.md smart-cx6-read-96thr)"},
     {"nic.rd_ctx_miss_proc", "nic.c default: no handler time beyond the PCIe read"},
+    {"nic.wqe_cache_entries",
+     "nic.c default: off (0); cx6-200g sets 1536, fitted to SMART (ASPLOS'24) "
+     "Fig. 4a (docs/validation.md smart-cx6-read-96thr-d16)"},
+    {"nic.wqe_cache_ways", "nic.c default, estimate: 8-way"},
     {"nic.rwqe_cache_entries", "nic.c default: off (0); no published size (estimate to set with "
                                "--set, e.g. as many as nic.qpc_cache_entries)"},
     {"nic.rwqe_ways", "nic.c default, estimate: 8-way, as the QP-context cache"},
