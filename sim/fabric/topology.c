@@ -44,13 +44,13 @@
  * unbounded: the NIC paces itself on the idle hook); links leaving a switch
  * use the switch's port_buffer_bytes.
  *
- * Routing is computed, not wired: the topology is a graph (vertices = nodes
- * then switches, edges = links), and for every destination node a
- * breadth-first search backwards over the links that are up gives each
- * switch its distance; a switch's route set for that destination is every
- * up egress port that leads one hop closer (all equal-cost paths).  Nodes
- * never forward.  Routes are recomputed reroute_delay_ps after every link
- * state change (topo_set_link_up). */
+ * Routing is computed, not wired: every switch gets a hierarchical table
+ * (host routes for its own hosts, an entry per rack or pod below it, a
+ * default group of its up ports) from the wiring, and the racks a failed
+ * switch-to-switch link can affect get shortest-path routes from a
+ * breadth-first search backwards over the links that are up (see "routing"
+ * below).  Nodes never forward.  Routes are recomputed reroute_delay_ps
+ * after every link state change (topo_set_link_up). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -882,8 +882,8 @@ static void search_rack(struct topology *t, unsigned a, uint32_t *ports, bool bl
         if (s == a)
             continue;
         unsigned np = 0;
-        for (uint32_t k = t->out_start[u];
-             u < nv && t->dist[u] != NO_DIST && k < t->out_start[u + 1]; k++) {
+        uint32_t k_end = t->dist[u] != NO_DIST ? t->out_start[u + 1] : t->out_start[u];
+        for (uint32_t k = t->out_start[u]; k < k_end; k++) {
             uint32_t e = t->out_edges[k];
             uint32_t v = t->edges[e].to_v;
             if (t->up[e] && t->dist[v] != NO_DIST && t->dist[v] + 1 == t->dist[u])
