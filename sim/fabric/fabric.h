@@ -209,7 +209,21 @@ void switch_add_route(struct fswitch *sw, uint32_t dst_node, unsigned port);
  * one set per switch and destination rack). */
 uint32_t switch_new_route_set(struct fswitch *sw, const uint32_t *ports, uint32_t n);
 void switch_use_route_set(struct fswitch *sw, uint32_t dst_node, uint32_t set);
-/* Forget every route (all destinations). */
+/* Hierarchical routes, as datacenter switches hold them (a prefix per
+ * rack and per pod, a default up-route group): a lookup for a node takes
+ * its host entry, else its rack's entry, else its pod's, else the default
+ * set.  The maps are the topology's, shared by every switch and not
+ * copied: rack_of_node[node] (SWITCH_NO_RACK: no route to the node
+ * anywhere), pod_of_rack[rack] (NULL: no pod level). */
+#define SWITCH_NO_RACK UINT32_MAX
+void switch_set_prefix_map(struct fswitch *sw, const uint32_t *rack_of_node, uint32_t n_nodes,
+                           const uint32_t *pod_of_rack);
+void switch_route_rack(struct fswitch *sw, uint32_t rack, uint32_t set);
+void switch_route_pod(struct fswitch *sw, uint32_t pod, uint32_t set);
+void switch_route_default(struct fswitch *sw, uint32_t set);
+/* Bytes the route table holds (entries, sets). */
+size_t switch_route_table_bytes(const struct fswitch *sw);
+/* Forget every route (all destinations, every level). */
 void switch_clear_routes(struct fswitch *sw);
 /* The equal-cost ports of `dst_node`, in increasing order; returns how many. */
 unsigned switch_route_ports(const struct fswitch *sw, uint32_t dst_node, const uint32_t **ports);
@@ -303,6 +317,8 @@ void topo_set_link_up(struct topology *t, struct link *l, bool up);
 int topo_schedule_link_state(struct topology *t, struct link *l, sim_time_t at_ps, bool up);
 /* Recompute routes now (normally automatic). */
 void topo_recompute_routes(struct topology *t);
+/* Bytes of routing state: every switch's table and the shared prefix maps. */
+size_t topo_route_table_bytes(const struct topology *t);
 /* Node `node` joins (leaves) multicast group `group` (IGMP / the IB subnet
  * manager's job): every switch copies the group's packets to it.  -1
  * (ENOTSUP) on a leaf-spine, fat tree or ring, whose switches would each copy a packet again

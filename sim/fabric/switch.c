@@ -53,6 +53,15 @@ struct route {
     uint32_t n;
 };
 
+/* One level of the route table: entries for keys lo .. lo + n - 1 (host
+ * ids, racks or pods), a set index + 1 each, 0 = no entry.  A switch holds
+ * only the range it needs (a leaf its own hosts, a spine every rack, an
+ * aggregation switch its pod's racks, a core every pod). */
+struct rtab {
+    uint32_t lo, n, cap;
+    uint32_t *e;
+};
+
 struct fwd_slot {
     sim_time_t ready_ps;
     struct pkt *pkt;
@@ -74,9 +83,17 @@ struct fswitch {
     struct link **ports;
     unsigned n_ports, ports_cap;
 
-    uint32_t *route_of_dst; /* by dst_node: index into `sets` (0 = the empty set) */
-    uint32_t *rr;           /* by dst_node: spray-rr position */
-    size_t n_route;
+    /* Hierarchical route table (most specific first): host entries, rack
+     * entries, pod entries, the default group; each entry is a set index
+     * + 1 (0 = no entry here, look further).  Racks and pods come from the
+     * topology's shared maps (switch_set_prefix_map). */
+    struct rtab hosts, racks, pods;
+    uint32_t default_set;    /* set index + 1, 0 = none */
+    const uint32_t *rack_of; /* by node: its rack, SWITCH_NO_RACK = unreachable */
+    uint32_t map_nodes;
+    const uint32_t *pod_of; /* by rack: its pod, NULL = no pods */
+    uint32_t *rr;           /* by dst_node: spray-rr position (spray-rr only) */
+    size_t n_rr;
     struct route *sets;
     uint32_t n_sets, cap_sets;
     uint32_t *single; /* by port: the set {port} + 1, 0 = none yet */
@@ -181,7 +198,9 @@ void switch_destroy(struct fswitch *sw)
     for (uint32_t i = 0; i < sw->n_sets; i++)
         free(sw->sets[i].ports);
     free(sw->sets);
-    free(sw->route_of_dst);
+    free(sw->hosts.e);
+    free(sw->racks.e);
+    free(sw->pods.e);
     free(sw->rr);
     free(sw->single);
     free(sw->lazy);
@@ -337,24 +356,101 @@ uint32_t switch_new_route_set(struct fswitch *sw, const uint32_t *ports, uint32_
     return idx;
 }
 
-static void grow_dst(struct fswitch *sw, uint32_t dst_node)
+static uint32_t rtab_get(const struct rtab *t, uint32_t key)
 {
-    if (dst_node < sw->n_route)
+    uint32_t i = key - t->lo; /* wraps for key < lo */
+    return i < t->n ? t->e[i] : 0;
+}
+
+static void rtab_reserve(struct rtab *t, uint32_t n)
+{
+    if (n <= t->cap)
         return;
-    size_t n = sw->n_route ? sw->n_route : 8;
-    while (n <= dst_node)
-        n *= 2;
-    sw->route_of_dst = xrealloc(sw->route_of_dst, n * sizeof(*sw->route_of_dst));
-    sw->rr = xrealloc(sw->rr, n * sizeof(*sw->rr));
-    memset(sw->route_of_dst + sw->n_route, 0, (n - sw->n_route) * sizeof(*sw->route_of_dst));
-    memset(sw->rr + sw->n_route, 0, (n - sw->n_route) * sizeof(*sw->rr));
-    sw->n_route = n;
+    uint32_t cap = t->cap ? t->cap : 4;
+    while (cap < n)
+        cap = cap > UINT32_MAX / 2 ? n : 2 * cap;
+    t->e = xrealloc(t->e, (size_t)cap * sizeof(*t->e));
+    t->cap = cap;
+}
+
+/* Entries grow to cover `key`, keys set in increasing order (what the
+ * topology does) in amortised O(1). */
+static void rtab_set(struct rtab *t, uint32_t key, uint32_t v)
+{
+    if (t->n == 0) {
+        t->lo = key;
+    } else if (key < t->lo) {
+        uint32_t add = t->lo - key;
+        rtab_reserve(t, t->n + add);
+        memmove(t->e + add, t->e, (size_t)t->n * sizeof(*t->e));
+        memset(t->e, 0, (size_t)add * sizeof(*t->e));
+        t->n += add;
+        t->lo = key;
+    }
+    if (key - t->lo >= t->n) {
+        uint32_t n = key - t->lo + 1;
+        rtab_reserve(t, n);
+        memset(t->e + t->n, 0, ((size_t)n - t->n) * sizeof(*t->e));
+        t->n = n;
+    }
+    t->e[key - t->lo] = v;
+}
+
+static void rtab_clear(struct rtab *t)
+{
+    if (t->n)
+        memset(t->e, 0, (size_t)t->n * sizeof(*t->e));
+}
+
+static uint32_t entry(const struct fswitch *sw, uint32_t set)
+{
+    return set < sw->n_sets ? set + 1 : 1; /* an unknown set: the empty one */
+}
+
+void switch_set_prefix_map(struct fswitch *sw, const uint32_t *rack_of_node, uint32_t n_nodes,
+                           const uint32_t *pod_of_rack)
+{
+    sw->rack_of = rack_of_node;
+    sw->map_nodes = rack_of_node ? n_nodes : 0;
+    sw->pod_of = pod_of_rack;
 }
 
 void switch_use_route_set(struct fswitch *sw, uint32_t dst_node, uint32_t set)
 {
-    grow_dst(sw, dst_node);
-    sw->route_of_dst[dst_node] = set < sw->n_sets ? set : 0;
+    rtab_set(&sw->hosts, dst_node, entry(sw, set));
+}
+
+void switch_route_rack(struct fswitch *sw, uint32_t rack, uint32_t set)
+{
+    rtab_set(&sw->racks, rack, entry(sw, set));
+}
+
+void switch_route_pod(struct fswitch *sw, uint32_t pod, uint32_t set)
+{
+    rtab_set(&sw->pods, pod, entry(sw, set));
+}
+
+void switch_route_default(struct fswitch *sw, uint32_t set)
+{
+    sw->default_set = entry(sw, set);
+}
+
+/* The set for dst_node (longest prefix first: host, rack, pod, default),
+ * or NULL: no route. */
+static const struct route *lookup(const struct fswitch *sw, uint32_t node)
+{
+    uint32_t e = rtab_get(&sw->hosts, node);
+    if (!e && node < sw->map_nodes) {
+        uint32_t rack = sw->rack_of[node];
+        if (rack != SWITCH_NO_RACK) {
+            e = rtab_get(&sw->racks, rack);
+            if (!e && sw->pod_of)
+                e = rtab_get(&sw->pods, sw->pod_of[rack]);
+            if (!e)
+                e = sw->default_set;
+        }
+    }
+    return e ? &sw->sets[e - 1] : NULL;
 }
 
 void switch_set_route(struct fswitch *sw, uint32_t dst_node, unsigned port)
@@ -365,8 +461,7 @@ void switch_set_route(struct fswitch *sw, uint32_t dst_node, unsigned port)
 
 void switch_add_route(struct fswitch *sw, uint32_t dst_node, unsigned port)
 {
-    grow_dst(sw, dst_node);
-    const struct route *cur = sw->n_sets ? &sw->sets[sw->route_of_dst[dst_node]] : NULL;
+    const struct route *cur = rtab_get(&sw->hosts, dst_node) ? lookup(sw, dst_node) : NULL;
     uint32_t n = cur ? cur->n : 0, tmp[64], *ports = n < 64 ? tmp : xrealloc(NULL, (n + 1) * 4);
     uint32_t k = 0, i = 0;
     for (; i < n && cur->ports[i] < port; i++)
@@ -386,8 +481,10 @@ void switch_add_route(struct fswitch *sw, uint32_t dst_node, unsigned port)
 
 void switch_clear_routes(struct fswitch *sw)
 {
-    if (sw->n_route)
-        memset(sw->route_of_dst, 0, sw->n_route * sizeof(*sw->route_of_dst));
+    rtab_clear(&sw->hosts);
+    rtab_clear(&sw->racks);
+    rtab_clear(&sw->pods);
+    sw->default_set = 0;
     for (uint32_t i = 0; i < sw->n_sets; i++)
         free(sw->sets[i].ports);
     sw->n_sets = 0;
@@ -397,13 +494,19 @@ void switch_clear_routes(struct fswitch *sw)
 
 unsigned switch_route_ports(const struct fswitch *sw, uint32_t dst_node, const uint32_t **ports)
 {
-    if (dst_node >= sw->n_route || !sw->n_sets) {
-        *ports = NULL;
-        return 0;
-    }
-    const struct route *r = &sw->sets[sw->route_of_dst[dst_node]];
-    *ports = r->ports;
-    return r->n;
+    const struct route *r = lookup(sw, dst_node);
+    *ports = r ? r->ports : NULL;
+    return r ? r->n : 0;
+}
+
+size_t switch_route_table_bytes(const struct fswitch *sw)
+{
+    size_t b = ((size_t)sw->hosts.cap + sw->racks.cap + sw->pods.cap) * sizeof(uint32_t) +
+               (size_t)sw->cap_sets * sizeof(struct route) + sw->cap_single * sizeof(uint32_t) +
+               sw->n_rr * sizeof(uint32_t);
+    for (uint32_t i = 0; i < sw->n_sets; i++)
+        b += sw->sets[i].n * sizeof(uint32_t);
+    return b;
 }
 
 unsigned switch_n_ports(const struct fswitch *sw)
@@ -506,6 +609,14 @@ static uint32_t pick_port(struct fswitch *sw, const struct route *r, const struc
         n_up = count_up(sw, r);
         return n_up ? nth_up(sw, r, (uint32_t)sim_rng_below(&sw->rng, n_up)) : SWITCH_NO_PORT;
     case ROUTE_SPRAY_RR:
+        if (node >= sw->n_rr) { /* positions only for destinations seen */
+            size_t n = sw->n_rr ? sw->n_rr : 8;
+            while (n <= node)
+                n *= 2;
+            sw->rr = xrealloc(sw->rr, n * sizeof(*sw->rr));
+            memset(sw->rr + sw->n_rr, 0, (n - sw->n_rr) * sizeof(*sw->rr));
+            sw->n_rr = n;
+        }
         for (uint32_t i = 0; i < r->n; i++) {
             uint32_t port = r->ports[sw->rr[node]++ % r->n];
             if (port_up(sw, port))
@@ -549,8 +660,7 @@ static void trace_drop(struct fswitch *sw, const struct pkt *p, const char *wher
 /* Route lookup towards `node` and hand-off to the egress queue. */
 static void forward_node(struct fswitch *sw, struct pkt *p, uint32_t node)
 {
-    const struct route *r =
-        node < sw->n_route && sw->n_sets ? &sw->sets[sw->route_of_dst[node]] : NULL;
+    const struct route *r = lookup(sw, node);
     if (!r || r->n == 0) {
         sw->c.pkts_dropped_no_route++;
         trace_drop(sw, p, "switch: no route");

@@ -44,13 +44,13 @@
  * unbounded: the NIC paces itself on the idle hook); links leaving a switch
  * use the switch's port_buffer_bytes.
  *
- * Routing is computed, not wired: the topology is a graph (vertices = nodes
- * then switches, edges = links), and for every destination node a
- * breadth-first search backwards over the links that are up gives each
- * switch its distance; a switch's route set for that destination is every
- * up egress port that leads one hop closer (all equal-cost paths).  Nodes
- * never forward.  Routes are recomputed reroute_delay_ps after every link
- * state change (topo_set_link_up). */
+ * Routing is computed, not wired: every switch gets a hierarchical table
+ * (host routes for its own hosts, an entry per rack or pod below it, a
+ * default group of its up ports) from the wiring, and the racks a failed
+ * switch-to-switch link can affect get shortest-path routes from a
+ * breadth-first search backwards over the links that are up (see "routing"
+ * below).  Nodes never forward.  Routes are recomputed reroute_delay_ps
+ * after every link state change (topo_set_link_up). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,6 +116,18 @@ struct topology {
     bool dl_found;
     struct topo_deadlock dl;
     uint8_t *up; /* per link, copied from the links at each recomputation */
+    /* Hierarchical routing (topo_recompute_routes): racks are the switches
+     * hosts hang off (switch index = rack id, they come first); pods group
+     * racks (fat tree).  rack_home: by node, its rack from the wiring;
+     * rack_of: the same, SWITCH_NO_RACK while its downlink is down (shared
+     * with every switch); pod_of: by rack; per switch its level (0 racks,
+     * 1 spines / aggregation, 2 cores) and the racks below it. */
+    bool hierarchical;
+    uint32_t n_racks;
+    uint32_t *rack_home, *rack_of, *pod_of;
+    uint8_t *level;
+    uint32_t *below_lo, *below_hi;
+    uint8_t *affected; /* by rack: routes must be searched (a failure) */
 };
 
 void fabric_defaults(struct topo_params *p)
@@ -458,18 +470,97 @@ static int build_adjacency(struct topology *t)
 
 /* Each link's peer is the other direction of its cable (a PFC frame that
  * arrives on a link pauses its peer): the link from its far end back. */
-static void pair_peers(struct topology *t)
+static int pair_peers(struct topology *t)
 {
-    for (unsigned e = 0; e < t->n_links; e++) {
-        uint32_t u = t->edges[e].from_v, v = t->edges[e].to_v;
+    /* per vertex u: the first link into u from each v (in in_edges order),
+     * then every link u -> v takes it: O(links), not O(links x degree) */
+    size_t nv = (size_t)t->p.n_nodes + t->n_switches;
+    uint32_t *first = malloc(nv * sizeof(*first)), *stamp = calloc(nv, sizeof(*stamp));
+    if (!first || !stamp) {
+        free(first);
+        free(stamp);
+        return -1;
+    }
+    for (uint32_t u = 0; u < nv; u++) {
         for (uint32_t k = t->in_start[u]; k < t->in_start[u + 1]; k++) {
-            uint32_t r = t->in_edges[k];
-            if (t->edges[r].from_v == v) {
-                link_set_peer(t->links[e], t->links[r]);
-                break;
+            uint32_t r = t->in_edges[k], v = t->edges[r].from_v;
+            if (stamp[v] != u + 1) {
+                stamp[v] = u + 1;
+                first[v] = r;
             }
         }
+        for (uint32_t k = t->out_start[u]; k < t->out_start[u + 1]; k++) {
+            uint32_t e = t->out_edges[k], v = t->edges[e].to_v;
+            if (stamp[v] == u + 1)
+                link_set_peer(t->links[e], t->links[first[v]]);
+        }
     }
+    free(first);
+    free(stamp);
+    return 0;
+}
+
+/* Racks, pods and levels (docs/fabric.md "Route computation").  Every
+ * node's rack is the switch its downlink leaves; leaf-spine, fat tree and
+ * star are hierarchical (levels and the racks below each switch follow
+ * from the wiring), a ring or back-to-back is not. */
+static int build_hierarchy(struct topology *t)
+{
+    const struct topo_params *p = &t->p;
+    uint32_t n = p->n_nodes;
+    t->rack_home = calloc(n, sizeof(*t->rack_home));
+    t->rack_of = calloc(n, sizeof(*t->rack_of));
+    if (!t->rack_home || !t->rack_of)
+        return -1;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t a = t->edges[link_trace_id(t->nodes[i].downlink)].from_v;
+        t->rack_home[i] = a >= n ? a - n : SWITCH_NO_RACK; /* back-to-back: none */
+        if (a >= n && a - n + 1 > t->n_racks)
+            t->n_racks = a - n + 1;
+    }
+    if (t->n_switches == 0)
+        return 0;
+    t->affected = calloc(t->n_racks ? t->n_racks : 1, 1);
+    t->level = calloc(t->n_switches, 1);
+    t->below_lo = calloc(t->n_switches, sizeof(*t->below_lo));
+    t->below_hi = calloc(t->n_switches, sizeof(*t->below_hi));
+    if (!t->affected || !t->level || !t->below_lo || !t->below_hi)
+        return -1;
+    for (unsigned s = 0; s < t->n_switches; s++) { /* racks: level 0, themselves below */
+        t->below_lo[s] = s;
+        t->below_hi[s] = s + 1;
+    }
+    if (p->kind == TOPO_STAR) {
+        t->hierarchical = true;
+    } else if (p->kind == TOPO_LEAF_SPINE) {
+        t->hierarchical = true;
+        for (unsigned s = p->n_leaves; s < t->n_switches; s++) {
+            t->level[s] = 1;
+            t->below_lo[s] = 0;
+            t->below_hi[s] = p->n_leaves;
+        }
+    } else if (p->kind == TOPO_FAT_TREE) {
+        const unsigned h = p->fat_tree_k / 2, n_edge = p->fat_tree_k * h;
+        t->hierarchical = true;
+        t->pod_of = calloc(n_edge, sizeof(*t->pod_of));
+        if (!t->pod_of)
+            return -1;
+        for (unsigned e = 0; e < n_edge; e++)
+            t->pod_of[e] = e / h;
+        for (unsigned a = 0; a < n_edge; a++) { /* aggs: their pod's racks */
+            t->level[n_edge + a] = 1;
+            t->below_lo[n_edge + a] = a / h * h;
+            t->below_hi[n_edge + a] = a / h * h + h;
+        }
+        for (unsigned c = 2 * n_edge; c < t->n_switches; c++) { /* cores: all */
+            t->level[c] = 2;
+            t->below_lo[c] = 0;
+            t->below_hi[c] = n_edge;
+        }
+    }
+    for (unsigned s = 0; s < t->n_switches; s++)
+        switch_set_prefix_map(t->switches[s], t->rack_of, n, t->pod_of);
+    return 0;
 }
 
 /* ---------------------------------------------------------------- PFC deadlock */
@@ -676,9 +767,8 @@ struct topology *topo_create(struct sim *sim, const struct topo_params *p, struc
             goto fail;
         break;
     }
-    if (build_adjacency(t))
+    if (build_adjacency(t) || build_hierarchy(t) || pair_peers(t))
         goto fail;
-    pair_peers(t);
     topo_recompute_routes(t);
     return t;
 
@@ -709,6 +799,13 @@ void topo_destroy(struct topology *t)
     free(t->in_start);
     free(t->in_edges);
     free(t->up);
+    free(t->rack_home);
+    free(t->rack_of);
+    free(t->pod_of);
+    free(t->level);
+    free(t->below_lo);
+    free(t->below_hi);
+    free(t->affected);
     free(t->out_start);
     free(t->out_edges);
     free(t->dl_sent);
@@ -726,119 +823,192 @@ void topo_destroy(struct topology *t)
 
 /* ---------------------------------------------------------------- routing */
 
-/* Routes by destination rack.  A node is reached only through the switch
- * its downlink leaves (its attachment switch A: nodes do not forward), so
- * the shortest paths towards every node behind A are the same everywhere
- * but at A itself.  One breadth-first search backwards from A over the
- * links that are up gives every switch its distance; a switch's route set
- * for A's nodes is every up egress port one hop closer, made once and
- * shared by all of them (switch_new_route_set); A routes each node to its
- * downlink.  A node whose downlink is down has no route anywhere.  Cost:
- * one search per rack, then one index per switch and node. */
-void topo_recompute_routes(struct topology *t)
+/* Routes, as datacenter switches hold them: per switch a table of
+ * prefixes -- host routes for the hosts hanging off it, one entry per rack
+ * or pod below it (down-routes), and a default group of its up ports (the
+ * ECMP group towards every destination not below it).  For the
+ * hierarchical kinds (star, leaf-spine, fat tree) the tables follow from
+ * the wiring in one pass over the links: O(hosts + cables), and a switch
+ * holds O(its ports) entries.  These are exactly the shortest-path routes
+ * (in an up-down hierarchy every shortest path goes up, then down).
+ *
+ * Failures.  A link from a switch to a host that is down takes the host
+ * out (rack_of = SWITCH_NO_RACK: no route anywhere, as no switch can reach
+ * it); a down link leaves its ECMP group.  A switch-to-switch link that is
+ * down can change shortest paths only towards the racks whose paths used
+ * it (the racks below its far end for a down-link; every rack not below
+ * its near end for an up-link): for those racks, and only those, routes
+ * are computed by a breadth-first search backwards from the rack's switch
+ * over the links that are up (a valley path if the hierarchy no longer
+ * reaches it, no route if nothing does), written as rack entries, which
+ * take precedence over pod and default entries.  Kinds that are not
+ * hierarchical (ring) use that search for every rack: O(racks x cables). */
+
+static void sort_ports(uint32_t *ports, unsigned np)
+{
+    for (unsigned i = 1; i < np; i++) /* insertion sort: small, nearly sorted */
+        for (unsigned j = i; j > 0 && ports[j - 1] > ports[j]; j--) {
+            uint32_t tmp = ports[j];
+            ports[j] = ports[j - 1];
+            ports[j - 1] = tmp;
+        }
+}
+
+/* Shortest-path routes towards rack a (its up hosts) at every other switch,
+ * as rack entries; `blackhole`: an explicit empty entry where a switch has
+ * none (it must shadow a less specific default). */
+static void search_rack(struct topology *t, unsigned a, uint32_t *ports, bool blackhole)
 {
     uint32_t n = t->p.n_nodes;
     size_t nv = (size_t)n + t->n_switches;
+    for (size_t v = 0; v < nv; v++)
+        t->dist[v] = NO_DIST;
+    size_t head = 0, tail = 0;
+    t->dist[n + a] = 1;
+    t->queue[tail++] = n + a;
+    while (head < tail) {
+        uint32_t v = t->queue[head++];
+        for (uint32_t k = t->in_start[v]; k < t->in_start[v + 1]; k++) {
+            uint32_t e = t->in_edges[k];
+            uint32_t u = t->edges[e].from_v;
+            if (u < n || t->dist[u] != NO_DIST || !t->up[e])
+                continue; /* nodes do not forward */
+            t->dist[u] = t->dist[v] + 1;
+            t->queue[tail++] = u;
+        }
+    }
+    for (unsigned s = 0; s < t->n_switches; s++) {
+        uint32_t u = n + s;
+        if (s == a)
+            continue;
+        unsigned np = 0;
+        uint32_t k_end = t->dist[u] != NO_DIST ? t->out_start[u + 1] : t->out_start[u];
+        for (uint32_t k = t->out_start[u]; k < k_end; k++) {
+            uint32_t e = t->out_edges[k];
+            uint32_t v = t->edges[e].to_v;
+            if (t->up[e] && t->dist[v] != NO_DIST && t->dist[v] + 1 == t->dist[u])
+                ports[np++] = t->edges[e].port;
+        }
+        struct fswitch *sw = t->switches[s];
+        if (np) {
+            sort_ports(ports, np);
+            switch_route_rack(sw, a, switch_new_route_set(sw, ports, np));
+        } else if (blackhole) {
+            switch_route_rack(sw, a, switch_new_route_set(sw, NULL, 0));
+        }
+    }
+}
+
+/* The hierarchical tables from the wiring: host routes at each rack, a
+ * down-route per rack or pod below, the up ports as the default group. */
+static void build_tables(struct topology *t, uint32_t *ports)
+{
+    uint32_t n = t->p.n_nodes;
+    for (unsigned s = 0; s < t->n_switches; s++) {
+        struct fswitch *sw = t->switches[s];
+        uint32_t u = n + s;
+        unsigned nu = 0;
+        for (uint32_t k = t->out_start[u]; k < t->out_start[u + 1]; k++) {
+            uint32_t e = t->out_edges[k];
+            uint32_t v = t->edges[e].to_v, port = t->edges[e].port;
+            if (!t->up[e])
+                continue;
+            if (v < n) {
+                switch_set_route(sw, v, port);
+                continue;
+            }
+            unsigned c = v - n;
+            if (t->level[c] > t->level[s]) {
+                ports[nu++] = port;
+                continue;
+            }
+            /* one down port per rack (leaf-spine spine, fat-tree agg) or
+             * per pod (fat-tree core) in these wirings */
+            uint32_t set = switch_new_route_set(sw, &port, 1);
+            if (t->level[c] == 0)
+                switch_route_rack(sw, c, set);
+            else
+                switch_route_pod(sw, t->pod_of[t->below_lo[c]], set);
+        }
+        if (nu) {
+            sort_ports(ports, nu);
+            switch_route_default(sw, switch_new_route_set(sw, ports, nu));
+        }
+    }
+}
+
+static void mark_racks(struct topology *t, uint32_t lo, uint32_t hi, bool inside)
+{
+    for (uint32_t r = 0; r < t->n_racks; r++)
+        if ((r >= lo && r < hi) == inside)
+            t->affected[r] = 1;
+}
+
+void topo_recompute_routes(struct topology *t)
+{
+    uint32_t n = t->p.n_nodes;
     for (unsigned s = 0; s < t->n_switches; s++)
         switch_clear_routes(t->switches[s]);
     if (t->n_switches == 0)
         return;
-    /* the searches read every link's state once per rack: from one byte
-     * array rather than from each link's own cache lines (at 256 leaves x
-     * 256 spines that was a third of the set-up time) */
+    /* link states from one byte array (the searches read each many times) */
     for (unsigned e = 0; e < t->n_links; e++)
         t->up[e] = link_is_up(t->links[e]);
-    /* nodes grouped by attachment switch, in node order */
-    uint32_t *first = calloc(t->n_switches, sizeof(*first)); /* node + 1 */
-    uint32_t *next = calloc(n, sizeof(*next));               /* node + 1 */
-    uint32_t *last = calloc(t->n_switches, sizeof(*last));
+    for (uint32_t d = 0; d < n; d++) {
+        struct link *dl = t->nodes[d].downlink;
+        bool up = dl && link_is_up(dl) && t->rack_home[d] != SWITCH_NO_RACK;
+        t->rack_of[d] = up ? t->rack_home[d] : SWITCH_NO_RACK;
+    }
     uint32_t *ports = calloc(t->n_links ? t->n_links : 1, sizeof(*ports));
-    uint32_t *sets = calloc(t->n_switches, sizeof(*sets));
-    if (!first || !next || !last || !ports || !sets) {
+    uint8_t *search = calloc(t->n_racks ? t->n_racks : 1, 1);
+    if (!ports || !search) {
         fprintf(stderr, "rnicsim: topology: out of memory computing routes\n");
         abort();
     }
-    for (uint32_t d = 0; d < n; d++) {
-        struct link *dl = t->nodes[d].downlink;
-        if (!dl || !link_is_up(dl))
-            continue;
-        uint32_t a = t->edges[link_trace_id(dl)].from_v;
-        if (a < n)
-            continue; /* back-to-back: no switch */
-        a -= n;
-        if (last[a])
-            next[last[a] - 1] = d + 1;
-        else
-            first[a] = d + 1;
-        last[a] = d + 1;
-    }
-    for (unsigned a = 0; a < t->n_switches; a++) {
-        if (!first[a])
-            continue;
-        for (size_t v = 0; v < nv; v++)
-            t->dist[v] = NO_DIST;
-        size_t head = 0, tail = 0;
-        t->dist[n + a] = 1;
-        t->queue[tail++] = n + a;
-        while (head < tail) {
-            uint32_t v = t->queue[head++];
-            for (uint32_t k = t->in_start[v]; k < t->in_start[v + 1]; k++) {
-                uint32_t e = t->in_edges[k];
-                uint32_t u = t->edges[e].from_v;
-                if (u < n || t->dist[u] != NO_DIST || !t->up[e])
-                    continue; /* nodes do not forward */
-                t->dist[u] = t->dist[v] + 1;
-                t->queue[tail++] = u;
-            }
+    if (t->hierarchical) {
+        build_tables(t, ports);
+        memset(t->affected, 0, t->n_racks);
+        for (unsigned e = 0; e < t->n_links; e++) {
+            uint32_t u = t->edges[e].from_v, v = t->edges[e].to_v;
+            if (t->up[e] || u < n || v < n)
+                continue; /* a host's uplink or downlink: rack_of covers it */
+            u -= n;
+            v -= n;
+            if (t->level[v] < t->level[u])
+                mark_racks(t, t->below_lo[v], t->below_hi[v], true);
+            else
+                mark_racks(t, t->below_lo[u], t->below_hi[u], false);
         }
-        /* every other switch's set towards rack a: its up ports one hop
-         * closer (edges are in port order per switch) */
-        for (unsigned s = 0; s < t->n_switches; s++)
-            sets[s] = UINT32_MAX;
-        unsigned e = 0;
-        while (e < t->n_links) {
-            uint32_t u = t->edges[e].from_v;
-            unsigned np = 0, e0 = e;
-            for (; e < t->n_links && t->edges[e].from_v == u; e++) {
-                const struct topo_edge *ed = &t->edges[e];
-                if (u < n || u == n + a || t->dist[u] == NO_DIST || t->dist[ed->to_v] == NO_DIST ||
-                    t->dist[ed->to_v] + 1 != t->dist[u] || !t->up[e])
-                    continue;
-                ports[np++] = ed->port;
-            }
-            if (np && u >= n) {
-                /* ports of a switch may come from several runs of edges:
-                 * merge with what an earlier run found */
-                struct fswitch *sw = t->switches[u - n];
-                if (sets[u - n] != UINT32_MAX) {
-                    const uint32_t *old;
-                    unsigned no = switch_route_ports(sw, first[a] - 1, &old);
-                    for (unsigned k = 0; k < no; k++)
-                        ports[np++] = old[k];
-                }
-                for (unsigned i = 1; i < np; i++) /* insertion sort: sets are small */
-                    for (unsigned j = i; j > 0 && ports[j - 1] > ports[j]; j--) {
-                        uint32_t tmp = ports[j];
-                        ports[j] = ports[j - 1];
-                        ports[j - 1] = tmp;
-                    }
-                sets[u - n] = switch_new_route_set(sw, ports, np);
-                for (uint32_t d = first[a]; d; d = next[d - 1])
-                    switch_use_route_set(sw, d - 1, sets[u - n]);
-            }
-            if (e == e0)
-                e++;
-        }
-        /* rack a itself: each node through its downlink */
-        for (uint32_t d = first[a]; d; d = next[d - 1])
-            switch_set_route(t->switches[a], d - 1,
-                             t->edges[link_trace_id(t->nodes[d - 1].downlink)].port);
+        memcpy(search, t->affected, t->n_racks);
+    } else {
+        memset(search, 1, t->n_racks);
     }
-    free(first);
-    free(next);
-    free(last);
+    /* searches only for racks with a host to reach */
+    uint8_t *reach = t->affected;
+    memset(reach, 0, t->n_racks);
+    for (uint32_t d = 0; d < n; d++)
+        if (t->rack_of[d] != SWITCH_NO_RACK)
+            reach[t->rack_of[d]] = 1;
+    for (unsigned a = 0; a < t->n_racks; a++) {
+        if (!search[a] || !reach[a])
+            continue;
+        search_rack(t, a, ports, t->hierarchical);
+    }
+    if (!t->hierarchical) /* at its rack, each node through its downlink */
+        for (uint32_t d = 0; d < n; d++)
+            if (t->rack_of[d] != SWITCH_NO_RACK)
+                switch_set_route(t->switches[t->rack_of[d]], d,
+                                 t->edges[link_trace_id(t->nodes[d].downlink)].port);
     free(ports);
-    free(sets);
+    free(search);
+}
+
+size_t topo_route_table_bytes(const struct topology *t)
+{
+    size_t b = (size_t)t->p.n_nodes * 2 * sizeof(uint32_t);
+    for (unsigned s = 0; s < t->n_switches; s++)
+        b += switch_route_table_bytes(t->switches[s]);
+    return b;
 }
 
 static void reroute_ev(struct sim *sim, struct sim_event *ev)

@@ -11,6 +11,15 @@
  *   Network's (Datacenter) Network", SIGCOMM 2015, Fig. 6), HPCC's second
  *   workload (traffic_gen/FbHdp_distribution.txt of the same repository):
  *   mostly small flows (60 % <= 1 KB), the largest 10 MB; mean 120 KB.
+ * data-mining: the data-mining cluster VL2 measured (Greenberg et al.,
+ *   "VL2: A Scalable and Flexible Data Center Network", SIGCOMM 2009,
+ *   Fig. 2, flow sizes), the second workload of pFabric (Alizadeh et al.,
+ *   SIGCOMM 2013, Fig. 5; also PIAS, NSDI 2015).  Points as pFabric's ns-2
+ *   scripts tabulate it in 1460-byte packets (CDF_vl2.tcl, as distributed
+ *   with the PIAS and MQ-ECN ns-2 code of HKUST-SING, which give its mean
+ *   as 5117 x 1460 B): half of the flows are one packet, 80 % at most 7,
+ *   the largest 666,667 packets (973 MB); mean 7.47 MB, nearly all bytes
+ *   in the 5 % of flows above 3 MB.
  *
  * Sampling: u uniform in [0, 1), find the segment whose CDF range holds u,
  * interpolate linearly in bytes (HPCC's custom_rand.py does the same). */
@@ -18,7 +27,7 @@
 
 #include <math.h>
 
-const char *const flowsize_dist_names[] = {"fixed", "web-search", "fb-hadoop", NULL};
+const char *const flowsize_dist_names[] = {"fixed", "web-search", "fb-hadoop", "data-mining", NULL};
 
 static const struct flowsize_point web_search[] = {
     {0, 0.00},       {10000, 0.15},   {20000, 0.20},    {30000, 0.30},
@@ -33,6 +42,13 @@ static const struct flowsize_point fb_hadoop[] = {
     {120000, 0.90}, {300000, 0.95}, {1000000, 0.975}, {2000000, 0.99}, {10000000, 1.00},
 };
 
+#define PKT_1460(n) ((uint64_t)(n)*1460) /* pFabric's table counts 1460 B packets */
+static const struct flowsize_point data_mining[] = {
+    {PKT_1460(1), 0.00},    {PKT_1460(1), 0.50},     {PKT_1460(2), 0.60},
+    {PKT_1460(3), 0.70},    {PKT_1460(7), 0.80},     {PKT_1460(267), 0.90},
+    {PKT_1460(2107), 0.95}, {PKT_1460(66667), 0.99}, {PKT_1460(666667), 1.00},
+};
+
 const struct flowsize_point *flowsize_table(enum flowsize_dist d, size_t *n)
 {
     switch (d) {
@@ -42,6 +58,9 @@ const struct flowsize_point *flowsize_table(enum flowsize_dist d, size_t *n)
     case FLOWSIZE_FB_HADOOP:
         *n = sizeof(fb_hadoop) / sizeof(fb_hadoop[0]);
         return fb_hadoop;
+    case FLOWSIZE_DATA_MINING:
+        *n = sizeof(data_mining) / sizeof(data_mining[0]);
+        return data_mining;
     case FLOWSIZE_FIXED:
     case FLOWSIZE_DIST_COUNT:
         break;
@@ -94,6 +113,8 @@ double flowsize_cdf(enum flowsize_dist d, uint64_t fixed_bytes, uint64_t bytes)
         return bytes >= fixed_bytes ? 1.0 : 0.0;
     if (bytes >= t[n - 1].bytes)
         return 1.0;
+    if (bytes < t[0].bytes) /* data-mining's smallest flow is a whole packet */
+        return 0.0;
     size_t i = 1;
     while (i < n && bytes > t[i].bytes)
         i++;

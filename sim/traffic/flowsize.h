@@ -12,12 +12,14 @@
 #include "../sim.h"
 
 enum flowsize_dist {
-    FLOWSIZE_FIXED,      /* every flow has the same size */
-    FLOWSIZE_WEB_SEARCH, /* DCTCP web search (Alizadeh et al., SIGCOMM 2010) */
-    FLOWSIZE_FB_HADOOP,  /* Facebook Hadoop (Roy et al., SIGCOMM 2015) */
+    FLOWSIZE_FIXED,       /* every flow has the same size */
+    FLOWSIZE_WEB_SEARCH,  /* DCTCP web search (Alizadeh et al., SIGCOMM 2010) */
+    FLOWSIZE_FB_HADOOP,   /* Facebook Hadoop (Roy et al., SIGCOMM 2015) */
+    FLOWSIZE_DATA_MINING, /* VL2 data mining (Greenberg et al., SIGCOMM 2009), as pFabric uses it */
     FLOWSIZE_DIST_COUNT
 };
-extern const char *const flowsize_dist_names[]; /* "fixed", "web-search", "fb-hadoop", NULL */
+extern const char
+    *const flowsize_dist_names[]; /* "fixed", "web-search", "fb-hadoop", "data-mining", NULL */
 
 struct flowsize_point {
     uint64_t bytes;

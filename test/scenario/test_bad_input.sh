@@ -86,7 +86,7 @@ expect back_to_back_switch 's/^  link:/  switch: {latency: 300ns}\n  link:/' \
 expect bad_kind 's/back-to-back/bus/' \
     "bad_kind.yaml:4:9: bad value 'bus' for 'topology.kind': expected one of star, back-to-back"
 expect huge_leaf_spine 's/^  kind: back-to-back/  kind: leaf-spine\n  leaves: 4096\n  spines: 1024\n  hosts_per_leaf: 1/; /^  hosts: 2/d' \
-    "huge_leaf_spine.yaml:6:11: 'topology.spines': leaves x spines = 4194304 cables, more than the 65536"
+    "huge_leaf_spine.yaml:6:11: 'topology.spines': leaves x spines = 4194304 cables, more than the 262144"
 expect fat_tree_odd_k 's/^  kind: back-to-back/  kind: fat-tree\n  k: 5/; /^  hosts: 2/d' \
     "fat_tree_odd_k.yaml:5:6: 'topology.k': expected an even number 2..24"
 expect fat_tree_hosts 's/^  kind: back-to-back/  kind: fat-tree\n  k: 4/' \

@@ -6,7 +6,7 @@
  *   traffic:
  *     pattern: permutation     permutation | incast | all-to-all | poisson
  *     size: 1MiB               every flow (sizes: fixed)
- *     sizes: web-search        fixed | web-search | fb-hadoop (poisson)
+ *     sizes: web-search        fixed | web-search | fb-hadoop | data-mining (poisson)
  *     qps_per_host: 1          a host's transfer split over N QPs
  *     senders: 16              incast fan-in
  *     receiver: h0             incast target
@@ -66,7 +66,7 @@ int scn_read_traffic(struct scenario *s, struct cfg_node *root, struct cfg_error
     if (p->sizes == FLOWSIZE_FIXED && !sz)
         return cfg_errorf(err, tn,
                           "'traffic': give 'size' (every flow's size) or 'sizes' "
-                          "(web-search, fb-hadoop)");
+                          "(web-search, fb-hadoop, data-mining)");
     if (sz && p->sizes != FLOWSIZE_FIXED)
         return cfg_errorf(err, sz, "'traffic.size': the sizes come from '%s'; leave 'size' out",
                           flowsize_dist_names[p->sizes]);
