@@ -7,7 +7,7 @@ set -u
 . "$(dirname "$0")/lib.sh"
 
 args='"--tests=write,read,send", "--modes=lat,bw", "--sizes=2:1048576", --iters=100, --bw-bytes=16MiB'
-timeout 120 "$bin" run "$src/scenarios/quickstart.yaml" -o "$scratch/q.json" --quiet \
+timeout 600 "$bin" run "$src/scenarios/quickstart.yaml" -o "$scratch/q.json" --quiet \
     --set "programs.0.args=[--server, $args]" --set "programs.1.args=[--client, $args]" \
     >"$scratch/q.out" 2>"$scratch/q.err"
 rc=$?
