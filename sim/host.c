@@ -123,6 +123,11 @@ void host_dma_wrote(struct host *h, const void *addr, size_t len)
         host_mem_dma_write(h->mem, (uintptr_t)addr, len);
 }
 
+sim_time_t host_dma_rmw_ps(struct host *h, const void *addr, size_t len)
+{
+    return h->mem ? host_mem_dma_rmw(h->mem, (uintptr_t)addr, len) : 0;
+}
+
 sim_time_t host_dma_numa_delay(struct host *h, const void *addr, size_t len, bool write)
 {
     struct host_mem *m = h->mem;

@@ -65,6 +65,11 @@ struct host_mem_params {
     sim_time_t remote_cache_ps; /* a line in the other socket's caches */
     sim_time_t dma_hop_ps;      /* NIC DMA to / from the other socket: one link traversal */
     uint64_t socket_link_bps;   /* the inter-socket link, per direction */
+    /* a core's data TLBs (sim/host/tlb.c): entries of the first level for
+     * 4 KiB and for 2 MiB pages, of the second level (both sizes) */
+    uint32_t tlb_l1_4k, tlb_l1_2m, tlb_stlb;
+    sim_time_t tlb_stlb_hit_ps; /* a first-level miss found in the second level */
+    sim_time_t tlb_walk_ps;     /* a page walk, its page-table line in the L2 or nearer */
 };
 
 /* CPU time charged for verbs calls and declared work (host profile), and
@@ -117,6 +122,8 @@ struct host_counters {
     uint64_t lines_dma_miss;   /* ... last written by the NIC (LLC with DDIO, else memory) */
     uint64_t lines_c2c;        /* ... held by another core */
     uint64_t lines_remote;     /* ... served by the other socket (memory or caches) */
+    uint64_t tlb_l1_misses;    /* pages those accesses translated outside the DTLB */
+    uint64_t tlb_walks;        /* ... and outside the STLB: page walks */
     uint64_t dma_remote;       /* NIC DMA operations to / from the other socket's memory */
     uint64_t dma_link_wait_ps; /* ... time they queued for the inter-socket link */
 };
@@ -149,6 +156,7 @@ struct host {
     struct host_vcpu *vcpus;
     uint32_t nvcpus;
     uint32_t n_remote_threads; /* live threads on a socket other than the NIC's */
+    bool hugepages;            /* memory on 2 MiB pages (host.hugepages): the CPU TLB's page size */
     /* sim/host/mem.c: NUMA placement and cache-line state (NULL until a
      * program first allocates on a socket, touches or copies memory) */
     struct host_mem *mem;
@@ -243,6 +251,10 @@ void host_cqe_landed(struct host *h);
  * those lines are no longer in any core's cache).  Cheap when no program
  * of the host uses the memory model. */
 void host_dma_wrote(struct host *h, const void *addr, size_t len);
+/* The root complex's merge of the partly written lines of a NIC write of
+ * [addr, addr + len) (docs/host.md "Partial-line DMA writes"): 0 without
+ * the memory model or when those lines are in the NIC socket's LLC. */
+sim_time_t host_dma_rmw_ps(struct host *h, const void *addr, size_t len);
 /* Extra time a NIC DMA of [addr, addr + len) takes because that memory is
  * on a socket other than the NIC's: one link traversal for a write, two
  * for a read, plus queueing for the inter-socket link (host.numa.*).  0

@@ -10,7 +10,7 @@ output directories (their sweep.csv).
   tools/plot_rb2.py cases NF_DIR DB_DIR HTTP_DIR              (a table)
 
 F5_DIR etc. are made by the commands in the scenarios' headers
-(scenarios/rb2/*.yaml).  --table prints the numbers; -o writes a PNG."""
+(scenarios/rb2/*.yaml); each may be several directories joined by commas.  --table prints the numbers; -o writes a PNG."""
 import argparse
 import csv
 import os
@@ -18,9 +18,20 @@ import sys
 
 
 def rows(d):
-    path = os.path.join(d, "sweep.csv")
-    with open(path) as f:
-        return [r for r in csv.DictReader(f) if r.get("exit") == "0"]
+    """The successful runs of a sweep directory, or of several joined by
+    commas (one figure's points swept in parts, e.g. with more round trips
+    at small sizes)."""
+    out = []
+    for part in d.split(","):
+        with open(os.path.join(part, "sweep.csv")) as f:
+            out += [r for r in csv.DictReader(f) if r.get("exit") == "0"]
+    for r in out:  # a size set to one value is not a column of its sweep
+        if not r.get("vars.size"):
+            for k in ("rb2_bw.size_bytes", "rb2_pingpong.size_bytes"):
+                if r.get(k):
+                    r["vars.size"] = str(int(float(r[k])))
+                    break
+    return out
 
 
 def num(r, k):

@@ -436,7 +436,11 @@ static int rb2_reserve(struct rb2 *rb, uint32_t units, uint64_t *pad)
     uint64_t local_head = *lh;
     if (tx->tail + *pad + units - local_head > c->units - 1) {
         rb->full_waits++;
-        if (c->head == RB2_HEAD_LAZY_PULL && rb2_pull(rb))
+        /* pull: retire a finished pull READ first (its completion is what
+         * allows the next one); a READ that brought a head from before the
+         * receiver's last reads would otherwise leave the sender waiting
+         * for a pull it never issues */
+        if (c->head == RB2_HEAD_LAZY_PULL && (rb2_poll_send(rb, false) || rb2_pull(rb)))
             return -1;
         return RB2_FULL;
     }

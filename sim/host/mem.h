@@ -7,6 +7,7 @@
 #define RNICSIM_HOST_MEM_H
 
 #include "../host.h"
+#include "tlb.h"
 
 #define HOST_LINE_BYTES 64u
 #define HOST_LINE_SHIFT 6
@@ -20,6 +21,7 @@ struct host_line_page {
     uint64_t dirty;    /* lines last written by a CPU (modified in its owner's caches) */
     uint64_t dma_seq;  /* host DMA line count after the page's last DMA write (DDIO age) */
     uint8_t socket;    /* the memory's socket */
+    uint32_t vid;      /* the page's number in touch order (its TLB page outside ranges) */
     uint8_t owner[64]; /* core that last accessed each line, HOST_LINE_NONE: never */
     uint32_t seq[64];  /* the owner's access count then (capacity age) */
 };
@@ -28,6 +30,9 @@ struct host_line_page {
 struct host_mem_range {
     uintptr_t start, end;
     uint32_t socket;
+    /* where the TLB sees it: a deterministic address on a 2 MiB boundary
+     * (the simulator's own addresses move with ASLR, 4 KiB-granular) */
+    uint64_t vstart;
 };
 
 struct host_mem {
@@ -44,9 +49,12 @@ struct host_mem {
     /* buffers on sockets, sorted by start, and how many are away from the NIC */
     struct host_mem_range *ranges;
     uint32_t nranges, cap_ranges, nremote;
+    uint64_t next_vstart; /* the next range's vstart */
+    uint32_t next_vid;    /* the next page's vid */
     /* the inter-socket link: free from then, per direction (to, from the
      * NIC's socket) */
     sim_time_t link_free_ps[2];
+    struct host_tlb tlb; /* the cores' data TLBs */
 };
 
 void host_mem_params_default(struct host_mem_params *p);
@@ -72,6 +80,11 @@ sim_time_t host_mem_access(struct host *h, uint32_t core, uint32_t socket, uintp
  * first miss of each side that is not in the core's caches. */
 sim_time_t host_mem_copy(struct host *h, uint32_t core, uint32_t socket, uintptr_t dst,
                          uintptr_t src, size_t len);
+/* The root complex's read-modify-write time for a NIC write of
+ * [addr, addr + len): its first and last lines when the write covers them
+ * only partly, each 0 if in the NIC socket's LLC (DDIO merges it there),
+ * else the latency of reading it (memory, or the other socket's cache). */
+sim_time_t host_mem_dma_rmw(const struct host_mem *m, uintptr_t addr, size_t len);
 /* The NIC wrote [addr, addr + len). */
 void host_mem_dma_write(struct host_mem *m, uintptr_t addr, size_t len);
 

@@ -305,6 +305,18 @@ void nic_dma_place(struct nic *nic, struct nic_op *op, const uint8_t *src, uint3
     nic_xlate(nic, op, dma_place_go); /* NIC TLB, in issue order (xlate.c) */
 }
 
+/* The root complex's merge time for the lines the placement covers only
+ * partly (host.h, host_dma_rmw_ps): the ends of each segment. */
+static sim_time_t dma_rmw_ps(struct nic *nic, const struct nic_op *op)
+{
+    sim_time_t t = 0;
+    if (!nic->host)
+        return 0;
+    for (uint32_t i = 0; i < op->n_seg; i++)
+        t += host_dma_rmw_ps(nic->host, op->seg[i].host, op->seg[i].len);
+    return t;
+}
+
 /* Translated: the write leaves for host memory (or device memory). */
 static void dma_place_go(struct nic_op *op)
 {
@@ -319,14 +331,15 @@ static void dma_place_go(struct nic_op *op)
     nic_pcie_trace_ctx(nic, op);
     if (!dma_relaxed(nic, op)) {
         if (nic->pcie)
-            pcie_dma_write_ct_k(nic->pcie, PCIE_K_PAYLOAD_WR, 0, len, op->dma_head_ps,
-                                dma_strict_visible, op, NULL);
+            pcie_dma_write_rmw_ct_k(nic->pcie, PCIE_K_PAYLOAD_WR, 0, len, op->dma_head_ps,
+                                    dma_rmw_ps(nic, op), dma_strict_visible, op, NULL);
         else
             dma_strict_visible(nic->sim, op, NULL);
         return;
     }
     uint32_t mps = dma_chunk_bytes(nic);
     uint32_t n = (len + mps - 1) / mps;
+    sim_time_t rmw_ps = nic->pcie ? dma_rmw_ps(nic, op) : 0; /* held by the last chunk */
     op->dma_left = n;
     op->dma_seq0 = nic->dma.next_seq;
     nic->dma.next_seq += n;
@@ -335,8 +348,9 @@ static void dma_place_go(struct nic_op *op)
         uint32_t clen = len - i * mps < mps ? len - i * mps : mps;
         nic_pcie_trace_ctx(nic, op);
         if (nic->pcie)
-            pcie_dma_write_ct_k(nic->pcie, PCIE_K_PAYLOAD_WR, PCIE_F_RELAXED, clen, op->dma_head_ps,
-                                dma_ro_visible, op, (void *)(uintptr_t)i);
+            pcie_dma_write_rmw_ct_k(nic->pcie, PCIE_K_PAYLOAD_WR, PCIE_F_RELAXED, clen,
+                                    op->dma_head_ps, i + 1 == n ? rmw_ps : 0, dma_ro_visible, op,
+                                    (void *)(uintptr_t)i);
         else
             dma_ro_visible(nic->sim, op, (void *)(uintptr_t)i);
     }

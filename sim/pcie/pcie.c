@@ -212,6 +212,10 @@ struct pcie_link {
     sim_time_t up_busy_until_ps;   /* device -> root complex */
     sim_time_t down_busy_until_ps; /* root complex -> device */
     sim_time_t last_write_visible_ps;
+    /* The root complex's write path: it has taken in the TLPs written so far
+     * by then (they stream in at the link's pace; a partial-line merge holds
+     * it, pcie_dma_write_rmw_ct_k). */
+    sim_time_t rc_free_ps;
 
     /* TLP serialisation times of the sizes that recur, precomputed */
     sim_time_t mwr_full_ps; /* MWr with MPS payload */
@@ -680,7 +684,7 @@ void pcie_dma_read(struct pcie_link *l, uint64_t bytes, sim_cb_fn done, void *a,
  * the TLPs may start then, the last leaves no earlier than now + its own
  * serialisation); head_ps = now is the ordinary write. */
 static void dma_write(struct pcie_link *l, enum pcie_kind kind, unsigned flags, uint64_t bytes,
-                      sim_time_t head_ps, sim_cb_fn done, void *a, void *b)
+                      sim_time_t head_ps, sim_time_t rmw_ps, sim_cb_fn done, void *a, void *b)
 {
     struct sim *sim = l->sim;
     kind = kind_ok(kind);
@@ -703,11 +707,15 @@ static void dma_write(struct pcie_link *l, enum pcie_kind kind, unsigned flags, 
         fc_pool_release_until(&l->posted, start);
     if (!limited || fc_pool_fits(&l->posted, 0, s.n, (s.n - 1) * l->pd_full + d_last)) {
         /* the common case: credits for every TLP now, one closed form */
-        end = start + split_ps(l, s, l->p.mwr_hdr_bytes, l->mwr_full_ps);
-        visible = max_time(sim_time_add(end, wl), guard);
+        sim_time_t ser = split_ps(l, s, l->p.mwr_hdr_bytes, l->mwr_full_ps);
+        end = start + ser;
+        /* the root complex takes the TLPs in as they arrive, after what it
+         * still holds, and merges the partial lines: shifted by that */
+        sim_time_t rc_end = max_time(end, max_time(start, l->rc_free_ps) + ser + rmw_ps);
+        visible = max_time(sim_time_add(rc_end, wl), guard);
         if (limited) {
             struct fc_group g = {.n = s.n,
-                                 .a = start + l->mwr_full_ps + wl,
+                                 .a = start + (rc_end - end) + l->mwr_full_ps + wl,
                                  .s = l->mwr_full_ps,
                                  .c = guard,
                                  .t_last = visible,
@@ -715,6 +723,7 @@ static void dma_write(struct pcie_link *l, enum pcie_kind kind, unsigned flags, 
                                  .data_last = (uint32_t)d_last};
             pool_push(l, &l->posted, &g);
         }
+        l->rc_free_ps = rc_end;
     } else {
         /* TLP by TLP (no event): each waits until its credits are back;
          * the up direction is FIFO, so later TLPs wait behind it. */
@@ -726,9 +735,14 @@ static void dma_write(struct pcie_link *l, enum pcie_kind kind, unsigned flags, 
             sim_time_t t2 = fc_pool_wait(&l->posted, t, d);
             if (t2 > t)
                 l->c.credit_stalls++;
-            end = t2 + (last ? sim_bytes_to_ps(s.last + l->p.mwr_hdr_bytes, l->rate_bps)
-                             : l->mwr_full_ps);
-            visible = max_time(sim_time_add(end, wl), guard);
+            sim_time_t tlp =
+                last ? sim_bytes_to_ps(s.last + l->p.mwr_hdr_bytes, l->rate_bps) : l->mwr_full_ps;
+            end = t2 + tlp;
+            /* the root complex as above; the merge holds the last TLP */
+            sim_time_t rc_end =
+                max_time(end, max_time(t2, l->rc_free_ps) + tlp + (last ? rmw_ps : 0));
+            l->rc_free_ps = rc_end;
+            visible = max_time(sim_time_add(rc_end, wl), guard);
             struct fc_group g = {.n = 1, .t_last = visible, .data_last = (uint32_t)d};
             pool_push(l, &l->posted, &g);
             t = end;
@@ -743,6 +757,10 @@ static void dma_write(struct pcie_link *l, enum pcie_kind kind, unsigned flags, 
     l->last_write_visible_ps = max_time(l->last_write_visible_ps, visible);
 
     l->c.dma_writes++;
+    if (rmw_ps) {
+        l->c.rmw_writes++;
+        l->c.rmw_ps += rmw_ps;
+    }
     l->c.tlp_up += s.n;
     l->c.bytes_up += bytes + s.n * l->p.mwr_hdr_bytes;
     l->c.payload_up += bytes;
@@ -755,14 +773,22 @@ static void dma_write(struct pcie_link *l, enum pcie_kind kind, unsigned flags, 
 void pcie_dma_write_k(struct pcie_link *l, enum pcie_kind kind, unsigned flags, uint64_t bytes,
                       sim_cb_fn done, void *a, void *b)
 {
-    dma_write(l, kind, flags, bytes, sim_now(l->sim), done, a, b);
+    dma_write(l, kind, flags, bytes, sim_now(l->sim), 0, done, a, b);
 }
 
 void pcie_dma_write_ct_k(struct pcie_link *l, enum pcie_kind kind, unsigned flags, uint64_t bytes,
                          sim_time_t head_ps, sim_cb_fn done, void *a, void *b)
 {
     sim_time_t now = sim_now(l->sim);
-    dma_write(l, kind, flags, bytes, head_ps && head_ps < now ? head_ps : now, done, a, b);
+    dma_write(l, kind, flags, bytes, head_ps && head_ps < now ? head_ps : now, 0, done, a, b);
+}
+
+void pcie_dma_write_rmw_ct_k(struct pcie_link *l, enum pcie_kind kind, unsigned flags,
+                             uint64_t bytes, sim_time_t head_ps, sim_time_t rmw_ps, sim_cb_fn done,
+                             void *a, void *b)
+{
+    sim_time_t now = sim_now(l->sim);
+    dma_write(l, kind, flags, bytes, head_ps && head_ps < now ? head_ps : now, rmw_ps, done, a, b);
 }
 
 sim_time_t pcie_read_first_data_span_ps(const struct pcie_link *l, uint64_t bytes)

@@ -111,6 +111,17 @@ void pcie_mmio_write_k(struct pcie_link *l, enum pcie_kind kind, uint64_t bytes,
  * 0) is pcie_dma_write_k. */
 void pcie_dma_write_ct_k(struct pcie_link *l, enum pcie_kind kind, unsigned flags, uint64_t bytes,
                          sim_time_t head_ps, sim_cb_fn done, void *a, void *b);
+/* The same for a write that covers some 64 B lines only partly (docs/pcie.md
+ * "Partial-line writes"): the root complex must merge each such line with
+ * its current contents, a read-modify-write that holds its write path for
+ * rmw_ps in all (the caller knows where the lines are: 0 when the line is
+ * in the LLC, which merges it in place).  The write and every write after
+ * it become visible that much later; posted credits stay held meanwhile, so
+ * a stream of such writes slows the link down.  rmw_ps = 0 is
+ * pcie_dma_write_ct_k. */
+void pcie_dma_write_rmw_ct_k(struct pcie_link *l, enum pcie_kind kind, unsigned flags,
+                             uint64_t bytes, sim_time_t head_ps, sim_time_t rmw_ps, sim_cb_fn done,
+                             void *a, void *b);
 /* The same for a read that continues a stream: the host fetches it after
  * the previous read of the same stream (*chain: when that fetch ends; the
  * caller owns it, 0 starts a new stream, and it must stay valid until
@@ -139,6 +150,8 @@ struct pcie_counters {
     uint64_t kind_tlps[PCIE_K_COUNT], kind_bytes[PCIE_K_COUNT]; /* wire bytes, headers incl. */
     uint64_t tag_stalls;    /* MRds that waited for a free tag */
     uint64_t credit_stalls; /* TLPs that waited for flow-control credits */
+    uint64_t rmw_writes;    /* DMA writes the root complex had to merge (partial lines) */
+    uint64_t rmw_ps;        /* ... its write path held for them in all */
 };
 const struct pcie_counters *pcie_link_counters(const struct pcie_link *l);
 /* The link's max payload size (a posted write is cut into MWr TLPs of it). */

@@ -40,6 +40,8 @@ static void rig_init(struct rig *r, bool ddio)
     struct host_cpu_params p;
     host_cpu_params_default(&p);
     p.mem.ddio = ddio;
+    /* no TLB: these tests price the lines alone (test_tlb prices it) */
+    p.mem.tlb_l1_4k = p.mem.tlb_l1_2m = p.mem.tlb_stlb = 0;
     r->sim = sim_create(1);
     host_init(&r->h, r->sim, 0, "h0", &p);
     CHECK(host_mem_get(&r->h) != NULL);
@@ -211,6 +213,86 @@ static void test_map(void)
     rig_fini(&r);
 }
 
+/* The root complex's merge of a NIC write's partly covered lines
+ * (host_mem_dma_rmw): none for whole lines or lines in the NIC socket's
+ * LLC; memory, or the other socket's memory or caches, otherwise. */
+static void test_dma_rmw(void)
+{
+    struct rig r;
+    rig_init(&r, true);
+    const struct host_mem *m = r.h.mem;
+    CHECK_EQ_U64(host_mem_dma_rmw(m, at(0), 64), 0);             /* one whole line */
+    CHECK_EQ_U64(host_mem_dma_rmw(m, at(0), 4096), 0);           /* whole lines */
+    CHECK_EQ_U64(host_mem_dma_rmw(m, at(0), 8), 90 * NS);        /* never touched: memory */
+    CHECK_EQ_U64(host_mem_dma_rmw(m, at(32), 128), 2 * 90 * NS); /* both ends partial */
+    CHECK_EQ_U64(host_mem_dma_rmw(m, at(32), 32), 90 * NS);      /* one line, its end */
+    host_dma_wrote(&r.h, (void *)at(0), 256);                    /* DDIO: in the LLC */
+    CHECK_EQ_U64(host_mem_dma_rmw(m, at(32), 128), 0);
+    rd(&r, 0, 8192, 64); /* a core of socket 0 read it */
+    CHECK_EQ_U64(host_mem_dma_rmw(m, at(8192 + 8), 8), 0);
+    rd(&r, 12, 12288, 64);                                         /* a core of socket 1 */
+    CHECK_EQ_U64(host_mem_dma_rmw(m, at(12288 + 8), 8), 120 * NS); /* the other socket's cache */
+    CHECK(host_mem_add_range(r.h.mem, at(1 << 20), 1 << 20, 1) == 0);
+    CHECK_EQ_U64(host_mem_dma_rmw(m, at((1 << 20) + 8), 8), 150 * NS); /* its memory */
+    rig_fini(&r);
+    rig_init(&r, false); /* no DDIO: always merged at the memory */
+    host_dma_wrote(&r.h, (void *)at(0), 256);
+    CHECK_EQ_U64(host_mem_dma_rmw(r.h.mem, at(32), 128), 2 * 90 * NS);
+    rig_fini(&r);
+}
+
+/* The cores' TLBs (sim/host/tlb.c) on the defaults: DTLB 64 entries of
+ * 4 KiB pages (16 sets of 4) or 32 of 2 MiB, STLB 1536 (128 sets of 12),
+ * an STLB hit 5 ns, a page walk 9 ns plus its page-table line beyond the
+ * L2's 6 ns. */
+static void test_tlb(void)
+{
+    struct rig r;
+    struct host_cpu_params p;
+    host_cpu_params_default(&p);
+    r.sim = sim_create(1);
+    host_init(&r.h, r.sim, 0, "h0", &p);
+    CHECK(host_mem_get(&r.h) != NULL);
+    CHECK(host_mem_add_range(r.h.mem, at(0), 8u << 20, 0) == 0);
+    /* first line of page 0: memory 90 + STLB 5 + walk 9 + its PTE line
+     * from memory (90 - 6) */
+    CHECK_EQ_U64(rd(&r, 0, 0, 8), 90 * NS + 5 * NS + 9 * NS + 84 * NS);
+    CHECK_EQ_U64(rd(&r, 0, 0, 8), 2 * NS); /* L1, DTLB */
+    /* page 1: its PTE shares page 0's line (8 PTEs a line), now in L1 */
+    CHECK_EQ_U64(rd(&r, 0, 4096, 8), 90 * NS + 14 * NS);
+    /* pages 2..64: page 64 is the fifth of DTLB set 0 (pages 0, 16, 32,
+     * 48): page 0 falls out of the DTLB, not the STLB */
+    for (int pg = 2; pg <= 64; pg++)
+        rd(&r, 0, (size_t)pg * 4096, 8);
+    CHECK_EQ_U64(rd(&r, 0, 0, 8), 2 * NS + 5 * NS);
+    CHECK_EQ_U64(r.h.cnt.tlb_walks, 65);
+    CHECK_EQ_U64(r.h.cnt.tlb_l1_misses, 66);
+    /* one access over pages 99 and 100 translates both: 2 lines of memory
+     * overlapped (90) + 2 walks, their PTEs in one new line (96-103) */
+    CHECK_EQ_U64(rd(&r, 0, 100 * 4096 - 64, 128), 90 * NS + 2 * 14 * NS + 84 * NS);
+    /* another core has its own TLB: page 0 walks again (PTE line in
+     * core 0's L1: an LLC hit for core 1, + 20) */
+    CHECK_EQ_U64(rd(&r, 1, 64, 8), 90 * NS + 14 * NS + 20 * NS);
+    /* a copy pays its pages' translations too: 4 KiB from page 200 to
+     * page 300, both new: bw + first miss + 2 walks (PTE lines new:
+     * + 84 each) */
+    CHECK_EQ_U64(host_mem_copy(&r.h, 0, 0, at(300 * 4096), at(200 * 4096), 4096),
+                 585143 + 90 * NS + 2 * (14 + 84) * NS);
+    rig_fini(&r);
+
+    /* 2 MiB pages: the range starts a 2 MiB page; lines 1 MiB apart share
+     * it, the next 2 MiB is another page whose PDE shares the line */
+    host_init(&r.h, r.sim = sim_create(1), 0, "h0", &p);
+    r.h.hugepages = true;
+    CHECK(host_mem_get(&r.h) != NULL);
+    CHECK(host_mem_add_range(r.h.mem, at(0), 8u << 20, 0) == 0);
+    CHECK_EQ_U64(rd(&r, 0, 0, 8), 90 * NS + 14 * NS + 84 * NS);
+    CHECK_EQ_U64(rd(&r, 0, 1 << 20, 8), 90 * NS);
+    CHECK_EQ_U64(rd(&r, 0, 2 << 20, 8), 90 * NS + 14 * NS);
+    CHECK_EQ_U64(r.h.cnt.tlb_walks, 2);
+    rig_fini(&r);
+}
+
 int main(void)
 {
     if (posix_memalign((void **)&buf, 4096, 8u << 20))
@@ -221,6 +303,8 @@ int main(void)
     test_copy();
     test_dma_numa();
     test_map();
+    test_dma_rmw();
+    test_tlb();
     free(buf);
     return test_summary();
 }

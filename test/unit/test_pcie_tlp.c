@@ -418,6 +418,51 @@ static void test_read_never_passes_write(void)
     sim_destroy(sim);
 }
 
+/* Partial-line writes (pcie_dma_write_rmw_ct_k): the root complex's merge
+ * holds the write and every write after it, relaxed or not; a stream of
+ * them runs at one write's TLPs plus its merge. */
+static void test_partial_line_writes(void)
+{
+    struct pcie_params p;
+    pcie_params_default(&p);
+    double eff = (double)pcie_effective_rate_bps(&p);
+    sim_time_t WL = p.write_latency_ps, RMW = 100 * SIM_NS;
+    struct sim *sim = sim_create(1);
+    struct pcie_link *l = pcie_link_create(sim, "t.pcie", &p);
+    rec_reset();
+    pcie_dma_write_rmw_ct_k(l, PCIE_K_PAYLOAD_WR, 0, 8, 0, RMW, rec_done, (void *)(intptr_t)0,
+                            NULL);
+    pcie_dma_write(l, 64, rec_done, (void *)(intptr_t)1, NULL);
+    pcie_dma_write_k(l, PCIE_K_PAYLOAD_WR, PCIE_F_RELAXED, 64, rec_done, (void *)(intptr_t)2, NULL);
+    sim_run(sim, SIM_TIME_NEVER);
+    CHECK_EQ_U64(R.n_done, 3);
+    /* 8 B: 32 B on the wire, then the merge */
+    CHECK_EQ_U64(R.t[0], ser(32, eff) + RMW + WL);
+    /* the next two arrive behind it and wait for the merge to end */
+    CHECK_EQ_U64(R.t[1], ser(32, eff) + RMW + ser(88, eff) + WL);
+    CHECK_EQ_U64(R.t[2], ser(32, eff) + RMW + 2 * ser(88, eff) + WL);
+    CHECK_EQ_U64(pcie_link_counters(l)->rmw_writes, 1);
+    CHECK_EQ_U64(pcie_link_counters(l)->rmw_ps, RMW);
+    pcie_link_destroy(l);
+    sim_destroy(sim);
+
+    /* 4 KiB writes (16 MWr of 256 B: 4480 B on the wire) each merging two
+     * lines from memory (2 x 90 ns): back to back, one lands every
+     * 4480 B + 180 ns, not every 4480 B */
+    sim = sim_create(1);
+    l = pcie_link_create(sim, "t.pcie", &p);
+    rec_reset();
+    for (int j = 0; j < 8; j++)
+        pcie_dma_write_rmw_ct_k(l, PCIE_K_PAYLOAD_WR, 0, 4096, 0, 180 * SIM_NS, rec_done,
+                                (void *)(intptr_t)j, NULL);
+    sim_run(sim, SIM_TIME_NEVER);
+    CHECK_EQ_U64(R.n_done, 8);
+    for (int j = 1; j < 8; j++)
+        CHECK_EQ_U64(R.t[j] - R.t[j - 1], 16 * ser(280, eff) + 180 * SIM_NS);
+    pcie_link_destroy(l);
+    sim_destroy(sim);
+}
+
 int main(void)
 {
     test_kind_counts();
@@ -426,5 +471,6 @@ int main(void)
     test_credits();
     test_relaxed_read();
     test_read_never_passes_write();
+    test_partial_line_writes();
     return test_summary();
 }

@@ -216,6 +216,8 @@ static void write_pcie(struct json_writer *w, const struct pcie_counters *c)
     json_kv_u64(w, "mmio_writes", c->mmio_writes);
     json_kv_u64(w, "tag_stalls", c->tag_stalls);
     json_kv_u64(w, "credit_stalls", c->credit_stalls);
+    json_kv_u64(w, "rmw_writes", c->rmw_writes);
+    json_kv_u64(w, "rmw_ps", c->rmw_ps);
     /* TLPs and wire bytes by what they were for (both directions) */
     for (unsigned k = 0; k < PCIE_K_COUNT; k++) {
         char key[48];
@@ -295,6 +297,8 @@ static void write_counters(struct json_writer *w, const struct run *r)
         json_kv_u64(w, "lines_dma_miss", hc->lines_dma_miss);
         json_kv_u64(w, "lines_c2c", hc->lines_c2c);
         json_kv_u64(w, "lines_remote", hc->lines_remote);
+        json_kv_u64(w, "tlb_l1_misses", hc->tlb_l1_misses);
+        json_kv_u64(w, "tlb_walks", hc->tlb_walks);
         json_kv_u64(w, "dma_remote", hc->dma_remote);
         json_kv_u64(w, "dma_link_wait_ps", hc->dma_link_wait_ps);
         json_object_end(w);

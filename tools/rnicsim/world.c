@@ -300,6 +300,7 @@ struct world *world_build(const struct scenario *s, char *why, size_t why_len)
             return NULL;
         }
         w->hosts[i].nic = w->nics[i];
+        w->hosts[i].hugepages = s->hw.nic.hugepages; /* the CPU's pages too (sim/host/tlb.c) */
         nic_attach_uplink(w->nics[i], topo_uplink(w->topo, (uint32_t)i));
         nic_set_mcast_notify(w->nics[i], mcast_notify, w->topo);
         topo_attach(w->topo, (uint32_t)i, nic_sink(w->nics[i]));
