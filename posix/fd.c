@@ -148,6 +148,19 @@ static const char *fd_kind(int fd, char *buf, size_t len)
 }
 
 /* Would an operation on real descriptor `fd` block now? */
+/* poll(2) with a zero timeout on one real descriptor.  The guard's
+ * preemption tick (guard.c) may arrive during it, which then fails with
+ * EINTR even with a zero timeout: ask again, or a ready descriptor reads as
+ * idle (and a blocking read would be let through and hang the simulator). */
+static int poll_now(struct pollfd *p)
+{
+    int saved = errno, r;
+    while ((r = poll(p, 1, 0)) < 0 && errno == EINTR)
+        ;
+    errno = saved;
+    return r;
+}
+
 static bool real_would_block(int fd, short events)
 {
     struct stat st;
@@ -157,7 +170,7 @@ static bool real_would_block(int fd, short events)
     if (fl >= 0 && (fl & O_NONBLOCK))
         return false; /* the call itself answers EAGAIN */
     struct pollfd p = {.fd = fd, .events = events};
-    return poll(&p, 1, 0) == 0;
+    return poll_now(&p) == 0;
 }
 
 static bool refuse_blocking(struct posix_thread *t, int fd, short events, const char *call)
@@ -442,7 +455,7 @@ static int poll_once(struct posix_thread *t, struct pollfd *fds, nfds_t n, bool 
             fds[i].revents = file_poll(f, fds[i].events);
         } else {
             struct pollfd one = {.fd = fds[i].fd, .events = fds[i].events};
-            if (poll(&one, 1, 0) > 0)
+            if (poll_now(&one) > 0)
                 fds[i].revents = one.revents;
             else if (blind) {
                 /* eventfds are the verbs shim's channels, which the

@@ -84,7 +84,12 @@ uint64_t nic_mr_pages(const struct nic *nic, const void *addr, uint64_t length)
     if (!length)
         return 0;
     unsigned shift = nic->p.hugepages ? NIC_HUGE_PAGE_SHIFT : NIC_PAGE_SHIFT;
-    uintptr_t a = (uintptr_t)addr;
+    /* Counted on the buffer's offset in its 4 KiB page, placed at the
+     * start of a page of the MR's size (as nic_mr_reg places its wire
+     * address): address-space randomisation moves whole 4 KiB pages, so
+     * counting huge pages on the process address would make the
+     * registration cost depend on where the process was loaded. */
+    uint64_t a = (uint64_t)(uintptr_t)addr & (((uint64_t)1 << NIC_PAGE_SHIFT) - 1);
     return ((a + length - 1) >> shift) - (a >> shift) + 1;
 }
 

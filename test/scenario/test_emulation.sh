@@ -154,9 +154,15 @@ port=$((port + 1))
 emu h0 ib_write_bw -p "$port" -s 4096 -n 1000000 >"$scratch/crash.srv.log" 2>&1 &
 spid=$!
 wait_port "$port"
-emu h1 ib_write_bw -p "$port" -s 4096 -n 1000000 localhost >"$scratch/crash.cli.log" 2>&1 &
+# The client's stdout line-buffered (perftest never flushes), so that its
+# results header shows the moment the QPs are connected and the run starts;
+# wait for it up to 60 s.  (This used to wait a fixed 10 s for a header that
+# a fully buffered stdout only writes at exit: under ASan on a loaded machine
+# the set-up could outlast that, and a server killed before the QPs connect
+# fails the client some other way.)
+emu h1 stdbuf -oL ib_write_bw -p "$port" -s 4096 -n 1000000 localhost >"$scratch/crash.cli.log" 2>&1 &
 cpid=$!
-for _ in $(seq 100); do grep -q "#bytes" "$scratch/crash.cli.log" && break; sleep 0.1; done
+for _ in $(seq 600); do grep -q "#bytes" "$scratch/crash.cli.log" && break; sleep 0.1; done
 sleep 0.5
 pkill -9 -f "^ib_write_bw -p $port -s 4096 -n 1000000\$" # the server itself (not its timeout)
 wait "$spid" 2>/dev/null
