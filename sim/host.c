@@ -37,6 +37,9 @@ void host_cpu_params_default(struct host_cpu_params *p)
     p->post_send_ps = 60 * SIM_NS;
     p->post_send_wqe_ps = 20 * SIM_NS;
     p->doorbell_gap_ps = 379 * SIM_NS;
+    /* mlx5 (ConnectX-4 and later) gives threads their own BlueFlame
+     * registers; libmlx4 (ConnectX-3) posts under one lock per context */
+    p->bf_lock_context = false;
     p->post_recv_ps = 80 * SIM_NS;
     p->poll_cq_ps = 30 * SIM_NS;
     p->poll_cqe_ps = 20 * SIM_NS;
