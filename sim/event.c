@@ -312,6 +312,7 @@ static void wheel_insert(struct sim *sim, struct sim_event *ev)
     struct sim_bucket *b = &sim->wheel[i];
     bucket_reserve(b, 1);
     sim->wheel_bits[i / 64] |= 1ull << (i % 64);
+    sim->wheel_words |= 1ull << (i / 64);
     went_place(b, b->n++, e);
 }
 
@@ -390,6 +391,23 @@ static void bucket_sort(struct sim *sim, struct sim_bucket *b)
 
 /* The next non-empty bucket after the current one, within the wheel;
  * SIZE_MAX if none. */
+_Static_assert(SIM_WHEEL_BUCKETS == 64 * 64, "wheel_words summarises the occupancy in one word");
+
+/* From `step` buckets after the clock's (the start of an occupancy word),
+ * the step of the first word that holds any bucket, or SIM_WHEEL_BUCKETS
+ * (wheel_words, rotated so that bit 0 is that word). */
+static inline size_t wheel_skip_words(const struct sim *sim, size_t step)
+{
+    if (step >= SIM_WHEEL_BUCKETS)
+        return SIM_WHEEL_BUCKETS;
+    unsigned w = (unsigned)(((sim->wheel_cur + step) & WHEEL_MASK) / 64);
+    uint64_t rot = (sim->wheel_words >> w) | (sim->wheel_words << ((64 - w) & 63));
+    if (!rot)
+        return SIM_WHEEL_BUCKETS;
+    step += 64 * (size_t)__builtin_ctzll(rot);
+    return step < SIM_WHEEL_BUCKETS ? step : SIM_WHEEL_BUCKETS;
+}
+
 static size_t next_bucket(const struct sim *sim)
 {
     size_t cur = sim->wheel_cur;
@@ -400,7 +418,7 @@ static size_t next_bucket(const struct sim *sim)
             return step + (size_t)__builtin_ctzll(word) < SIM_WHEEL_BUCKETS
                        ? (cur + step + (size_t)__builtin_ctzll(word)) & WHEEL_MASK
                        : SIZE_MAX;
-        step += 64 - i % 64;
+        step = wheel_skip_words(sim, step + 64 - i % 64);
     }
     return SIZE_MAX;
 }
@@ -432,6 +450,8 @@ static bool wheel_advance(struct sim *sim, sim_time_t limit)
         old->cap = 0;
     }
     sim->wheel_bits[sim->wheel_cur / 64] &= ~(1ull << (sim->wheel_cur % 64));
+    if (!sim->wheel_bits[sim->wheel_cur / 64])
+        sim->wheel_words &= ~(1ull << (sim->wheel_cur / 64));
     sim->wheel_start = start;
     sim->wheel_cur = SIZE_MAX; /* heap events land in their buckets, unsorted */
     sim_time_t end = wheel_end(sim);
@@ -557,17 +577,26 @@ sim_time_t sim_queue_horizon(const struct sim *sim, uint32_t host, sim_time_t lo
                 horizon_see(b->e[k].ev, b->e[k].time, host, lookahead_ps, &best);
         for (uint32_t k = 0; k < sim->near.n; k++)
             horizon_see(sim->near.e[k].ev, sim->near.e[k].time, host, lookahead_ps, &best);
-        /* the later buckets, in time order */
-        for (size_t step = 1; step < SIM_WHEEL_BUCKETS; step++) {
-            sim_time_t bstart = sim->wheel_start + (sim_time_t)step * WHEEL_W;
-            if (bstart >= best)
+        /* the later buckets that hold events, in time order (skipping
+         * empty ones 64 at a time on the occupancy bits, as next_bucket
+         * does: a lookahead of 400 ns spans 400 buckets, and programs in
+         * clock loops ask for the horizon at every context switch) */
+        for (size_t step = 1; step < SIM_WHEEL_BUCKETS;) {
+            if (sim->wheel_start + (sim_time_t)step * WHEEL_W >= best)
                 break;
             size_t i = (sim->wheel_cur + step) & WHEEL_MASK;
-            if (!(sim->wheel_bits[i / 64] & (1ull << (i % 64))))
+            uint64_t word = sim->wheel_bits[i / 64] >> (i % 64);
+            if (!word) {
+                step = wheel_skip_words(sim, step + 64 - i % 64);
                 continue;
-            const struct sim_bucket *nb = &sim->wheel[i];
+            }
+            step += (size_t)__builtin_ctzll(word);
+            if (step >= SIM_WHEEL_BUCKETS || sim->wheel_start + (sim_time_t)step * WHEEL_W >= best)
+                break;
+            const struct sim_bucket *nb = &sim->wheel[(sim->wheel_cur + step) & WHEEL_MASK];
             for (uint32_t k = 0; k < nb->n; k++)
                 horizon_see(nb->e[k].ev, nb->e[k].time, host, lookahead_ps, &best);
+            step++;
         }
     }
     /* the heap: a subtree whose root is not earlier than the bound cannot
@@ -681,6 +710,9 @@ void sim_check_invariants(const struct sim *sim)
         else if (e->time < end)
             what = "heap event is within the wheel's horizon";
     }
+    for (size_t word = 0; word < SIM_WHEEL_BUCKETS / 64 && !what; word++)
+        if (!sim->wheel_bits[word] != !(sim->wheel_words & (1ull << word)))
+            what = "wheel_words disagrees with the bucket occupancy bits";
     size_t live = 0;
     /* Only the marked buckets and the clock's: an entry in an unmarked
      * bucket shows as a count below wheel_live (checked after), and the

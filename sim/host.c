@@ -239,7 +239,7 @@ struct sim_proc *host_spawn_on(struct host *h, const char *name, sim_proc_fn fn,
     c->thread.host = h;
     c->thread.program = program;
     c->thread.tl_index = h->n_threads++;
-    c->thread.horizon_switches = UINT64_MAX;
+    c->thread.next_key = c->thread.horizon_key = UINT64_MAX;
     c->thread.bind_socket = -1;
     sim_waitq_init(&c->thread.cpu_wq, "cpu");
     c->fn = fn;
@@ -271,7 +271,7 @@ void host_note_call(void)
         return;
     t->other_calls++;
     t->entries++;
-    t->horizon_switches = UINT64_MAX; /* the call may schedule events */
+    t->next_key = t->horizon_key = UINT64_MAX; /* the call may schedule events */
     if (t->owed_ps)
         host_charge(0);
     if (t->on_enter)
@@ -329,14 +329,22 @@ void host_charge_soon(sim_time_t ps)
         host_charge(0);
         return;
     }
-    if (until < sim_next_event_time(sim))
+    /* Both bounds are cached while no event was scheduled and no other
+     * process ran (a clock loop asks at every read; a cancelled event only
+     * makes a cached bound early, and paying early is exact). */
+    uint64_t key = sim_switches(sim) + sim_scheduled(sim);
+    if (t->next_key != key) {
+        t->next_ps = sim_next_event_time(sim);
+        t->next_key = key;
+    }
+    if (until < t->next_ps)
         return;
     if (h->lookahead_ps) {
         /* the next events may be other hosts' processes: their actions
          * reach this host lookahead_ps later at the earliest */
-        if (t->horizon_switches != sim_switches(sim)) {
+        if (t->horizon_key != key) {
             t->horizon_ps = sim_horizon(sim, h->id, h->lookahead_ps);
-            t->horizon_switches = sim_switches(sim);
+            t->horizon_key = key;
         }
         if (until < t->horizon_ps)
             return;

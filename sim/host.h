@@ -207,10 +207,11 @@ struct host_thread {
      * host_charge_soon): the spin preemption of posix/guard.c looks for a
      * thread that makes none. */
     uint64_t entries;
-    /* sim_horizon cached by host_charge_soon while sim_switches() equals
-     * horizon_switches (UINT64_MAX: not cached) */
-    sim_time_t horizon_ps;
-    uint64_t horizon_switches;
+    /* sim_next_event_time and sim_horizon cached by host_charge_soon while
+     * sim_switches() + sim_scheduled() equals next_key / horizon_key
+     * (UINT64_MAX: not cached) */
+    sim_time_t next_ps, horizon_ps;
+    uint64_t next_key, horizon_key;
     /* The simulated POSIX state of a program loaded from a shared object
      * (posix/), or NULL; its hook runs whenever the thread enters the
      * simulator (host_note_call, after a park): pending simulated signals

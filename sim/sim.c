@@ -66,6 +66,11 @@ uint64_t sim_switches(const struct sim *sim)
     return sim->switches;
 }
 
+uint64_t sim_scheduled(const struct sim *sim)
+{
+    return sim->seq;
+}
+
 sim_time_t sim_horizon(const struct sim *sim, uint32_t host, sim_time_t lookahead_ps)
 {
     return sim_queue_horizon(sim, host, lookahead_ps); /* event.c: it walks every structure */

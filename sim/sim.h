@@ -149,6 +149,10 @@ sim_time_t sim_horizon(const struct sim *sim, uint32_t host, sim_time_t lookahea
 /* Context switches into processes so far (a cache of sim_horizon stays
  * valid while this does not change). */
 uint64_t sim_switches(const struct sim *sim);
+/* Events scheduled so far: with sim_switches(), a key that changes
+ * whenever the pending events may have changed under a running process
+ * (it schedules one, or another process ran). */
+uint64_t sim_scheduled(const struct sim *sim);
 const char *sim_run_result_str(enum sim_run_result r);
 /* Print one line per unfinished non-daemon process with the point where
  * it is blocked ("  h1/perftest#0: ibv_poll_cq(cq 3): CQ empty"), or

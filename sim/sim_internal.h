@@ -46,6 +46,7 @@ struct sim {
      * sorted; the others follow in order, unordered inside */
     struct sim_bucket *wheel;
     uint64_t wheel_bits[SIM_WHEEL_BUCKETS / 64]; /* bucket may hold entries */
+    uint64_t wheel_words; /* bit w: wheel_bits[w] is not 0 (64 words: one word) */
     sim_time_t wheel_start;
     size_t wheel_cur, wheel_pos, wheel_live; /* the clock's bucket is drained from wheel_pos */
     struct sim_bucket near;                  /* binary heap: scheduled into it since */

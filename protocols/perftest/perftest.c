@@ -9,8 +9,8 @@
  *   send lat    ping-pong of SEND/RECV with pre-posted receives; both sides
  *               poll the receive CQ.  Sample = round trip / 2.
  *   atomic lat  one FETCH_AND_ADD at a time.  Sample = full round trip.
- *   *_bw        the client keeps up to tx-depth WRs outstanding (READ and
- *               atomics at most max_rd_atomic), signals every cq-mod-th WR
+ *   *_bw        the client keeps up to tx-depth WRs outstanding (the NIC
+ *               holds READs and atomics to max_rd_atomic on the wire), signals every cq-mod-th WR
  *               and times from the first post to the last completion.  For
  *               SEND the server pre-posts rx-depth receives, reposts them as
  *               they complete and finishes when it has received everything.
@@ -68,7 +68,6 @@ struct pt_test_info {
     uint32_t default_inline_bytes;
     uint32_t fixed_size_bytes; /* 0 = use --sizes */
     double lat_scale;
-    bool needs_rd_atomic; /* outstanding limited by max_rd_atomic */
 };
 static const struct pt_test_info pt_tests[PT_TEST_COUNT] = {
     [PT_WRITE] = {.name = "write",
@@ -79,8 +78,7 @@ static const struct pt_test_info pt_tests[PT_TEST_COUNT] = {
     [PT_READ] = {.name = "read",
                  .title = "RDMA_Read",
                  .opcode = IBV_WR_RDMA_READ,
-                 .lat_scale = 1.0,
-                 .needs_rd_atomic = true},
+                 .lat_scale = 1.0},
     [PT_SEND] = {.name = "send",
                  .title = "Send",
                  .opcode = IBV_WR_SEND,
@@ -90,8 +88,7 @@ static const struct pt_test_info pt_tests[PT_TEST_COUNT] = {
                    .title = "Atomic FETCH_AND_ADD",
                    .opcode = IBV_WR_ATOMIC_FETCH_AND_ADD,
                    .fixed_size_bytes = 8,
-                   .lat_scale = 1.0,
-                   .needs_rd_atomic = true},
+                   .lat_scale = 1.0},
 };
 
 struct pt_opts {
@@ -564,9 +561,9 @@ static int pt_post_recvs(struct pt *pt)
     return 0;
 }
 
-/* Wait for >= 1 receive completion, check each is `size` bytes, repost
- * them.  Adds the count to *received. */
-static int pt_poll_recv(struct pt *pt, uint64_t size, uint64_t *received)
+/* Wait for >= 1 receive completion, check each is `size` bytes, and, if
+ * `repost`, post as many receives again.  Adds the count to *received. */
+static int pt_poll_recv(struct pt *pt, uint64_t size, uint64_t *received, bool repost)
 {
     struct ibv_wc wc[PT_POLL_BATCH];
     int n;
@@ -588,7 +585,7 @@ static int pt_poll_recv(struct pt *pt, uint64_t size, uint64_t *received)
     }
     pt->rq_posted -= (uint32_t)n;
     *received += (uint64_t)n;
-    return pt_post_recvs(pt);
+    return repost ? pt_post_recvs(pt) : 0;
 }
 
 /* Pattern byte j of the message a `writer` sends in (test, mode, size #si). */
@@ -694,6 +691,11 @@ static int pt_run_pingpong(struct pt *pt, struct pt_run *r)
     int rc;
     pt_wr_init(pt, r, &sge, &wr);
     pt_sender_init(&s, total, pt->o.tx_depth, pt->o.cq_mod);
+    /* perftest posts the next SEND as soon as a message arrives and tops
+     * the receive queue up off that path (its rx depth covers the run); with
+     * a single receive the repost has to come first, or the peer's answer
+     * could find none (RNR) */
+    bool repost_first = pt->rx_depth < 2;
 
     for (uint64_t i = 0; i < total; i++) {
         uint8_t seq = pt_seq(i);
@@ -701,7 +703,7 @@ static int pt_run_pingpong(struct pt *pt, struct pt_run *r)
         if (!client) { /* the server answers what arrives */
             if (r->test == PT_SEND) {
                 while (received <= i)
-                    if ((rc = pt_poll_recv(pt, r->size, &received)) != 0)
+                    if ((rc = pt_poll_recv(pt, r->size, &received, repost_first)) != 0)
                         return rc;
             } else {
                 while (*poll_byte != seq)
@@ -711,10 +713,12 @@ static int pt_run_pingpong(struct pt *pt, struct pt_run *r)
         pt->conn.buf[last] = seq;
         if ((rc = pt_post(pt, &s, &wr)) != 0)
             return rc;
+        if (r->test == PT_SEND && (rc = pt_post_recvs(pt)) != 0)
+            return rc;
         if (client) {
             if (r->test == PT_SEND) {
                 while (received <= i)
-                    if ((rc = pt_poll_recv(pt, r->size, &received)) != 0)
+                    if ((rc = pt_poll_recv(pt, r->size, &received, repost_first)) != 0)
                         return rc;
             } else {
                 while (*poll_byte != seq)
@@ -763,9 +767,11 @@ static int pt_run_rd_lat(struct pt *pt, struct pt_run *r)
 /* Client side of every bandwidth test: a window of outstanding WRs. */
 static int pt_run_bw_client(struct pt *pt, struct pt_run *r)
 {
+    /* tx-depth WRs in the send queue, as perftest keeps them: the NIC
+     * itself holds READs and atomics to the QP's max_rd_atomic on the wire
+     * (a window of max_rd_atomic here would add a completion's round trip
+     * to the host each time it ran dry) */
     uint64_t limit = pt->o.tx_depth;
-    if (pt_tests[r->test].needs_rd_atomic && pt->max_rd_atomic < limit)
-        limit = pt->max_rd_atomic;
     struct ibv_sge sge;
     struct ibv_send_wr wr;
     struct pt_sender s;
@@ -822,7 +828,7 @@ static int pt_run_side(struct pt *pt, struct pt_run *r)
     if (r->test == PT_SEND) { /* the server receives everything */
         uint64_t received = 0, total = pt->o.warmup + r->iters;
         while (received < total) {
-            int rc = pt_poll_recv(pt, r->size, &received);
+            int rc = pt_poll_recv(pt, r->size, &received, true);
             if (rc)
                 return rc;
         }
