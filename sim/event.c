@@ -228,10 +228,8 @@ static inline void went_place(struct sim_bucket *b, uint32_t k, struct sim_went 
     e.ev->heap_index = SIM_EVENT_IN_WHEEL | k;
 }
 
-static void bucket_reserve(struct sim_bucket *b, uint32_t more)
+static __attribute__((noinline)) void bucket_grow(struct sim_bucket *b, uint32_t more)
 {
-    if (b->n + more <= b->cap)
-        return;
     uint32_t cap = b->cap ? 2 * b->cap : 8;
     while (cap < b->n + more)
         cap *= 2;
@@ -245,6 +243,14 @@ static void bucket_reserve(struct sim_bucket *b, uint32_t more)
     free(b->e);
     b->e = ne;
     b->cap = cap;
+}
+
+/* Room for `more` entries: inlined where events are scheduled, the
+ * growth out of line. */
+static inline void bucket_reserve(struct sim_bucket *b, uint32_t more)
+{
+    if (b->n + more > b->cap)
+        bucket_grow(b, more);
 }
 
 /* ---- the near heap: events scheduled into the clock's bucket after it
@@ -408,7 +414,7 @@ static inline size_t wheel_skip_words(const struct sim *sim, size_t step)
     return step < SIM_WHEEL_BUCKETS ? step : SIM_WHEEL_BUCKETS;
 }
 
-static size_t next_bucket(const struct sim *sim)
+static inline size_t next_bucket(const struct sim *sim)
 {
     size_t cur = sim->wheel_cur;
     for (size_t step = 1; step < SIM_WHEEL_BUCKETS;) {

@@ -9,14 +9,21 @@
  *   2 rewrite  each READ RESPONSE becomes an RDMA WRITE to the consumer:
  *              opcode, AETH out, RETH in (first / only), PSN + offset,
  *              addresses; payload untouched, nothing buffered
- *   3 ACK      the consumer's ACK of the data becomes the WRITE of its head
- *   4 ACK      the ACK of that becomes the WRITE of the producer's tail
- *   5 ACK      the ACK of that is recirculated: commit the tail, free the
- *              producer (load balancing), and try again (step 1)
+ *   3 ACK      the consumer's ACK of the data is multicast to the thread's
+ *              pointer group: one copy is the WRITE of the consumer's head,
+ *              one the WRITE of the producer's tail, one recirculates as
+ *   4 RELEASE  commit the tail, free the producer (load balancing), and try
+ *              again (step 1) at once
  *
- * so a thread has one transfer in flight and its packet is always the
- * "token" somewhere.  Polls (a 4-byte READ of the producer head / consumer
- * tail on the endpoint's control QP, one packet-generator batch every poll
+ * so the pointer WRITEs of one transfer are in flight together with the
+ * next transfer (replication keeps the spec's sequence: head WRITE, its
+ * ACK, tail WRITE, its ACK, release).  On each data QP the PSNs stay in
+ * the order the operations are sent: a transfer reserves its data PSNs and
+ * right after them its pointer WRITE's, and the pointer WRITE leaves the
+ * switch before the next READ is issued.  The switch's producer tail
+ * register is the committed read position (only items the consumer has
+ * ACKed); its head and tail WRITEs only ever carry committed values.  Polls (a 4-byte READ of the
+ * producer head / consumer tail on the endpoint's control QP, one packet-generator batch every poll
  * interval) or doorbells (the PU's 4-byte WRITE, ACKed by the switch)
  * update the mirrors.
  *
@@ -32,6 +39,17 @@
  * While a re-issued READ is pending, responses of the old one are dropped
  * (RECOVER) until the first one of the new READ arrives.
  *
+ * Two operations outstanding on one QP: x_exp's PEND bit says the pointer
+ * WRITE at PSN first - 1 is not yet acknowledged (an ACK at or past it, or
+ * on the producer QP the first READ response, clears it).  Go-back-N: a
+ * responder that lost it NAKs the next operation, so every re-issue of a
+ * READ (or of the end-of-stream WRITE) while PEND is set first sends the
+ * pointer WRITE again with its PSN and the committed value -- a multicast
+ * to the pointer group keeping that copy and a recirculating one that
+ * goes on with the re-issue.  A pointer WRITE with nothing behind it is
+ * covered by a pointer timer: the thread's (t_pw) for its consumer head
+ * WRITE, the producer's (p_pw) for its tail WRITE.
+ *
  * Every register array lives in one stage and is touched at most once per
  * pass, in stage order (zs_dp.h has the plan); where a step needs an
  * earlier stage again, the packet recirculates. */
@@ -45,8 +63,24 @@
 
 #define PSN(x) ((uint32_t)(x)&NIC_PSN_MASK)
 
-/* x_exp cells: state 0..7, expected PSN 8..31, first PSN 32..55 */
-enum { X_IDLE = 0, X_READ, X_RECOVER, X_FAILED, X_AWAIT, X_DATA, X_CHEAD, X_FINAL, X_DONE };
+/* x_exp cells: state 0..7, expected PSN 8..31, first PSN 32..55, PEND 56
+ * (the pointer WRITE at first - 1 is unacknowledged).  X_AWAIT: the READ's
+ * data are all here, its tail WRITE's PSN is reserved; X_PTAIL: that WRITE
+ * is sent; X_PTR (consumer): the head WRITE at exp is the last op sent. */
+enum {
+    X_IDLE = 0,
+    X_READ,
+    X_RECOVER,
+    X_FAILED,
+    X_AWAIT,
+    X_DATA,
+    X_CHEAD,
+    X_FINAL,
+    X_DONE,
+    X_PTAIL,
+    X_PTR
+};
+#define X_PEND (1ull << 56)
 
 static inline uint64_t exp_cell(uint32_t state, uint32_t exp, uint32_t first)
 {
@@ -63,6 +97,17 @@ static inline uint32_t exp_psn(uint64_t c)
 static inline uint32_t exp_first(uint64_t c)
 {
     return (uint32_t)(c >> 32) & NIC_PSN_MASK;
+}
+static inline bool exp_pend(uint64_t c)
+{
+    return (c & X_PEND) != 0;
+}
+/* an ACK of psn covers the pending pointer WRITE (at first - 1) */
+static inline uint64_t exp_ack_pend(uint64_t c, uint32_t psn)
+{
+    if (exp_pend(c) && nic_psn_diff(psn, exp_first(c) - 1) >= 0)
+        c &= ~X_PEND;
+    return c;
 }
 
 /* t_ack (replicate): ACK mask 0..31, expected PSN 32..55, state 56..63 */
@@ -158,22 +203,31 @@ static uint64_t act_slot(uint64_t *cell, const void *arg)
     return 1;
 }
 
-/* t_xfer: producer | items << 16 | node << 48 | slot held << 56 */
-static uint64_t xfer_word(uint32_t p, uint32_t n, uint32_t node, bool held)
+/* t_xfer: producer | items << 16 | node << 48 | slot held << 56 | source
+ * slot << 57 */
+static uint64_t xfer_word(uint32_t p, uint32_t n, uint32_t node, bool held, uint32_t slot)
 {
     return (uint64_t)p | (uint64_t)n << 16 | (uint64_t)(node % ZS_SLOT_NODES) << 48 |
-           (uint64_t)held << 56;
+           (uint64_t)held << 56 | (uint64_t)(slot & 0x7f) << 57;
+}
+static uint32_t xfer_slot(uint64_t xfer)
+{
+    return (uint32_t)(xfer >> 57);
 }
 
-/* The RELEASE pass after transfer word xfer (ptail: the tail to commit). */
+/* The RELEASE pass after transfer word xfer (ptail: the tail to commit).
+ * A transfer of items (not the give-back of an empty attempt) has sent its
+ * producer tail WRITE by then. */
 static struct zs_br release_br(uint32_t t, uint64_t xfer, uint32_t ptail)
 {
-    return (struct zs_br){.type = ZS_BR_RELEASE,
-                          .phase = (uint8_t)((xfer >> 56) & 1 ? ZS_BRF_SLOT : 0),
-                          .t = (uint16_t)t,
-                          .p = (uint16_t)(xfer & 0xffff),
-                          .v = ptail,
-                          .j = (uint16_t)((xfer >> 48) & 0xff)};
+    uint32_t n = (uint32_t)(xfer >> 16);
+    return (struct zs_br){
+        .type = ZS_BR_RELEASE,
+        .phase = (uint8_t)(((xfer >> 56) & 1 ? ZS_BRF_SLOT : 0) | (n ? ZS_BRF_PTAIL : 0)),
+        .t = (uint16_t)t,
+        .p = (uint16_t)(xfer & 0xffff),
+        .v = ptail,
+        .j = (uint16_t)((xfer >> 48) & 0xff)};
 }
 
 /* The producer tail: write the committed value (release) and return it,
@@ -222,7 +276,16 @@ static uint64_t act_take(uint64_t *cell, const void *arg)
 
 /* What a producer data QP waits for.  Events: a READ response (psn, last
  * packet?), an ACK / NAK. */
-enum { EV_RESP, EV_ACK, EV_NAK_SEQ, EV_NAK_FATAL, EV_REISSUE_READ, EV_READ_ISSUE };
+enum {
+    EV_RESP,
+    EV_ACK,
+    EV_NAK_SEQ,
+    EV_NAK_FATAL,
+    EV_REISSUE_READ,
+    EV_READ_ISSUE,
+    EV_PTAIL_SENT,
+    EV_REISSUE_PTRS
+};
 enum {
     V_DROP,        /* stale or duplicate: drop silently */
     V_FWD,         /* a READ response to rewrite and forward */
@@ -241,19 +304,26 @@ struct a_ev {
     uint32_t first, exp, state; /* EV_READ_ISSUE / setting a state */
     uint32_t bit;               /* replicate: this consumer's bit */
     uint32_t full;              /* replicate: every consumer's bits */
+    bool after_read;            /* an explicit ACK past exp ends the READ state too */
 };
 
 static uint64_t act_pexp(uint64_t *cell, const void *arg)
 {
     const struct a_ev *a = arg;
     uint32_t st = exp_state(*cell), exp = exp_psn(*cell), first = exp_first(*cell);
+    uint64_t pend = *cell & X_PEND;
     switch (a->ev) {
-    case EV_READ_ISSUE:
-        *cell = exp_cell(X_READ, a->first, a->first);
+    case EV_READ_ISSUE: /* behind the last transfer's tail WRITE, if not yet ACKed */
+        *cell =
+            exp_cell(X_READ, a->first, a->first) | (st == X_AWAIT || st == X_PTAIL ? X_PEND : 0);
         return V_DROP;
     case EV_REISSUE_READ:
-        *cell = exp_cell(X_RECOVER, first, first);
-        return first;
+        *cell = exp_cell(X_RECOVER, first, first) | pend;
+        return first | (pend ? 1ull << 32 : 0);
+    case EV_PTAIL_SENT: /* the tail WRITE at a->exp is out (unless already ACKed) */
+        if (st != X_IDLE)
+            *cell = exp_cell(X_PTAIL, a->exp, a->exp);
+        return V_DROP;
     case EV_RESP: {
         if (st != X_READ && st != X_RECOVER)
             return V_DROP;
@@ -263,25 +333,34 @@ static uint64_t act_pexp(uint64_t *cell, const void *arg)
         if (d > 0) {
             if (st == X_RECOVER)
                 return V_DROP; /* the old READ's responses: wait for the new first */
-            *cell = exp_cell(X_FAILED, exp, first);
+            *cell = exp_cell(X_FAILED, exp, first) | pend;
             return V_GAP;
         }
-        /* the expected one: the READ's tail WRITE PSN comes after its last */
+        /* the expected one (it also acknowledges the WRITE before it): the
+         * READ's tail WRITE PSN comes after its last */
         *cell = a->last ? exp_cell(X_AWAIT, exp + 1, first) : exp_cell(X_READ, exp + 1, first);
         return V_FWD;
     }
     case EV_ACK:
-        if (st == X_AWAIT && nic_psn_diff(a->psn, exp) >= 0) {
-            *cell = exp_cell(X_IDLE, exp + 1, first);
+        *cell = exp_ack_pend(*cell, a->psn);
+        /* replication sends the tail WRITE only once the consumers ACKed
+         * all the data, so an ACK past exp also ends a READ whose recovery
+         * was still under way (a re-issue after the data had all arrived) */
+        if (nic_psn_diff(a->psn, exp) >= 0 &&
+            (st == X_AWAIT || st == X_PTAIL ||
+             (a->after_read && (st == X_READ || st == X_RECOVER || st == X_FAILED)))) {
+            *cell = exp_cell(X_IDLE, a->psn + 1, first);
             return V_RELEASE;
         }
         return V_DROP;
     case EV_NAK_SEQ:
-        if (st == X_AWAIT)
+        if (st == X_AWAIT || st == X_PTAIL)
             return V_REISSUE | (uint64_t)ZS_PH_PTAIL << 8;
         if (st == X_READ || st == X_FAILED)
             return V_REISSUE | (uint64_t)ZS_PH_READ << 8;
         return V_DROP;
+    case EV_REISSUE_PTRS: /* the tail WRITE to send again, if it is out unacknowledged */
+        return st == X_PTAIL ? 1 | (uint64_t)exp << 8 : 0;
     default:
         return V_FATAL;
     }
@@ -292,23 +371,26 @@ static uint64_t act_cexp(uint64_t *cell, const void *arg)
     const struct a_ev *a = arg;
     uint32_t st = exp_state(*cell), exp = exp_psn(*cell), first = exp_first(*cell);
     switch (a->ev) {
-    case EV_READ_ISSUE: /* set: state, expected PSN, first PSN */
-        *cell = exp_cell(a->state, a->exp, a->first);
+    case EV_READ_ISSUE: /* set: state, expected PSN, first PSN; behind an unACKed head WRITE? */
+        *cell = exp_cell(a->state, a->exp, a->first) | (st == X_PTR ? X_PEND : 0);
         return V_DROP;
     case EV_REISSUE_READ:
         if (st == X_FAILED)
-            *cell = exp_cell(X_DATA, exp, first);
+            *cell = exp_cell(X_DATA, exp, first) | (*cell & X_PEND);
         return *cell;
+    case EV_REISSUE_PTRS: /* the head WRITE to send again, if it is the last op out */
+        return st == X_PTR ? 1 | (uint64_t)exp << 8 : 0;
     case EV_ACK:
+        *cell = exp_ack_pend(*cell, a->psn);
         if (nic_psn_diff(a->psn, exp) < 0)
             return st == X_DATA ? V_PROGRESS : V_DROP;
         switch (st) {
-        case X_DATA:
-            *cell = exp_cell(X_CHEAD, exp + 1, first);
+        case X_DATA: /* the data are placed: the head WRITE goes out right after */
+            *cell = exp_cell(X_PTR, exp + 1, first);
             return V_ISSUE_CHEAD | (uint64_t)PSN(exp + 1) << 8;
-        case X_CHEAD:
+        case X_PTR:
             *cell = exp_cell(X_IDLE, exp + 1, first);
-            return V_ISSUE_PTAIL;
+            return V_DROP;
         case X_FINAL:
             *cell = exp_cell(X_DONE, exp + 1, first);
             return V_THREAD_DONE;
@@ -317,16 +399,44 @@ static uint64_t act_cexp(uint64_t *cell, const void *arg)
         }
     case EV_NAK_SEQ:
         if (st == X_DATA) {
-            *cell = exp_cell(X_FAILED, exp, first);
+            *cell = exp_cell(X_FAILED, exp, first) | (*cell & X_PEND);
             return V_REISSUE | (uint64_t)ZS_PH_READ << 8;
         }
-        if (st == X_CHEAD)
+        if (st == X_PTR)
             return V_REISSUE | (uint64_t)ZS_PH_CHEAD << 8;
         if (st == X_FINAL)
             return V_REISSUE | (uint64_t)ZS_PH_FINAL << 8;
         return V_DROP;
     default:
         return V_FATAL;
+    }
+}
+
+/* Pointer timers t_pw (a thread's consumer head WRITE) and p_pw (a
+ * producer's tail WRITE): armed 0, time of the last WRITE (ns) 17..63.
+ * ARM / REARM (a WRITE sent): now; CHECK (timer): expired -> now again,
+ * returns 1 << 16; DISARM. */
+enum { PW_ARM, PW_REARM, PW_CHECK, PW_DISARM };
+struct a_pw {
+    uint32_t op;
+    uint64_t now, rto;
+};
+static uint64_t act_pw(uint64_t *cell, const void *arg)
+{
+    const struct a_pw *a = arg;
+    switch (a->op) {
+    case PW_ARM:
+    case PW_REARM:
+        *cell = 1 | a->now << 17;
+        return 0;
+    case PW_DISARM:
+        *cell = 0;
+        return 0;
+    default:
+        if (!(*cell & 1) || a->now - (*cell >> 17) < a->rto)
+            return 0;
+        *cell = 1 | a->now << 17;
+        return 1u << 16;
     }
 }
 
@@ -486,9 +596,10 @@ static void emit_read(struct zs_dp *dp, struct ps_pass *x, struct pkt *p,
     ps_fwd(x, ep->node);
 }
 
-/* RDMA WRITE ONLY of a 4-byte pointer (switch -> PU, data QP). */
-static void emit_ptr_write(struct zs_dp *dp, struct ps_pass *x, struct pkt *p,
-                           const struct zs_ep_ent *ep, uint32_t psn, uint32_t off, uint32_t value)
+/* RDMA WRITE ONLY of a 4-byte pointer (switch -> PU, data QP): the
+ * headers (ingress or egress), then (ingress) the port. */
+static void build_ptr_write(struct zs_dp *dp, struct pkt *p, const struct zs_ep_ent *ep,
+                            uint32_t psn, uint32_t off, uint32_t value)
 {
     clear_bth_flags(p);
     uint8_t le[4];
@@ -501,7 +612,25 @@ static void emit_ptr_write(struct zs_dp *dp, struct ps_pass *x, struct pkt *p,
     p->reth_rkey = ep->rkey;
     p->reth_dma_len = 4;
     p->ack_req = 1;
+}
+static void emit_ptr_write(struct zs_dp *dp, struct ps_pass *x, struct pkt *p,
+                           const struct zs_ep_ent *ep, uint32_t psn, uint32_t off, uint32_t value)
+{
+    build_ptr_write(dp, p, ep, psn, off, value);
     ps_fwd(x, ep->node);
+}
+
+/* Send this pass's packet to thread t's pointer group for source slot j,
+ * keeping the copies in b.keep: the consumer's (the packet as built in
+ * ingress), the producer's (a tail WRITE of b.wval at PSN b.wpsn, built in
+ * egress) and the recirculating one (carrying b). */
+static void ptr_group(struct ps_pass *x, const struct zs_thr_ent *th, uint32_t t, uint32_t j,
+                      const struct zs_br *b)
+{
+    struct ps_meta *m = ps_pass_meta(x);
+    memcpy(m->bridge, b, sizeof(*b));
+    m->bridge_bytes = ZS_BR_WIRE_BYTES;
+    ps_mcast(x, ZS_GRP_PTR(t, j, th->n_src));
 }
 
 /* Replication: the 4-byte head WRITE to every consumer of thread t's group
@@ -545,7 +674,7 @@ static void set_phase(struct zs_dp *dp, struct ps_pass *x, uint32_t t, uint32_t 
 
 /* Stages 7-10 and the READ, once the batch is picked (pairs, shuffle, lb). */
 static void issue_transfer(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, uint32_t t,
-                           const struct zs_thr_ent *th, const struct zs_src_ent *src,
+                           const struct zs_thr_ent *th, const struct zs_src_ent *src, uint32_t j,
                            uint32_t chead, uint32_t ptail, uint32_t n, bool held)
 {
     uint32_t item = src->ep.item_bytes;
@@ -559,7 +688,7 @@ static void issue_transfer(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, u
     struct a_ev ce = {
         .ev = EV_READ_ISSUE, .state = X_DATA, .exp = cfirst + np - 1, .first = cfirst};
     ps_reg_exec(x, dp->c_exp, th->c, act_cexp, &ce);
-    ps_reg_write(x, dp->t_xfer, t, xfer_word(src->p, n, src->ep.node, held));
+    ps_reg_write(x, dp->t_xfer, t, xfer_word(src->p, n, src->ep.node, held, j));
     ps_reg_write(x, dp->t_ptrs, t,
                  (uint64_t)((chead + n) & ZS_PTR_MASK) | (uint64_t)((ptail + n) & ZS_PTR_MASK)
                                                              << 32);
@@ -618,7 +747,11 @@ static void token_pass(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, struc
         ps_drop(x);
         return;
     }
-    bool combined = release && src->p == b.p;
+    /* a release after a transfer also records that the transfer's tail
+     * WRITE is out (p_exp), which a pass that goes on to the next READ
+     * could not do for another producer: such a release is a pass of its
+     * own */
+    bool combined = release && src->p == b.p && !(b.phase & ZS_BRF_PTAIL);
     if (release && !combined) {
         /* commit the tail of the producer we were using, free it, then try */
         struct a_tail at = {.write = true, .v = b.v};
@@ -630,6 +763,10 @@ static void token_pass(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, struc
         if (b.phase & ZS_BRF_SLOT) {
             struct a_slot sl = {.release = true, .t = t};
             ps_reg_exec(x, dp->n_busy, b.j, act_slot, &sl);
+        }
+        if (b.phase & ZS_BRF_PTAIL) {
+            struct a_ev ev = {.ev = EV_PTAIL_SENT, .exp = b.wpsn};
+            ps_reg_exec(x, dp->p_exp, b.p, act_pexp, &ev);
         }
         set_phase(dp, x, t, ZS_PH_IDLE);
         struct zs_br nb = {.type = ZS_BR_TOKEN, .t = (uint16_t)t};
@@ -673,7 +810,7 @@ static void token_pass(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, struc
     struct a_u64 bit = {.v = pdone ? 1ull << j : 0};
     uint64_t done = ps_reg_exec(x, dp->t_done, t, act_or, &bit);
     if (n > 0) {
-        issue_transfer(dp, x, p, t, th, src, chead, ptail, n, held);
+        issue_transfer(dp, x, p, t, th, src, j, chead, ptail, n, held);
         return;
     }
     if ((done & th->all_done) == th->all_done || stop) {
@@ -684,7 +821,7 @@ static void token_pass(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, struc
     if ((dp->mode == ZS_LB && owned && avail && !stop) || held) {
         /* took the producer (or a slot), but the consumer is full: give
          * them back (t_xfer / t_ptrs let a timer redo this release) */
-        uint64_t xw = xfer_word(src->p, 0, src->ep.node, held);
+        uint64_t xw = xfer_word(src->p, 0, src->ep.node, held, j);
         ps_reg_write(x, dp->t_xfer, t, xw);
         ps_reg_write(x, dp->t_ptrs, t, (uint64_t)chead | (uint64_t)ptail << 32);
         struct zs_br nb = release_br(t, xw, ptail);
@@ -953,19 +1090,33 @@ static void cons_ack(struct zs_dp *dp, struct ps_pass *x, struct pkt *p,
         return;
     }
     case V_ISSUE_CHEAD: {
-        uint32_t chead_new = (uint32_t)ps_reg_read(x, dp->t_ptrs, t);
-        set_phase(dp, x, t, ZS_PH_CHEAD);
         uint32_t psn = (uint32_t)(v >> 8);
         if (dp->mode == ZS_REPLICATE) {
+            uint32_t chead_new = (uint32_t)ps_reg_read(x, dp->t_ptrs, t);
+            set_phase(dp, x, t, ZS_PH_CHEAD);
             emit_mcast_head_write(dp, x, p, t, th, psn, chead_new);
             return;
         }
+        /* the consumer has the data: its head WRITE, the producer's tail
+         * WRITE and the thread's release (then its next transfer) at once */
+        uint64_t xfer = ps_reg_read(x, dp->t_xfer, t);
+        uint64_t ptrs = ps_reg_read(x, dp->t_ptrs, t);
+        uint32_t ppsn = (uint32_t)ps_reg_read(x, dp->t_psn, t);
+        set_phase(dp, x, t, ZS_PH_RELEASE);
+        struct a_pw pw = {.op = PW_ARM, .now = now_ns(x)};
+        ps_reg_exec(x, dp->t_pw, t, act_pw, &pw);
+        ps_reg_exec(x, dp->p_pw, (uint32_t)xfer & 0xffff, act_pw, &pw);
         const struct zs_ep_ent *c = ps_table_apply(x, dp->cons, t);
         if (!c) {
             ps_drop(x);
             return;
         }
-        emit_ptr_write(dp, x, p, c, psn, ZS_HEAD_OFF, chead_new);
+        build_ptr_write(dp, p, c, psn, ZS_HEAD_OFF, (uint32_t)ptrs);
+        struct zs_br nb = release_br(t, xfer, (uint32_t)(ptrs >> 32));
+        nb.keep = ZS_K_CHEAD | ZS_K_PTAIL | ZS_K_RECIRC;
+        nb.wpsn = ppsn;
+        nb.wval = (uint32_t)(ptrs >> 32);
+        ptr_group(x, th, t, xfer_slot(xfer), &nb);
         return;
     }
     case V_ISSUE_PTAIL: {
@@ -1012,7 +1163,7 @@ static void prod_ack(struct zs_dp *dp, struct ps_pass *x, struct pkt *p,
                      const struct zs_conn_ent *ce)
 {
     uint32_t t = owner_of(dp, x, ce), ev_kind = ack_event(p);
-    struct a_ev ev = {.ev = ev_kind, .psn = p->psn};
+    struct a_ev ev = {.ev = ev_kind, .psn = p->psn, .after_read = dp->mode == ZS_REPLICATE};
     uint64_t v = ps_reg_exec(x, dp->p_exp, ce->idx, act_pexp, &ev);
     if (ev_kind != EV_ACK)
         dp->st.naks_rx++;
@@ -1022,6 +1173,10 @@ static void prod_ack(struct zs_dp *dp, struct ps_pass *x, struct pkt *p,
     }
     switch ((uint32_t)(v & 0xff)) {
     case V_RELEASE: {
+        if (dp->mode != ZS_REPLICATE) { /* released at the data ACK already */
+            ps_drop(x);
+            return;
+        }
         uint64_t xfer = ps_reg_read(x, dp->t_xfer, t);
         uint32_t ptail_new = (uint32_t)(ps_reg_read(x, dp->t_ptrs, t) >> 32);
         set_phase(dp, x, t, ZS_PH_RELEASE);
@@ -1114,39 +1269,100 @@ static void poll_gen(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, uint32_
 
 /* A timer batch packet for thread t: if its phase made no progress for
  * rto, it becomes the packet that does the phase's work again. */
-static void tick(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, uint32_t t)
+static void tick(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, uint32_t i)
 {
-    const struct zs_thr_ent *th = ps_table_apply(x, dp->thr, t);
-    if (!th) {
-        ps_drop(x);
-        return;
+    /* timer packet i: thread i's phase and head WRITE, producer i's tail
+     * WRITE (the batch has max(threads, producers) packets) */
+    const struct zs_thr_ent *th = ps_table_apply(x, dp->thr, i);
+    struct zs_br nb = {.t = 0};
+    uint64_t now = now_ns(x);
+    if (th) {
+        uint32_t t = i;
+        uint64_t xfer = ps_reg_read(x, dp->t_xfer, t);
+        uint64_t ptrs = ps_reg_read(x, dp->t_ptrs, t);
+        struct a_phase a = {.op = PH_CHECK, .now = now, .rto = dp->rto_ns};
+        uint32_t r = (uint32_t)ps_reg_exec(x, dp->t_phase, t, act_phase, &a);
+        nb = (struct zs_br){.t = (uint16_t)t, .p = (uint16_t)(xfer & 0xffff)};
+        if (r & 0x100u) {
+            uint32_t ph = r & 0xff;
+            switch (ph) {
+            case ZS_PH_IDLE: /* the thread's packet was lost (recirculation drop) */
+                dp->st.token_restarts++;
+                nb.type = ZS_BR_TOKEN;
+                break;
+            case ZS_PH_RELEASE:
+                dp->st.token_restarts++;
+                nb = release_br(t, xfer, (uint32_t)(ptrs >> 32));
+                nb.wpsn = (uint32_t)ps_reg_read(x, dp->t_psn, t);
+                break;
+            default:
+                dp->st.timeouts++;
+                nb.type = ZS_BR_REISSUE;
+                nb.phase = (uint8_t)ph;
+                break;
+            }
+            recirc_as(x, p, &nb);
+            return;
+        }
+        struct a_pw pw = {.op = PW_CHECK, .now = now, .rto = dp->rto_ns};
+        if (ps_reg_exec(x, dp->t_pw, t, act_pw, &pw)) {
+            nb.type = ZS_BR_REISSUE;
+            nb.phase = ZS_RE_PTRS;
+            recirc_as(x, p, &nb);
+            return;
+        }
     }
-    uint64_t xfer = ps_reg_read(x, dp->t_xfer, t);
-    uint64_t ptrs = ps_reg_read(x, dp->t_ptrs, t);
-    struct a_phase a = {.op = PH_CHECK, .now = now_ns(x), .rto = dp->rto_ns};
-    uint32_t r = (uint32_t)ps_reg_exec(x, dp->t_phase, t, act_phase, &a);
-    if (!(r & 0x100u)) {
-        ps_drop(x);
-        return;
+    if (i < dp->np) {
+        struct a_pw pw = {.op = PW_CHECK, .now = now, .rto = dp->rto_ns};
+        if (ps_reg_exec(x, dp->p_pw, i, act_pw, &pw)) {
+            nb = (struct zs_br){
+                .type = ZS_BR_REISSUE, .phase = ZS_RE_PPTR, .t = 0, .p = (uint16_t)i};
+            recirc_as(x, p, &nb);
+            return;
+        }
     }
-    uint32_t ph = r & 0xff;
-    struct zs_br nb = {.t = (uint16_t)t, .p = (uint16_t)(xfer & 0xffff)};
-    switch (ph) {
-    case ZS_PH_IDLE: /* the thread's packet was lost (recirculation drop) */
-        dp->st.token_restarts++;
-        nb.type = ZS_BR_TOKEN;
-        break;
-    case ZS_PH_RELEASE:
-        dp->st.token_restarts++;
-        nb = release_br(t, xfer, (uint32_t)(ptrs >> 32));
-        break;
-    default:
+    ps_drop(x);
+}
+
+/* Pointer WRITEs whose timer expired (pairs, shuffle, lb): the consumer's
+ * head WRITE if it is the last operation out on its QP (ZS_RE_PTRS, thread
+ * b.t), or producer b.p's tail WRITE if it is out unacknowledged
+ * (ZS_RE_PPTR); the timer stays armed while it is.  (A pointer WRITE with
+ * a READ behind it is the READ's re-issue's business.) */
+static void reissue_ptrs(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, struct zs_br b,
+                         const struct zs_thr_ent *th)
+{
+    struct a_ev ev = {.ev = EV_REISSUE_PTRS};
+    struct a_pw arm = {.op = PW_REARM, .now = now_ns(x)};
+    if (b.phase == ZS_RE_PTRS) {
+        uint32_t t = b.t;
+        uint64_t cw = ps_reg_exec(x, dp->c_exp, th->c, act_cexp, &ev);
+        uint32_t chead = (uint32_t)ps_reg_read(x, dp->t_ptrs, t);
+        arm.op = cw & 1 ? PW_REARM : PW_DISARM;
+        ps_reg_exec(x, dp->t_pw, t, act_pw, &arm);
+        const struct zs_ep_ent *ep = cw & 1 ? ps_table_apply(x, dp->cons, t) : NULL;
+        if (!ep) {
+            ps_drop(x);
+            return;
+        }
         dp->st.timeouts++;
-        nb.type = ZS_BR_REISSUE;
-        nb.phase = (uint8_t)ph;
-        break;
+        dp->st.reissues_ptr++;
+        emit_ptr_write(dp, x, p, ep, (uint32_t)(cw >> 8), ZS_HEAD_OFF, chead);
+        return;
     }
-    recirc_as(x, p, &nb);
+    struct a_tail rd = {.write = false};
+    uint32_t ptail = (uint32_t)ps_reg_exec(x, dp->p_tail, b.p, act_tail, &rd);
+    uint64_t pw = ps_reg_exec(x, dp->p_exp, b.p, act_pexp, &ev);
+    arm.op = pw & 1 ? PW_REARM : PW_DISARM;
+    ps_reg_exec(x, dp->p_pw, b.p, act_pw, &arm);
+    const struct zs_ep_ent *ep = pw & 1 ? ps_table_apply(x, dp->prod, b.p) : NULL;
+    if (!ep) {
+        ps_drop(x);
+        return;
+    }
+    dp->st.timeouts++;
+    dp->st.reissues_ptr++;
+    emit_ptr_write(dp, x, p, ep, (uint32_t)(pw >> 8), ZS_TAIL_OFF, ptail);
 }
 
 static void reissue(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, struct zs_br b,
@@ -1156,6 +1372,10 @@ static void reissue(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, struct z
     bool repl = dp->mode == ZS_REPLICATE;
     struct a_ev ev = {.ev = EV_REISSUE_READ};
     switch (b.phase) {
+    case ZS_RE_PTRS:
+    case ZS_RE_PPTR:
+        reissue_ptrs(dp, x, p, b, th);
+        return;
     case ZS_PH_READ:
         if (b.i == 0) {
             /* pass A: only while the consumer side still waits for the data
@@ -1168,14 +1388,49 @@ static void reissue(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, struct z
                 return;
             }
             b.i = 1;
+            if (!repl && exp_pend(c)) {
+                /* the head WRITE before the data first, with its PSN and the
+                 * head before this transfer */
+                uint64_t xfer = ps_reg_read(x, dp->t_xfer, t);
+                uint32_t head = ((uint32_t)ps_reg_read(x, dp->t_ptrs, t) - (uint32_t)(xfer >> 16)) &
+                                ZS_PTR_MASK;
+                const struct zs_ep_ent *c_ep = ps_table_apply(x, dp->cons, t);
+                if (!c_ep) {
+                    ps_drop(x);
+                    return;
+                }
+                dp->st.reissues_ptr++;
+                dp->st.ptr_ahead++;
+                build_ptr_write(dp, p, c_ep, exp_first(c) - 1, ZS_HEAD_OFF, head);
+                b.keep = ZS_K_CHEAD | ZS_K_RECIRC;
+                ptr_group(x, th, t, xfer_slot(xfer), &b);
+                return;
+            }
             recirc_as(x, p, &b);
             return;
         }
         {
-            uint32_t ptail = (uint32_t)ps_reg_read(x, dp->p_tail, b.p);
-            uint32_t first = (uint32_t)ps_reg_exec(x, dp->p_exp, b.p, act_pexp, &ev);
-            uint32_t n = (uint32_t)(ps_reg_read(x, dp->t_xfer, t) >> 16);
+            /* pass B (and C after a re-sent tail WRITE): the READ again */
+            struct a_tail rd = {.write = false};
+            uint32_t ptail = (uint32_t)ps_reg_exec(x, dp->p_tail, b.p, act_tail, &rd);
+            uint64_t r = ps_reg_exec(x, dp->p_exp, b.p, act_pexp, &ev);
+            uint32_t first = (uint32_t)r & NIC_PSN_MASK;
+            uint64_t xfer = ps_reg_read(x, dp->t_xfer, t);
+            uint32_t n = (uint32_t)(xfer >> 16);
             set_phase(dp, x, t, ZS_PH_READ);
+            if (!repl && (r >> 32) && b.i == 1) {
+                /* the producer's tail WRITE before the READ first */
+                dp->st.reissues_ptr++;
+                dp->st.ptr_ahead++;
+                struct a_pw arm = {.op = PW_ARM, .now = now_ns(x)};
+                ps_reg_exec(x, dp->p_pw, b.p, act_pw, &arm);
+                b.i = 2;
+                b.keep = ZS_K_PTAIL | ZS_K_RECIRC;
+                b.wpsn = PSN(first - 1);
+                b.wval = ptail;
+                ptr_group(x, th, t, xfer_slot(xfer), &b);
+                return;
+            }
             const struct zs_ep_ent *pe = ps_table_apply(x, dp->prod, b.p);
             if (!pe || n == 0) {
                 ps_drop(x);
@@ -1199,41 +1454,69 @@ static void reissue(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, struct z
         uint64_t c = repl ? ps_reg_read(x, dp->t_ack, t) : ps_reg_read(x, dp->c_exp, th->c);
         uint32_t st = repl ? (uint32_t)(c >> 56) : exp_state(c);
         uint32_t psn = repl ? (uint32_t)(c >> 32) & NIC_PSN_MASK : exp_psn(c);
+        uint64_t xfer = ps_reg_read(x, dp->t_xfer, t);
         if (b.phase == ZS_PH_CHEAD)
             value = (uint32_t)ps_reg_read(x, dp->t_ptrs, t);
-        if (st != (b.phase == ZS_PH_CHEAD ? X_CHEAD : X_FINAL)) {
+        uint32_t want = b.phase == ZS_PH_FINAL ? X_FINAL : repl ? X_CHEAD : X_PTR;
+        if (st != want) {
             ps_drop(x); /* acknowledged meanwhile */
             return;
         }
-        set_phase(dp, x, t, b.phase);
         dp->st.reissues_ptr++;
         if (repl) {
+            set_phase(dp, x, t, b.phase);
             emit_mcast_head_write(dp, x, p, t, th, psn, value);
             return;
+        }
+        if (b.phase == ZS_PH_CHEAD) { /* the thread has gone on: only the timer */
+            struct a_pw arm = {.op = PW_REARM, .now = now_ns(x)};
+            ps_reg_exec(x, dp->t_pw, t, act_pw, &arm);
+        } else {
+            set_phase(dp, x, t, b.phase);
         }
         const struct zs_ep_ent *c_ep = ps_table_apply(x, dp->cons, t);
         if (!c_ep) {
             ps_drop(x);
             return;
         }
+        if (b.phase == ZS_PH_FINAL && exp_pend(c) && b.i == 0) {
+            /* the head WRITE before it first (go-back-N) */
+            dp->st.ptr_ahead++;
+            build_ptr_write(dp, p, c_ep, exp_first(c) - 1, ZS_HEAD_OFF, value & ZS_PTR_MASK);
+            b.i = 2;
+            b.keep = ZS_K_CHEAD | ZS_K_RECIRC;
+            ptr_group(x, th, t, xfer_slot(xfer), &b);
+            return;
+        }
         emit_ptr_write(dp, x, p, c_ep, psn, ZS_HEAD_OFF, value);
         return;
     }
     case ZS_PH_PTAIL: {
+        /* replicate: the transfer's new tail; otherwise the committed one
+         * (the thread may have gone on), and only once it was sent */
+        struct a_tail rd = {.write = false};
+        uint32_t committed = (uint32_t)ps_reg_exec(x, dp->p_tail, b.p, act_tail, &rd);
         uint64_t c = ps_reg_read(x, dp->p_exp, b.p);
-        uint32_t ptail_new = (uint32_t)(ps_reg_read(x, dp->t_ptrs, t) >> 32);
-        if (exp_state(c) != X_AWAIT) {
+        uint32_t ptail_new = repl ? (uint32_t)(ps_reg_read(x, dp->t_ptrs, t) >> 32) : committed;
+        uint32_t psn = exp_psn(c);
+        if (repl ? exp_state(c) == X_IDLE : exp_state(c) != X_PTAIL) {
             ps_drop(x);
             return;
         }
-        set_phase(dp, x, t, ZS_PH_PTAIL);
+        if (repl) {
+            psn = (uint32_t)ps_reg_read(x, dp->t_psn, t); /* the tail WRITE's, in any state */
+            set_phase(dp, x, t, ZS_PH_PTAIL);
+        } else {
+            struct a_pw arm = {.op = PW_ARM, .now = now_ns(x)};
+            ps_reg_exec(x, dp->p_pw, b.p, act_pw, &arm);
+        }
         const struct zs_ep_ent *pe = ps_table_apply(x, dp->prod, b.p);
         if (!pe) {
             ps_drop(x);
             return;
         }
         dp->st.reissues_ptr++;
-        emit_ptr_write(dp, x, p, pe, exp_psn(c), ZS_TAIL_OFF, ptail_new);
+        emit_ptr_write(dp, x, p, pe, psn, ZS_TAIL_OFF, ptail_new);
         return;
     }
     default:
@@ -1314,8 +1597,31 @@ static void zs_ingress(struct ps_pass *x, struct pkt *p, void *prog)
     }
 }
 
+/* A copy made for a pointer group: keep it or not; the producer's becomes
+ * its tail WRITE, the recirculating one a switch-thread packet. */
+static void ptr_copy(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, const struct zs_br *b,
+                     uint32_t rid)
+{
+    uint32_t k = rid == ZS_RID_CHEAD ? ZS_K_CHEAD : rid == ZS_RID_PTAIL ? ZS_K_PTAIL : ZS_K_RECIRC;
+    if (!(b->keep & k)) {
+        ps_drop(x);
+        return;
+    }
+    if (rid == ZS_RID_PTAIL) {
+        const struct zs_ep_ent *pe = ps_table_apply(x, dp->eprod, b->p);
+        if (!pe) {
+            ps_drop(x);
+            return;
+        }
+        build_ptr_write(dp, p, pe, b->wpsn, ZS_TAIL_OFF, b->wval);
+    } else if (rid == ZS_RID_RECIRC) {
+        p->payload_len = 0;
+        p->frame_bytes = 64;
+    }
+}
+
 /* Replicas (rid = consumer index + 1): each copy gets its consumer's QP,
- * address and key. */
+ * address and key.  Pointer groups: ptr_copy. */
 static void zs_egress(struct ps_pass *x, struct pkt *p, void *prog)
 {
     struct zs_dp *dp = prog;
@@ -1323,6 +1629,10 @@ static void zs_egress(struct ps_pass *x, struct pkt *p, void *prog)
     if (m->rid == 0)
         return;
     const struct zs_br *b = (const struct zs_br *)(const void *)m->bridge;
+    if (m->rid >= ZS_RID_CHEAD) {
+        ptr_copy(dp, x, p, b, m->rid);
+        return;
+    }
     const struct zs_ep_ent *c = ps_table_apply(x, dp->mcc, (uint64_t)b->t << 16 | (m->rid - 1));
     if (!c) {
         ps_drop(x);
@@ -1377,8 +1687,8 @@ int zs_dp_install(struct zs_dp *dp)
     REG(p_next, "p_next", 7, np, 24);
     REG(c_next, "c_next", 7, nc, 24);
     REG(t_cnext, "t_cnext", 7, nt, 24);
-    REG(p_exp, "p_exp", 8, np, 56);
-    REG(c_exp, "c_exp", 8, nc, 56);
+    REG(p_exp, "p_exp", 8, np, 57);
+    REG(c_exp, "c_exp", 8, nc, 57);
     REG(t_ack, "t_ack", 8, nt, 64);
     REG(t_xfer, "t_xfer", 9, nt, 64);
     REG(t_ptrs, "t_ptrs", 9, nt, 64);
@@ -1386,8 +1696,11 @@ int zs_dp_install(struct zs_dp *dp)
     REG(t_off, "t_off", 9, nt, 24);
     REG(t_psn, "t_psn", 10, nt, 24);
     REG(t_phase, "t_phase", 10, nt, 64);
+    REG(t_pw, "t_pw", 10, nt, 64);
+    REG(p_pw, "p_pw", 10, np, 64);
     TBL(cons, "cons", PS_INGRESS, 11, nt, struct zs_ep_ent);
     TBL(prod, "prod", PS_INGRESS, 11, np, struct zs_ep_ent);
     TBL(mcc, "mcc", PS_EGRESS, 0, nt * nc, struct zs_ep_ent);
+    TBL(eprod, "eprod", PS_EGRESS, 0, np, struct zs_ep_ent);
     return ps_load(ps, &zs_dataplane, dp);
 }

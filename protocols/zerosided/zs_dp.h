@@ -17,9 +17,11 @@
  *   7  p_next c_next t_cnext (PSN allocators of the data QPs)
  *   8  p_exp c_exp t_ack (what each data QP waits for: the RC requester)
  *   9  t_xfer t_ptrs t_cva t_off (the transfer in flight)
- *  10  t_psn t_phase (reissue PSN, phase and progress time for timeouts)
+ *  10  t_psn t_phase (reissue PSN, phase and progress time for timeouts),
+ *      t_pw p_pw (the timers of a thread's head WRITE, a producer's tail WRITE)
  *  11  tables cons (thread -> consumer), prod (producer)
- *  egress 0: table mcc ((thread, replica) -> consumer) for replication */
+ *  egress 0: tables mcc ((thread, replica) -> consumer) for replication,
+ *      eprod (producer) for the producer-tail copy of a pointer group */
 #ifndef RNICSIM_ZS_DP_H
 #define RNICSIM_ZS_DP_H
 
@@ -83,6 +85,11 @@ enum zs_br_type {
     ZS_BR_TICK2,     /* a timer pass found an expired phase: decide in a second pass */
 };
 
+/* REISSUE of a pointer WRITE whose timer expired (not thread phases): the
+ * consumer head WRITE of thread t (t_pw), the tail WRITE of producer p (p_pw). */
+#define ZS_RE_PTRS 0x20u
+#define ZS_RE_PPTR 0x21u
+
 struct zs_br {
     uint8_t type, phase; /* RELEASE: phase = ZS_BRF_SLOT if an uplink slot is held */
     uint16_t t;
@@ -91,10 +98,25 @@ struct zs_br {
     uint32_t v;            /* RELEASE: the new producer tail; SCAN: running minimum space */
     uint32_t avail, ptail; /* SCAN: the producer's state when the scan started */
     uint16_t j;            /* SCAN: the source slot; RELEASE: the producer's node */
-    uint16_t pad;
+    uint8_t keep;          /* pointer group: the copies (ZS_K_*) this packet keeps */
+    uint8_t pad;
+    uint32_t wpsn, wval; /* pointer group: the producer tail WRITE's PSN and value */
 };
-#define ZS_BR_WIRE_BYTES 16u
+#define ZS_BR_WIRE_BYTES 32u /* the fields above, packed */
 #define ZS_BRF_SLOT 1u
+#define ZS_BRF_PTAIL 2u /* RELEASE: the transfer's producer tail WRITE has been sent */
+
+/* Pointer groups (pairs, shuffle, load balancing): one multicast group per
+ * (thread, source slot) with three members, so that one packet becomes the
+ * consumer head WRITE, the producer tail WRITE and the thread's next pass
+ * at once (the overlap of the pointer WRITEs with the next transfer). */
+#define ZS_RID_CHEAD 0x100u  /* to the consumer: the head WRITE built in ingress */
+#define ZS_RID_PTAIL 0x101u  /* to the producer: the tail WRITE, built in egress */
+#define ZS_RID_RECIRC 0x102u /* to the recirculation port: the thread goes on */
+#define ZS_K_CHEAD 1u
+#define ZS_K_PTAIL 2u
+#define ZS_K_RECIRC 4u
+#define ZS_GRP_PTR(t, s, n_src) (2u + (uint32_t)(t) * (uint32_t)(n_src) + (uint32_t)(s))
 
 /* n_busy entries: producer nodes (fabric node id modulo this) */
 #define ZS_SLOT_NODES 64u
@@ -120,6 +142,7 @@ struct zs_dp_stats {
     uint64_t lock_busy;   /* load balancing: the producer was held by another thread */
     uint64_t slot_busy;   /* the producer's node had every uplink slot taken */
     uint64_t reissues_read, reissues_ptr, timeouts, token_restarts;
+    uint64_t ptr_ahead; /* pointer WRITEs re-sent ahead of a re-issued op on their QP */
     uint64_t resp_gaps, resp_dups, naks_rx, fatal_naks;
     uint64_t polls_tx, polls_rx, doorbells_rx, doorbell_naks;
     uint64_t scans; /* replicate: consumer passes of the minimum-space scan */
@@ -138,7 +161,7 @@ struct zs_dp {
     uint64_t poll_rto_ns; /* a poll READ still unanswered after this is sent again */
     bool doorbell;
     /* tables */
-    struct ps_table *conn, *thr, *ep, *src, *mc, *cons, *prod, *mcc;
+    struct ps_table *conn, *thr, *ep, *src, *mc, *cons, *prod, *mcc, *eprod;
     /* registers */
     struct ps_reg *p_ctl, *c_ctl, *p_db, *c_db;
     struct ps_reg *t_rr, *t_flags;
@@ -148,7 +171,7 @@ struct zs_dp {
     struct ps_reg *p_next, *c_next, *t_cnext;
     struct ps_reg *p_exp, *c_exp, *t_ack;
     struct ps_reg *t_xfer, *t_ptrs, *t_cva, *t_off;
-    struct ps_reg *t_psn, *t_phase;
+    struct ps_reg *t_psn, *t_phase, *t_pw, *p_pw;
     struct zs_dp_stats st; /* counters (P4 Counter externs) */
     uint64_t *ph_at_ns;    /* measurement only: when each thread entered its phase */
     uint8_t *ph_cur;

@@ -548,6 +548,7 @@ static void flush(struct pu *u, const uint32_t *local, uint64_t *pending_bytes)
 
 struct prod_st {
     uint64_t t0, t_produced, k, pending;
+    uint64_t pub_items; /* publish after this many items (all rings together) */
     uint32_t local[MAX_RINGS];
     bool ended;
 };
@@ -572,7 +573,7 @@ static bool produce_step(struct pu *u, struct prod_st *ps)
         ps->pending += r->item;
         ps->k++;
         did = true;
-        if (ps->pending >= u->chunk * u->item || ps->k == u->items) {
+        if (ps->pending >= ps->pub_items * u->item || ps->k == u->items) {
             flush(u, ps->local, &ps->pending);
             return true;
         }
@@ -617,9 +618,25 @@ static void producer_report(struct pu *u, const struct prod_st *ps)
     host_report("zs_producer", kv, sizeof(kv) / sizeof(kv[0]));
 }
 
+/* How often a producer publishes its heads: every --chunk items, by default
+ * about 256 KiB of items over all its rings, but at least once per 1/16 of
+ * a ring's capacity on average over the rings.  A head that moves only
+ * every quarter ring (4 rings of 256 KiB, 16-byte tuples: Fig. 15 at one
+ * node) makes the switch see a ring's items in bursts; symmetric producers
+ * then run in step, producing while the switch waits and waiting on full
+ * rings while it transfers (docs/zero-sided.md, Fig. 15). */
+static struct prod_st prod_start(const struct pu *u)
+{
+    struct prod_st ps = {.t0 = host_now_ns(), .pub_items = u->chunk};
+    uint64_t per_16th = (uint64_t)u->n_prod_rings * u->capacity / 16;
+    if (!u->chunk_set && per_16th && per_16th < ps.pub_items)
+        ps.pub_items = per_16th;
+    return ps;
+}
+
 static int run_producer(struct pu *u)
 {
-    struct prod_st ps = {.t0 = host_now_ns()};
+    struct prod_st ps = prod_start(u);
     while (!producer_drained(u, &ps))
         if (!produce_step(u, &ps))
             pu_wait(u);
@@ -794,7 +811,7 @@ static int run_consumer(struct pu *u)
  * ring), as the paper's CPU workers do (Fig. 9). */
 static int run_worker(struct pu *u)
 {
-    struct prod_st ps = {.t0 = host_now_ns()};
+    struct prod_st ps = prod_start(u);
     struct cons_st cs = {0};
     bool drained = false;
     while (!cs.done || !drained) {

@@ -389,7 +389,8 @@ static int setup_endpoint(struct zs_sw *z, bool producer, uint32_t idx)
         ps_table_add(z->dp.ep, e, &ent))
         goto full;
     if (producer) {
-        if (ps_table_add(z->dp.prod, idx, &ent) || ps_reg_set(z->dp.p_next, idx, sd.data_psn) ||
+        if (ps_table_add(z->dp.prod, idx, &ent) || ps_table_add(z->dp.eprod, idx, &ent) ||
+            ps_reg_set(z->dp.p_next, idx, sd.data_psn) ||
             ps_reg_set(z->dp.p_ctl, idx, sd.ctl_psn) ||
             ps_reg_set(z->dp.p_db, idx, d->ctl_sq_psn & NIC_PSN_MASK))
             goto full;
@@ -488,6 +489,15 @@ static int program_thread(struct zs_sw *z, uint32_t t)
         struct zs_src_ent se = {.p = (uint16_t)p, .ep = z->pent[p]};
         if (ps_table_add(dp->src, (uint64_t)t << 16 | s, &se))
             goto full;
+        if (z->mode != ZS_REPLICATE) {
+            /* the pointer group of (t, s): consumer head WRITE, producer
+             * tail WRITE, the thread's next pass */
+            struct ps_mcast_member m[3] = {{.node = c0->node, .rid = ZS_RID_CHEAD},
+                                           {.node = z->pent[p].node, .rid = ZS_RID_PTAIL},
+                                           {.node = PS_PORT_RECIRC, .rid = ZS_RID_RECIRC}};
+            if (ps_mcast_set(dp->ps, ZS_GRP_PTR(t, s, ns), m, 3))
+                goto full;
+        }
     }
     if (z->mode == ZS_REPLICATE) {
         struct ps_mcast_member m[ZS_MAX_CONSUMERS];
@@ -551,6 +561,7 @@ static void report(struct zs_sw *z, uint64_t t_start_ns, uint32_t fatal)
         {"slot_busy", (double)st->slot_busy},
         {"reissues_read", (double)st->reissues_read},
         {"reissues_ptr", (double)st->reissues_ptr},
+        {"ptr_ahead", (double)st->ptr_ahead},
         {"timeouts", (double)st->timeouts},
         {"token_restarts", (double)st->token_restarts},
         {"resp_gaps", (double)st->resp_gaps},
@@ -648,7 +659,8 @@ int zs_switch_main(int argc, char **argv)
     }
     if (!z->doorbell && ps_pktgen_enable(ps, ZS_APP_POLL, z->poll_ns * SIM_NS, dp->np + dp->nc))
         goto out;
-    if (ps_pktgen_enable(ps, ZS_APP_TICK, z->tick_ns * SIM_NS, dp->nt))
+    /* timer packet i: thread i and producer i */
+    if (ps_pktgen_enable(ps, ZS_APP_TICK, z->tick_ns * SIM_NS, dp->nt > dp->np ? dp->nt : dp->np))
         goto out;
     /* every thread's first packet, from one generator batch; then the PUs go */
     uint64_t t0 = host_now_ns();
@@ -706,6 +718,22 @@ int zs_switch_main(int argc, char **argv)
         } else if (!ev->join && z->c_started[ev->c]) {
             ps_reg_set(dp->t_flags, ev->c, ZS_TF_STOP);
         }
+    }
+    /* A thread is done when its consumer has the end of its stream, but the
+     * last producer tail WRITEs may still be out (they overlap the next
+     * transfer, the end included): the data plane's pointer timers (t_pw, p_pw)
+     * stay on until each is acknowledged -- else a producer whose last tail
+     * WRITE was lost would wait for it forever. */
+    for (uint32_t round = 0; round < 64; round++) {
+        bool armed = false;
+        for (uint32_t t = 0; t < dp->nt && !armed; t++)
+            armed = (ps_reg_get(dp->t_pw, t) & 1) != 0;
+        for (uint32_t p = 0; p < dp->np && !armed; p++)
+            armed = (ps_reg_get(dp->p_pw, p) & 1) != 0;
+        if (!armed)
+            break;
+        uint32_t d[3];
+        ps_digest_recv(ps, d, sizeof(d), (sim_time_t)(host_now_ns() + z->rto_ns) * SIM_NS);
     }
     ps_pktgen_disable(ps, ZS_APP_POLL);
     ps_pktgen_disable(ps, ZS_APP_TICK);

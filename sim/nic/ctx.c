@@ -51,6 +51,8 @@ int nic_cache_configure(struct nic *nic, struct nic_cache *c, uint32_t ways)
     c->trace_id = (uint8_t)(c == &nic->qpc   ? TRC_QPC
                             : c == &nic->rdc ? TRC_RDC
                             : c == &nic->mpt ? TRC_MPT
+                            : c == &nic->rwq ? TRC_RWQE
+                            : c == &nic->wqc ? TRC_WQE
                                              : TRC_MTT);
     if (nic->p.cache_replacement == NIC_CACHE_RANDOM) {
         char name[48];
@@ -61,12 +63,27 @@ int nic_cache_configure(struct nic *nic, struct nic_cache *c, uint32_t ways)
 }
 
 /* A requester READ/atomic context fetch: one WQE-sized read of the send
- * queue (the READ's local addresses and the QP's response state). */
-static void rdc_fetched(struct sim *sim, void *a, void *b)
+ * queue (the READ's local addresses and the QP's response state), then
+ * nic.rd_ctx_miss_proc in the miss handler (0 on ConnectX-5/6, whose
+ * misses overlap over the processing units; ConnectX-3 handles them one
+ * at a time on a slow path: nic.rd_ctx_max_misses 1).  The processing
+ * unit holding the response waits throughout, so a serialised miss
+ * handler stalls every unit behind it: the requester-side READ collapse
+ * with QPs (docs/nic.md "READ and atomic engines"). */
+static void rdc_filled(struct sim *sim, void *a, void *b)
 {
     (void)sim;
     struct nic *nic = a;
     nic_cache_filled(&nic->rdc, (uint64_t)(uintptr_t)b);
+}
+
+static void rdc_fetched(struct sim *sim, void *a, void *b)
+{
+    struct nic *nic = a;
+    if (nic->p.rd_ctx_miss_proc_ps)
+        sim_call_in(sim, nic->p.rd_ctx_miss_proc_ps, rdc_filled, a, b);
+    else
+        rdc_filled(sim, a, b);
 }
 
 static void rdc_fetch(struct nic_cache *c, uint64_t key, void *owner)
@@ -81,14 +98,132 @@ static void rdc_fetch(struct nic_cache *c, uint64_t key, void *owner)
         sim_call_in(nic->sim, 0, rdc_fetched, nic, (void *)(uintptr_t)key);
 }
 
+/* Receive-WQE fetch: a SEND (or WRITE with immediate) consumes a receive
+ * WQE, which lives in host memory in the QP's receive queue or in an SRQ.
+ * The NIC holds WQEs fetched ahead for the receive queues it served
+ * recently (a set-associative cache of nic.rwqe_cache_entries queues,
+ * key = QPN, or bit 40 + SRQ number: all QPs of an SRQ share its WQEs);
+ * a message finding none waits, holding its processing unit, for one PCIe
+ * read of nic.rwqe_prefetch WQEs of nic.rwqe bytes.  So a receiver serving
+ * many QPs fetches a receive WQE for most SENDs, and an SRQ keeps them on
+ * chip however many QPs share it. */
+static uint64_t rwq_key(const struct nic_qp *qp)
+{
+    return qp->srq ? (1ull << 40) | qp->srq->srqn : qp->qpn;
+}
+
+static struct nic_rq *rwq_of(struct nic_qp *qp)
+{
+    return qp->srq ? &qp->srq->rq : &qp->rq;
+}
+
+static void rwq_fetched(struct sim *sim, void *a, void *b)
+{
+    (void)sim;
+    struct nic *nic = a;
+    nic_cache_filled(&nic->rwq, (uint64_t)(uintptr_t)b);
+}
+
+static void rwq_fetch(struct nic_cache *c, uint64_t key, void *owner)
+{
+    (void)c;
+    struct nic *nic = owner;
+    uint32_t n = nic->p.rwqe_prefetch ? nic->p.rwqe_prefetch : 1;
+    nic->cnt.dma_reads++;
+    if (nic->pcie)
+        pcie_dma_read_k(nic->pcie, PCIE_K_CTX_MISS, 0, n * nic->p.rwqe_bytes, rwq_fetched, nic,
+                        (void *)(uintptr_t)key);
+    else
+        sim_call_in(nic->sim, 0, rwq_fetched, nic, (void *)(uintptr_t)key);
+}
+
+bool nic_rwqe_access(struct nic *nic, struct nic_qp *qp, sim_cb_fn fn, void *a, void *b)
+{
+    if (!nic->rwq.cap || qp->init.xrc == NIC_XRC_TGT)
+        return true;
+    struct nic_rq *rq = rwq_of(qp);
+    uint64_t key = rwq_key(qp);
+    if (nic_rq_empty(qp))
+        return true;     /* nothing posted: the responder answers RNR / drops */
+    if (!rq->prefetched) /* the ones held are used up: fetch the next */
+        nic_cache_invalidate(&nic->rwq, key);
+    if (nic_cache_access(&nic->rwq, key, fn, a, b)) {
+        if (rq->prefetched)
+            rq->prefetched--;
+        return true;
+    }
+    /* the batch lands before fn runs: it holds rwqe_prefetch WQEs, this
+     * message takes one (waiters merged on one fetch each take one) */
+    rq->prefetched = nic->p.rwqe_prefetch > 1 ? nic->p.rwqe_prefetch - 1 : 0;
+    return false;
+}
+
+/* The outstanding-WQE cache (SMART, ASPLOS'24: the RNIC caches the WQEs
+ * of outstanding work requests; past its capacity they thrash and are
+ * re-read from host memory).  The send engine inserts a WQE when it
+ * starts it; the response that completes it (the ACK of its last PSN, a
+ * READ's last response packet, an atomic ACK) needs it again to write the
+ * CQE and place READ data.  A miss re-reads nic.wqe bytes over PCIe. */
+static uint64_t wqc_key(uint32_t qpn, uint32_t psn)
+{
+    return ((uint64_t)qpn << 24) | (psn & 0xffffffu);
+}
+
+static void wqc_fetched(struct sim *sim, void *a, void *b)
+{
+    (void)sim;
+    struct nic *nic = a;
+    nic_cache_filled(&nic->wqc, (uint64_t)(uintptr_t)b);
+}
+
+static void wqc_fetch(struct nic_cache *c, uint64_t key, void *owner)
+{
+    (void)c;
+    struct nic *nic = owner;
+    nic->cnt.dma_reads++;
+    if (nic->pcie)
+        pcie_dma_read_k(nic->pcie, PCIE_K_CTX_MISS, 0, nic->p.wqe_bytes, wqc_fetched, nic,
+                        (void *)(uintptr_t)key);
+    else
+        sim_call_in(nic->sim, 0, wqc_fetched, nic, (void *)(uintptr_t)key);
+}
+
+void nic_wqe_started(struct nic *nic, uint32_t qpn, uint32_t last_psn)
+{
+    if (nic->wqc.cap)
+        nic_cache_insert(&nic->wqc, wqc_key(qpn, last_psn));
+}
+
+bool nic_wqe_access(struct nic *nic, uint32_t qpn, uint32_t psn, sim_cb_fn fn, void *a, void *b)
+{
+    uint64_t key = wqc_key(qpn, psn);
+    if (!nic_cache_access(&nic->wqc, key, fn, a, b))
+        return false;
+    nic_cache_invalidate(&nic->wqc, key); /* completed: its slot is free */
+    return true;
+}
+
+void nic_wqe_retire(struct nic *nic, uint32_t qpn, uint32_t psn)
+{
+    nic_cache_invalidate(&nic->wqc, wqc_key(qpn, psn));
+}
+
 int nic_ctx_init(struct nic *nic)
 {
     uint32_t units = nic->p.pus ? nic->p.pus : 1;
     if (nic_cache_init(&nic->qpc, nic->sim, "qpc", nic->p.qpc_cache_entries, units, ctx_fetch,
                        nic) ||
         nic_cache_configure(nic, &nic->qpc, nic->p.qpc_ways) ||
-        nic_cache_init(&nic->rdc, nic->sim, "rdc", nic->p.rd_ctx_entries, units, rdc_fetch, nic) ||
-        nic_cache_configure(nic, &nic->rdc, nic->p.rd_ctx_ways))
+        nic_cache_init(&nic->rdc, nic->sim, "rdc", nic->p.rd_ctx_entries,
+                       nic->p.rd_ctx_max_misses ? nic->p.rd_ctx_max_misses : units, rdc_fetch,
+                       nic) ||
+        nic_cache_configure(nic, &nic->rdc, nic->p.rd_ctx_ways) ||
+        nic_cache_init(&nic->rwq, nic->sim, "rwqe", nic->p.rwqe_cache_entries, units, rwq_fetch,
+                       nic) ||
+        nic_cache_configure(nic, &nic->rwq, nic->p.rwqe_ways) ||
+        nic_cache_init(&nic->wqc, nic->sim, "wqe", nic->p.wqe_cache_entries, units, wqc_fetch,
+                       nic) ||
+        nic_cache_configure(nic, &nic->wqc, nic->p.wqe_cache_ways))
         return ENOMEM;
     return 0;
 }
@@ -97,16 +232,43 @@ void nic_ctx_fini(struct nic *nic)
 {
     nic_cache_fini(&nic->qpc);
     nic_cache_fini(&nic->rdc);
+    nic_cache_fini(&nic->rwq);
+    nic_cache_fini(&nic->wqc);
 }
 
-void nic_rdctx_started(struct nic *nic, uint32_t qpn)
+/* The key of a requester READ/atomic context: the QP, or the QP and the
+ * READ's first PSN (24 bits) with nic.rd_ctx_per: read. */
+static uint64_t rdc_key(const struct nic *nic, uint32_t qpn, uint32_t psn)
 {
-    nic_cache_insert(&nic->rdc, qpn);
+    if (nic->p.rd_ctx_per == NIC_RD_CTX_PER_READ)
+        return ((uint64_t)qpn << 24) | (psn & 0xffffffu);
+    return qpn;
 }
 
-bool nic_rdctx_access(struct nic *nic, uint32_t qpn, sim_cb_fn fn, void *a, void *b)
+void nic_rdctx_started(struct nic *nic, uint32_t qpn, uint32_t psn)
 {
-    return nic_cache_access(&nic->rdc, qpn, fn, a, b);
+    nic_cache_insert(&nic->rdc, rdc_key(nic, qpn, psn));
+}
+
+bool nic_rdctx_access(struct nic *nic, uint32_t qpn, uint32_t psn, sim_cb_fn fn, void *a, void *b)
+{
+    uint64_t key = rdc_key(nic, qpn, psn);
+    if (!nic_cache_access(&nic->rdc, key, fn, a, b))
+        return false;
+    if (nic->p.rd_ctx_per == NIC_RD_CTX_PER_READ) /* its response came: the READ retires */
+        nic_cache_invalidate(&nic->rdc, key);
+    return true;
+}
+
+void nic_rdctx_retire(struct nic *nic, uint32_t qpn, uint32_t psn)
+{
+    if (nic->p.rd_ctx_per == NIC_RD_CTX_PER_READ)
+        nic_cache_invalidate(&nic->rdc, rdc_key(nic, qpn, psn));
+}
+
+static bool rdc_of_qp(uint64_t key, const void *arg)
+{
+    return (key >> 24) == *(const uint32_t *)arg;
 }
 
 bool nic_ctx_access(struct nic *nic, uint32_t qpn, sim_cb_fn fn, void *a, void *b)
@@ -117,5 +279,11 @@ bool nic_ctx_access(struct nic *nic, uint32_t qpn, sim_cb_fn fn, void *a, void *
 void nic_ctx_forget(struct nic *nic, uint32_t qpn)
 {
     nic_cache_invalidate(&nic->qpc, qpn);
-    nic_cache_invalidate(&nic->rdc, qpn);
+    nic_cache_invalidate(&nic->rwq, qpn);
+    if (nic->wqc.cap)
+        nic_cache_invalidate_if(&nic->wqc, rdc_of_qp, &qpn);
+    if (nic->p.rd_ctx_per == NIC_RD_CTX_PER_READ)
+        nic_cache_invalidate_if(&nic->rdc, rdc_of_qp, &qpn);
+    else
+        nic_cache_invalidate(&nic->rdc, qpn);
 }

@@ -172,6 +172,10 @@ void nic_params_default(struct nic_params *p)
     p->rd_ctx_entries = 48;
     p->rd_ctx_ways = 4;
     p->rd_ctx_bytes = 64;
+    p->wqe_cache_ways = 8;
+    p->rwqe_ways = 8;
+    p->rwqe_prefetch = 8;
+    p->rwqe_bytes = 16;
     /* Responder READ engine (resp.c, readeng.c): fitted to the SMART
      * (ASPLOS'24) ConnectX-6 READ peak of 111 Mops (ae/raw-reference
      * fig4a.csv: 8 B READs, 48 threads x 24 in flight): 1 / 111 M = 9 ns
@@ -242,6 +246,7 @@ const char *const nic_transport_names[] = {"ib", "ib-ar", "efa-srd", "1rma", NUL
 const char *const nic_dma_ordering_names[] = {"strict", "relaxed", NULL};
 const char *const nic_cache_replacement_names[] = {"random", "lru", NULL};
 const char *const nic_dereg_flush_names[] = {"mr", "all", NULL};
+const char *const nic_rd_ctx_per_names[] = {"qp", "read", NULL};
 const char *const nic_link_layer_names[] = {"ethernet", "ib", NULL};
 
 /* ---------------------------------------------------------------- op pool */
@@ -814,6 +819,8 @@ static void rx_unit_done(struct sim *sim, void *a, void *b)
 
 /* A context a unit waited for arrived (ctx.c): now the packet's work (no
  * cut-through: the unit starts on it now). */
+static void rx_release_held(struct nic *nic, struct nic_qp *qp);
+
 static void rx_unit_work(struct sim *sim, struct nic *nic, struct pkt *p)
 {
     p->head_ps = 0;
@@ -826,28 +833,123 @@ static void rx_unit_work(struct sim *sim, struct nic *nic, struct pkt *p)
         nic_trace_pkt_fields(&r, p, false);
         nic_trace_span(nic, TRK_RX, sim_now(sim), nic->p.rx_pkt_proc_ps, &r);
     }
+    if (qp) { /* the packets of the QP held behind this one go on */
+        qp->eng->rx_waiting = false;
+        rx_release_held(nic, qp);
+    }
+}
+
+void nic_rx_qp_gone(struct nic *nic, struct nic_qp *qp)
+{
+    struct nic_qp_engine *e = qp->eng;
+    e->rx_waiting = false;
+    while (e->rx_hold_head) {
+        struct pkt *p = e->rx_hold_head;
+        e->rx_hold_head = p->next;
+        p->next = NULL;
+        sim_call_in(nic->sim, 0, rx_unit_done, nic, p);
+    }
+    e->rx_hold_tail = NULL;
 }
 
 /* A READ response or atomic ACK needs its QP's requester READ/atomic
- * context (docs/nic.md "READ and atomic engines"). */
-static bool rx_needs_rdctx(const struct pkt *p)
+ * context (docs/nic.md "READ and atomic engines"); with contexts per
+ * outstanding READ (nic.rd_ctx_per: read), the first packet of each
+ * response looks its READ up and the rest of that response follow it. */
+static bool rx_needs_rdctx(const struct nic *nic, const struct pkt *p)
 {
-    return (nic_opcode(p->opcode)->mask & (NIC_OPF_READ | NIC_OPF_ATOMIC_ACK)) &&
-           !(nic_opcode(p->opcode)->mask & NIC_OPF_REQ);
+    uint32_t m = nic_opcode(p->opcode)->mask;
+    if (!(m & (NIC_OPF_READ | NIC_OPF_ATOMIC_ACK)) || (m & NIC_OPF_REQ))
+        return false;
+    return nic->p.rd_ctx_per != NIC_RD_CTX_PER_READ || (m & (NIC_OPF_FIRST | NIC_OPF_ATOMIC_ACK));
 }
 
-static void rx_unit_rdc_ready(struct sim *sim, void *a, void *b)
+/* A request that consumes a receive WQE (a SEND's first packet, a WRITE
+ * with immediate's last) needs one on chip (ctx.c, nic.rwqe_*). */
+static bool rx_rwqe_ready(struct nic *nic, struct pkt *p, sim_cb_fn fn)
+{
+    if (!nic->rwq.cap)
+        return true;
+    uint32_t m = nic_opcode(p->opcode)->mask;
+    if (!(m & NIC_OPF_REQ) || !(m & NIC_OPF_RWR) ||
+        !(m & ((m & NIC_OPF_SEND) ? NIC_OPF_FIRST : NIC_OPF_LAST)))
+        return true;
+    struct nic_qp *qp = nic_qp_lookup(nic, p->dest_qpn);
+    return !qp || nic_rwqe_access(nic, qp, fn, nic, p);
+}
+
+/* A response that completes a WQE (an ACK, a READ response's last packet,
+ * an atomic ACK) needs that WQE, in the NIC's cache of outstanding WQEs
+ * (ctx.c, nic.wqe_cache_*); key: the QP and the PSN it acknowledges. */
+static bool rx_needs_wqe(struct nic *nic, const struct pkt *p)
+{
+    if (!nic->wqc.cap)
+        return false;
+    uint32_t m = nic_opcode(p->opcode)->mask;
+    if (!(m & NIC_OPF_RESP))
+        return false;
+    if (m & NIC_OPF_ATOMIC_ACK)
+        return (p->aeth_syndrome & NIC_AETH_TYPE_MASK) == 0;
+    if (m & NIC_OPF_READ)
+        return (m & NIC_OPF_LAST) != 0;
+    if (!(m & NIC_OPF_ACK) || (p->aeth_syndrome & NIC_AETH_TYPE_MASK) != 0)
+        return false;
+    /* an ACK: only a WQE that still needs its descriptor (a signalled one,
+     * for its CQE) was kept (req.c); find the one whose last PSN it acks
+     * among the QP's oldest outstanding ones */
+    struct nic_qp *qp = nic_qp_lookup(nic, p->dest_qpn);
+    if (!qp || !qp->sq)
+        return false;
+    for (uint64_t i = qp->sq_comp, n = 0; i < qp->eng->req_idx && n < 64; i++, n++) {
+        const struct nic_send_wqe *w = nic_sq_wqe(qp, i);
+        if (w->state != NIC_WQE_QUEUED && w->last_psn == p->psn)
+            return w->signaled;
+    }
+    return false;
+}
+
+/* The stages a packet's processing unit may wait in before its work:
+ * the QP context, the requester READ/atomic context, the outstanding WQE,
+ * the receive WQE.  Each either hits (true) or calls its successor back. */
+static void rx_after_rwqe(struct sim *sim, void *a, void *b)
 {
     rx_unit_work(sim, a, b);
 }
 
-static void rx_unit_ctx_ready(struct sim *sim, void *a, void *b)
+static void rx_after_wqc(struct sim *sim, void *a, void *b)
 {
-    struct nic *nic = a;
     struct pkt *p = b;
-    if (rx_needs_rdctx(p) && !nic_rdctx_access(nic, p->dest_qpn, rx_unit_rdc_ready, nic, p))
-        return;
-    rx_unit_work(sim, nic, p);
+    nic_wqe_retire(a, p->dest_qpn, p->psn);
+    if (rx_rwqe_ready(a, b, rx_after_rwqe))
+        rx_unit_work(sim, a, b);
+}
+
+static bool rx_from_wqc(struct nic *nic, struct pkt *p)
+{
+    return (!rx_needs_wqe(nic, p) ||
+            nic_wqe_access(nic, p->dest_qpn, p->psn, rx_after_wqc, nic, p)) &&
+           rx_rwqe_ready(nic, p, rx_after_rwqe);
+}
+
+static void rx_after_rdc(struct sim *sim, void *a, void *b)
+{
+    struct pkt *p = b;
+    nic_rdctx_retire(a, p->dest_qpn, p->psn);
+    if (rx_from_wqc(a, b))
+        rx_unit_work(sim, a, b);
+}
+
+static bool rx_from_rdc(struct nic *nic, struct pkt *p)
+{
+    return (!rx_needs_rdctx(nic, p) ||
+            nic_rdctx_access(nic, p->dest_qpn, p->psn, rx_after_rdc, nic, p)) &&
+           rx_from_wqc(nic, p);
+}
+
+static void rx_after_ctx(struct sim *sim, void *a, void *b)
+{
+    if (rx_from_rdc(a, b))
+        rx_unit_work(sim, a, b);
 }
 
 /* When a unit taking packet p now could have started on it: cut-through,
@@ -869,7 +971,7 @@ static sim_time_t rx_unit_time(struct nic *nic, struct pkt *p)
     }
     sim_time_t done = start + proc > now ? start + proc : now;
     /* a QP's packets leave the units in arrival order, also behind one
-     * whose unit waited for the QP's context (rx_unit_ctx_ready) */
+     * whose unit waited for the QP's context (rx_after_ctx) */
     struct nic_qp *qp = nic_qp_lookup(nic, p->dest_qpn);
     if (qp) {
         if (done < qp->eng->rx_done_ps)
@@ -885,6 +987,31 @@ static sim_time_t rx_unit_time(struct nic *nic, struct pkt *p)
     return done - now;
 }
 
+/* Every wait stage from the first: true if p may start its work now. */
+static bool rx_stages(struct nic *nic, struct pkt *p)
+{
+    return nic_ctx_access(nic, p->dest_qpn, rx_after_ctx, nic, p) && rx_from_rdc(nic, p);
+}
+
+/* The waiting packet of qp went on: its held ones follow in order, until
+ * one of them has to wait in turn. */
+static void rx_release_held(struct nic *nic, struct nic_qp *qp)
+{
+    struct nic_qp_engine *e = qp->eng;
+    while (e->rx_hold_head && !e->rx_waiting) {
+        struct pkt *p = e->rx_hold_head;
+        e->rx_hold_head = p->next;
+        if (!e->rx_hold_head)
+            e->rx_hold_tail = NULL;
+        p->next = NULL;
+        p->head_ps = 0;
+        if (rx_stages(nic, p))
+            sim_call_in(nic->sim, rx_unit_time(nic, p), rx_unit_done, nic, p);
+        else
+            e->rx_waiting = true;
+    }
+}
+
 void nic_rx_pump(struct nic *nic)
 {
     uint32_t units = nic->p.pus ? nic->p.pus : 1;
@@ -896,9 +1023,18 @@ void nic_rx_pump(struct nic *nic)
         p->next = NULL;
         nic->rx_units_busy++;
         nic->rx_stalled = false;
-        if (nic_ctx_access(nic, p->dest_qpn, rx_unit_ctx_ready, nic, p) &&
-            (!rx_needs_rdctx(p) || nic_rdctx_access(nic, p->dest_qpn, rx_unit_rdc_ready, nic, p)))
+        struct nic_qp *qp = nic_qp_lookup(nic, p->dest_qpn);
+        if (qp && qp->eng->rx_waiting) { /* behind an earlier packet of its QP */
+            if (qp->eng->rx_hold_tail)
+                qp->eng->rx_hold_tail->next = p;
+            else
+                qp->eng->rx_hold_head = p;
+            qp->eng->rx_hold_tail = p;
+        } else if (rx_stages(nic, p)) {
             sim_call_in(nic->sim, rx_unit_time(nic, p), rx_unit_done, nic, p);
+        } else if (qp) {
+            qp->eng->rx_waiting = true;
+        }
     }
     if (nic->rx_head && !nic->rx_stalled) { /* every unit busy: packets wait */
         nic->rx_stalled = true;
@@ -1049,6 +1185,10 @@ const struct nic_counters *nic_get_counters(struct nic *nic)
     c->mtt_evictions = nic->mtt.c.evictions;
     c->rd_ctx_hits = nic->rdc.c.hits;
     c->rd_ctx_misses = nic->rdc.c.misses;
+    c->wqe_cache_hits = nic->wqc.c.hits;
+    c->wqe_cache_misses = nic->wqc.c.misses;
+    c->rwqe_hits = nic->rwq.c.hits;
+    c->rwqe_misses = nic->rwq.c.misses;
     return &nic->cnt;
 }
 void nic_note_wr_refused(struct nic *nic)

@@ -67,6 +67,15 @@ enum nic_cache_replacement {
 };
 extern const char *const nic_cache_replacement_names[]; /* "random", "lru", NULL */
 
+/* What one entry of the requester's READ/atomic-context cache holds
+ * (ctx.c): the response state of a QP (ConnectX-5/6), or of one
+ * outstanding READ/atomic, its WQE (ConnectX-3). */
+enum nic_rd_ctx_per {
+    NIC_RD_CTX_PER_QP,
+    NIC_RD_CTX_PER_READ,
+};
+extern const char *const nic_rd_ctx_per_names[]; /* "qp", "read", NULL */
+
 /* What the port reports itself as: a RoCEv2 (Ethernet) port, with GIDs
  * and no LIDs, or an InfiniBand port with LID node_id + 1, which
  * addresses without a GRH work on (e.g. ibv_rc_pingpong without -g).  The
@@ -125,6 +134,27 @@ struct nic_params {
     uint32_t rd_ctx_entries; /* 0 = no model */
     uint32_t rd_ctx_ways;
     uint32_t rd_ctx_bytes;
+    /* how a miss is handled, per generation: at most rd_ctx_max_misses
+     * fetched at once (0 = nic.pus, overlapped over the processing units),
+     * each holding the miss handler rd_ctx_miss_proc_ps after its PCIe read
+     * (ConnectX-3: one at a time, a slow path; docs/nic.md) */
+    uint32_t rd_ctx_max_misses;
+    uint32_t rd_ctx_per; /* enum nic_rd_ctx_per */
+    /* outstanding-WQE cache (ctx.c): the send WQEs the NIC started and
+     * holds until they complete (wqe_cache_entries, 0 = no model); a
+     * response completing one that was evicted re-reads it (nic.wqe bytes)
+     * over PCIe, holding its processing unit; misses overlap over nic.pus */
+    uint32_t wqe_cache_entries;
+    uint32_t wqe_cache_ways;
+    /* receive-WQE fetch (ctx.c): a message that consumes a receive WQE
+     * needs it on chip; the NIC holds prefetched WQEs for rwqe_cache_entries
+     * receive queues (QPs' or SRQs'; 0 = no model) and fetches rwqe_prefetch
+     * WQEs of rwqe_bytes each by one PCIe read when it has none */
+    uint32_t rwqe_cache_entries;
+    uint32_t rwqe_ways;
+    uint32_t rwqe_prefetch;
+    uint32_t rwqe_bytes;
+    sim_time_t rd_ctx_miss_proc_ps;
     /* responder READ engine (resp.c): every accepted READ request occupies
      * it this long, one after the other; at most max_rd_resp READs are
      * served (responses not yet all built) at once per NIC (0 = no limit) */
@@ -283,6 +313,7 @@ struct nic_rq {
     struct nic_recv_wqe *ring;
     uint32_t depth;
     uint64_t head, tail;
+    uint32_t prefetched; /* WQEs the NIC fetched ahead and holds (ctx.c) */
 };
 
 /* XRC domain (xrc.c, IBA Annex A14): what ties XRC SRQs to the XRC
@@ -450,13 +481,15 @@ struct nic_counters {
     /* caches inside the RNIC: copied from the caches' own counters when read */
     uint64_t qpc_hits, qpc_misses, qpc_evictions;
     uint64_t mpt_hits, mpt_misses, mtt_hits, mtt_misses, mtt_evictions;
-    uint64_t rd_ctx_hits, rd_ctx_misses; /* requester READ/atomic contexts */
-    uint64_t rd_engine_waits;            /* READ requests that waited for the READ engine */
-    uint64_t rx_pu_stalls;               /* times the receive pipeline stopped: every PU waited */
-    uint64_t xlate_waits;                /* DMA operations held in the in-order translation unit */
-    uint64_t dm_accesses;                /* NIC accesses to device memory (no PCIe) */
-    uint64_t atomic_waits;               /* atomics held behind one on the same address */
-    uint64_t cqes_compressed;            /* CQEs written as 8 B mini-CQEs */
+    uint64_t rd_ctx_hits, rd_ctx_misses;       /* requester READ/atomic contexts */
+    uint64_t wqe_cache_hits, wqe_cache_misses; /* outstanding send WQEs */
+    uint64_t rwqe_hits, rwqe_misses;           /* receive WQEs on chip / fetched */
+    uint64_t rd_engine_waits;                  /* READ requests that waited for the READ engine */
+    uint64_t rx_pu_stalls;    /* times the receive pipeline stopped: every PU waited */
+    uint64_t xlate_waits;     /* DMA operations held in the in-order translation unit */
+    uint64_t dm_accesses;     /* NIC accesses to device memory (no PCIe) */
+    uint64_t atomic_waits;    /* atomics held behind one on the same address */
+    uint64_t cqes_compressed; /* CQEs written as 8 B mini-CQEs */
     /* RIMA (aq.c) */
     uint64_t rima_appends;  /* append messages accepted (tail advanced) */
     uint64_t rima_rnr_naks; /* append messages refused for want of room */

@@ -225,6 +225,8 @@ struct nic {
     /* caches inside the RNIC (ctx.c, xlate.c; docs/nic.md "Caches") */
     struct nic_cache qpc;             /* QP contexts, key = QPN; fetches hold a processing unit */
     struct nic_cache rdc;             /* requester READ/atomic contexts, key = QPN (ctx.c) */
+    struct nic_cache rwq;             /* receive queues with prefetched WQEs (ctx.c) */
+    struct nic_cache wqc;             /* outstanding send WQEs, key = QPN, last PSN (ctx.c) */
     struct nic_cache mpt, mtt;        /* memory keys (key = MR index), pages (mr index, page) */
     struct nic_op *xl_head, *xl_tail; /* DMA operations in translation, issue order */
     bool xl_pumping;
@@ -360,6 +362,10 @@ struct nic_qp_engine {
     /* receive pipeline (nic.c): when the QP's latest packet leaves its
      * processing unit - a later one never leaves before it */
     sim_time_t rx_done_ps;
+    /* a packet of the QP waits in a unit for a context or WQE (ctx.c):
+     * later ones are held behind it, in order, each in its unit */
+    bool rx_waiting;
+    struct pkt *rx_hold_head, *rx_hold_tail;
 
     /* responder */
     uint32_t epsn, msn;
@@ -726,8 +732,25 @@ void nic_ctx_forget(struct nic *nic, uint32_t qpn);
  * engines"): the requester started a READ/atomic (the NIC writes the
  * context: present), or a response arrived and needs it (true if present;
  * else fn(a, b) when fetched, the fetch holding a processing unit). */
-void nic_rdctx_started(struct nic *nic, uint32_t qpn);
-bool nic_rdctx_access(struct nic *nic, uint32_t qpn, sim_cb_fn fn, void *a, void *b);
+/* psn: the READ's / atomic's first PSN (its key with nic.rd_ctx_per: read) */
+void nic_rdctx_started(struct nic *nic, uint32_t qpn, uint32_t psn);
+bool nic_rdctx_access(struct nic *nic, uint32_t qpn, uint32_t psn, sim_cb_fn fn, void *a, void *b);
+/* The send engine started WQE (qpn, last_psn) / a response completing it
+ * needs it on chip (nic.wqe_cache_*): true, or false and fn(a, b) once
+ * it was re-read. */
+void nic_wqe_started(struct nic *nic, uint32_t qpn, uint32_t last_psn);
+/* nic.c: QP qp is being destroyed: its held received packets go on (and
+ * are dropped for want of a QP). */
+void nic_rx_qp_gone(struct nic *nic, struct nic_qp *qp);
+bool nic_wqe_access(struct nic *nic, uint32_t qpn, uint32_t psn, sim_cb_fn fn, void *a, void *b);
+/* A response that waited for its entry was served: the entry retires
+ * (hits retire in the access itself). */
+void nic_wqe_retire(struct nic *nic, uint32_t qpn, uint32_t psn);
+void nic_rdctx_retire(struct nic *nic, uint32_t qpn, uint32_t psn);
+/* Packet p (a request to QP qp) consumes a receive WQE: true if the NIC
+ * holds one of the receive queue's WQEs (nic.rwqe_*), else false and
+ * fn(a, b) once they were fetched. */
+bool nic_rwqe_access(struct nic *nic, struct nic_qp *qp, sim_cb_fn fn, void *a, void *b);
 /* Make cache c set-associative / random as the profile says (cache `name`
  * of this NIC names its random stream). */
 int nic_cache_configure(struct nic *nic, struct nic_cache *c, uint32_t ways);

@@ -246,6 +246,7 @@ int nic_qp_destroy(struct nic_qp *qp)
     e->dead = true;
     nic_mcast_qp_gone(qp);
     nic->qp_tbl[qp->qpn & nic->qp_tbl_mask] = NULL;
+    nic_rx_qp_gone(nic, qp);
     nic_ctx_forget(nic, qp->qpn);
     nic->n_qps--;
     if (qp->init.pd)

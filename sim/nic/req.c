@@ -428,6 +428,8 @@ static enum nic_req_state req_start_wqe(struct nic_qp *qp)
         w->last_psn = nic_psn_add(e->next_psn, n - 1);
         e->next_psn = nic_psn_add(e->next_psn, n);
         e->req_pkt = 0;
+        if (w->signaled || nic_wqe_is_rd_atomic(w)) /* kept until its completion needs it */
+            nic_wqe_started(qp->nic, qp->qpn, w->last_psn);
     }
     if (nic_tr(qp->nic)) /* the send engine on this WQE: its PSNs [psn, val] */
         nic_trace_span(
@@ -443,7 +445,7 @@ static enum nic_req_state req_start_wqe(struct nic_qp *qp)
     w->state = NIC_WQE_STARTED;
     if (nic_wqe_is_rd_atomic(w)) {
         e->rd_outstanding++;
-        nic_rdctx_started(qp->nic, qp->qpn); /* its response state, on chip */
+        nic_rdctx_started(qp->nic, qp->qpn, w->first_psn); /* response state, on chip */
     }
     return NIC_REQ_SEGMENT;
 }

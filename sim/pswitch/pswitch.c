@@ -295,10 +295,15 @@ static void ing_ev(struct sim *sim, struct sim_event *ev)
             r->action = PS_ACT_FWD;
         }
         ps->c.replicas++;
+        r->meta.rid = g->m[i].rid;
+        if (g->m[i].node == PS_PORT_RECIRC) { /* the recirculation port is a port too */
+            r->action = PS_ACT_RECIRC;
+            pipe_arrive(ps, PS_EGRESS, r);
+            continue;
+        }
         r->action = PS_ACT_FWD;
         r->out_node = g->m[i].node;
         r->pkt->dst_node = g->m[i].node;
-        r->meta.rid = g->m[i].rid;
         pipe_arrive(ps, PS_EGRESS, r);
     }
 }

@@ -204,7 +204,8 @@ int ps_table_del(struct ps_table *t, uint64_t key);                   /* ENOENT 
 int ps_reg_set(struct ps_reg *r, uint32_t idx, uint64_t v);           /* EINVAL idx */
 uint64_t ps_reg_get(struct ps_reg *r, uint32_t idx);
 struct ps_mcast_member {
-    uint32_t node; /* egress: the port towards this node */
+    uint32_t node; /* egress: the port towards this node, or PS_PORT_RECIRC: the copy
+                    * goes through egress (seeing its rid), then around to ingress */
     uint32_t rid;  /* replica id seen by the egress program */
 };
 int ps_mcast_set(struct pswitch *ps, uint32_t group, const struct ps_mcast_member *m, uint32_t n);

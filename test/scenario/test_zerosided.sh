@@ -69,7 +69,7 @@ lossy() { # NAME FILE.yaml [--set ...]: a lossy run and the checks of item 2
     shift
     "$bin" run "$@" -o "$n.json" --quiet >"$n.out" 2>&1
     local rc=$?
-    check "$n: run exits 0 with loss 1e-3 (got $rc)" "[ $rc -eq 0 ] || { tail -5 $n.out; false; }"
+    check "$n: run exits 0 under loss (got $rc)" "[ $rc -eq 0 ] || { tail -5 $n.out; false; }"
     check "$n: every item once, no verbs from the PUs, no QP error, no NAK storm, loss recovered" \
         "$py - $n.json <<'PY'
 import json, sys
@@ -117,6 +117,32 @@ programs:
 YAML
 for m in shuffle lb replicate; do
     lossy "$m" flows.yaml --set vars.mode=$m
+done
+
+# ---- 2b. overlapped pointer WRITEs under heavy loss.  A transfer's head and
+# tail WRITEs are in flight together with the next READ on the same QPs;
+# with batches of four 64-byte items and loss 1e-2 some of them are lost with
+# an operation behind them.  The responder then NAKs that operation and waits
+# for the lost PSN, so the switch must send the pointer WRITE again ahead of
+# the re-issued operation (ptr_ahead).  Without that the flow hangs.  In
+# load balancing a thread moves between producers, so a lost last tail WRITE
+# to a producer it has left needs that producer's own timer (this run hung
+# with one timer per thread).
+for m in pairs shuffle lb; do
+    case $m in
+    pairs) lossy "overlap-$m" "$Z/pairs.yaml" --set topology.link.loss=1e-2 \
+        --set vars.items=6000 --set vars.item=64 --set vars.batch=4 ;;
+    shuffle) lossy "overlap-$m" flows.yaml --set vars.mode=$m --set topology.link.loss=1e-2 \
+        --set vars.item=64 ;;
+    lb) lossy "overlap-$m" flows.yaml --set vars.mode=$m --set topology.link.loss=3e-3 \
+        --set vars.item=64 ;;
+    esac
+    check "overlap-$m: pointer WRITEs were re-sent ahead of a re-issued operation" \
+        "$py - overlap-$m.json <<'PY'
+import json, sys
+sw = json.load(open(sys.argv[1]))['tables']['zs_switch'][0]
+assert sw['ptr_ahead'] > 0, sw
+PY"
 done
 check "replicate: both consumers saw one global order" "$py - replicate.json <<'PY'
 import json, sys

@@ -318,6 +318,56 @@ static void test_multicast(void)
     rig_free(&r);
 }
 
+/* A member on the recirculation port: that copy takes its egress pass
+ * (seeing its rid), then comes back into ingress, where it is forwarded;
+ * the other copy goes out at once. */
+static void mcr_ingress(struct ps_pass *x, struct pkt *p, void *prog)
+{
+    (void)prog;
+    struct ps_meta *m = ps_pass_meta(x);
+    if (m->ingress_port == PS_PORT_RECIRC) {
+        p->psn = 300 + m->bridge[0];
+        ps_fwd(x, 2);
+        return;
+    }
+    m->bridge_bytes = 16;
+    ps_mcast(x, 8);
+}
+
+static void mcr_egress(struct ps_pass *x, struct pkt *p, void *prog)
+{
+    (void)prog;
+    struct ps_meta *m = ps_pass_meta(x);
+    if (m->rid == 0) /* the recirculated copy's second, unicast pass */
+        return;
+    p->psn = 200 + m->rid;
+    m->bridge[0] = (uint8_t)m->rid;
+}
+
+static const struct ps_dataplane mcr_dp = {"mcast-recirc", mcr_ingress, mcr_egress};
+
+static void test_multicast_recirc(void)
+{
+    struct rig r;
+    rig_init(&r, NULL);
+    struct ps_mcast_member m[] = {{1, 5}, {PS_PORT_RECIRC, 6}};
+    CHECK(ps_mcast_set(r.ps, 8, m, 2) == 0);
+    CHECK(ps_load(r.ps, &mcr_dp, NULL) == 0);
+    send(&r, 0, SW_NODE, 0);
+    sim_run(r.sim, SIM_TIME_NEVER);
+    CHECK_EQ_U64(r.sinks[1].n, 1);
+    CHECK_EQ_U64(r.sinks[1].last_psn, 205);
+    CHECK_EQ_U64(r.sinks[2].n, 1); /* the recirculated copy, rid 6 seen in egress */
+    CHECK_EQ_U64(r.sinks[2].last_psn, 306);
+    const struct ps_counters *c = ps_get_counters(r.ps);
+    CHECK_EQ_U64(c->replicas, 2);
+    CHECK_EQ_U64(c->recirculations, 1);
+    CHECK_EQ_U64(c->ingress_passes, 2);
+    CHECK_EQ_U64(c->egress_passes, 3);
+    CHECK(r.sinks[2].last_t > r.sinks[1].last_t + 500 * SIM_NS);
+    rig_free(&r);
+}
+
 /* ---------------------------------------------------------------- generator, tables, digests */
 
 struct gen_prog {
@@ -472,6 +522,7 @@ int main(void)
     test_rules();
     test_recirculation();
     test_multicast();
+    test_multicast_recirc();
     test_pktgen_tables_digest();
     test_declarations();
     test_roce_rewrite();

@@ -84,6 +84,21 @@ static const struct {
      "(docs/validation.md qp-cx6-read-*, a known limit: the model's collapse comes later)"},
     {"nic.rd_ctx_ways", "nic.c default, estimate"},
     {"nic.rd_ctx", "mlx5 PRM: a miss re-reads the READ's WQE basic block (64 B)"},
+    {"nic.rd_ctx_max_misses", "nic.c default: 0 = nic.pus, misses overlap over the processing "
+                              "units (ConnectX-6: READ keeps 21 Mops at 4096 QPs, "
+                              "docs/validation.md qp-cx6-read-4096)"},
+    {"nic.rd_ctx_per", "nic.c default: per QP (ConnectX-6: SMART's 768 outstanding READs on 96 "
+                       "QPs run at 111 Mops, docs/validation.md smart-cx6-read-96thr)"},
+    {"nic.rd_ctx_miss_proc", "nic.c default: no handler time beyond the PCIe read"},
+    {"nic.wqe_cache_entries",
+     "nic.c default: off (0); cx6-200g sets 1536, fitted to SMART (ASPLOS'24) "
+     "Fig. 4a (docs/validation.md smart-cx6-read-96thr-d16)"},
+    {"nic.wqe_cache_ways", "nic.c default, estimate: 8-way"},
+    {"nic.rwqe_cache_entries", "nic.c default: off (0); no published size (estimate to set with "
+                               "--set, e.g. as many as nic.qpc_cache_entries)"},
+    {"nic.rwqe_ways", "nic.c default, estimate: 8-way, as the QP-context cache"},
+    {"nic.rwqe_prefetch", "nic.c default, estimate: 8 WQEs (128 B, two 64 B lines) per fetch"},
+    {"nic.rwqe", "mlx5 PRM: a receive WQE is its data segments, 16 B each (one SGE)"},
     {"nic.rd_req_proc", "nic.c default, fitted: SMART (ASPLOS'24) ConnectX-6 8 B READ peak 111 "
                         "Mops -> 9 ns; scaled by the briefs' message rates (200 vs 215 M/s)"},
     {"nic.max_rd_resp", "nic.c default: no per-NIC bound beyond max_dest_rd_atomic "
