@@ -37,6 +37,9 @@ void host_cpu_params_default(struct host_cpu_params *p)
     p->post_send_ps = 60 * SIM_NS;
     p->post_send_wqe_ps = 20 * SIM_NS;
     p->doorbell_gap_ps = 379 * SIM_NS;
+    /* mlx5 (ConnectX-4 and later) gives threads their own BlueFlame
+     * registers; libmlx4 (ConnectX-3) posts under one lock per context */
+    p->bf_lock_context = false;
     p->post_recv_ps = 80 * SIM_NS;
     p->poll_cq_ps = 30 * SIM_NS;
     p->poll_cqe_ps = 20 * SIM_NS;
@@ -397,6 +400,27 @@ void host_doorbell(void)
         now = t->db_free_ps;
     }
     t->db_free_ps = now + t->host->cpu.doorbell_gap_ps;
+}
+
+void host_doorbell_locked(sim_time_t *lock_free_ps, uint32_t *last_core)
+{
+    struct host_thread *t = host_thread_current();
+    if (!t || !t->host->cpu.doorbell_gap_ps)
+        return;
+    const struct host_cpu_params *cp = &t->host->cpu;
+    sim_time_t now = sim_now(t->host->sim);
+    sim_time_t start = t->db_free_ps > *lock_free_ps ? t->db_free_ps : *lock_free_ps;
+    if (start < now)
+        start = now;
+    uint32_t core = t->vcpu ? t->vcpu->core + 1 : 1;
+    sim_time_t hold = cp->doorbell_gap_ps;
+    if (*last_core && *last_core != core) /* the lock's line moves to this core */
+        hold = sim_time_add(hold, cp->mem.c2c_ps);
+    /* taken in the order of asking (a ticket): reserved before waiting */
+    *last_core = core;
+    t->db_free_ps = *lock_free_ps = sim_time_add(start, hold);
+    if (now < start)
+        sim_proc_sleep(start - now); /* spinning on the lock */
 }
 
 void host_trace_call(struct host_thread *t, sim_time_t t0_ps, sim_time_t t1_ps, const char *call,

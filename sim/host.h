@@ -82,6 +82,11 @@ struct host_cpu_params {
      * thread's write-combining path drains for this long; the thread's next
      * doorbell waits until it has (sim/host.c, host_doorbell). */
     sim_time_t doorbell_gap_ps;
+    /* BlueFlame posts (one inline WR) of all threads of one verbs context
+     * take one spin lock around the copy and the drain (libmlx4, the
+     * ConnectX-3 provider: ctx->bf_lock); false: per thread (mlx5 gives
+     * each QP's thread its own BlueFlame register). */
+    bool bf_lock_context;
     sim_time_t post_recv_ps;     /* ibv_post_recv, per WR */
     sim_time_t poll_cq_ps;       /* one ibv_poll_cq call */
     sim_time_t poll_cqe_ps;      /* extra per CQE returned */
@@ -313,6 +318,12 @@ void host_charge_private(sim_time_t ps);
  * time) until its previous doorbell store has drained
  * (host_cpu_params.doorbell_gap_ps). */
 void host_doorbell(void);
+/* The same for a BlueFlame post under a lock shared by the threads of one
+ * verbs context (host.cpu.bf_lock_context): the store waits until the
+ * lock is free (*lock_free_ps) and holds it for the drain, plus the lock's
+ * line from the core that held it last (host.mem.c2c); *last_core is that
+ * core + 1 (0: none yet). */
+void host_doorbell_locked(sim_time_t *lock_free_ps, uint32_t *last_core);
 /* Park the running process on h->relax_wq (host_relax and spinning polls),
  * unless something it could observe changed since its last observation
  * (host_observed); then it returns at once.  A parked thread spins: it

@@ -58,6 +58,28 @@ QUICK_SWEEPS = {
     "m1_S": ("m1_S", "S", [1], {}, PROTOS, {"warmup": "1ms", "duration": "1ms"}),
 }
 
+# The summary figures 3-6 alone: only the two points of each ratio, per
+# abstraction ("--summary"; Fig. 3 is then the best of these points, not of
+# every sweep).  Windows: one round of the R x QPs requests outstanding
+# first (docs/huang.md "The window matters"); M:M at S = 8 is not run
+# (12,096 QPs: minutes a point), Fig. 4's M:M ratio is S = 2 over S = 1.
+SUMMARY_SWEEPS = {
+    "fig4_m1": ("m1_S", "S", [1, 8], {}),
+    "fig4_1m": ("1m_S", "S", [1, 8], {}),
+    "fig4_mm": ("mm_S", "S", [1, 2], {}),
+    "fig5_m1": ("m1_nodes", "P", [4, 28], {}),
+    "fig5_1m": ("1m_nodes", "Q", [4, 28], {}),
+    "fig5_mm": ("mm_nodes", "N", [4, 28], {}),
+    "fig6_m1": ("m1_V", "V", [365, 4096], {}, PROTOS, {"R": 4}),
+    "fig6_1m": ("1m_V", "V", [365, 4096], {}, PROTOS, {"R": 4}),
+    "fig6_mm": ("mm_V", "V", [365, 4096], {}, PROTOS, {"R": 4}),
+}
+# The paper's summary numbers (spec 3.5): Fig. 3 best per abstraction, Fig. 6 READ
+PAPER_SUMMARY = {
+    "fig3": {("m1", "read"): 42, ("1m", "write_write"): 14},
+    "fig6": {("m1", "read"): 50 / 35, ("1m", "read"): 16 / 2, ("mm", "read"): 20 / 10},
+}
+
 # The paper's numbers from its text (spec 3.5), per figure: (protocol, x) -> Gb/s
 PAPER = {
     "fig8a": {("read", 16): 43, ("write_send", 128): 28, ("write_write", 128): 28,
@@ -222,6 +244,63 @@ def ratios(res):
     }
 
 
+def summary(res):
+    """Figures 3-6 from the --summary points: {fig: {abs: {proto: value}}}."""
+    def r(fig, a, b):
+        d = res.get(fig, {})
+        return {p: round(d[(p, a)] / d[(p, b)], 3)
+                for p in PROTOS if (p, a) in d and (p, b) in d and d[(p, b)]}
+    out = {"fig3": {}, "fig4": {}, "fig5": {}, "fig6": {}}
+    for ab in ABS:
+        pts = {}
+        for f in ("fig4_" + ab, "fig5_" + ab, "fig6_" + ab):
+            for k, v in res.get(f, {}).items():
+                # 365 B and 28 nodes only (Fig. 3's points)
+                if (f.startswith("fig6") and k[1] != 365) or (f.startswith("fig5") and k[1] != 28):
+                    continue
+                pts[k[0]] = max(pts.get(k[0], 0), v)
+        out["fig3"][ab] = pts
+        s1 = res.get("fig4_" + ab, {})
+        hi = max([k[1] for k in s1] or [8])
+        out["fig4"][ab] = r("fig4_" + ab, hi, 1)
+        out["fig5"][ab] = r("fig5_" + ab, 28, 4)
+        if ab == "mm" and out["fig5"][ab]:  # the paper's M:M ratio is of total bandwidth
+            out["fig5"][ab] = {p: round(v * 28 / 4, 3) for p, v in out["fig5"][ab].items()}
+        out["fig6"][ab] = r("fig6_" + ab, 4096, 365)
+    return out
+
+
+def plot_summary(sm, outdir):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    titles = {"fig3": "Fig. 3: highest bandwidth, Gb/s (M:M per node)",
+              "fig4": "Fig. 4: bw(S=8) / bw(S=1) (M:M: S=2 / S=1)",
+              "fig5": "Fig. 5: bw(28 nodes) / bw(4 nodes) (M:M: total; ideal 7)",
+              "fig6": "Fig. 6: bw(V=4 KB) / bw(V=365 B), R=4"}
+    for fig, title in titles.items():
+        f, ax = plt.subplots(figsize=(7, 3.6))
+        w = 0.16
+        for i, p in enumerate(PROTOS):
+            xs = [j + (i - 2) * w for j in range(len(ABS))]
+            ax.bar(xs, [sm[fig].get(ab, {}).get(p, 0) or 0 for ab in ABS], w, label=p)
+        for (ab, p), v in PAPER_SUMMARY.get(fig, {}).items():
+            j = list(ABS).index(ab)
+            ax.plot([j + (PROTOS.index(p) - 2) * w], [v], marker="x", color="k",
+                    linestyle="none", markersize=9)
+        if fig == "fig3":
+            ax.axhline(LINE_GBPS, color="r", linewidth=0.8)
+        else:
+            ax.axhline(1.0, color="grey", linewidth=0.8)
+        ax.set_xticks(range(len(ABS)))
+        ax.set_xticklabels([ABS[a] for a in ABS])
+        ax.set_title(title + "; x = paper", fontsize=9)
+        ax.legend(fontsize=7)
+        f.tight_layout()
+        f.savefig(os.path.join(outdir, fig + ".png"), dpi=90)
+        plt.close(f)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("-o", "--output", default=os.path.join(SRC, "docs", "huang"))
@@ -231,6 +310,12 @@ def main():
     ap.add_argument("--checks", action="store_true", help="the check points only, no plots; "
                     "exit 1 if a check named by --expect fails")
     ap.add_argument("--expect", default="", help="comma list of checks that must hold")
+    ap.add_argument("--summary", action="store_true",
+                    help="figures 3-6 only, from the two points of each ratio")
+    ap.add_argument("--abs", default="m1,1m,mm", help="with --summary: the abstractions to run")
+    ap.add_argument("--set", action="append", default=[], metavar="VAR=VALUE",
+                    help="a scenario variable for every run (e.g. duration=1ms: shorter "
+                    "windows, say so next to the figure)")
     ap.add_argument("--rnicsim", default=None)
     ap.add_argument("--scenarios", default=os.path.join(SRC, "scenarios", "huang"))
     a = ap.parse_args()
@@ -240,6 +325,14 @@ def main():
         sys.exit("plot_huang.py: no rnicsim binary (--rnicsim)")
     os.makedirs(a.output, exist_ok=True)
     sweeps = (QUICK_SWEEPS if a.quick else CHECK_SWEEPS) if a.checks else SWEEPS
+    if a.summary:
+        keep = a.abs.split(",")
+        sweeps = {k: v for k, v in SUMMARY_SWEEPS.items() if k.split("_")[1] in keep}
+    if a.set:
+        extra = dict(x.split("=", 1) for x in a.set)
+        sweeps = {k: tuple(v[:4]) + ((v[4] if len(v) > 4 else PROTOS),
+                                     {**(v[5] if len(v) > 5 else {}), **extra})
+                  for k, v in sweeps.items()}
     if a.only:
         sweeps = {k: v for k, v in sweeps.items() if k in a.only.split(",")}
     res, wall, cmds = {}, {}, {}
@@ -248,8 +341,8 @@ def main():
             res[fig], wall[fig], cmds[fig] = run_sweep(binary, a.scenarios, os.path.join(tmp, fig),
                                                        spec, a.jobs)
             print(f"{fig}: {len(res[fig])} points, {wall[fig]:.0f} s", file=sys.stderr)
-            if not a.checks:
-                plot(fig, spec, res[fig], a.output)
+            if not a.checks and not a.summary:
+                plot(fig, spec[:4], res[fig], a.output)
     out = {"quick": a.quick, "wall_seconds": wall, "commands": cmds,
            "points": {f: {f"{k[0]}/" + "/".join(map(str, k[1:])): v for k, v in d.items()}
                       for f, d in res.items()}}
@@ -266,9 +359,25 @@ def main():
             if not got.get(x):
                 print(f"plot_huang.py: check {x} does not hold", file=sys.stderr)
                 rc = 1
+    elif a.summary:
+        pass  # from every point run so far, below
     else:
         out["ratios"] = ratios(res)
-    with open(os.path.join(a.output, "results.json"), "w") as f:
+    # one file per mode; figures run separately (--only) add to it
+    path = os.path.join(a.output, "summary.json" if a.summary else
+                        "checks.json" if a.checks else "results.json")
+    old = {}
+    if os.path.exists(path) and not a.checks:
+        with open(path) as f:
+            old = json.load(f)
+    for k in ("wall_seconds", "commands", "points"):
+        out[k] = {**old.get(k, {}), **out[k]}
+    if a.summary:
+        allres = {f: {(k.split("/")[0], int(k.split("/")[1])): v for k, v in d.items()}
+                  for f, d in out["points"].items()}
+        out["summary"] = summary(allres)
+        plot_summary(out["summary"], a.output)
+    with open(path, "w") as f:
         json.dump(out, f, indent=1, sort_keys=True)
     return rc
 

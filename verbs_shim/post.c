@@ -308,7 +308,12 @@ static int post_send(struct shim_qp *sqp, struct ibv_send_wr *wr, struct ibv_sen
         host_charge(
             sim_time_add(h->cpu.post_send_ps, sim_time_mul(attempted, h->cpu.post_send_wqe_ps)));
     if (posted) {
-        host_doorbell(); /* the previous doorbell store of this thread drained */
+        struct shim_context *sctx = shim_ctx(qp->context);
+        if (h && h->cpu.bf_lock_context && posted == 1 && head &&
+            (head->send_flags & IBV_SEND_INLINE))
+            host_doorbell_locked(&sctx->bf_free_ps, &sctx->bf_core);
+        else
+            host_doorbell(); /* the previous doorbell store of this thread drained */
         nic_sq_doorbell(sqp->nqp);
     }
     if (h && sim_trace_on(h->sim, TRACE_G_HOST)) /* the call's span: WRs posted, errno */

@@ -60,6 +60,10 @@ struct shim_context {
      * eventfd in semaphore mode that counts them */
     struct shim_async_event_node *async_head, *async_tail;
     struct sim_waitq async_wq;
+    /* libmlx4's BlueFlame lock (host.cpu.bf_lock_context): free from then,
+     * last held by core - 1 */
+    sim_time_t bf_free_ps;
+    uint32_t bf_core;
     struct verbs_context vctx; /* must be last: context is its last member */
 };
 

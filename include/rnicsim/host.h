@@ -118,6 +118,22 @@ void host_touch(const void *addr, size_t len);
  * stores): charges like host_touch, and the lines become this core's,
  * modified.  On real hardware a no-op (the stores were the cost). */
 void host_touch_write(void *addr, size_t len);
+/* Many accesses of one loop, charged once: a pass over an array of slots
+ * (a thread scanning message slots for markers, reading and zeroing the
+ * messages it finds).  host_touch_add records `count` accesses of `len`
+ * bytes, `stride` bytes apart from `addr` (write: the thread's stores),
+ * costed per line like host_touch; host_touch_charge charges the batch as
+ * one computation, its misses overlapping (host.mem.mlp) across the whole
+ * batch, as a loop's independent loads do, and empties it.  Zero-initialise
+ * a batch before use.  On real hardware: host_touch per read access;
+ * host_touch_charge does nothing. */
+struct host_touches {
+    uint64_t hits_ps, miss_sum_ps, miss_max_ps;
+    int wrote;
+};
+void host_touch_add(struct host_touches *b, const void *addr, size_t len, size_t stride,
+                    size_t count, int write);
+void host_touch_charge(struct host_touches *b);
 
 /* Results: one row of a named table, as key/value pairs.  In the simulator
  * rows go into the run's JSON results ("tables"); on real hardware they are

@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "protocols/common/rc_conn.h"
+#include "rnicsim/host.h"
 
 #define HG_MAX_NODES 512      /* nodes of one configuration (the paper: 29) */
 #define HG_MAX_THREADS 64     /* threads of one node (the paper pins at most 16) */
@@ -33,13 +34,13 @@
 #define HG_DENSE_VALUE 8192u  /* values up to this size carry the pattern in every byte */
 #define HG_PATTERN_EDGE 4096u /* larger ones in their first and last 4 KiB (docs/huang.md) */
 #define HG_POLL_BATCH 32
-/* CPU time of checking one slot's marker byte while scanning (spec 3.7 item
- * 4): a load of a line in the core's caches and a compare.  Estimate: an
- * Ivy Bridge core (the paper's Xeon E5-2650v2, 2.6 GHz) takes 12 cycles
- * (4.6 ns) for an L2 hit, and a scan's independent loads overlap about two
- * deep, so 2 ns a slot; a line the NIC wrote since costs more, which the
- * message's own checks and zeroing stand for (docs/huang.md). */
-#define HG_SLOT_CHECK_NS 2u
+/* The CPU cost of the protocol's own memory accesses (spec 3.7 item 4) is
+ * the host model's (docs/host.md "Memory"): a scan pass loads the marker
+ * line of every slot it examines, taking a message reads its bytes and
+ * zeroes them, answering writes the header; each costs per 64 B line by
+ * the line's state (a line the NIC wrote since: a DDIO LLC hit or a miss;
+ * one the thread's core still has: a hit), charged once per turn with the
+ * misses of the turn overlapping (host_touch_add / host_touch_charge). */
 #define HG_KEY_MAX (RC_CONN_NAME_MAX + 64)
 
 enum hg_abs { HG_M1, HG_1M, HG_MM, HG_ABS_COUNT };
@@ -190,9 +191,10 @@ struct hg_thread {
     int rc;     /* exit status of the thread */
     /* results (requester: responses; responder: requests served) */
     uint64_t responses, lat_sum_ns, lat_n, checked, bytes_checked, scans, slots_scanned;
-    uint64_t t0_ns, t1_ns; /* the measurement window */
-    uint64_t now;          /* time of the current turn */
-    bool stopping;         /* requester: the window is over, draining */
+    struct host_touches touch; /* this turn's memory accesses, charged at its end */
+    uint64_t t0_ns, t1_ns;     /* the measurement window */
+    uint64_t now;              /* time of the current turn */
+    bool stopping;             /* requester: the window is over, draining */
 };
 
 struct hg {

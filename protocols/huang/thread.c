@@ -96,15 +96,26 @@ static void hg_zero(uint8_t *p, size_t n)
     memset(p, 0, n);
 }
 
-/* The CPU time of a scan pass over `slots` slots, charged at its end as
- * one computation (one charge, not one per slot: a pass over thousands of
- * slots stays one event).  On real hardware the loads were the cost. */
-static void scan_charge(struct hg_thread *t, uint64_t slots)
+/* The thread's memory accesses of this turn (the host model's per-line
+ * costs), charged as one computation at the end of the turn: a pass over
+ * thousands of slots stays one event.  On real hardware the accesses
+ * themselves were the cost. */
+static void touch(struct hg_thread *t, const void *p, size_t len, size_t stride, size_t count,
+                  bool write)
 {
-    t->slots_scanned += slots;
 #ifndef RNICSIM_REAL_VERBS
-    if (slots)
-        host_compute(slots * HG_SLOT_CHECK_NS);
+    host_touch_add(&t->touch, p, len, stride, count, write);
+#else
+    (void)t, (void)p, (void)len, (void)stride, (void)count, (void)write;
+#endif
+}
+
+static void touch_charge(struct hg_thread *t)
+{
+#ifndef RNICSIM_REAL_VERBS
+    host_touch_charge(&t->touch);
+#else
+    (void)t;
 #endif
 }
 
@@ -251,6 +262,7 @@ static int requester_got(struct hg_thread *t, uint32_t qi, uint32_t s, const uin
         return violation(t, q, s, false, 0, why);
     }
     uint64_t tag = hg->o.proto == HG_READ ? 0 : hg_tag(q->uses[s] - 1, s, hg->o.R);
+    touch(t, p, hg->o.V, 0, 1, false);
     uint32_t bad = hg_check_value(p, hg->o.V, tag, q->link, s, why, sizeof(why));
     if (bad)
         return violation(t, q, s, false, bad, why);
@@ -308,12 +320,14 @@ static int issue(struct hg_thread *t, uint32_t qi)
                     hg_fill_request(m + 5, o->L, tag, q->link, s);
                     hg_frame_set(m, o->L);
                     len = rs;
+                    touch(t, m, rs, 0, 1, true);
                     w->opcode = IBV_WR_RDMA_WRITE;
                     w->wr.rdma.remote_addr = q->peer_addr + (uint64_t)s * rs;
                     w->wr.rdma.rkey = q->peer_rkey;
                 } else {
                     hg_fill_request(m, o->L, tag, q->link, s);
                     len = o->L;
+                    touch(t, m, o->L, 0, 1, true);
                     w->opcode = IBV_WR_SEND;
                 }
                 g->addr = (uint64_t)(uintptr_t)m;
@@ -346,6 +360,7 @@ static int requester_scan(struct hg_thread *t, uint32_t *found)
         if (!q->outstanding)
             continue;
         slots += R;
+        touch(t, resp_slot(hg, q, 0) + 4, 1, hg_resp_slot_bytes(&hg->o), R, false);
         for (uint32_t s = 0; s < R; s++) {
             uint8_t *m = resp_slot(hg, q, s);
             if (m[4] != HG_MARKER)
@@ -358,14 +373,16 @@ static int requester_scan(struct hg_thread *t, uint32_t *found)
                          "first marker there but the length field is not %" PRIu32, V);
                 return violation(t, q, s, false, 1, why);
             }
+            touch(t, m, 5, 0, 1, false); /* the length field */
             int rc = requester_got(t, qi, s, m + 5);
             if (rc)
                 return rc;
             hg_zero(m, hg_resp_slot_bytes(&hg->o));
+            touch(t, m, hg_resp_slot_bytes(&hg->o), 0, 1, true);
             (*found)++;
         }
     }
-    scan_charge(t, slots);
+    t->slots_scanned += slots;
     return 0;
 }
 
@@ -418,6 +435,7 @@ static int responder_got(struct hg_thread *t, uint32_t qi, uint32_t s, const uin
         return violation(t, q, s, true, 0, why);
     }
     uint64_t tag = hg_tag(q->uses[s], s, o->R);
+    touch(t, p, o->L, 0, 1, false);
     uint32_t bad = hg_check_request(p, o->L, tag, q->link, s, why, sizeof(why));
     if (bad)
         return violation(t, q, s, true, bad, why);
@@ -427,8 +445,11 @@ static int responder_got(struct hg_thread *t, uint32_t qi, uint32_t s, const uin
     t->responses++;
     uint8_t *m = resp_slot(hg, q, s);
     hg_put_hdr(m + 5, tag, q->link, s);
-    if (hg_protos[o->proto].resp == HG_WRITE)
+    touch(t, m, 5 + HG_HDR_BYTES, 0, 1, true);
+    if (hg_protos[o->proto].resp == HG_WRITE) {
         hg_frame_set(m, o->V);
+        touch(t, m + 5 + o->V, 1, 0, 1, true);
+    }
     q->pend[q->npend++] = s;
     mark_dirty(t, qi);
     return 0;
@@ -483,6 +504,7 @@ static int responder_scan(struct hg_thread *t, uint32_t *found)
     t->scans++;
     for (uint32_t qi = 0; qi < t->nqps; qi++) {
         struct hg_qp *q = &t->qps[qi];
+        touch(t, req_slot(hg, q, 0) + 4, 1, hg_req_slot_bytes(&hg->o), R, false);
         for (uint32_t s = 0; s < R; s++) {
             uint8_t *m = req_slot(hg, q, s);
             if (m[4] != HG_MARKER)
@@ -495,14 +517,16 @@ static int responder_scan(struct hg_thread *t, uint32_t *found)
                          "first marker there but the length field is not %" PRIu32, L);
                 return violation(t, q, s, true, 1, why);
             }
+            touch(t, m, 5, 0, 1, false); /* the length field */
             int rc = responder_got(t, qi, s, m + 5);
             if (rc)
                 return rc;
             hg_zero(m, hg_req_slot_bytes(&hg->o));
+            touch(t, m, hg_req_slot_bytes(&hg->o), 0, 1, true);
             (*found)++;
         }
     }
-    scan_charge(t, (uint64_t)t->nqps * R);
+    t->slots_scanned += (uint64_t)t->nqps * R;
     return 0;
 }
 
@@ -555,11 +579,13 @@ static int poll_once(struct hg_thread *t, uint32_t *found, int *polled)
         if (rc)
             return rc;
     }
+    int rc = 0;
     if (t->requesting && hg_protos[hg->o.proto].resp == HG_WRITE)
-        return requester_scan(t, found);
-    if (!t->requesting && hg_protos[hg->o.proto].req == HG_WRITE)
-        return responder_scan(t, found);
-    return 0;
+        rc = requester_scan(t, found);
+    else if (!t->requesting && hg_protos[hg->o.proto].req == HG_WRITE)
+        rc = responder_scan(t, found);
+    touch_charge(t);
+    return rc;
 }
 
 /* Post what the turn found: receives to repost, then requests / responses. */
@@ -577,6 +603,7 @@ static int flush(struct hg_thread *t)
             return 1;
     }
     t->ndirty = 0;
+    touch_charge(t);
     return 0;
 }
 

@@ -583,6 +583,28 @@ sim_time_t host_mem_access(struct host *h, uint32_t core, uint32_t socket, uintp
     return w.tlb_ps + w.hits_ps + (overlapped > w.miss_max_ps ? overlapped : w.miss_max_ps);
 }
 
+void host_mem_access_acc(struct host *h, uint32_t core, uint32_t socket, uintptr_t addr, size_t len,
+                         bool write, sim_time_t *hits_ps, sim_time_t *miss_sum_ps,
+                         sim_time_t *miss_max_ps)
+{
+    struct host_mem *m = host_mem_get(h);
+    if (!m || !len)
+        return;
+    struct walk w = {0};
+    walk_lines(h, m, core, socket, addr, len, write, &w);
+    *hits_ps += w.hits_ps;
+    *miss_sum_ps += w.miss_sum_ps;
+    if (w.miss_max_ps > *miss_max_ps)
+        *miss_max_ps = w.miss_max_ps;
+}
+
+sim_time_t host_mem_overlap(struct host *h, sim_time_t miss_sum_ps, sim_time_t miss_max_ps)
+{
+    struct host_mem *m = host_mem_get(h);
+    sim_time_t overlapped = m ? miss_sum_ps / m->p->mlp : miss_sum_ps;
+    return overlapped > miss_max_ps ? overlapped : miss_max_ps;
+}
+
 sim_time_t host_mem_copy(struct host *h, uint32_t core, uint32_t socket, uintptr_t dst,
                          uintptr_t src, size_t len)
 {

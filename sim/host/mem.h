@@ -75,6 +75,14 @@ void host_mem_remove_range(struct host_mem *m, uintptr_t start);
  * host.mem.mlp at a time) and updates the lines. */
 sim_time_t host_mem_access(struct host *h, uint32_t core, uint32_t socket, uintptr_t addr,
                            size_t len, bool write);
+/* The same, accumulated: adds the lines' latencies to *hits_ps (hits, in
+ * sequence) and *miss_sum_ps / *miss_max_ps (misses, to be overlapped by
+ * the caller: max(max, sum / mlp)). */
+void host_mem_access_acc(struct host *h, uint32_t core, uint32_t socket, uintptr_t addr, size_t len,
+                         bool write, sim_time_t *hits_ps, sim_time_t *miss_sum_ps,
+                         sim_time_t *miss_max_ps);
+/* max(miss_max_ps, miss_sum_ps / host.mem.mlp) */
+sim_time_t host_mem_overlap(struct host *h, sim_time_t miss_sum_ps, sim_time_t miss_max_ps);
 /* memcpy(dst, src, len) by that core: len at host.cpu.memcpy_rate
  * (slower when either side is on another socket than the core) plus the
  * first miss of each side that is not in the core's caches. */

@@ -4,7 +4,8 @@
 # to run, through tools/plot_huang.py --checks --quick: the 28-node M:1
 # configuration at S = 1 (28 QPs at the responder, R = 128, V = 365 B, a
 # 1 ms window after 1 ms of warm-up) with the five protocols: READ is the
-# best (check 1a) and the response verb changes little (1c); and check 9
+# best (check 1a) and the response verb changes little (1c); check 7 on
+# two V points; the BlueFlame lock option; and check 9
 # (marker framing vs DMA order) with rnicsim check-order.  The S = 16 runs
 # take minutes each (docs/huang.md has them).  Every number is simulated
 # time, so the verdicts are deterministic.
@@ -25,12 +26,44 @@ else
     for n in 1a-S1 1c-S1; do
         check "check $n holds" "grep -q '^| $n | .* | yes |\$' '$scratch/checks.md'"
     done
-    check "results.json has the sweep's wall time and command" "$py - '$scratch/out/results.json' <<'PY'
+    check "checks.json has the sweep's wall time and command" "$py - '$scratch/out/checks.json' <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 assert set(d['wall_seconds']) == {'m1_S'}, d['wall_seconds']
 assert all(c.startswith('rnicsim sweep scenarios/huang/') for c in d['commands'].values()), d['commands']
 assert d['quick'] is True
+PY"
+    # check 7 (value size), its two Fig. 6 points: at 28 nodes, Q = 28,
+    # S = 16, R = 4, 1:M bandwidth rises from V = 365 B to 4 KB for a READ, a
+    # SEND-framed and a WRITE-framed protocol (the cheapest abstraction:
+    # R = 4 keeps the round short)
+    $bin sweep "$src/scenarios/huang/1m_V.yaml" --set vars.proto=read,send_send,write_write \
+        --set vars.V=365,4096 --set vars.R=4 -j 2 -o "$scratch/v" >/dev/null 2>&1
+    check "1:M V sweep runs" "[ $? -eq 0 ]"
+    check "check 7: 1:M bandwidth rises with V (365 B -> 4 KB), every protocol run" "$py - '$scratch/v/sweep.csv' <<'PY'
+import csv, sys
+bw = {(r['vars.proto'], int(r['vars.V'])): float(r['huang.bw_gbps']) for r in csv.DictReader(open(sys.argv[1]))}
+print(bw)
+for p in ('read', 'send_send', 'write_write'):
+    assert bw[(p, 4096)] > 1.1 * bw[(p, 365)], p
+PY"
+    # libmlx4's BlueFlame lock (host.cpu.bf_lock_context, docs/huang.md): the
+    # inline requests of one process's 4 requesting threads (1:M, 4
+    # responding nodes, R = 16) share one lock held for the doorbell drain
+    # (379 ns) plus the lock line's move between cores (60 ns): at most
+    # 1 / 439 ns = 2.28 M requests/s; without it each thread drains alone
+    for l in false true; do
+        $bin run "$src/scenarios/huang/1m_S.yaml" --set vars.proto=write_write --set vars.S=4 \
+            --set vars.Q=4 --set vars.R=16 --set vars.warmup=500us --set vars.duration=1ms \
+            --set hardware.host.cpu.bf_lock_context=$l -o "$scratch/bf_$l.json" >/dev/null 2>&1
+        check "1:M S=4 with bf_lock_context=$l runs" "[ $? -eq 0 ]"
+    done
+    check "the BlueFlame lock caps the node at 1 / (drain + c2c); without it 2x more" "$py - '$scratch/bf_false.json' '$scratch/bf_true.json' <<'PY'
+import json, sys
+off, on = (json.load(open(f))['tables']['huang'][0]['mops'] for f in sys.argv[1:3])
+print('mops without lock', off, 'with', on)
+assert 1.9 <= on <= 1e3 / 439, on
+assert off >= 2 * on, (off, on)
 PY"
 fi
 # check 9: the marker framing is clean under strict DMA order and torn under

@@ -113,6 +113,46 @@ void host_touch_write(void *addr, size_t len)
     host_charge(host_mem_access(t->host, core, socket, (uintptr_t)addr, len, true));
 }
 
+void host_touch_add(struct host_touches *b, const void *addr, size_t len, size_t stride,
+                    size_t count, int write)
+{
+    host_note_call();
+    struct host_thread *t = host_thread_current();
+    if (!t || !b || !addr || !len)
+        return;
+    uint32_t core, socket;
+    thread_where(t, &core, &socket);
+    sim_time_t hits = b->hits_ps, sum = b->miss_sum_ps, max = b->miss_max_ps;
+    for (size_t i = 0; i < count; i++)
+        host_mem_access_acc(t->host, core, socket, (uintptr_t)addr + i * stride, len, write != 0,
+                            &hits, &sum, &max);
+    b->hits_ps = hits;
+    b->miss_sum_ps = sum;
+    b->miss_max_ps = max;
+    if (write)
+        b->wrote = 1;
+}
+
+void host_touch_charge(struct host_touches *b)
+{
+    host_note_call();
+    struct host_thread *t = host_thread_current();
+    if (!b)
+        return;
+    sim_time_t ps = 0;
+    if (t && (b->hits_ps || b->miss_sum_ps))
+        ps = b->hits_ps + host_mem_overlap(t->host, b->miss_sum_ps, b->miss_max_ps);
+    int wrote = b->wrote;
+    *b = (struct host_touches){0};
+    if (!ps)
+        return;
+    /* only stores can change what another thread sees */
+    if (wrote)
+        host_charge(ps);
+    else
+        host_charge_private(ps);
+}
+
 /* ---------------------------------------------------------------- CPUs and sockets */
 
 static struct host *host_or_eperm(void)

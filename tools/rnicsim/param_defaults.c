@@ -170,6 +170,9 @@ static const struct {
     {"host.cpu.doorbell_gap",
      "host.c default, occupancy: one thread's doorbells drain 1 / 2.64 M apart, fitted to "
      "CALIBRATION, NICs \"one QP unbatched ~2.6 M writes/s\" (perftest issue 132: 2.64 Mpps)"},
+    {"host.cpu.bf_lock_context",
+     "host.c default: mlx5 (ConnectX-4 and later) gives threads their own BlueFlame registers, no "
+     "per-context lock (rdma-core providers/mlx5); libmlx4 (ConnectX-3) takes one (docs/host.md)"},
     {"host.cpu.post_recv", "host.c default: receive WQE write, no doorbell MMIO"},
     {"host.cpu.poll_cq", "host.c default: an empty mlx5 poll is ~20-50 ns"},
     {"host.cpu.poll_cqe", "host.c default: parsing one CQE"},

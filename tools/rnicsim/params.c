@@ -248,6 +248,8 @@ const struct param_def hw_params[] = {
       "ibv_post_send, per WR (building and writing the WQE)"),
     P("host.cpu.doorbell_gap", PARAM_TIME, cpu, doorbell_gap_ps,
       "occupancy: a thread's next doorbell MMIO waits this long after its previous one"),
+    P("host.cpu.bf_lock_context", PARAM_BOOL, cpu, bf_lock_context,
+      "BlueFlame posts of one verbs context share one lock (libmlx4, ConnectX-3)"),
     P("host.cpu.post_recv", PARAM_TIME, cpu, post_recv_ps, "ibv_post_recv, per WR"),
     P("host.cpu.poll_cq", PARAM_TIME, cpu, poll_cq_ps, "one ibv_poll_cq call"),
     P("host.cpu.poll_cqe", PARAM_TIME, cpu, poll_cqe_ps, "extra per CQE returned by ibv_poll_cq"),
