@@ -131,6 +131,7 @@ def run_sweep(binary, scen_dir, out, spec, jobs):
         pts[key] = float(r["huang.bw_gbps"])
     shown = ["rnicsim"] + [c if c != binary else "rnicsim" for c in cmd[1:]]
     shown = [os.path.relpath(c, SRC) if c.startswith(SRC + "/") else c for c in shown]
+    shown[-1] = "OUT"  # the -o directory: a temporary one, not worth recording
     return pts, wall, " ".join(shown)
 
 
@@ -209,7 +210,7 @@ def plot(fig, spec, pts, outdir):
         ax.set_xlabel(x)
         ax.set_ylabel("bandwidth, Gb/s" + (" per node" if scen.startswith("mm") else ""))
         t = f"{fig} ({ABS[scen[:2]]})" + (f", {list(extra)[0]}={pan[0]}" if pan else "")
-        ax.set_title(t + "; x = paper")
+        ax.set_title(t + ("; x = paper" if PAPER.get(fig) else "; the paper gives no numbers"))
         ax.legend(fontsize=7)
     fig_.tight_layout()
     fig_.savefig(os.path.join(outdir, fig + ".png"), dpi=90)
@@ -294,7 +295,8 @@ def plot_summary(sm, outdir):
             ax.axhline(1.0, color="grey", linewidth=0.8)
         ax.set_xticks(range(len(ABS)))
         ax.set_xticklabels([ABS[a] for a in ABS])
-        ax.set_title(title + "; x = paper", fontsize=9)
+        marks = "; x = paper" if PAPER_SUMMARY.get(fig) else "; the paper's text gives no numbers"
+        ax.set_title(title + marks, fontsize=9)
         ax.legend(fontsize=7)
         f.tight_layout()
         f.savefig(os.path.join(outdir, fig + ".png"), dpi=90)
