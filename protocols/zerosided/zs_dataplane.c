@@ -57,507 +57,8 @@
 #include <string.h>
 
 #include "protocols/zerosided/zs_dp.h"
+#include "protocols/zerosided/zs_regs.h"
 #include "sim/nic/opcode.h"
-
-/* ---------------------------------------------------------------- cells */
-
-#define PSN(x) ((uint32_t)(x)&NIC_PSN_MASK)
-
-/* x_exp cells: state 0..7, expected PSN 8..31, first PSN 32..55, PEND 56
- * (the pointer WRITE at first - 1 is unacknowledged).  X_AWAIT: the READ's
- * data are all here, its tail WRITE's PSN is reserved; X_PTAIL: that WRITE
- * is sent; X_PTR (consumer): the head WRITE at exp is the last op sent. */
-enum {
-    X_IDLE = 0,
-    X_READ,
-    X_RECOVER,
-    X_FAILED,
-    X_AWAIT,
-    X_DATA,
-    X_CHEAD,
-    X_FINAL,
-    X_DONE,
-    X_PTAIL,
-    X_PTR
-};
-#define X_PEND (1ull << 56)
-
-static inline uint64_t exp_cell(uint32_t state, uint32_t exp, uint32_t first)
-{
-    return (uint64_t)state | (uint64_t)PSN(exp) << 8 | (uint64_t)PSN(first) << 32;
-}
-static inline uint32_t exp_state(uint64_t c)
-{
-    return (uint32_t)(c & 0xff);
-}
-static inline uint32_t exp_psn(uint64_t c)
-{
-    return (uint32_t)(c >> 8) & NIC_PSN_MASK;
-}
-static inline uint32_t exp_first(uint64_t c)
-{
-    return (uint32_t)(c >> 32) & NIC_PSN_MASK;
-}
-static inline bool exp_pend(uint64_t c)
-{
-    return (c & X_PEND) != 0;
-}
-/* an ACK of psn covers the pending pointer WRITE (at first - 1) */
-static inline uint64_t exp_ack_pend(uint64_t c, uint32_t psn)
-{
-    if (exp_pend(c) && nic_psn_diff(psn, exp_first(c) - 1) >= 0)
-        c &= ~X_PEND;
-    return c;
-}
-
-/* t_ack (replicate): ACK mask 0..31, expected PSN 32..55, state 56..63 */
-static inline uint64_t ack_cell(uint32_t state, uint32_t exp, uint32_t mask)
-{
-    return (uint64_t)mask | (uint64_t)PSN(exp) << 32 | (uint64_t)state << 56;
-}
-
-/* t_phase: phase 0..7, time of the last progress (ns) 8..63 */
-static inline uint64_t phase_cell(uint32_t ph, uint64_t ns)
-{
-    return (uint64_t)ph | ns << 8;
-}
-
-static inline uint64_t now_ns(const struct ps_pass *x)
-{
-    return ps_pass_now(x) / SIM_NS;
-}
-
-/* ---------------------------------------------------------------- register actions */
-
-struct a_u64 {
-    uint64_t v;
-};
-
-static uint64_t act_rr(uint64_t *cell, const void *arg)
-{
-    const uint32_t *n = arg; /* n[0] = slots, n[1] = advance? */
-    uint64_t j = *cell % n[0];
-    if (n[1])
-        *cell = (j + 1) % n[0];
-    return j;
-}
-
-static uint64_t act_alloc(uint64_t *cell, const void *arg)
-{
-    uint32_t old = PSN(*cell);
-    *cell = PSN(old + *(const uint32_t *)arg);
-    return old;
-}
-
-static uint64_t act_or(uint64_t *cell, const void *arg)
-{
-    *cell |= ((const struct a_u64 *)arg)->v;
-    return *cell;
-}
-
-/* Producer lock (load balancing).  me = thread + 1. */
-enum { LK_READ, LK_ACQUIRE, LK_RELEASE };
-struct a_lock {
-    uint32_t op, me;
-};
-static uint64_t act_lock(uint64_t *cell, const void *arg)
-{
-    const struct a_lock *a = arg;
-    switch (a->op) {
-    case LK_ACQUIRE:
-        if (*cell == 0 || *cell == a->me) {
-            *cell = a->me;
-            return 1;
-        }
-        return 0;
-    case LK_RELEASE:
-        if (*cell == a->me)
-            *cell = 0;
-        return 1;
-    default:
-        return *cell;
-    }
-}
-
-/* Uplink slots of a producer node: the set of threads transferring out of
- * it (bit t).  Take one if the thread has it or fewer than cap are taken
- * (1 / 0); giving it back is idempotent, so the last READ response and the
- * release pass may both do it. */
-struct a_slot {
-    bool release;
-    uint32_t cap, t;
-};
-static uint64_t act_slot(uint64_t *cell, const void *arg)
-{
-    const struct a_slot *a = arg;
-    uint64_t bit = 1ull << (a->t % 64);
-    if (a->release) {
-        *cell &= ~bit;
-        return 1;
-    }
-    if (*cell & bit)
-        return 1;
-    if ((uint32_t)__builtin_popcountll(*cell) >= a->cap)
-        return 0;
-    *cell |= bit;
-    return 1;
-}
-
-/* t_xfer: producer | items << 16 | node << 48 | slot held << 56 | source
- * slot << 57 */
-static uint64_t xfer_word(uint32_t p, uint32_t n, uint32_t node, bool held, uint32_t slot)
-{
-    return (uint64_t)p | (uint64_t)n << 16 | (uint64_t)(node % ZS_SLOT_NODES) << 48 |
-           (uint64_t)held << 56 | (uint64_t)(slot & 0x7f) << 57;
-}
-static uint32_t xfer_slot(uint64_t xfer)
-{
-    return (uint32_t)(xfer >> 57);
-}
-
-/* The RELEASE pass after transfer word xfer (ptail: the tail to commit).
- * A transfer of items (not the give-back of an empty attempt) has sent its
- * producer tail WRITE by then. */
-static struct zs_br release_br(uint32_t t, uint64_t xfer, uint32_t ptail)
-{
-    uint32_t n = (uint32_t)(xfer >> 16);
-    return (struct zs_br){
-        .type = ZS_BR_RELEASE,
-        .phase = (uint8_t)(((xfer >> 56) & 1 ? ZS_BRF_SLOT : 0) | (n ? ZS_BRF_PTAIL : 0)),
-        .t = (uint16_t)t,
-        .p = (uint16_t)(xfer & 0xffff),
-        .v = ptail,
-        .j = (uint16_t)((xfer >> 48) & 0xff)};
-}
-
-/* The producer tail: write the committed value (release) and return it,
- * or just read. */
-struct a_tail {
-    bool write;
-    uint32_t v;
-};
-static uint64_t act_tail(uint64_t *cell, const void *arg)
-{
-    const struct a_tail *a = arg;
-    if (a->write)
-        *cell = a->v;
-    return *cell;
-}
-
-/* The consumer head picks the batch and commits it: everything the
- * producer has (avail), what the consumer ring can take, the batch cap,
- * and neither ring wrapping inside one transfer. */
-struct a_take {
-    uint32_t avail, ctail, ccap, pend, max;
-    uint32_t used_max; /* replicate: the largest head - tail over the consumers */
-    bool repl;
-};
-static uint64_t act_take(uint64_t *cell, const void *arg)
-{
-    const struct a_take *a = arg;
-    uint32_t chead = (uint32_t)*cell & ZS_PTR_MASK;
-    uint32_t used = (chead - a->ctail) & ZS_PTR_MASK;
-    if (a->repl && a->used_max > used)
-        used = a->used_max; /* the fullest consumer of the group */
-    uint32_t space = used >= a->ccap ? 0 : a->ccap - used;
-    uint32_t cend = a->ccap - chead % a->ccap;
-    uint32_t n = a->avail;
-    if (space < n)
-        n = space;
-    if (a->max < n)
-        n = a->max;
-    if (a->pend < n)
-        n = a->pend;
-    if (cend < n)
-        n = cend;
-    *cell = (chead + n) & ZS_PTR_MASK;
-    return (uint64_t)chead | (uint64_t)n << 32;
-}
-
-/* What a producer data QP waits for.  Events: a READ response (psn, last
- * packet?), an ACK / NAK. */
-enum {
-    EV_RESP,
-    EV_ACK,
-    EV_NAK_SEQ,
-    EV_NAK_FATAL,
-    EV_REISSUE_READ,
-    EV_READ_ISSUE,
-    EV_PTAIL_SENT,
-    EV_REISSUE_PTRS
-};
-enum {
-    V_DROP,        /* stale or duplicate: drop silently */
-    V_FWD,         /* a READ response to rewrite and forward */
-    V_GAP,         /* a response is missing: re-issue */
-    V_PROGRESS,    /* an ACK covering part of the data */
-    V_ISSUE_CHEAD, /* the data are all ACKed: write the consumer head */
-    V_ISSUE_PTAIL, /* the head WRITE is ACKed: write the producer tail */
-    V_RELEASE,     /* the tail WRITE is ACKed: commit and free */
-    V_REISSUE,     /* a NAK: do the phase's operation again */
-    V_THREAD_DONE, /* the end-of-stream head WRITE is ACKed */
-    V_FATAL,       /* an error NAK: the flow is broken */
-};
-struct a_ev {
-    uint32_t ev, psn;
-    bool last;
-    uint32_t first, exp, state; /* EV_READ_ISSUE / setting a state */
-    uint32_t bit;               /* replicate: this consumer's bit */
-    uint32_t full;              /* replicate: every consumer's bits */
-    bool after_read;            /* an explicit ACK past exp ends the READ state too */
-};
-
-static uint64_t act_pexp(uint64_t *cell, const void *arg)
-{
-    const struct a_ev *a = arg;
-    uint32_t st = exp_state(*cell), exp = exp_psn(*cell), first = exp_first(*cell);
-    uint64_t pend = *cell & X_PEND;
-    switch (a->ev) {
-    case EV_READ_ISSUE: /* behind the last transfer's tail WRITE, if not yet ACKed */
-        *cell =
-            exp_cell(X_READ, a->first, a->first) | (st == X_AWAIT || st == X_PTAIL ? X_PEND : 0);
-        return V_DROP;
-    case EV_REISSUE_READ:
-        *cell = exp_cell(X_RECOVER, first, first) | pend;
-        return first | (pend ? 1ull << 32 : 0);
-    case EV_PTAIL_SENT: /* the tail WRITE at a->exp is out (unless already ACKed) */
-        if (st != X_IDLE)
-            *cell = exp_cell(X_PTAIL, a->exp, a->exp);
-        return V_DROP;
-    case EV_RESP: {
-        if (st != X_READ && st != X_RECOVER)
-            return V_DROP;
-        int32_t d = nic_psn_diff(a->psn, exp);
-        if (d < 0)
-            return V_DROP;
-        if (d > 0) {
-            if (st == X_RECOVER)
-                return V_DROP; /* the old READ's responses: wait for the new first */
-            *cell = exp_cell(X_FAILED, exp, first) | pend;
-            return V_GAP;
-        }
-        /* the expected one (it also acknowledges the WRITE before it): the
-         * READ's tail WRITE PSN comes after its last */
-        *cell = a->last ? exp_cell(X_AWAIT, exp + 1, first) : exp_cell(X_READ, exp + 1, first);
-        return V_FWD;
-    }
-    case EV_ACK:
-        *cell = exp_ack_pend(*cell, a->psn);
-        /* replication sends the tail WRITE only once the consumers ACKed
-         * all the data, so an ACK past exp also ends a READ whose recovery
-         * was still under way (a re-issue after the data had all arrived) */
-        if (nic_psn_diff(a->psn, exp) >= 0 &&
-            (st == X_AWAIT || st == X_PTAIL ||
-             (a->after_read && (st == X_READ || st == X_RECOVER || st == X_FAILED)))) {
-            *cell = exp_cell(X_IDLE, a->psn + 1, first);
-            return V_RELEASE;
-        }
-        return V_DROP;
-    case EV_NAK_SEQ:
-        if (st == X_AWAIT || st == X_PTAIL)
-            return V_REISSUE | (uint64_t)ZS_PH_PTAIL << 8;
-        if (st == X_READ || st == X_FAILED)
-            return V_REISSUE | (uint64_t)ZS_PH_READ << 8;
-        return V_DROP;
-    case EV_REISSUE_PTRS: /* the tail WRITE to send again, if it is out unacknowledged */
-        return st == X_PTAIL ? 1 | (uint64_t)exp << 8 : 0;
-    default:
-        return V_FATAL;
-    }
-}
-
-static uint64_t act_cexp(uint64_t *cell, const void *arg)
-{
-    const struct a_ev *a = arg;
-    uint32_t st = exp_state(*cell), exp = exp_psn(*cell), first = exp_first(*cell);
-    switch (a->ev) {
-    case EV_READ_ISSUE: /* set: state, expected PSN, first PSN; behind an unACKed head WRITE? */
-        *cell = exp_cell(a->state, a->exp, a->first) | (st == X_PTR ? X_PEND : 0);
-        return V_DROP;
-    case EV_REISSUE_READ:
-        if (st == X_FAILED)
-            *cell = exp_cell(X_DATA, exp, first) | (*cell & X_PEND);
-        return *cell;
-    case EV_REISSUE_PTRS: /* the head WRITE to send again, if it is the last op out */
-        return st == X_PTR ? 1 | (uint64_t)exp << 8 : 0;
-    case EV_ACK:
-        *cell = exp_ack_pend(*cell, a->psn);
-        if (nic_psn_diff(a->psn, exp) < 0)
-            return st == X_DATA ? V_PROGRESS : V_DROP;
-        switch (st) {
-        case X_DATA: /* the data are placed: the head WRITE goes out right after */
-            *cell = exp_cell(X_PTR, exp + 1, first);
-            return V_ISSUE_CHEAD | (uint64_t)PSN(exp + 1) << 8;
-        case X_PTR:
-            *cell = exp_cell(X_IDLE, exp + 1, first);
-            return V_DROP;
-        case X_FINAL:
-            *cell = exp_cell(X_DONE, exp + 1, first);
-            return V_THREAD_DONE;
-        default:
-            return V_DROP;
-        }
-    case EV_NAK_SEQ:
-        if (st == X_DATA) {
-            *cell = exp_cell(X_FAILED, exp, first) | (*cell & X_PEND);
-            return V_REISSUE | (uint64_t)ZS_PH_READ << 8;
-        }
-        if (st == X_PTR)
-            return V_REISSUE | (uint64_t)ZS_PH_CHEAD << 8;
-        if (st == X_FINAL)
-            return V_REISSUE | (uint64_t)ZS_PH_FINAL << 8;
-        return V_DROP;
-    default:
-        return V_FATAL;
-    }
-}
-
-/* Pointer timers t_pw (a thread's consumer head WRITE) and p_pw (a
- * producer's tail WRITE): armed 0, time of the last WRITE (ns) 17..63.
- * ARM / REARM (a WRITE sent): now; CHECK (timer): expired -> now again,
- * returns 1 << 16; DISARM. */
-enum { PW_ARM, PW_REARM, PW_CHECK, PW_DISARM };
-struct a_pw {
-    uint32_t op;
-    uint64_t now, rto;
-};
-static uint64_t act_pw(uint64_t *cell, const void *arg)
-{
-    const struct a_pw *a = arg;
-    switch (a->op) {
-    case PW_ARM:
-    case PW_REARM:
-        *cell = 1 | a->now << 17;
-        return 0;
-    case PW_DISARM:
-        *cell = 0;
-        return 0;
-    default:
-        if (!(*cell & 1) || a->now - (*cell >> 17) < a->rto)
-            return 0;
-        *cell = 1 | a->now << 17;
-        return 1u << 16;
-    }
-}
-
-/* replicate: one ACK mask over the group */
-static uint64_t act_tack(uint64_t *cell, const void *arg)
-{
-    const struct a_ev *a = arg;
-    uint32_t mask = (uint32_t)*cell, exp = (uint32_t)(*cell >> 32) & NIC_PSN_MASK;
-    uint32_t st = (uint32_t)(*cell >> 56);
-    switch (a->ev) {
-    case EV_READ_ISSUE:
-        *cell = ack_cell(a->state, a->exp, 0);
-        return V_DROP;
-    case EV_REISSUE_READ:
-        if (st == X_FAILED || st == X_DATA)
-            *cell = ack_cell(X_DATA, exp, 0);
-        return *cell;
-    case EV_ACK:
-        if (nic_psn_diff(a->psn, exp) < 0)
-            return st == X_DATA ? V_PROGRESS : V_DROP;
-        if (st != X_DATA && st != X_CHEAD && st != X_FINAL)
-            return V_DROP;
-        mask |= a->bit;
-        if (mask != a->full) {
-            *cell = ack_cell(st, exp, mask);
-            return V_PROGRESS;
-        }
-        *cell = ack_cell(st == X_DATA ? X_CHEAD : st == X_CHEAD ? X_IDLE : X_DONE, exp + 1, 0);
-        if (st == X_DATA)
-            return V_ISSUE_CHEAD | (uint64_t)PSN(exp + 1) << 8;
-        return st == X_CHEAD ? V_ISSUE_PTAIL : V_THREAD_DONE;
-    case EV_NAK_SEQ:
-        if (st == X_DATA) {
-            *cell = ack_cell(X_FAILED, exp, 0);
-            return V_REISSUE | (uint64_t)ZS_PH_READ << 8;
-        }
-        if (st == X_CHEAD)
-            return V_REISSUE | (uint64_t)ZS_PH_CHEAD << 8;
-        if (st == X_FINAL)
-            return V_REISSUE | (uint64_t)ZS_PH_FINAL << 8;
-        return V_DROP;
-    default:
-        return V_FATAL;
-    }
-}
-
-/* t_phase.  op SET: phase + now; PROGRESS: now if the phase is the one
- * given; CHECK (timer): expired phases get `now` and are returned with
- * bit 8 set. */
-enum { PH_SET, PH_PROGRESS, PH_CHECK };
-struct a_phase {
-    uint32_t op, phase;
-    uint64_t now, rto;
-};
-static uint64_t act_phase(uint64_t *cell, const void *arg)
-{
-    const struct a_phase *a = arg;
-    uint32_t ph = (uint32_t)(*cell & 0xff);
-    uint64_t since = *cell >> 8;
-    switch (a->op) {
-    case PH_SET:
-        *cell = phase_cell(a->phase, a->now);
-        return ph;
-    case PH_PROGRESS:
-        if (ph == a->phase)
-            *cell = phase_cell(ph, a->now);
-        return ph;
-    default:
-        if (ph == ZS_PH_OFF || ph == ZS_PH_DONE || a->now - since < a->rto)
-            return ph;
-        *cell = phase_cell(ph, a->now);
-        return ph | 0x100u;
-    }
-}
-
-/* Poll READs on a control QP: next PSN 0..23, busy 24, sent (ns) 25..63. */
-struct a_poll {
-    bool issue;
-    uint32_t psn;
-    uint64_t now, rto;
-};
-static uint64_t act_poll(uint64_t *cell, const void *arg)
-{
-    const struct a_poll *a = arg;
-    uint32_t next = PSN(*cell);
-    bool busy = (*cell >> 24) & 1;
-    uint64_t sent = *cell >> 25;
-    if (a->issue) {
-        if (busy && a->now - sent < a->rto)
-            return UINT64_MAX;                      /* still waiting for the last one */
-        uint32_t psn = busy ? PSN(next - 1) : next; /* a lost poll goes again, same PSN */
-        *cell = (uint64_t)PSN(psn + 1) | 1ull << 24 | a->now << 25;
-        return psn;
-    }
-    if (busy && a->psn == PSN(next - 1)) {
-        *cell = next;
-        return 1;
-    }
-    return 0;
-}
-
-/* Doorbells: the switch as responder on a control QP (expected PSN 0..23,
- * NAK sent 24). */
-enum { DB_OK, DB_DUP, DB_NAK, DB_QUIET };
-static uint64_t act_db(uint64_t *cell, const void *arg)
-{
-    uint32_t psn = *(const uint32_t *)arg;
-    uint32_t epsn = PSN(*cell);
-    bool nak_sent = (*cell >> 24) & 1;
-    int32_t d = nic_psn_diff(psn, epsn);
-    if (d == 0) {
-        *cell = PSN(epsn + 1);
-        return DB_OK | (uint64_t)psn << 8;
-    }
-    if (d < 0)
-        return DB_DUP | (uint64_t)PSN(epsn - 1) << 8;
-    if (nak_sent)
-        return DB_QUIET;
-    *cell |= 1ull << 24;
-    return DB_NAK | (uint64_t)epsn << 8;
-}
 
 /* ---------------------------------------------------------------- packet builders */
 
@@ -662,7 +163,7 @@ static uint32_t npkts(const struct zs_dp *dp, uint64_t bytes)
 static void set_phase(struct zs_dp *dp, struct ps_pass *x, uint32_t t, uint32_t phase)
 {
     struct a_phase a = {.op = PH_SET, .phase = phase, .now = now_ns(x)};
-    ps_reg_exec(x, dp->t_phase, t, act_phase, &a);
+    ps_reg_exec(x, dp->t_phase, t, zs_act_phase, &a);
     if (dp->ph_at_ns && t < dp->nt && dp->ph_cur[t] != phase) { /* measurement, not state */
         dp->st.phase_ns[dp->ph_cur[t]] += a.now - dp->ph_at_ns[t];
         dp->ph_at_ns[t] = a.now;
@@ -681,14 +182,14 @@ static void issue_transfer(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, u
     uint64_t bytes = (uint64_t)n * item;
     uint32_t np = npkts(dp, bytes);
     uint32_t res = np + 1; /* the data and, right after it, the pointer WRITE */
-    uint32_t pfirst = (uint32_t)ps_reg_exec(x, dp->p_next, src->p, act_alloc, &res);
-    uint32_t cfirst = (uint32_t)ps_reg_exec(x, dp->c_next, th->c, act_alloc, &res);
+    uint32_t pfirst = (uint32_t)ps_reg_exec(x, dp->p_next, src->p, zs_act_alloc, &res);
+    uint32_t cfirst = (uint32_t)ps_reg_exec(x, dp->c_next, th->c, zs_act_alloc, &res);
     struct a_ev pe = {.ev = EV_READ_ISSUE, .first = pfirst};
-    ps_reg_exec(x, dp->p_exp, src->p, act_pexp, &pe);
+    ps_reg_exec(x, dp->p_exp, src->p, zs_act_pexp, &pe);
     struct a_ev ce = {
         .ev = EV_READ_ISSUE, .state = X_DATA, .exp = cfirst + np - 1, .first = cfirst};
-    ps_reg_exec(x, dp->c_exp, th->c, act_cexp, &ce);
-    ps_reg_write(x, dp->t_xfer, t, xfer_word(src->p, n, src->ep.node, held, j));
+    ps_reg_exec(x, dp->c_exp, th->c, zs_act_cexp, &ce);
+    ps_reg_write(x, dp->t_xfer, t, zs_xfer_word(src->p, n, src->ep.node, held, j));
     ps_reg_write(x, dp->t_ptrs, t,
                  (uint64_t)((chead + n) & ZS_PTR_MASK) | (uint64_t)((ptail + n) & ZS_PTR_MASK)
                                                              << 32);
@@ -711,17 +212,17 @@ static void issue_final(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, uint
 {
     uint32_t one = 1;
     if (dp->mode == ZS_REPLICATE) {
-        uint32_t psn = (uint32_t)ps_reg_exec(x, dp->t_cnext, t, act_alloc, &one);
+        uint32_t psn = (uint32_t)ps_reg_exec(x, dp->t_cnext, t, zs_act_alloc, &one);
         struct a_ev ae = {.ev = EV_READ_ISSUE, .state = X_FINAL, .exp = psn};
-        ps_reg_exec(x, dp->t_ack, t, act_tack, &ae);
+        ps_reg_exec(x, dp->t_ack, t, zs_act_tack, &ae);
         ps_reg_write(x, dp->t_ptrs, t, chead | ZS_DONE_BIT);
         set_phase(dp, x, t, ZS_PH_FINAL);
         emit_mcast_head_write(dp, x, p, t, th, psn, chead | ZS_DONE_BIT);
         return;
     }
-    uint32_t psn = (uint32_t)ps_reg_exec(x, dp->c_next, th->c, act_alloc, &one);
+    uint32_t psn = (uint32_t)ps_reg_exec(x, dp->c_next, th->c, zs_act_alloc, &one);
     struct a_ev ce = {.ev = EV_READ_ISSUE, .state = X_FINAL, .exp = psn, .first = psn};
-    ps_reg_exec(x, dp->c_exp, th->c, act_cexp, &ce);
+    ps_reg_exec(x, dp->c_exp, th->c, zs_act_cexp, &ce);
     set_phase(dp, x, t, ZS_PH_FINAL);
     const struct zs_ep_ent *ce_ep = ps_table_apply(x, dp->cons, t);
     if (!ce_ep) {
@@ -741,7 +242,7 @@ static void token_pass(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, struc
     /* a release pass that cannot also be the next attempt (the next slot
      * is another producer) must not consume the round-robin slot */
     uint32_t rr[2] = {th->n_src, !release || th->n_src == 1};
-    uint32_t j = (uint32_t)ps_reg_exec(x, dp->t_rr, t, act_rr, rr);
+    uint32_t j = (uint32_t)ps_reg_exec(x, dp->t_rr, t, zs_act_rr, rr);
     const struct zs_src_ent *src = ps_table_apply(x, dp->src, (uint64_t)t << 16 | j);
     if (!src) {
         ps_drop(x);
@@ -755,18 +256,18 @@ static void token_pass(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, struc
     if (release && !combined) {
         /* commit the tail of the producer we were using, free it, then try */
         struct a_tail at = {.write = true, .v = b.v};
-        ps_reg_exec(x, dp->p_tail, b.p, act_tail, &at);
+        ps_reg_exec(x, dp->p_tail, b.p, zs_act_tail, &at);
         if (dp->mode == ZS_LB) {
             struct a_lock lk = {.op = LK_RELEASE, .me = t + 1};
-            ps_reg_exec(x, dp->p_lock, b.p, act_lock, &lk);
+            ps_reg_exec(x, dp->p_lock, b.p, zs_act_lock, &lk);
         }
         if (b.phase & ZS_BRF_SLOT) {
             struct a_slot sl = {.release = true, .t = t};
-            ps_reg_exec(x, dp->n_busy, b.j, act_slot, &sl);
+            ps_reg_exec(x, dp->n_busy, b.j, zs_act_slot, &sl);
         }
         if (b.phase & ZS_BRF_PTAIL) {
             struct a_ev ev = {.ev = EV_PTAIL_SENT, .exp = b.wpsn};
-            ps_reg_exec(x, dp->p_exp, b.p, act_pexp, &ev);
+            ps_reg_exec(x, dp->p_exp, b.p, zs_act_pexp, &ev);
         }
         set_phase(dp, x, t, ZS_PH_IDLE);
         struct zs_br nb = {.type = ZS_BR_TOKEN, .t = (uint16_t)t};
@@ -775,7 +276,7 @@ static void token_pass(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, struc
     }
     uint32_t phead = (uint32_t)ps_reg_read(x, dp->p_head, src->p);
     struct a_tail at = {.write = combined, .v = b.v};
-    uint32_t ptail = (uint32_t)ps_reg_exec(x, dp->p_tail, src->p, act_tail, &at);
+    uint32_t ptail = (uint32_t)ps_reg_exec(x, dp->p_tail, src->p, zs_act_tail, &at);
     uint32_t ctail = (uint32_t)ps_reg_read(x, dp->c_tail, th->c) & ZS_PTR_MASK;
     uint32_t avail = ((phead & ZS_PTR_MASK) - ptail) & ZS_PTR_MASK;
     bool pdone = (phead & ZS_DONE_BIT) && avail == 0;
@@ -786,7 +287,7 @@ static void token_pass(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, struc
          * own release); give it back if this pass ends up with nothing */
         struct a_lock lk = {.op = (avail && !stop) ? LK_ACQUIRE : (combined ? LK_RELEASE : LK_READ),
                             .me = t + 1};
-        uint64_t r = ps_reg_exec(x, dp->p_lock, src->p, act_lock, &lk);
+        uint64_t r = ps_reg_exec(x, dp->p_lock, src->p, zs_act_lock, &lk);
         owned = lk.op == LK_ACQUIRE ? r == 1 : false;
         if (lk.op == LK_ACQUIRE && !owned)
             dp->st.lock_busy++;
@@ -796,7 +297,7 @@ static void token_pass(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, struc
     bool held = false;
     if (th->slots && avail && owned && !stop) {
         struct a_slot sl = {.cap = th->slots, .t = t};
-        held = ps_reg_exec(x, dp->n_busy, src->ep.node % ZS_SLOT_NODES, act_slot, &sl) != 0;
+        held = ps_reg_exec(x, dp->n_busy, src->ep.node % ZS_SLOT_NODES, zs_act_slot, &sl) != 0;
         if (!held)
             dp->st.slot_busy++;
     }
@@ -805,10 +306,10 @@ static void token_pass(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, struc
                         .ccap = th->capacity,
                         .pend = src->ep.capacity - ptail % src->ep.capacity,
                         .max = th->max_batch};
-    uint64_t r = ps_reg_exec(x, dp->c_head, th->c, act_take, &tk);
+    uint64_t r = ps_reg_exec(x, dp->c_head, th->c, zs_act_take, &tk);
     uint32_t chead = (uint32_t)r, n = (uint32_t)(r >> 32);
     struct a_u64 bit = {.v = pdone ? 1ull << j : 0};
-    uint64_t done = ps_reg_exec(x, dp->t_done, t, act_or, &bit);
+    uint64_t done = ps_reg_exec(x, dp->t_done, t, zs_act_or, &bit);
     if (n > 0) {
         issue_transfer(dp, x, p, t, th, src, j, chead, ptail, n, held);
         return;
@@ -821,10 +322,10 @@ static void token_pass(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, struc
     if ((dp->mode == ZS_LB && owned && avail && !stop) || held) {
         /* took the producer (or a slot), but the consumer is full: give
          * them back (t_xfer / t_ptrs let a timer redo this release) */
-        uint64_t xw = xfer_word(src->p, 0, src->ep.node, held, j);
+        uint64_t xw = zs_xfer_word(src->p, 0, src->ep.node, held, j);
         ps_reg_write(x, dp->t_xfer, t, xw);
         ps_reg_write(x, dp->t_ptrs, t, (uint64_t)chead | (uint64_t)ptail << 32);
-        struct zs_br nb = release_br(t, xw, ptail);
+        struct zs_br nb = zs_release_br(t, xw, ptail);
         set_phase(dp, x, t, ZS_PH_RELEASE);
         recirc_as(x, p, &nb);
         return;
@@ -848,7 +349,7 @@ static void scan_pass(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, struct
     bool pdone = false;
     if (b.type == ZS_BR_RELEASE) { /* commit the tail, then scan afresh */
         struct a_tail at = {.write = true, .v = b.v};
-        ps_reg_exec(x, dp->p_tail, b.p, act_tail, &at);
+        ps_reg_exec(x, dp->p_tail, b.p, zs_act_tail, &at);
         set_phase(dp, x, t, ZS_PH_IDLE);
         struct zs_br nb = {.type = ZS_BR_TOKEN, .t = (uint16_t)t};
         recirc_as(x, p, &nb);
@@ -857,7 +358,7 @@ static void scan_pass(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, struct
     if (first) {
         flags = (uint32_t)ps_reg_read(x, dp->t_flags, t);
         uint32_t rr[2] = {th->n_src, 1};
-        b.j = (uint16_t)ps_reg_exec(x, dp->t_rr, t, act_rr, rr);
+        b.j = (uint16_t)ps_reg_exec(x, dp->t_rr, t, zs_act_rr, rr);
         b.i = 0;
     }
     dp->st.scans++;
@@ -886,10 +387,10 @@ static void scan_pass(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, struct
                         .max = th->max_batch,
                         .used_max = b.v,
                         .repl = true};
-    uint64_t r = ps_reg_exec(x, dp->t_chead, t, act_take, &tk); /* n = 0 unless last */
+    uint64_t r = ps_reg_exec(x, dp->t_chead, t, zs_act_take, &tk); /* n = 0 unless last */
     uint32_t chead = (uint32_t)r, n = (uint32_t)(r >> 32);
     struct a_u64 bit = {.v = pdone ? 1ull << b.j : 0};
-    uint64_t done = ps_reg_exec(x, dp->t_done, t, act_or, &bit);
+    uint64_t done = ps_reg_exec(x, dp->t_done, t, zs_act_or, &bit);
     if (!last) {
         uint32_t used = (chead - ctail) & ZS_PTR_MASK;
         if (used > b.v)
@@ -915,12 +416,12 @@ static void scan_pass(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, struct
     uint64_t bytes = (uint64_t)n * item;
     uint32_t np = npkts(dp, bytes);
     uint32_t res = np + 1;
-    uint32_t pfirst = (uint32_t)ps_reg_exec(x, dp->p_next, src->p, act_alloc, &res);
-    uint32_t cfirst = (uint32_t)ps_reg_exec(x, dp->t_cnext, t, act_alloc, &res);
+    uint32_t pfirst = (uint32_t)ps_reg_exec(x, dp->p_next, src->p, zs_act_alloc, &res);
+    uint32_t cfirst = (uint32_t)ps_reg_exec(x, dp->t_cnext, t, zs_act_alloc, &res);
     struct a_ev pe = {.ev = EV_READ_ISSUE, .first = pfirst};
-    ps_reg_exec(x, dp->p_exp, src->p, act_pexp, &pe);
+    ps_reg_exec(x, dp->p_exp, src->p, zs_act_pexp, &pe);
     struct a_ev ae = {.ev = EV_READ_ISSUE, .state = X_DATA, .exp = cfirst + np - 1};
-    ps_reg_exec(x, dp->t_ack, t, act_tack, &ae);
+    ps_reg_exec(x, dp->t_ack, t, zs_act_tack, &ae);
     ps_reg_write(x, dp->t_xfer, t, (uint64_t)src->p | (uint64_t)n << 16);
     ps_reg_write(x, dp->t_ptrs, t,
                  (uint64_t)((chead + n) & ZS_PTR_MASK) | (uint64_t)((b.ptail + n) & ZS_PTR_MASK)
@@ -956,7 +457,7 @@ static uint32_t owner_of(struct zs_dp *dp, struct ps_pass *x, const struct zs_co
     if (dp->mode != ZS_LB)
         return ce->t;
     struct a_lock lk = {.op = LK_READ};
-    uint64_t me = ps_reg_exec(x, dp->p_lock, ce->idx, act_lock, &lk);
+    uint64_t me = ps_reg_exec(x, dp->p_lock, ce->idx, zs_act_lock, &lk);
     return me ? (uint32_t)me - 1 : ZS_NO_THREAD;
 }
 
@@ -973,7 +474,7 @@ static void data_resp(struct zs_dp *dp, struct ps_pass *x, struct pkt *p,
     if (resp_last(p->opcode) && t != ZS_NO_THREAD && dp->mode != ZS_REPLICATE) {
         /* the producer's link is done with this READ: its uplink slot is free */
         struct a_slot sl = {.release = true, .t = t};
-        ps_reg_exec(x, dp->n_busy, ce->pu_node % ZS_SLOT_NODES, act_slot, &sl);
+        ps_reg_exec(x, dp->n_busy, ce->pu_node % ZS_SLOT_NODES, zs_act_slot, &sl);
     }
     const struct zs_thr_ent *th = NULL;
     if (dp->mode == ZS_REPLICATE)
@@ -984,7 +485,7 @@ static void data_resp(struct zs_dp *dp, struct ps_pass *x, struct pkt *p,
         return;
     }
     struct a_ev ev = {.ev = EV_RESP, .psn = p->psn, .last = resp_last(p->opcode)};
-    uint64_t v = ps_reg_exec(x, dp->p_exp, ce->idx, act_pexp, &ev);
+    uint64_t v = ps_reg_exec(x, dp->p_exp, ce->idx, zs_act_pexp, &ev);
     if (v == V_DROP) {
         dp->st.resp_dups++;
         ps_drop(x);
@@ -1001,7 +502,7 @@ static void data_resp(struct zs_dp *dp, struct ps_pass *x, struct pkt *p,
     uint64_t cva = ps_reg_read(x, dp->t_cva, t);
     uint32_t off = (uint32_t)ps_reg_read(x, dp->t_off, t);
     struct a_phase pa = {.op = PH_PROGRESS, .phase = ZS_PH_READ, .now = now_ns(x)};
-    ps_reg_exec(x, dp->t_phase, t, act_phase, &pa);
+    ps_reg_exec(x, dp->t_phase, t, zs_act_phase, &pa);
     uint32_t n = (uint32_t)(xfer >> 16);
     bool first = resp_first(p->opcode), last = resp_last(p->opcode);
     clear_bth_flags(p);
@@ -1076,16 +577,16 @@ static void cons_ack(struct zs_dp *dp, struct ps_pass *x, struct pkt *p,
     if (dp->mode == ZS_REPLICATE) {
         ev.bit = 1u << ce->rid;
         ev.full = th->n_cons >= 32 ? UINT32_MAX : (1u << th->n_cons) - 1;
-        v = ps_reg_exec(x, dp->t_ack, t, act_tack, &ev);
+        v = ps_reg_exec(x, dp->t_ack, t, zs_act_tack, &ev);
     } else {
-        v = ps_reg_exec(x, dp->c_exp, ce->idx, act_cexp, &ev);
+        v = ps_reg_exec(x, dp->c_exp, ce->idx, zs_act_cexp, &ev);
     }
     if (ev_kind != EV_ACK)
         dp->st.naks_rx++;
     switch ((uint32_t)(v & 0xff)) {
     case V_PROGRESS: {
         struct a_phase pa = {.op = PH_PROGRESS, .phase = ZS_PH_READ, .now = now_ns(x)};
-        ps_reg_exec(x, dp->t_phase, t, act_phase, &pa);
+        ps_reg_exec(x, dp->t_phase, t, zs_act_phase, &pa);
         ps_drop(x);
         return;
     }
@@ -1104,19 +605,19 @@ static void cons_ack(struct zs_dp *dp, struct ps_pass *x, struct pkt *p,
         uint32_t ppsn = (uint32_t)ps_reg_read(x, dp->t_psn, t);
         set_phase(dp, x, t, ZS_PH_RELEASE);
         struct a_pw pw = {.op = PW_ARM, .now = now_ns(x)};
-        ps_reg_exec(x, dp->t_pw, t, act_pw, &pw);
-        ps_reg_exec(x, dp->p_pw, (uint32_t)xfer & 0xffff, act_pw, &pw);
+        ps_reg_exec(x, dp->t_pw, t, zs_act_pw, &pw);
+        ps_reg_exec(x, dp->p_pw, (uint32_t)xfer & 0xffff, zs_act_pw, &pw);
         const struct zs_ep_ent *c = ps_table_apply(x, dp->cons, t);
         if (!c) {
             ps_drop(x);
             return;
         }
         build_ptr_write(dp, p, c, psn, ZS_HEAD_OFF, (uint32_t)ptrs);
-        struct zs_br nb = release_br(t, xfer, (uint32_t)(ptrs >> 32));
+        struct zs_br nb = zs_release_br(t, xfer, (uint32_t)(ptrs >> 32));
         nb.keep = ZS_K_CHEAD | ZS_K_PTAIL | ZS_K_RECIRC;
         nb.wpsn = ppsn;
         nb.wval = (uint32_t)(ptrs >> 32);
-        ptr_group(x, th, t, xfer_slot(xfer), &nb);
+        ptr_group(x, th, t, zs_xfer_slot(xfer), &nb);
         return;
     }
     case V_ISSUE_PTAIL: {
@@ -1164,7 +665,7 @@ static void prod_ack(struct zs_dp *dp, struct ps_pass *x, struct pkt *p,
 {
     uint32_t t = owner_of(dp, x, ce), ev_kind = ack_event(p);
     struct a_ev ev = {.ev = ev_kind, .psn = p->psn, .after_read = dp->mode == ZS_REPLICATE};
-    uint64_t v = ps_reg_exec(x, dp->p_exp, ce->idx, act_pexp, &ev);
+    uint64_t v = ps_reg_exec(x, dp->p_exp, ce->idx, zs_act_pexp, &ev);
     if (ev_kind != EV_ACK)
         dp->st.naks_rx++;
     if (t == ZS_NO_THREAD) {
@@ -1180,7 +681,7 @@ static void prod_ack(struct zs_dp *dp, struct ps_pass *x, struct pkt *p,
         uint64_t xfer = ps_reg_read(x, dp->t_xfer, t);
         uint32_t ptail_new = (uint32_t)(ps_reg_read(x, dp->t_ptrs, t) >> 32);
         set_phase(dp, x, t, ZS_PH_RELEASE);
-        struct zs_br nb = release_br(t, xfer, ptail_new);
+        struct zs_br nb = zs_release_br(t, xfer, ptail_new);
         nb.p = ce->idx;
         recirc_as(x, p, &nb); /* step 5: the ACK becomes the thread's packet */
         return;
@@ -1210,7 +711,7 @@ static void ctl_rx(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, const str
     struct ps_reg *mirror = prod ? dp->p_head : dp->c_tail;
     if (p->opcode == IB_OPCODE_RC_RDMA_READ_RESPONSE_ONLY) { /* a poll's answer */
         struct a_poll a = {.issue = false, .psn = p->psn};
-        uint64_t ok = ps_reg_exec(x, prod ? dp->p_ctl : dp->c_ctl, ce->idx, act_poll, &a);
+        uint64_t ok = ps_reg_exec(x, prod ? dp->p_ctl : dp->c_ctl, ce->idx, zs_act_poll, &a);
         if (ok && p->payload_len == 4) {
             dp->st.polls_rx++;
             ps_reg_write(x, mirror, ce->idx, zs_load_le32(p->payload));
@@ -1220,7 +721,7 @@ static void ctl_rx(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, const str
     }
     if (p->opcode == IB_OPCODE_RC_RDMA_WRITE_ONLY && p->payload_len == 4) { /* a doorbell */
         uint32_t psn = p->psn;
-        uint64_t r = ps_reg_exec(x, prod ? dp->p_db : dp->c_db, ce->idx, act_db, &psn);
+        uint64_t r = ps_reg_exec(x, prod ? dp->p_db : dp->c_db, ce->idx, zs_act_db, &psn);
         uint32_t verdict = (uint32_t)(r & 0xff), apsn = (uint32_t)(r >> 8);
         dp->st.doorbells_rx++;
         if (verdict == DB_OK)
@@ -1255,7 +756,7 @@ static void poll_gen(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, uint32_
         return;
     }
     struct a_poll a = {.issue = true, .now = now_ns(x), .rto = dp->poll_rto_ns};
-    uint64_t psn = ps_reg_exec(x, ep->producer ? dp->p_ctl : dp->c_ctl, ep->idx, act_poll, &a);
+    uint64_t psn = ps_reg_exec(x, ep->producer ? dp->p_ctl : dp->c_ctl, ep->idx, zs_act_poll, &a);
     if (psn == UINT64_MAX) {
         ps_drop(x);
         return;
@@ -1281,7 +782,7 @@ static void tick(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, uint32_t i)
         uint64_t xfer = ps_reg_read(x, dp->t_xfer, t);
         uint64_t ptrs = ps_reg_read(x, dp->t_ptrs, t);
         struct a_phase a = {.op = PH_CHECK, .now = now, .rto = dp->rto_ns};
-        uint32_t r = (uint32_t)ps_reg_exec(x, dp->t_phase, t, act_phase, &a);
+        uint32_t r = (uint32_t)ps_reg_exec(x, dp->t_phase, t, zs_act_phase, &a);
         nb = (struct zs_br){.t = (uint16_t)t, .p = (uint16_t)(xfer & 0xffff)};
         if (r & 0x100u) {
             uint32_t ph = r & 0xff;
@@ -1292,7 +793,7 @@ static void tick(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, uint32_t i)
                 break;
             case ZS_PH_RELEASE:
                 dp->st.token_restarts++;
-                nb = release_br(t, xfer, (uint32_t)(ptrs >> 32));
+                nb = zs_release_br(t, xfer, (uint32_t)(ptrs >> 32));
                 nb.wpsn = (uint32_t)ps_reg_read(x, dp->t_psn, t);
                 break;
             default:
@@ -1305,7 +806,7 @@ static void tick(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, uint32_t i)
             return;
         }
         struct a_pw pw = {.op = PW_CHECK, .now = now, .rto = dp->rto_ns};
-        if (ps_reg_exec(x, dp->t_pw, t, act_pw, &pw)) {
+        if (ps_reg_exec(x, dp->t_pw, t, zs_act_pw, &pw)) {
             nb.type = ZS_BR_REISSUE;
             nb.phase = ZS_RE_PTRS;
             recirc_as(x, p, &nb);
@@ -1314,7 +815,7 @@ static void tick(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, uint32_t i)
     }
     if (i < dp->np) {
         struct a_pw pw = {.op = PW_CHECK, .now = now, .rto = dp->rto_ns};
-        if (ps_reg_exec(x, dp->p_pw, i, act_pw, &pw)) {
+        if (ps_reg_exec(x, dp->p_pw, i, zs_act_pw, &pw)) {
             nb = (struct zs_br){
                 .type = ZS_BR_REISSUE, .phase = ZS_RE_PPTR, .t = 0, .p = (uint16_t)i};
             recirc_as(x, p, &nb);
@@ -1336,10 +837,10 @@ static void reissue_ptrs(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, str
     struct a_pw arm = {.op = PW_REARM, .now = now_ns(x)};
     if (b.phase == ZS_RE_PTRS) {
         uint32_t t = b.t;
-        uint64_t cw = ps_reg_exec(x, dp->c_exp, th->c, act_cexp, &ev);
+        uint64_t cw = ps_reg_exec(x, dp->c_exp, th->c, zs_act_cexp, &ev);
         uint32_t chead = (uint32_t)ps_reg_read(x, dp->t_ptrs, t);
         arm.op = cw & 1 ? PW_REARM : PW_DISARM;
-        ps_reg_exec(x, dp->t_pw, t, act_pw, &arm);
+        ps_reg_exec(x, dp->t_pw, t, zs_act_pw, &arm);
         const struct zs_ep_ent *ep = cw & 1 ? ps_table_apply(x, dp->cons, t) : NULL;
         if (!ep) {
             ps_drop(x);
@@ -1351,10 +852,10 @@ static void reissue_ptrs(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, str
         return;
     }
     struct a_tail rd = {.write = false};
-    uint32_t ptail = (uint32_t)ps_reg_exec(x, dp->p_tail, b.p, act_tail, &rd);
-    uint64_t pw = ps_reg_exec(x, dp->p_exp, b.p, act_pexp, &ev);
+    uint32_t ptail = (uint32_t)ps_reg_exec(x, dp->p_tail, b.p, zs_act_tail, &rd);
+    uint64_t pw = ps_reg_exec(x, dp->p_exp, b.p, zs_act_pexp, &ev);
     arm.op = pw & 1 ? PW_REARM : PW_DISARM;
-    ps_reg_exec(x, dp->p_pw, b.p, act_pw, &arm);
+    ps_reg_exec(x, dp->p_pw, b.p, zs_act_pw, &arm);
     const struct zs_ep_ent *ep = pw & 1 ? ps_table_apply(x, dp->prod, b.p) : NULL;
     if (!ep) {
         ps_drop(x);
@@ -1380,8 +881,8 @@ static void reissue(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, struct z
         if (b.i == 0) {
             /* pass A: only while the consumer side still waits for the data
              * (a reissue must not undo a transfer that went on meanwhile) */
-            uint64_t c = repl ? ps_reg_exec(x, dp->t_ack, t, act_tack, &ev)
-                              : ps_reg_exec(x, dp->c_exp, th->c, act_cexp, &ev);
+            uint64_t c = repl ? ps_reg_exec(x, dp->t_ack, t, zs_act_tack, &ev)
+                              : ps_reg_exec(x, dp->c_exp, th->c, zs_act_cexp, &ev);
             uint32_t st = repl ? (uint32_t)(c >> 56) : exp_state(c);
             if (st != X_DATA) {
                 ps_drop(x);
@@ -1403,7 +904,7 @@ static void reissue(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, struct z
                 dp->st.ptr_ahead++;
                 build_ptr_write(dp, p, c_ep, exp_first(c) - 1, ZS_HEAD_OFF, head);
                 b.keep = ZS_K_CHEAD | ZS_K_RECIRC;
-                ptr_group(x, th, t, xfer_slot(xfer), &b);
+                ptr_group(x, th, t, zs_xfer_slot(xfer), &b);
                 return;
             }
             recirc_as(x, p, &b);
@@ -1412,8 +913,8 @@ static void reissue(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, struct z
         {
             /* pass B (and C after a re-sent tail WRITE): the READ again */
             struct a_tail rd = {.write = false};
-            uint32_t ptail = (uint32_t)ps_reg_exec(x, dp->p_tail, b.p, act_tail, &rd);
-            uint64_t r = ps_reg_exec(x, dp->p_exp, b.p, act_pexp, &ev);
+            uint32_t ptail = (uint32_t)ps_reg_exec(x, dp->p_tail, b.p, zs_act_tail, &rd);
+            uint64_t r = ps_reg_exec(x, dp->p_exp, b.p, zs_act_pexp, &ev);
             uint32_t first = (uint32_t)r & NIC_PSN_MASK;
             uint64_t xfer = ps_reg_read(x, dp->t_xfer, t);
             uint32_t n = (uint32_t)(xfer >> 16);
@@ -1423,12 +924,12 @@ static void reissue(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, struct z
                 dp->st.reissues_ptr++;
                 dp->st.ptr_ahead++;
                 struct a_pw arm = {.op = PW_ARM, .now = now_ns(x)};
-                ps_reg_exec(x, dp->p_pw, b.p, act_pw, &arm);
+                ps_reg_exec(x, dp->p_pw, b.p, zs_act_pw, &arm);
                 b.i = 2;
                 b.keep = ZS_K_PTAIL | ZS_K_RECIRC;
                 b.wpsn = PSN(first - 1);
                 b.wval = ptail;
-                ptr_group(x, th, t, xfer_slot(xfer), &b);
+                ptr_group(x, th, t, zs_xfer_slot(xfer), &b);
                 return;
             }
             const struct zs_ep_ent *pe = ps_table_apply(x, dp->prod, b.p);
@@ -1448,7 +949,7 @@ static void reissue(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, struct z
         if (b.phase == ZS_PH_FINAL) {
             struct a_tail rd = {.write = false};
             value = (uint32_t)(repl ? ps_reg_read(x, dp->t_chead, t)
-                                    : ps_reg_exec(x, dp->c_head, th->c, act_tail, &rd)) |
+                                    : ps_reg_exec(x, dp->c_head, th->c, zs_act_tail, &rd)) |
                     ZS_DONE_BIT;
         }
         uint64_t c = repl ? ps_reg_read(x, dp->t_ack, t) : ps_reg_read(x, dp->c_exp, th->c);
@@ -1470,7 +971,7 @@ static void reissue(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, struct z
         }
         if (b.phase == ZS_PH_CHEAD) { /* the thread has gone on: only the timer */
             struct a_pw arm = {.op = PW_REARM, .now = now_ns(x)};
-            ps_reg_exec(x, dp->t_pw, t, act_pw, &arm);
+            ps_reg_exec(x, dp->t_pw, t, zs_act_pw, &arm);
         } else {
             set_phase(dp, x, t, b.phase);
         }
@@ -1485,7 +986,7 @@ static void reissue(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, struct z
             build_ptr_write(dp, p, c_ep, exp_first(c) - 1, ZS_HEAD_OFF, value & ZS_PTR_MASK);
             b.i = 2;
             b.keep = ZS_K_CHEAD | ZS_K_RECIRC;
-            ptr_group(x, th, t, xfer_slot(xfer), &b);
+            ptr_group(x, th, t, zs_xfer_slot(xfer), &b);
             return;
         }
         emit_ptr_write(dp, x, p, c_ep, psn, ZS_HEAD_OFF, value);
@@ -1495,7 +996,7 @@ static void reissue(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, struct z
         /* replicate: the transfer's new tail; otherwise the committed one
          * (the thread may have gone on), and only once it was sent */
         struct a_tail rd = {.write = false};
-        uint32_t committed = (uint32_t)ps_reg_exec(x, dp->p_tail, b.p, act_tail, &rd);
+        uint32_t committed = (uint32_t)ps_reg_exec(x, dp->p_tail, b.p, zs_act_tail, &rd);
         uint64_t c = ps_reg_read(x, dp->p_exp, b.p);
         uint32_t ptail_new = repl ? (uint32_t)(ps_reg_read(x, dp->t_ptrs, t) >> 32) : committed;
         uint32_t psn = exp_psn(c);
@@ -1508,7 +1009,7 @@ static void reissue(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, struct z
             set_phase(dp, x, t, ZS_PH_PTAIL);
         } else {
             struct a_pw arm = {.op = PW_ARM, .now = now_ns(x)};
-            ps_reg_exec(x, dp->p_pw, b.p, act_pw, &arm);
+            ps_reg_exec(x, dp->p_pw, b.p, zs_act_pw, &arm);
         }
         const struct zs_ep_ent *pe = ps_table_apply(x, dp->prod, b.p);
         if (!pe) {
