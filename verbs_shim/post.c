@@ -21,6 +21,7 @@
 #include <rnicsim/rima.h>
 
 #include "shim.h"
+#include "sim/nic/opcode.h"
 #include "sim/trace.h"
 
 /* Opcodes each send queue accepts (IBA 9.4 / Table 38: RC has every
@@ -82,21 +83,6 @@ static const struct {
                               "ops are at most 4096 bytes", ~0u},
 };
 
-static const char *const wr_opcode_names[] = {
-    [IBV_WR_RDMA_WRITE] = "RDMA_WRITE",
-    [IBV_WR_RDMA_WRITE_WITH_IMM] = "RDMA_WRITE_WITH_IMM",
-    [IBV_WR_SEND] = "SEND",
-    [IBV_WR_SEND_WITH_IMM] = "SEND_WITH_IMM",
-    [IBV_WR_RDMA_READ] = "RDMA_READ",
-    [IBV_WR_ATOMIC_CMP_AND_SWP] = "ATOMIC_CMP_AND_SWP",
-    [IBV_WR_ATOMIC_FETCH_AND_ADD] = "ATOMIC_FETCH_AND_ADD",
-    [IBV_WR_LOCAL_INV] = "LOCAL_INV",
-    [IBV_WR_BIND_MW] = "BIND_MW",
-    [IBV_WR_SEND_WITH_INV] = "SEND_WITH_INV",
-    [IBV_WR_TSO] = "TSO",
-    [IBV_WR_DRIVER1] = "DRIVER1",
-};
-
 /* The personality of an RC QP's NIC (IB / IB_AR: no restriction). */
 static enum nic_transport qp_personality(const struct shim_qp *sqp)
 {
@@ -108,8 +94,9 @@ static enum nic_transport qp_personality(const struct shim_qp *sqp)
 
 static const char *wr_opcode_name(unsigned op, char *buf, size_t len)
 {
-    if (op < sizeof(wr_opcode_names) / sizeof(wr_opcode_names[0]) && wr_opcode_names[op])
-        return wr_opcode_names[op];
+    const char *name = nic_wr_opcode_name(op);
+    if (name)
+        return name;
     snprintf(buf, len, "opcode %u", op);
     return buf;
 }

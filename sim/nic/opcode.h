@@ -273,6 +273,28 @@ static inline int32_t nic_psn_diff(uint32_t a, uint32_t b)
     return (d & 0x800000) ? d - 0x1000000 : d;
 }
 
+/* The name of a work request opcode (IBV_WR_RDMA_WRITE -> "RDMA_WRITE"),
+ * NULL for a value verbs.h does not define.  Inline: the emulation
+ * library's post path uses it without the NIC model. */
+static inline const char *nic_wr_opcode_name(unsigned op)
+{
+    static const char *const n[] = {
+        [IBV_WR_RDMA_WRITE] = "RDMA_WRITE",
+        [IBV_WR_RDMA_WRITE_WITH_IMM] = "RDMA_WRITE_WITH_IMM",
+        [IBV_WR_SEND] = "SEND",
+        [IBV_WR_SEND_WITH_IMM] = "SEND_WITH_IMM",
+        [IBV_WR_RDMA_READ] = "RDMA_READ",
+        [IBV_WR_ATOMIC_CMP_AND_SWP] = "ATOMIC_CMP_AND_SWP",
+        [IBV_WR_ATOMIC_FETCH_AND_ADD] = "ATOMIC_FETCH_AND_ADD",
+        [IBV_WR_LOCAL_INV] = "LOCAL_INV",
+        [IBV_WR_BIND_MW] = "BIND_MW",
+        [IBV_WR_SEND_WITH_INV] = "SEND_WITH_INV",
+        [IBV_WR_TSO] = "TSO",
+        [IBV_WR_DRIVER1] = "DRIVER1",
+    };
+    return op < sizeof(n) / sizeof(n[0]) ? n[op] : NULL;
+}
+
 /* Path MTU enum -> bytes (IBV_MTU_256 .. IBV_MTU_4096; anything else 256). */
 static inline uint32_t nic_mtu_bytes(enum ibv_mtu mtu)
 {

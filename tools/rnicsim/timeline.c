@@ -656,16 +656,8 @@ static void cq_push(struct tl_cq *c, uint64_t flow, uint64_t last_ns)
 
 static const char *wr_opcode_name(uint8_t op)
 {
-    static const char *const n[] = {
-        [IBV_WR_RDMA_WRITE] = "RDMA_WRITE",
-        [IBV_WR_RDMA_WRITE_WITH_IMM] = "RDMA_WRITE_WITH_IMM",
-        [IBV_WR_SEND] = "SEND",
-        [IBV_WR_SEND_WITH_IMM] = "SEND_WITH_IMM",
-        [IBV_WR_RDMA_READ] = "RDMA_READ",
-        [IBV_WR_ATOMIC_CMP_AND_SWP] = "ATOMIC_CMP_AND_SWP",
-        [IBV_WR_ATOMIC_FETCH_AND_ADD] = "ATOMIC_FETCH_AND_ADD",
-    };
-    return op < sizeof(n) / sizeof(n[0]) && n[op] ? n[op] : "WR";
+    const char *name = nic_wr_opcode_name(op);
+    return name ? name : "WR";
 }
 
 static const char *wc_opcode_name(uint8_t op)
