@@ -396,7 +396,7 @@ int zs_cpudrv_main(int argc, char **argv)
             goto out;
         }
         snprintf(key, sizeof(key), "zs/%s/c%u/ready", d->flow, f->id);
-        uint32_t ok;
+        struct zs_ready ok;
         if (host_oob_get(key, &ok, sizeof(ok)))
             goto out;
     }

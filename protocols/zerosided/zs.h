@@ -81,12 +81,27 @@ struct zs_ep_desc {
     uint32_t doorbell;
 };
 
+/* Lanes: a shuffle consumer's ring can have up to ZS_MAX_LANES data QPs
+ * to the switch, one switch thread each, so that several transfers (from
+ * different producers) land in it at once; the switch asks for them in
+ * its answer and the PU opens and connects them (lane 0 is the data QP). */
+#define ZS_MAX_LANES 4
+
 /* The switch's answer (key zs/<flow>/<ep>/sw). */
 struct zs_sw_desc {
     uint8_t gid[16];
     uint32_t data_qpn, ctl_qpn; /* the switch's QPs for this endpoint */
     uint32_t data_psn;          /* first PSN the switch sends on the data QP */
     uint32_t ctl_psn;           /* ... on the control QP */
+    uint32_t lanes;             /* data QPs wanted (consumer rings; 0 / 1: only data_qpn) */
+    uint32_t lane_qpn[ZS_MAX_LANES], lane_psn[ZS_MAX_LANES]; /* lanes 1..: the switch's side */
+};
+
+/* The PU's "connected" (key zs/<flow>/<ep>/ready): ok = 1, and its QPs of
+ * lanes 1.. */
+struct zs_ready {
+    uint32_t ok;
+    uint32_t lane_qpn[ZS_MAX_LANES];
 };
 
 static inline uint32_t zs_load_le32(const volatile uint8_t *p)

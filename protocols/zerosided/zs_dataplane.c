@@ -155,6 +155,13 @@ static void emit_mcast_head_write(struct zs_dp *dp, struct ps_pass *x, struct pk
     ps_mcast(x, th->group);
 }
 
+/* Producers are locked to one thread at a time: load balancing, and a
+ * shuffle whose consumers have several lanes (threads) each. */
+static bool locks(const struct zs_dp *dp)
+{
+    return dp->mode == ZS_LB || dp->lanes > 1;
+}
+
 static uint32_t npkts(const struct zs_dp *dp, uint64_t bytes)
 {
     return bytes ? (uint32_t)((bytes + dp->mtu_bytes - 1) / dp->mtu_bytes) : 1;
@@ -183,12 +190,12 @@ static void issue_transfer(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, u
     uint32_t np = npkts(dp, bytes);
     uint32_t res = np + 1; /* the data and, right after it, the pointer WRITE */
     uint32_t pfirst = (uint32_t)ps_reg_exec(x, dp->p_next, src->p, zs_act_alloc, &res);
-    uint32_t cfirst = (uint32_t)ps_reg_exec(x, dp->c_next, th->c, zs_act_alloc, &res);
+    uint32_t cfirst = (uint32_t)ps_reg_exec(x, dp->c_next, t, zs_act_alloc, &res);
     struct a_ev pe = {.ev = EV_READ_ISSUE, .first = pfirst};
     ps_reg_exec(x, dp->p_exp, src->p, zs_act_pexp, &pe);
     struct a_ev ce = {
         .ev = EV_READ_ISSUE, .state = X_DATA, .exp = cfirst + np - 1, .first = cfirst};
-    ps_reg_exec(x, dp->c_exp, th->c, zs_act_cexp, &ce);
+    ps_reg_exec(x, dp->c_exp, t, zs_act_cexp, &ce);
     ps_reg_write(x, dp->t_xfer, t, zs_xfer_word(src->p, n, src->ep.node, held, j));
     ps_reg_write(x, dp->t_ptrs, t,
                  (uint64_t)((chead + n) & ZS_PTR_MASK) | (uint64_t)((ptail + n) & ZS_PTR_MASK)
@@ -220,9 +227,9 @@ static void issue_final(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, uint
         emit_mcast_head_write(dp, x, p, t, th, psn, chead | ZS_DONE_BIT);
         return;
     }
-    uint32_t psn = (uint32_t)ps_reg_exec(x, dp->c_next, th->c, zs_act_alloc, &one);
+    uint32_t psn = (uint32_t)ps_reg_exec(x, dp->c_next, t, zs_act_alloc, &one);
     struct a_ev ce = {.ev = EV_READ_ISSUE, .state = X_FINAL, .exp = psn, .first = psn};
-    ps_reg_exec(x, dp->c_exp, th->c, zs_act_cexp, &ce);
+    ps_reg_exec(x, dp->c_exp, t, zs_act_cexp, &ce);
     set_phase(dp, x, t, ZS_PH_FINAL);
     const struct zs_ep_ent *ce_ep = ps_table_apply(x, dp->cons, t);
     if (!ce_ep) {
@@ -257,7 +264,7 @@ static void token_pass(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, struc
         /* commit the tail of the producer we were using, free it, then try */
         struct a_tail at = {.write = true, .v = b.v};
         ps_reg_exec(x, dp->p_tail, b.p, zs_act_tail, &at);
-        if (dp->mode == ZS_LB) {
+        if (locks(dp)) {
             struct a_lock lk = {.op = LK_RELEASE, .me = t + 1};
             ps_reg_exec(x, dp->p_lock, b.p, zs_act_lock, &lk);
         }
@@ -282,7 +289,7 @@ static void token_pass(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, struc
     bool pdone = (phead & ZS_DONE_BIT) && avail == 0;
     bool stop = (flags & ZS_TF_STOP) != 0;
     bool owned = true;
-    if (dp->mode == ZS_LB) {
+    if (locks(dp)) {
         /* take the producer only if it has something (or keep it after our
          * own release); give it back if this pass ends up with nothing */
         struct a_lock lk = {.op = (avail && !stop) ? LK_ACQUIRE : (combined ? LK_RELEASE : LK_READ),
@@ -301,6 +308,13 @@ static void token_pass(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, struc
         if (!held)
             dp->st.slot_busy++;
     }
+    /* lanes: lane 0 ends the consumer's stream once the other lanes have
+     * finished (then every transfer is committed) */
+    uint64_t cmt = 0;
+    if (th->lanes > 1 && th->lane == 0) {
+        struct a_cmt cm = {.op = CM_LANE0, .lanes = th->lanes};
+        cmt = ps_reg_exec(x, dp->c_cmt, th->c, zs_act_cmt, &cm);
+    }
     struct a_take tk = {.avail = owned && !stop && (held || !th->slots) ? avail : 0,
                         .ctail = ctail,
                         .ccap = th->capacity,
@@ -315,11 +329,23 @@ static void token_pass(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, struc
         return;
     }
     if ((done & th->all_done) == th->all_done || stop) {
-        issue_final(dp, x, p, t, th, chead);
-        return;
+        if (th->lanes <= 1) {
+            issue_final(dp, x, p, t, th, chead);
+            return;
+        }
+        if (th->lane != 0) { /* this lane is through: count it (stage 5 again) */
+            struct zs_br nb = {.type = ZS_BR_FIN, .t = (uint16_t)t};
+            set_phase(dp, x, t, ZS_PH_IDLE);
+            recirc_as(x, p, &nb);
+            return;
+        }
+        if (cmt & ZS_DONE_BIT) {
+            issue_final(dp, x, p, t, th, (uint32_t)cmt & ZS_PTR_MASK);
+            return;
+        }
     }
     dp->st.tokens_idle++;
-    if ((dp->mode == ZS_LB && owned && avail && !stop) || held) {
+    if ((locks(dp) && owned && avail && !stop) || held) {
         /* took the producer (or a slot), but the consumer is full: give
          * them back (t_xfer / t_ptrs let a timer redo this release) */
         uint64_t xw = zs_xfer_word(src->p, 0, src->ep.node, held, j);
@@ -454,7 +480,7 @@ static bool resp_first(uint8_t op)
  * lock holder.  ZS_NO_THREAD if none. */
 static uint32_t owner_of(struct zs_dp *dp, struct ps_pass *x, const struct zs_conn_ent *ce)
 {
-    if (dp->mode != ZS_LB)
+    if (!locks(dp))
         return ce->t;
     struct a_lock lk = {.op = LK_READ};
     uint64_t me = ps_reg_exec(x, dp->p_lock, ce->idx, zs_act_lock, &lk);
@@ -557,6 +583,72 @@ static void report(struct zs_dp *dp, struct ps_pass *x, uint32_t what, uint32_t 
     ps_digest(x, d, sizeof(d));
 }
 
+/* The consumer has the data (and, with lanes, every earlier transfer is
+ * committed): its head WRITE (at PSN hpsn; UINT32_MAX: the one reserved
+ * after the data, t_psn + t_off), the producer's tail WRITE and the
+ * thread's release (then its next transfer) at once. */
+static void send_ptrs(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, uint32_t t,
+                      const struct zs_thr_ent *th, uint32_t hpsn)
+{
+    uint64_t xfer = ps_reg_read(x, dp->t_xfer, t);
+    uint64_t ptrs = ps_reg_read(x, dp->t_ptrs, t);
+    uint32_t off = hpsn == UINT32_MAX ? (uint32_t)ps_reg_read(x, dp->t_off, t) : 0;
+    uint32_t ppsn = (uint32_t)ps_reg_read(x, dp->t_psn, t);
+    if (hpsn == UINT32_MAX)
+        hpsn = PSN(ppsn + off);
+    set_phase(dp, x, t, ZS_PH_RELEASE);
+    struct a_pw pw = {.op = PW_ARM, .now = now_ns(x)};
+    ps_reg_exec(x, dp->t_pw, t, zs_act_pw, &pw);
+    ps_reg_exec(x, dp->p_pw, (uint32_t)xfer & 0xffff, zs_act_pw, &pw);
+    const struct zs_ep_ent *c = ps_table_apply(x, dp->cons, t);
+    if (!c) {
+        ps_drop(x);
+        return;
+    }
+    build_ptr_write(dp, p, c, hpsn, ZS_HEAD_OFF, (uint32_t)ptrs);
+    struct zs_br nb = zs_release_br(t, xfer, (uint32_t)(ptrs >> 32));
+    nb.keep = ZS_K_CHEAD | ZS_K_PTAIL | ZS_K_RECIRC;
+    nb.wpsn = ppsn;
+    nb.wval = (uint32_t)(ptrs >> 32);
+    ptr_group(x, th, t, zs_xfer_slot(xfer), &nb);
+}
+
+/* Lanes: commit the transfer [b.ptail, b.v) into the consumer's head once
+ * the transfers reserved before it are in (another lane's may be
+ * slower); until then the packet recirculates. */
+static void commit_pass(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, struct zs_br b,
+                        const struct zs_thr_ent *th)
+{
+    uint32_t t = b.t;
+    struct a_cmt cm = {.op = CM_COMMIT, .s = b.ptail, .e = b.v};
+    uint64_t r = ps_reg_exec(x, dp->c_cmt, th->c, zs_act_cmt, &cm);
+    if (r == CM_STALE) { /* a restarted copy of a commit already made */
+        ps_drop(x);
+        return;
+    }
+    if (r == CM_WAIT) {
+        dp->st.commit_waits++;
+        struct a_phase pa = {.op = PH_PROGRESS, .phase = ZS_PH_COMMIT, .now = now_ns(x)};
+        ps_reg_exec(x, dp->t_phase, t, zs_act_phase, &pa);
+        recirc_as(x, p, &b);
+        return;
+    }
+    send_ptrs(dp, x, p, t, th, UINT32_MAX);
+}
+
+/* Lanes: a lane other than 0 has finished; lane 0 ends the stream. */
+static void fin_pass(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, struct zs_br b,
+                     const struct zs_thr_ent *th)
+{
+    struct a_cmt cm = {.op = CM_FIN};
+    (void)p;
+    ps_reg_exec(x, dp->c_cmt, th->c, zs_act_cmt, &cm);
+    set_phase(dp, x, b.t, ZS_PH_DONE);
+    dp->st.threads_done++;
+    report(dp, x, 1, b.t, 0);
+    ps_drop(x);
+}
+
 /* an ACK / NAK on a consumer data QP */
 static void cons_ack(struct zs_dp *dp, struct ps_pass *x, struct pkt *p,
                      const struct zs_conn_ent *ce)
@@ -598,26 +690,20 @@ static void cons_ack(struct zs_dp *dp, struct ps_pass *x, struct pkt *p,
             emit_mcast_head_write(dp, x, p, t, th, psn, chead_new);
             return;
         }
-        /* the consumer has the data: its head WRITE, the producer's tail
-         * WRITE and the thread's release (then its next transfer) at once */
-        uint64_t xfer = ps_reg_read(x, dp->t_xfer, t);
-        uint64_t ptrs = ps_reg_read(x, dp->t_ptrs, t);
-        uint32_t ppsn = (uint32_t)ps_reg_read(x, dp->t_psn, t);
-        set_phase(dp, x, t, ZS_PH_RELEASE);
-        struct a_pw pw = {.op = PW_ARM, .now = now_ns(x)};
-        ps_reg_exec(x, dp->t_pw, t, zs_act_pw, &pw);
-        ps_reg_exec(x, dp->p_pw, (uint32_t)xfer & 0xffff, zs_act_pw, &pw);
-        const struct zs_ep_ent *c = ps_table_apply(x, dp->cons, t);
-        if (!c) {
-            ps_drop(x);
+        if (th->lanes > 1) {
+            /* another lane's earlier transfer may still be in flight: the
+             * consumer's head moves in order (commit pass, stage 5) */
+            uint64_t xfer = ps_reg_read(x, dp->t_xfer, t);
+            uint32_t e = (uint32_t)ps_reg_read(x, dp->t_ptrs, t);
+            set_phase(dp, x, t, ZS_PH_COMMIT);
+            struct zs_br nb = {.type = ZS_BR_COMMIT,
+                               .t = (uint16_t)t,
+                               .v = e,
+                               .ptail = (e - (uint32_t)(xfer >> 16)) & ZS_PTR_MASK};
+            recirc_as(x, p, &nb);
             return;
         }
-        build_ptr_write(dp, p, c, psn, ZS_HEAD_OFF, (uint32_t)ptrs);
-        struct zs_br nb = zs_release_br(t, xfer, (uint32_t)(ptrs >> 32));
-        nb.keep = ZS_K_CHEAD | ZS_K_PTAIL | ZS_K_RECIRC;
-        nb.wpsn = ppsn;
-        nb.wval = (uint32_t)(ptrs >> 32);
-        ptr_group(x, th, t, zs_xfer_slot(xfer), &nb);
+        send_ptrs(dp, x, p, t, th, psn);
         return;
     }
     case V_ISSUE_PTAIL: {
@@ -791,6 +877,12 @@ static void tick(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, uint32_t i)
                 dp->st.token_restarts++;
                 nb.type = ZS_BR_TOKEN;
                 break;
+            case ZS_PH_COMMIT: /* the commit pass's packet was lost */
+                dp->st.token_restarts++;
+                nb.type = ZS_BR_COMMIT;
+                nb.v = (uint32_t)ptrs;
+                nb.ptail = ((uint32_t)ptrs - (uint32_t)(xfer >> 16)) & ZS_PTR_MASK;
+                break;
             case ZS_PH_RELEASE:
                 dp->st.token_restarts++;
                 nb = zs_release_br(t, xfer, (uint32_t)(ptrs >> 32));
@@ -837,8 +929,13 @@ static void reissue_ptrs(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, str
     struct a_pw arm = {.op = PW_REARM, .now = now_ns(x)};
     if (b.phase == ZS_RE_PTRS) {
         uint32_t t = b.t;
-        uint64_t cw = ps_reg_exec(x, dp->c_exp, th->c, zs_act_cexp, &ev);
+        /* lanes: the committed head (another lane may have moved it on
+         * since; it never goes back) */
+        uint64_t cmt = th->lanes > 1 ? ps_reg_read(x, dp->c_cmt, th->c) : 0;
+        uint64_t cw = ps_reg_exec(x, dp->c_exp, t, zs_act_cexp, &ev);
         uint32_t chead = (uint32_t)ps_reg_read(x, dp->t_ptrs, t);
+        if (th->lanes > 1)
+            chead = (uint32_t)cmt;
         arm.op = cw & 1 ? PW_REARM : PW_DISARM;
         ps_reg_exec(x, dp->t_pw, t, zs_act_pw, &arm);
         const struct zs_ep_ent *ep = cw & 1 ? ps_table_apply(x, dp->cons, t) : NULL;
@@ -881,8 +978,9 @@ static void reissue(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, struct z
         if (b.i == 0) {
             /* pass A: only while the consumer side still waits for the data
              * (a reissue must not undo a transfer that went on meanwhile) */
+            uint64_t cmt = !repl && th->lanes > 1 ? ps_reg_read(x, dp->c_cmt, th->c) : 0;
             uint64_t c = repl ? ps_reg_exec(x, dp->t_ack, t, zs_act_tack, &ev)
-                              : ps_reg_exec(x, dp->c_exp, th->c, zs_act_cexp, &ev);
+                              : ps_reg_exec(x, dp->c_exp, t, zs_act_cexp, &ev);
             uint32_t st = repl ? (uint32_t)(c >> 56) : exp_state(c);
             if (st != X_DATA) {
                 ps_drop(x);
@@ -895,6 +993,8 @@ static void reissue(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, struct z
                 uint64_t xfer = ps_reg_read(x, dp->t_xfer, t);
                 uint32_t head = ((uint32_t)ps_reg_read(x, dp->t_ptrs, t) - (uint32_t)(xfer >> 16)) &
                                 ZS_PTR_MASK;
+                if (th->lanes > 1)
+                    head = (uint32_t)cmt;
                 const struct zs_ep_ent *c_ep = ps_table_apply(x, dp->cons, t);
                 if (!c_ep) {
                     ps_drop(x);
@@ -946,18 +1046,21 @@ static void reissue(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, struct z
     case ZS_PH_CHEAD:
     case ZS_PH_FINAL: {
         uint32_t value = 0;
+        uint64_t cmt = !repl && th->lanes > 1 ? ps_reg_read(x, dp->c_cmt, th->c) : 0;
         if (b.phase == ZS_PH_FINAL) {
             struct a_tail rd = {.write = false};
             value = (uint32_t)(repl ? ps_reg_read(x, dp->t_chead, t)
                                     : ps_reg_exec(x, dp->c_head, th->c, zs_act_tail, &rd)) |
                     ZS_DONE_BIT;
         }
-        uint64_t c = repl ? ps_reg_read(x, dp->t_ack, t) : ps_reg_read(x, dp->c_exp, th->c);
+        uint64_t c = repl ? ps_reg_read(x, dp->t_ack, t) : ps_reg_read(x, dp->c_exp, t);
         uint32_t st = repl ? (uint32_t)(c >> 56) : exp_state(c);
         uint32_t psn = repl ? (uint32_t)(c >> 32) & NIC_PSN_MASK : exp_psn(c);
         uint64_t xfer = ps_reg_read(x, dp->t_xfer, t);
         if (b.phase == ZS_PH_CHEAD)
             value = (uint32_t)ps_reg_read(x, dp->t_ptrs, t);
+        if (b.phase == ZS_PH_CHEAD && th->lanes > 1)
+            value = (uint32_t)cmt; /* what is committed now, end flag included */
         uint32_t want = b.phase == ZS_PH_FINAL ? X_FINAL : repl ? X_CHEAD : X_PTR;
         if (st != want) {
             ps_drop(x); /* acknowledged meanwhile */
@@ -1067,6 +1170,12 @@ static void zs_ingress(struct ps_pass *x, struct pkt *p, void *prog)
         case ZS_BR_REISSUE:
             reissue(dp, x, p, b, th);
             return;
+        case ZS_BR_COMMIT:
+            commit_pass(dp, x, p, b, th);
+            return;
+        case ZS_BR_FIN:
+            fin_pass(dp, x, p, b, th);
+            return;
         default:
             ps_drop(x);
             return;
@@ -1166,7 +1275,8 @@ int zs_dp_install(struct zs_dp *dp)
     struct pswitch *ps = dp->ps;
     uint32_t np = dp->np ? dp->np : 1, nc = dp->nc ? dp->nc : 1, nt = dp->nt ? dp->nt : 1;
     uint32_t ne = np + nc;
-    TBL(conn, "conn", PS_INGRESS, 0, 2 * ne, struct zs_conn_ent);
+    uint32_t ncq = nt > nc ? nt : nc; /* consumer data QPs: one per thread (lanes) */
+    TBL(conn, "conn", PS_INGRESS, 0, 2 * ne + ncq - nc, struct zs_conn_ent);
     TBL(ep, "ep", PS_INGRESS, 0, ne, struct zs_ep_ent);
     TBL(thr, "thr", PS_INGRESS, 1, nt, struct zs_thr_ent);
     REG(p_ctl, "p_ctl", 1, np, 64);
@@ -1182,14 +1292,16 @@ int zs_dp_install(struct zs_dp *dp)
     REG(c_tail, "c_tail", 4, nc, 32);
     REG(p_lock, "p_lock", 5, np, 16);
     REG(n_busy, "n_busy", 5, ZS_SLOT_NODES, 64);
+    if (dp->lanes > 1)
+        REG(c_cmt, "c_cmt", 5, nc, 40);
     REG(c_head, "c_head", 6, nc, 32);
     REG(t_done, "t_done", 6, nt, 64);
     REG(t_chead, "t_chead", 6, nt, 32);
     REG(p_next, "p_next", 7, np, 24);
-    REG(c_next, "c_next", 7, nc, 24);
+    REG(c_next, "c_next", 7, ncq, 24);
     REG(t_cnext, "t_cnext", 7, nt, 24);
     REG(p_exp, "p_exp", 8, np, 57);
-    REG(c_exp, "c_exp", 8, nc, 57);
+    REG(c_exp, "c_exp", 8, ncq, 57);
     REG(t_ack, "t_ack", 8, nt, 64);
     REG(t_xfer, "t_xfer", 9, nt, 64);
     REG(t_ptrs, "t_ptrs", 9, nt, 64);

@@ -11,10 +11,12 @@
  *   2  t_rr (round robin over a thread's sources), t_flags (stop)
  *   3  tables src ((thread, slot) -> producer), mc ((thread, i) -> consumer)
  *   4  p_head p_tail c_tail (mirrors; the switch-owned producer tail)
- *   5  p_lock (load balancing: producer owned by one thread), n_busy
- *      (per producer node, the threads transferring out of it: uplink slots)
+ *   5  p_lock (load balancing, lanes: producer owned by one thread), n_busy
+ *      (per producer node, the threads transferring out of it: uplink slots),
+ *      c_cmt (lanes: a consumer's committed head, end flag, lanes finished)
  *   6  c_head (switch-owned consumer head; picks the batch), t_done, t_chead
- *   7  p_next c_next t_cnext (PSN allocators of the data QPs)
+ *   7  p_next c_next t_cnext (PSN allocators of the data QPs; c_*: one per
+ *      consumer data QP, i.e. per thread)
  *   8  p_exp c_exp t_ack (what each data QP waits for: the RC requester)
  *   9  t_xfer t_ptrs t_cva t_off (the transfer in flight)
  *  10  t_psn t_phase (reissue PSN, phase and progress time for timeouts),
@@ -74,6 +76,9 @@ struct zs_thr_ent {
     uint32_t slots;    /* transfers in flight out of one producer node at most (0 = no limit) */
     uint64_t cbase;    /* the consumer ring (not replicate) */
     uint64_t all_done; /* t_done when every source is done */
+    uint16_t lane;     /* shuffle: this thread's lane of consumer c (its data QP) */
+    uint16_t lanes;    /* threads (data QPs) consumer c has; > 1: commits in order (c_cmt) */
+    uint32_t pad2;
 };
 
 /* Bridged header of switch-thread packets (ps_meta.bridge). */
@@ -83,6 +88,9 @@ enum zs_br_type {
     ZS_BR_REISSUE,   /* redo the operation of `phase` (timeout, NAK, gap) */
     ZS_BR_SCAN,      /* replicate: minimum space over the consumers, one per pass */
     ZS_BR_TICK2,     /* a timer pass found an expired phase: decide in a second pass */
+    ZS_BR_COMMIT,    /* lanes: the data are ACKed; commit [ptail, v) into the consumer's
+                        head once every earlier transfer has, then the pointer WRITEs */
+    ZS_BR_FIN,       /* lanes: a lane other than 0 has finished its stream */
 };
 
 /* REISSUE of a pointer WRITE whose timer expired (not thread phases): the
@@ -131,6 +139,8 @@ enum zs_phase {
     ZS_PH_RELEASE, /* its ACK came: the release pass is on its way */
     ZS_PH_FINAL,   /* end-of-stream head WRITE issued */
     ZS_PH_DONE,    /* the consumer knows the stream ended */
+    ZS_PH_COMMIT,  /* lanes: data ACKed, waiting for earlier transfers to commit */
+    ZS_PH_N
 };
 
 /* Packet-generator applications. */
@@ -147,8 +157,9 @@ struct zs_dp_stats {
     uint64_t polls_tx, polls_rx, doorbells_rx, doorbell_naks;
     uint64_t scans; /* replicate: consumer passes of the minimum-space scan */
     uint64_t threads_done;
-    uint64_t stray;                    /* packets for the switch that match nothing */
-    uint64_t phase_ns[ZS_PH_DONE + 1]; /* time the threads spent in each phase */
+    uint64_t commit_waits;      /* lanes: commit passes that found an earlier transfer pending */
+    uint64_t stray;             /* packets for the switch that match nothing */
+    uint64_t phase_ns[ZS_PH_N]; /* time the threads spent in each phase */
 };
 
 struct zs_dp {
@@ -160,13 +171,14 @@ struct zs_dp {
     uint64_t rto_ns;      /* data-QP operation timeout */
     uint64_t poll_rto_ns; /* a poll READ still unanswered after this is sent again */
     bool doorbell;
+    uint32_t lanes; /* shuffle: threads (data QPs) per consumer */
     /* tables */
     struct ps_table *conn, *thr, *ep, *src, *mc, *cons, *prod, *mcc, *eprod;
     /* registers */
     struct ps_reg *p_ctl, *c_ctl, *p_db, *c_db;
     struct ps_reg *t_rr, *t_flags;
     struct ps_reg *p_head, *p_tail, *c_tail;
-    struct ps_reg *p_lock, *n_busy;
+    struct ps_reg *p_lock, *n_busy, *c_cmt;
     struct ps_reg *c_head, *t_done, *t_chead;
     struct ps_reg *p_next, *c_next, *t_cnext;
     struct ps_reg *p_exp, *c_exp, *t_ack;
@@ -176,6 +188,10 @@ struct zs_dp {
     uint64_t *ph_at_ns;    /* measurement only: when each thread entered its phase */
     uint8_t *ph_cur;
 };
+
+/* c_cmt cells (lanes): committed head 0..30, end flag 31 (ZS_DONE_BIT),
+ * lanes other than 0 that have finished 32..39 */
+#define ZS_CMT_FIN_SHIFT 32
 
 /* t_flags bits */
 #define ZS_TF_STOP 1u

@@ -62,6 +62,7 @@ struct ring {
     size_t bytes;
     struct ibv_mr *mr;
     struct ibv_qp *dqp, *cqp;
+    struct ibv_qp *lqp[ZS_MAX_LANES]; /* lanes 1.. (the switch asked for them) */
     uint32_t item, cap;
     volatile uint8_t *hdr;
     uint32_t ptr;        /* producer: head (published); consumer: tail */
@@ -382,9 +383,18 @@ static int ring_connect(struct pu *u, struct ring *r)
         fprintf(stderr, PROG ": %s: connecting to the switch: %s\n", key, strerror(errno));
         return -1;
     }
+    struct zs_ready rd = {.ok = 1};
+    for (uint32_t l = 1; l < sd.lanes && l < ZS_MAX_LANES; l++) {
+        /* one more data QP, for the switch's thread of lane l */
+        r->lqp[l] = zv_qp(&u->dev, u->cq, u->cq, IBV_QPT_RC, 16, 1);
+        if (!r->lqp[l] || zv_rc_up(r->lqp[l], sd.gid, sd.lane_qpn[l], sd.lane_psn[l], 0, mtu)) {
+            fprintf(stderr, PROG ": %s: lane %u: %s\n", key, l, strerror(errno));
+            return -1;
+        }
+        rd.lane_qpn[l] = r->lqp[l]->qp_num;
+    }
     snprintf(k2, sizeof(k2), "%s/ready", key);
-    uint32_t one = 1;
-    host_oob_put(k2, &one, sizeof(one));
+    host_oob_put(k2, &rd, sizeof(rd));
     return 0;
 }
 
@@ -406,6 +416,9 @@ static void ring_close(struct ring *r, int kind)
         ibv_destroy_qp(r->dqp);
     if (r->cqp)
         ibv_destroy_qp(r->cqp);
+    for (uint32_t l = 1; l < ZS_MAX_LANES; l++)
+        if (r->lqp[l])
+            ibv_destroy_qp(r->lqp[l]);
     if (r->mr)
         ibv_dereg_mr(r->mr);
     zs_pu_mem_free(kind, r->mem, r->bytes);

@@ -57,6 +57,33 @@ uint64_t zs_act_slot(uint64_t *cell, const void *arg)
     return 1;
 }
 
+uint64_t zs_act_cmt(uint64_t *cell, const void *arg)
+{
+    const struct a_cmt *a = arg;
+    uint32_t head = (uint32_t)*cell & ZS_PTR_MASK;
+    uint64_t fin = (*cell >> ZS_CMT_FIN_SHIFT) & 0xff;
+    switch (a->op) {
+    case CM_COMMIT: {
+        if (head == (a->s & ZS_PTR_MASK)) {
+            *cell = (*cell & ~(uint64_t)ZS_PTR_MASK) | (a->e & ZS_PTR_MASK);
+            return CM_OK;
+        }
+        /* the head is past s: the transfer starting at s (this one) is in */
+        uint32_t ahead = (head - a->s) & ZS_PTR_MASK;
+        return ahead < (1u << 30) ? CM_STALE : CM_WAIT;
+    }
+    case CM_FIN:
+        *cell = (*cell & 0xffffffffull) | (fin + 1) << ZS_CMT_FIN_SHIFT;
+        return *cell;
+    case CM_LANE0:
+        if (fin + 1 >= a->lanes)
+            *cell |= ZS_DONE_BIT;
+        return *cell;
+    default:
+        return *cell;
+    }
+}
+
 /* t_xfer: producer | items << 16 | node << 48 | slot held << 56 | source
  * slot << 57 */
 uint64_t zs_xfer_word(uint32_t p, uint32_t n, uint32_t node, bool held, uint32_t slot)

@@ -97,6 +97,17 @@ struct a_slot {
     uint32_t cap, t;
 };
 
+/* A consumer's committed head (lanes, c_cmt).  COMMIT [s, e): only when
+ * every transfer before s has committed (head == s): returns CM_OK, CM_WAIT
+ * (an earlier transfer is not yet in) or CM_STALE (already committed: a
+ * duplicate pass); FIN: a lane other than 0 has finished; LANE0: lane 0
+ * asks whether the others have, and if so sets the end flag; READ. */
+enum { CM_COMMIT, CM_FIN, CM_LANE0, CM_READ };
+enum { CM_WAIT, CM_OK, CM_STALE };
+struct a_cmt {
+    uint32_t op, s, e, lanes;
+};
+
 /* The producer tail: write the committed value (release) and return it,
  * or just read. */
 struct a_tail {
@@ -182,6 +193,7 @@ uint64_t zs_act_alloc(uint64_t *cell, const void *arg);
 uint64_t zs_act_or(uint64_t *cell, const void *arg);
 uint64_t zs_act_lock(uint64_t *cell, const void *arg);
 uint64_t zs_act_slot(uint64_t *cell, const void *arg);
+uint64_t zs_act_cmt(uint64_t *cell, const void *arg);
 uint64_t zs_xfer_word(uint32_t p, uint32_t n, uint32_t node, bool held, uint32_t slot);
 uint32_t zs_xfer_slot(uint64_t xfer);
 struct zs_br zs_release_br(uint32_t t, uint64_t xfer, uint32_t ptail);

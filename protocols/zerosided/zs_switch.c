@@ -42,6 +42,9 @@ const char *const zs_pu_kind_names[] = {"cpu", "gpu", "fpga", NULL};
 /* First PSN of endpoint e's data QP: near the top of the 24-bit space, so
  * every run goes through the wrap to 0 on both the switch and the PU. */
 #define PSN_START(e) ((0xfffc00u + (uint32_t)(e)*1009u) & NIC_PSN_MASK)
+/* The switch's QPN of thread t's data QP when it is a lane (1..) of its
+ * consumer (endpoints use 0x100 + 2e, 0x101 + 2e) */
+#define ZS_LANE_QPN(t) (0x10000u + (uint32_t)(t))
 
 struct sched_ev {
     uint64_t at_ns;
@@ -59,6 +62,8 @@ struct zs_sw {
     bool doorbell;
     uint32_t active;
     int64_t uplink_slots; /* -1: one producer node's share of the threads (shuffle) */
+    uint32_t lanes;       /* shuffle: data QPs (threads) per consumer */
+    uint32_t *lane_qpn;   /* the consumer PU's QP of each thread (lanes 1..) */
     struct zs_qos qos;    /* --qos: per-flow rate schedule (n_steps 0: none) */
     uint64_t qos_rate_bps;
     struct sched_ev ev[MAX_EVENTS];
@@ -110,7 +115,8 @@ static void usage(void)
             "       [--batch=ITEMS | --batch-bytes=SIZE] [--poll=TIME | --doorbell] [--rto=TIME]\n"
             "       [--tick=TIME] [--mtu=BYTES] [--active=K] [--join=C@TIME,...] "
             "[--leave=C@TIME,...]\n"
-            "       [--uplink-slots=N|auto] [--qos=TIME:R1/R2/...,TIME:...] [--qos-rate=RATE]\n");
+            "       [--uplink-slots=N|auto] [--lanes=N] [--qos=TIME:R1/R2/...,TIME:...] "
+            "[--qos-rate=RATE]\n");
 }
 
 /* --qos=TIME:R1/R2/...,TIME:...: from TIME on (after the start) flow i
@@ -164,15 +170,25 @@ static void qos_rates(struct zs_sw *z)
 static int parse_args(struct zs_sw *z, int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"flow", required_argument, 0, 'f'},         {"mode", required_argument, 0, 'm'},
-        {"producers", required_argument, 0, 'n'},    {"consumers", required_argument, 0, 'c'},
-        {"batch", required_argument, 0, 'b'},        {"batch-bytes", required_argument, 0, 'B'},
-        {"poll", required_argument, 0, 'p'},         {"doorbell", no_argument, 0, 'd'},
-        {"rto", required_argument, 0, 'r'},          {"tick", required_argument, 0, 't'},
-        {"mtu", required_argument, 0, 'u'},          {"active", required_argument, 0, 'a'},
-        {"join", required_argument, 0, 'j'},         {"leave", required_argument, 0, 'l'},
-        {"uplink-slots", required_argument, 0, 's'}, {"qos", required_argument, 0, 'q'},
-        {"qos-rate", required_argument, 0, 'Q'},     {0, 0, 0, 0},
+        {"flow", required_argument, 0, 'f'},
+        {"mode", required_argument, 0, 'm'},
+        {"producers", required_argument, 0, 'n'},
+        {"consumers", required_argument, 0, 'c'},
+        {"batch", required_argument, 0, 'b'},
+        {"batch-bytes", required_argument, 0, 'B'},
+        {"poll", required_argument, 0, 'p'},
+        {"doorbell", no_argument, 0, 'd'},
+        {"rto", required_argument, 0, 'r'},
+        {"tick", required_argument, 0, 't'},
+        {"mtu", required_argument, 0, 'u'},
+        {"active", required_argument, 0, 'a'},
+        {"join", required_argument, 0, 'j'},
+        {"leave", required_argument, 0, 'l'},
+        {"uplink-slots", required_argument, 0, 's'},
+        {"qos", required_argument, 0, 'q'},
+        {"qos-rate", required_argument, 0, 'Q'},
+        {"lanes", required_argument, 0, 'L'},
+        {0, 0, 0, 0},
     };
     z->mode = -1;
     z->batch_bytes = 4u << 20; /* the paper's recommended cap: 4 MiB */
@@ -180,6 +196,7 @@ static int parse_args(struct zs_sw *z, int argc, char **argv)
     z->rto_ns = 200000;
     z->mtu = 1024;
     z->uplink_slots = -1;
+    z->lanes = 1;
     z->qos_rate_bps = 100000000000ull;
     uint64_t v;
     int o;
@@ -242,6 +259,11 @@ static int parse_args(struct zs_sw *z, int argc, char **argv)
             else
                 goto bad;
             break;
+        case 'L':
+            if (!rc_conn_parse_uint(optarg, 1, ZS_MAX_LANES, &v))
+                goto bad;
+            z->lanes = (uint32_t)v;
+            break;
         case 'q':
             if (parse_qos(z, optarg))
                 goto bad;
@@ -268,6 +290,11 @@ static int parse_args(struct zs_sw *z, int argc, char **argv)
     }
     if (z->mode == ZS_PAIRS && z->producers != z->consumers) {
         fprintf(stderr, PROG ": pairs: --producers must equal --consumers\n");
+        return -1;
+    }
+    if (z->lanes > 1 && z->mode != ZS_SHUFFLE) {
+        fprintf(stderr, PROG ": --lanes needs --mode=shuffle (a consumer with one source "
+                             "has nothing to overlap; load balancing and replication keep one)\n");
         return -1;
     }
     if (z->mode == ZS_REPLICATE && z->consumers > ZS_MAX_CONSUMERS) {
@@ -360,6 +387,17 @@ static int setup_endpoint(struct zs_sw *z, bool producer, uint32_t idx)
      * switch keeps one PSN counter for all of them */
     sd.data_psn = (z->mode == ZS_REPLICATE && !producer) ? 0x00fff0u : PSN_START(e);
     sd.ctl_psn = (e * 7919u + 3u) & NIC_PSN_MASK;
+    if (!producer && z->lanes > 1) {
+        /* lanes 1..: thread l * M + idx, its own data QP on both sides */
+        sd.lanes = z->lanes;
+        for (uint32_t l = 1; l < z->lanes; l++) {
+            uint32_t t = l * z->consumers + idx;
+            sd.lane_qpn[l] = ZS_LANE_QPN(t);
+            sd.lane_psn[l] = PSN_START(z->dp.np + z->dp.nc + t);
+            if (ps_reg_set(z->dp.c_next, t, sd.lane_psn[l]))
+                goto full;
+        }
+    }
     struct zs_ep_ent ent = {.node = (uint32_t)node,
                             .pu_data_qpn = d->data_qpn,
                             .pu_ctl_qpn = d->ctl_qpn,
@@ -413,10 +451,25 @@ static int wait_ready(struct zs_sw *z, bool producer, uint32_t idx)
     char key[160];
     ep_key(z, producer, idx, key, sizeof(key));
     snprintf(key + strlen(key), sizeof(key) - strlen(key), "/ready");
-    uint32_t ok = 0;
-    if (host_oob_get(key, &ok, sizeof(ok)) || ok != 1) {
+    struct zs_ready rd;
+    if (host_oob_get(key, &rd, sizeof(rd)) || rd.ok != 1) {
         fprintf(stderr, PROG ": %s: endpoint failed to connect\n", key);
         return -1;
+    }
+    for (uint32_t l = 1; !producer && l < z->lanes; l++) {
+        /* the lane's connection: a consumer data QP of thread t */
+        uint32_t t = l * z->consumers + idx;
+        struct zs_conn_ent cd = {.kind = ZS_C_CDATA,
+                                 .idx = (uint16_t)t,
+                                 .t = (uint16_t)t,
+                                 .pu_node = z->cent[idx].node,
+                                 .pu_qpn = rd.lane_qpn[l]};
+        z->lane_qpn[t] = rd.lane_qpn[l];
+        if (!rd.lane_qpn[l] || ps_table_add(z->dp.conn, ZS_LANE_QPN(t), &cd)) {
+            fprintf(stderr, PROG ": %s: lane %u: %s\n", key, l,
+                    rd.lane_qpn[l] ? strerror(errno) : "no QP");
+            return -1;
+        }
     }
     return 0;
 }
@@ -445,8 +498,8 @@ static uint32_t src_p(const struct zs_sw *z, uint32_t t, uint32_t slot)
 static uint32_t uplink_slots(const struct zs_sw *z, uint32_t ns)
 {
     if (z->uplink_slots >= 0)
-        return ns > 1 && z->consumers <= 64 ? (uint32_t)z->uplink_slots : 0;
-    if (z->mode != ZS_SHUFFLE || ns <= 1 || z->consumers > 64) /* n_busy: one bit a thread */
+        return ns > 1 && z->dp.nt <= 64 ? (uint32_t)z->uplink_slots : 0;
+    if (z->mode != ZS_SHUFFLE || ns <= 1 || z->dp.nt > 64) /* n_busy: one bit a thread */
         return 0;
     bool seen[ZS_SLOT_NODES] = {0};
     uint32_t nodes = 0;
@@ -455,7 +508,7 @@ static uint32_t uplink_slots(const struct zs_sw *z, uint32_t ns)
             seen[z->pent[p].node % ZS_SLOT_NODES] = true;
             nodes++;
         }
-    return (z->consumers + nodes - 1) / nodes;
+    return (z->dp.nt + nodes - 1) / nodes;
 }
 
 /* Table entries of thread t (consumer c). */
@@ -463,13 +516,21 @@ static int program_thread(struct zs_sw *z, uint32_t t)
 {
     struct zs_dp *dp = &z->dp;
     uint32_t ns = n_src_of(z);
-    const struct zs_ep_ent *c0 = &z->cent[z->mode == ZS_REPLICATE ? 0 : t];
+    uint32_t c = z->mode == ZS_REPLICATE ? 0 : t % z->consumers, lane = t / z->consumers;
+    struct zs_ep_ent lep = z->cent[c];
+    if (lane > 0) { /* the lane's data QP */
+        lep.pu_data_qpn = z->lane_qpn[t];
+        lep.sw_data_qpn = ZS_LANE_QPN(t);
+    }
+    const struct zs_ep_ent *c0 = &lep;
     uint64_t max = z->batch_items ? z->batch_items : z->batch_bytes / c0->item_bytes;
     if (max == 0)
         max = 1;
     if (max > UINT32_MAX)
         max = UINT32_MAX;
-    struct zs_thr_ent th = {.c = (uint16_t)(z->mode == ZS_REPLICATE ? 0 : t),
+    struct zs_thr_ent th = {.c = (uint16_t)c,
+                            .lane = (uint16_t)lane,
+                            .lanes = (uint16_t)z->lanes,
                             .n_src = (uint16_t)ns,
                             .n_cons = (uint16_t)(z->mode == ZS_REPLICATE ? z->consumers : 1),
                             .group = 1,
@@ -480,7 +541,7 @@ static int program_thread(struct zs_sw *z, uint32_t t)
                             .cbase = c0->base,
                             .all_done = ns >= 64 ? UINT64_MAX : (1ull << ns) - 1};
     for (uint32_t s = 0; s < ns; s++) {
-        uint32_t p = src_p(z, t, s);
+        uint32_t p = src_p(z, c, s);
         if (z->pent[p].item_bytes != c0->item_bytes) {
             fprintf(stderr, PROG ": producer %u has %u-byte items, its consumer %u-byte ones\n", p,
                     z->pent[p].item_bytes, c0->item_bytes);
@@ -506,8 +567,8 @@ static int program_thread(struct zs_sw *z, uint32_t t)
                 fprintf(stderr, PROG ": replicate: every consumer ring must be alike\n");
                 return -1;
             }
-            uint16_t c = (uint16_t)i;
-            if (ps_table_add(dp->mc, (uint64_t)t << 16 | i, &c) ||
+            uint16_t ci = (uint16_t)i;
+            if (ps_table_add(dp->mc, (uint64_t)t << 16 | i, &ci) ||
                 ps_table_add(dp->mcc, (uint64_t)t << 16 | i, &z->cent[i]))
                 goto full;
             m[i] = (struct ps_mcast_member){.node = z->cent[i].node, .rid = i + 1};
@@ -518,7 +579,7 @@ static int program_thread(struct zs_sw *z, uint32_t t)
     /* thread t starts its round robin at slot t*N/M: were every consumer
      * to begin at producer 0 (and then move in step) they would all pull
      * from one producer's link at a time while the others idle */
-    uint32_t nt = z->mode == ZS_REPLICATE ? 1 : z->consumers;
+    uint32_t nt = dp->nt;
     if (ps_table_add(dp->thr, t, &th) || ps_table_add(dp->cons, t, c0) ||
         ps_reg_set(dp->t_rr, t, (uint64_t)t * ns / nt % ns))
         goto full;
@@ -573,6 +634,8 @@ static void report(struct zs_sw *z, uint64_t t_start_ns, uint32_t fatal)
         {"doorbells_rx", (double)st->doorbells_rx},
         {"scans", (double)st->scans},
         {"threads_done", (double)st->threads_done},
+        {"lanes", (double)z->lanes},
+        {"commit_waits", (double)st->commit_waits},
         {"stray", (double)st->stray},
         {"ingress_passes", (double)pc->ingress_passes},
         {"recirculations", (double)pc->recirculations},
@@ -588,6 +651,7 @@ static void report(struct zs_sw *z, uint64_t t_start_ns, uint32_t fatal)
         {"ptail_us", per_xfer_us(st, ZS_PH_PTAIL)},
         {"release_us", per_xfer_us(st, ZS_PH_RELEASE)},
         {"idle_us", per_xfer_us(st, ZS_PH_IDLE)},
+        {"commit_us", per_xfer_us(st, ZS_PH_COMMIT)},
     };
     host_report("zs_switch", kv, sizeof(kv) / sizeof(kv[0]));
     printf(PROG ": %s: %" PRIu64 " transfers, %" PRIu64 " items, mean batch %.1f, "
@@ -619,7 +683,8 @@ int zs_switch_main(int argc, char **argv)
     dp->mtu_bytes = z->mtu;
     dp->np = z->mode == ZS_SHUFFLE ? z->producers * z->consumers : z->producers;
     dp->nc = z->consumers;
-    dp->nt = z->mode == ZS_REPLICATE ? 1 : z->consumers;
+    dp->nt = z->mode == ZS_REPLICATE ? 1 : z->consumers * z->lanes;
+    dp->lanes = z->lanes;
     dp->rto_ns = z->rto_ns;
     dp->poll_rto_ns = z->poll_ns * 4 > 20000 ? z->poll_ns * 4 : 20000;
     dp->doorbell = z->doorbell;
@@ -634,8 +699,9 @@ int zs_switch_main(int argc, char **argv)
     z->c_started = calloc(dp->nc, sizeof(*z->c_started));
     dp->ph_at_ns = calloc(dp->nt, sizeof(*dp->ph_at_ns));
     dp->ph_cur = calloc(dp->nt, sizeof(*dp->ph_cur));
-    if (!z->pdesc || !z->cdesc || !z->pent || !z->cent || !z->c_started || !dp->ph_at_ns ||
-        !dp->ph_cur)
+    z->lane_qpn = calloc(dp->nt, sizeof(*z->lane_qpn));
+    if (!z->lane_qpn || !z->pdesc || !z->cdesc || !z->pent || !z->cent || !z->c_started ||
+        !dp->ph_at_ns || !dp->ph_cur)
         goto out;
     /* the endpoints present from the start */
     for (uint32_t p = 0; p < dp->np; p++)
@@ -650,12 +716,12 @@ int zs_switch_main(int argc, char **argv)
     for (uint32_t c = 0; c < z->active; c++)
         if (wait_ready(z, false, c))
             goto out;
-    uint32_t n_threads = z->mode == ZS_REPLICATE ? 1 : z->active;
+    uint32_t n_threads = z->mode == ZS_REPLICATE ? 1 : z->active * z->lanes;
     for (uint32_t t = 0; t < n_threads; t++) {
         if (program_thread(z, t))
             goto out;
         if (z->mode != ZS_REPLICATE)
-            z->c_started[t] = true;
+            z->c_started[t % z->consumers] = true;
     }
     if (!z->doorbell && ps_pktgen_enable(ps, ZS_APP_POLL, z->poll_ns * SIM_NS, dp->np + dp->nc))
         goto out;
@@ -663,12 +729,15 @@ int zs_switch_main(int argc, char **argv)
     if (ps_pktgen_enable(ps, ZS_APP_TICK, z->tick_ns * SIM_NS, dp->nt > dp->np ? dp->nt : dp->np))
         goto out;
     /* every thread's first packet, from one generator batch; then the PUs go */
-    uint64_t t0 = host_now_ns();
-    for (uint32_t t = 0; t < n_threads; t++) /* the timers' baseline */
-        ps_reg_set(dp->t_phase, t, (uint64_t)ZS_PH_IDLE | (t0 + 1) << 8);
+    /* (no timer baseline: each register write from this CPU takes time, so
+     * a baseline written here could expire before the generator's batch
+     * runs -- with 4 threads at a 50 us timeout it did, and the timer then
+     * started a second packet for the same thread.  A thread's first pass
+     * sets its phase; until then the timer ignores it, and a generator
+     * packet is not lost.) */
     if (ps_pktgen_once(ps, ZS_APP_START, n_threads))
         goto out;
-    t0 = host_now_ns();
+    uint64_t t0 = host_now_ns();
     char skey[160];
     if (z->qos.n_steps) { /* before the start: the producers' side reads it then */
         snprintf(skey, sizeof(skey), "zs/%s/qos", z->flow);
@@ -749,6 +818,7 @@ out:
     free(z->pent);
     free(z->cent);
     free(z->c_started);
+    free(z->lane_qpn);
     free(z->dp.ph_at_ns);
     free(z->dp.ph_cur);
     free(z);
