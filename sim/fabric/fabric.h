@@ -284,6 +284,10 @@ struct topo_params {
      * leaves stop (resume) using paths through it this much later
      * (routing convergence); the switch at the failed port reacts at once. */
     sim_time_t reroute_delay_ps;
+    /* Switch 0 (rack 0: the star's switch, leaf 0, edge switch 0) is a
+     * programmable switch with an address of its own, node id n_nodes:
+     * every other switch routes it as a host of rack 0. */
+    bool switch0_node;
 };
 
 struct topology;

@@ -508,10 +508,12 @@ static int build_hierarchy(struct topology *t)
 {
     const struct topo_params *p = &t->p;
     uint32_t n = p->n_nodes;
-    t->rack_home = calloc(n, sizeof(*t->rack_home));
-    t->rack_of = calloc(n, sizeof(*t->rack_of));
+    /* entry n: switch 0's own address (switch0_node), a host of rack 0 */
+    t->rack_home = calloc(n + 1, sizeof(*t->rack_home));
+    t->rack_of = calloc(n + 1, sizeof(*t->rack_of));
     if (!t->rack_home || !t->rack_of)
         return -1;
+    t->rack_home[n] = t->rack_of[n] = p->switch0_node && t->n_switches ? 0 : SWITCH_NO_RACK;
     for (uint32_t i = 0; i < n; i++) {
         uint32_t a = t->edges[link_trace_id(t->nodes[i].downlink)].from_v;
         t->rack_home[i] = a >= n ? a - n : SWITCH_NO_RACK; /* back-to-back: none */
@@ -559,7 +561,7 @@ static int build_hierarchy(struct topology *t)
         }
     }
     for (unsigned s = 0; s < t->n_switches; s++)
-        switch_set_prefix_map(t->switches[s], t->rack_of, n, t->pod_of);
+        switch_set_prefix_map(t->switches[s], t->rack_of, p->switch0_node ? n + 1 : n, t->pod_of);
     return 0;
 }
 

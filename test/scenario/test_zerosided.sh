@@ -159,6 +159,26 @@ import json, sys
 sw = json.load(open(sys.argv[1]))['tables']['zs_switch'][0]
 assert sw['lanes'] == 2 and sw['commit_waits'] > 0 and sw['threads_done'] == 4, sw
 PY"
+# ---- 2d. the programmable switch as leaf 0 of a leaf-spine (2 leaves x 2
+# spines): producers h0 (leaf0) and h2 (leaf1), consumers h1 (leaf0) and h3
+# (leaf1).  Every other switch routes the switch's own address as a host of
+# leaf 0, so h2 and h3 reach it across the spines; its replication engine's
+# copies to h3 leave through them too.  Without that route the PUs on leaf1
+# never reach the switch and the run hangs.
+sed -e 's/^  kind: star$/  kind: leaf-spine\n  leaves: 2\n  spines: 2\n  hosts_per_leaf: 2/' \
+    -e '/^  hosts: 4$/d' -e 's/host: h1, program: zs_pu, args: \[--flow=t, --role=producer/host: hP, program: zs_pu, args: [--flow=t, --role=producer/' \
+    -e 's/host: h2, program: zs_pu, args: \[--flow=t, --role=consumer/host: h1, program: zs_pu, args: [--flow=t, --role=consumer/' \
+    -e 's/host: hP,/host: h2,/' flows.yaml >leafspine.yaml
+for m in shuffle replicate; do
+    lossy "ls-$m" leafspine.yaml --set vars.mode=$m
+    check "ls-$m: the flow crossed the spines both ways" "$py - ls-$m.json <<'PY'
+import json, sys
+L = json.load(open(sys.argv[1]))['counters']['links']
+up = sum(v['pkts_sent'] for k, v in L.items() if k.startswith('leaf1->spine'))
+down = sum(v['pkts_sent'] for k, v in L.items() if k.startswith('spine') and k.endswith('->leaf1'))
+assert up > 1000 and down > 1000, (up, down)
+PY"
+done
 check "replicate: both consumers saw one global order" "$py - replicate.json <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))

@@ -429,10 +429,11 @@ static int read_topology(struct scenario *s, struct cfg_node *root, struct name_
             cfg_get_bool(sw, "programmable", false, &s->pswitch, err))
             return -1;
         s->topo.sw.store_and_forward = fwd == 1;
-        if (s->pswitch && s->topo.kind != TOPO_STAR)
+        if (s->pswitch && s->topo.kind != TOPO_STAR && s->topo.kind != TOPO_LEAF_SPINE)
             return cfg_errorf(err, cfg_child(sw, "programmable"),
-                              "'topology.switch.programmable': only the switch of a star "
-                              "topology can be programmable");
+                              "'topology.switch.programmable': only the switch of a star, "
+                              "or leaf 0 of a leaf-spine, can be programmable");
+        s->topo.switch0_node = s->pswitch;
     }
     struct cfg_node *rt = cfg_child(topo, "routing");
     if (rt && s->topo.kind == TOPO_BACK_TO_BACK)
