@@ -139,4 +139,6 @@ bad_run "host.nic_socket past host.sockets" "host.nic_socket: 2, but the host ha
 bad_run "host.os.noise: a wakeup distribution" "host.os.noise: 'poll-wakeup' is not an interruption source" \
     "$pp" --set hardware.host.os.noise=poll-wakeup
 bad_run "host.threads_per_core: 3" "expected one of 1, 2" "$pp" --set hardware.host.threads_per_core=3
+bad_run "pcie.read_noise: an interruption source" "pcie.read_noise: 'os-tick-250hz' is an interruption source" \
+    "$pp" --set hardware.pcie.read_noise=os-tick-250hz
 finish
