@@ -194,7 +194,20 @@ struct hg_thread {
     struct host_touches touch; /* this turn's memory accesses, charged at its end */
     uint64_t t0_ns, t1_ns;     /* the measurement window */
     uint64_t now;              /* time of the current turn */
-    bool stopping;             /* requester: the window is over, draining */
+    /* Requester: responses are counted between observations (CQ polls and
+     * scans), not against the nominal window: a response found by the poll
+     * at time b arrived after the previous poll a, so the responses found by
+     * the polls in (win_a, win_b] arrived in exactly that span.  win_a is
+     * the first poll at or after t0, win_b the last before t1; the rate is
+     * responses / (win_b - win_a) whatever a turn lasts (at S = 16 a turn
+     * can last a millisecond). */
+    uint64_t obs_ns;         /* time of the current poll */
+    uint64_t win_a_ns;       /* UINT64_MAX until the first poll in the window */
+    uint64_t win_b_ns;       /* the last counted poll */
+    uint64_t obs_gap_max_ns; /* longest time between two polls in the window */
+    uint64_t obs_counted;    /* polls counted */
+    bool counting;           /* this poll's responses are counted */
+    bool stopping;           /* requester: the window is over, draining */
 };
 
 struct hg {

@@ -245,9 +245,24 @@ void hg_prepare_values(struct hg_thread *t)
 
 /* ------------------------------------------------------------ requester */
 
-static bool in_window(const struct hg_thread *t, uint64_t now)
+/* A requester's poll at the current time: whether the responses it finds
+ * are counted (hg.h, "responses are counted between observations"). */
+static void observe(struct hg_thread *t)
 {
-    return now >= t->t0_ns && now < t->t1_ns;
+    uint64_t now = host_now_ns();
+    t->counting = false;
+    t->obs_ns = now;
+    if (now < t->t0_ns || now >= t->t1_ns)
+        return;
+    if (t->win_a_ns == UINT64_MAX) { /* what it finds arrived before the window */
+        t->win_a_ns = t->win_b_ns = now;
+        return;
+    }
+    if (now - t->win_b_ns > t->obs_gap_max_ns)
+        t->obs_gap_max_ns = now - t->win_b_ns;
+    t->win_b_ns = now;
+    t->obs_counted++;
+    t->counting = true;
 }
 
 /* The response for slot s of QP qi is there (payload p). */
@@ -268,9 +283,9 @@ static int requester_got(struct hg_thread *t, uint32_t qi, uint32_t s, const uin
         return violation(t, q, s, false, bad, why);
     t->checked++;
     t->bytes_checked += hg->o.V;
-    if (in_window(t, t->now)) {
+    if (t->counting) {
         t->responses++;
-        t->lat_sum_ns += t->now - q->issue_ns[s];
+        t->lat_sum_ns += t->obs_ns - q->issue_ns[s];
         t->lat_n++;
     }
     q->issue_ns[s] = UINT64_MAX;
@@ -336,7 +351,7 @@ static int issue(struct hg_thread *t, uint32_t qi)
                                 (seq % t->sig_every == 0 ? IBV_SEND_SIGNALED : 0);
                 w->wr_id = wr_id(HG_WR_SQ, qi, seq);
             }
-            q->issue_ns[s] = t->now;
+            q->issue_ns[s] = host_now_ns();
             q->outstanding++;
         }
         if (post_send(t, q, n))
@@ -566,6 +581,8 @@ static int poll_once(struct hg_thread *t, uint32_t *found, int *polled)
 {
     struct hg *hg = t->hg;
     struct ibv_wc wc[HG_POLL_BATCH];
+    if (t->requesting)
+        observe(t);
     int n = ibv_poll_cq(t->cq, HG_POLL_BATCH, wc);
     if (n < 0) {
         fprintf(stderr, "%s node %" PRIu32 ": ibv_poll_cq failed\n", hg->prog, hg->o.node);
@@ -621,6 +638,7 @@ void hg_requester_run(void *arg)
     struct hg *hg = t->hg;
     t->t0_ns = hg->start_ns + hg->o.warmup_ns;
     t->t1_ns = t->t0_ns + hg->o.duration_ns;
+    t->win_a_ns = UINT64_MAX;
     t->now = host_now_ns();
     for (uint32_t qi = 0; qi < t->nqps; qi++) {
         for (uint32_t s = 0; s < hg->o.R; s++)
