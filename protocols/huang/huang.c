@@ -43,8 +43,8 @@
 #define HG_NODE_INFO_BYTES 32 /* hash@0 lid@4 status@6 gid@16 */
 #define HG_CONN_BYTES 16      /* per link: qpn@0 rkey@4 addr@8 */
 #define HG_RESULT_WORDS 11
-#define HG_WINDOW_POLLS_MIN 20 /* fewer polls of a thread in the window: a warning */
-#define HG_RESULT_SUMMED 8     /* words 0..7 add up over nodes; 8 duration, 9 max, 10 min */
+#define HG_WINDOW_POLLS_MIN 4 /* fewer polls of a thread in the window: a warning */
+#define HG_RESULT_SUMMED 8    /* words 0..7 add up over nodes; 8 duration, 9 max, 10 min */
 
 /* ------------------------------------------------------------ options */
 
@@ -758,11 +758,10 @@ static void stop_responders(struct hg *hg)
     }
 }
 
-/* responses (each requesting thread's count scaled from the span it
- * observed, hg.h, to the window's duration), lat_sum, lat_n, checked,
- * bytes_checked, served, scans, slots_scanned, duration, the longest gap
- * between two polls of a requesting thread in the window (ns), the fewest
- * polls a requesting thread counted in it */
+/* responses (to the requests posted in the window, hg.h), lat_sum, lat_n,
+ * checked, bytes_checked, served, scans, slots_scanned, duration, the
+ * longest gap between two polls of a requesting thread in the window (ns),
+ * the fewest polls a requesting thread made in it */
 static void node_result(const struct hg *hg, uint64_t r[HG_RESULT_WORDS])
 {
     memset(r, 0, HG_RESULT_WORDS * sizeof(r[0]));
@@ -770,10 +769,7 @@ static void node_result(const struct hg *hg, uint64_t r[HG_RESULT_WORDS])
     for (uint32_t i = 0; i < hg->nthreads; i++) {
         const struct hg_thread *t = &hg->threads[i];
         if (t->requesting) {
-            uint64_t span = t->win_a_ns == UINT64_MAX ? 0 : t->win_b_ns - t->win_a_ns;
-            if (span)
-                r[0] += (uint64_t)((double)t->responses * (double)hg->o.duration_ns / (double)span +
-                                   0.5);
+            r[0] += t->responses;
             r[1] += t->lat_sum_ns;
             r[2] += t->lat_n;
             r[9] = t->obs_gap_max_ns > r[9] ? t->obs_gap_max_ns : r[9];
@@ -828,12 +824,12 @@ static int report(struct hg *hg)
     }
     if (tot[10] == UINT64_MAX)
         tot[10] = 0;
-    /* A window that holds few polls of some requesting thread measures
-     * little (its rate rests on a handful of turns): say so. */
+    /* A window that holds fewer than a few turns of some requesting thread
+     * has not seen its cycle of finding and re-posting (hg.h): say so. */
     if (tot[10] < HG_WINDOW_POLLS_MIN)
         fprintf(stderr,
                 "%s: warning: a requesting thread polled only %" PRIu64
-                " times in the window (longest gap %.1f us); lengthen --duration\n",
+                " times in the window (longest gap %.1f us): lengthen --duration\n",
                 hg->prog, tot[10], (double)tot[9] / 1e3);
     double total_gbps = (double)tot[0] * o->V * 8.0 / (double)o->duration_ns;
     double bw = o->abs == HG_MM ? total_gbps / o->N : total_gbps;
