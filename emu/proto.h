@@ -26,7 +26,7 @@
 
 #include "sim/nic/nic.h"
 
-#define EMU_PROTO_VERSION 1u
+#define EMU_PROTO_VERSION 2u
 /* Environment of a client process. */
 #define EMU_ENV_HOST "RNICSIM_HOST"     /* simulated host to attach to: h0, h1, ... */
 #define EMU_ENV_SOCKET "RNICSIM_SOCKET" /* daemon socket (default: emu_default_socket) */
@@ -206,7 +206,14 @@ struct emu_qp_shm {
     _Atomic uint32_t state;   /* daemon: enum ibv_qp_state of the NIC's QP */
     uint32_t sq_depth, rq_depth;
     uint32_t pad;
-    /* struct nic_send_wqe sq[sq_depth]; struct nic_recv_wqe rq[rq_depth] */
+    /* struct emu_send_wqe sq[sq_depth]; struct nic_recv_wqe rq[rq_depth] */
+};
+
+/* A send WQE in the shared ring: the NIC's WQE (its inline_data pointer
+ * means nothing across processes) and the inline payload after it. */
+struct emu_send_wqe {
+    struct nic_send_wqe w;
+    uint8_t inline_bytes[NIC_MAX_INLINE_BYTES];
 };
 
 struct emu_srq_shm {
@@ -223,12 +230,12 @@ static inline size_t emu_cq_shm_bytes(uint32_t depth)
 }
 static inline size_t emu_qp_shm_bytes(uint32_t sq_depth, uint32_t rq_depth)
 {
-    return sizeof(struct emu_qp_shm) + (size_t)sq_depth * sizeof(struct nic_send_wqe) +
+    return sizeof(struct emu_qp_shm) + (size_t)sq_depth * sizeof(struct emu_send_wqe) +
            (size_t)rq_depth * sizeof(struct nic_recv_wqe);
 }
-static inline struct nic_send_wqe *emu_qp_sq(struct emu_qp_shm *q)
+static inline struct emu_send_wqe *emu_qp_sq(struct emu_qp_shm *q)
 {
-    return (struct nic_send_wqe *)(void *)(q + 1);
+    return (struct emu_send_wqe *)(void *)(q + 1);
 }
 static inline struct nic_recv_wqe *emu_qp_rq(struct emu_qp_shm *q)
 {

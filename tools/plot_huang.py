@@ -129,6 +129,13 @@ def run_sweep(binary, scen_dir, out, spec, jobs):
         key = (col("proto", protos), int(col(x, xs))) + tuple(int(col(k, v))
                                                           for k, v in extra.items())
         pts[key] = float(r["huang.bw_gbps"])
+        # how many turns the window held for the busiest requesting thread
+        # (docs/huang.md "The window"): fewer than 4 polls is a warning
+        polls = r.get("huang.window_polls_min")
+        if polls not in (None, "") and float(polls) < 4:
+            print(f"{scen} {key}: a requesting thread polled only {float(polls):.0f} times in "
+                  f"the window (longest gap {float(r.get('huang.poll_gap_max_us') or 0):.0f} us)",
+                  file=sys.stderr)
     shown = ["rnicsim"] + [c if c != binary else "rnicsim" for c in cmd[1:]]
     shown = [os.path.relpath(c, SRC) if c.startswith(SRC + "/") else c for c in shown]
     shown[-1] = "OUT"  # the -o directory: a temporary one, not worth recording

@@ -259,6 +259,9 @@ static int post_send(struct shim_qp *sqp, struct ibv_send_wr *wr, struct ibv_sen
     int rc = 0;
     unsigned attempted = 0, posted = 0;
     struct nic_send_wqe wqe;
+    uint8_t inline_bytes[NIC_MAX_INLINE_BYTES]; /* the inline payload until the NIC copies it */
+    wqe.inline_data = inline_bytes;
+    wqe.inline_cap = sizeof(inline_bytes);
     struct ibv_send_wr *head = wr;
 
     if (!wr) {

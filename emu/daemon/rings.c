@@ -82,10 +82,14 @@ static bool drain_qp(struct emu_client *c, struct emu_qp *eqp)
             emu_client_fail(c, "send ring index out of range");
             return false;
         }
+        struct emu_send_wqe e; /* a copy: the client may write the ring meanwhile */
         struct nic_send_wqe w;
         uint64_t first = eqp->sq_taken;
         for (; eqp->sq_taken < tail; eqp->sq_taken++) {
-            memcpy(&w, &emu_qp_sq(sh)[eqp->sq_taken % eqp->sq_depth], sizeof(w));
+            memcpy(&e, &emu_qp_sq(sh)[eqp->sq_taken % eqp->sq_depth], sizeof(e));
+            w = e.w;
+            w.inline_data = e.inline_bytes;
+            w.inline_cap = sizeof(e.inline_bytes);
             if (!send_wqe_ok(c, eqp, &w) || nic_sq_append(nqp, &w) != 0) {
                 emu_client_fail(c, "malformed send WQE");
                 return false;

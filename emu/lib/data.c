@@ -47,12 +47,15 @@ int nic_sq_append(struct nic_qp *nqp, const struct nic_send_wqe *wqe)
     uint64_t comp = atomic_load_explicit(&qp->shm->sq_comp, memory_order_acquire);
     if (qp->sq_tail - comp >= nqp->sq_depth)
         return ENOMEM;
-    struct nic_send_wqe *w = &emu_qp_sq(qp->shm)[qp->sq_tail % nqp->sq_depth];
+    struct emu_send_wqe *e = &emu_qp_sq(qp->shm)[qp->sq_tail % nqp->sq_depth];
+    struct nic_send_wqe *w = &e->w;
     /* the inline bytes only as far as they are used */
     memcpy(w, wqe, offsetof(struct nic_send_wqe, inline_data));
     if (wqe->send_flags & IBV_SEND_INLINE)
-        memcpy(w->inline_data, wqe->inline_data,
+        memcpy(e->inline_bytes, wqe->inline_data,
                wqe->length < NIC_MAX_INLINE_BYTES ? wqe->length : NIC_MAX_INLINE_BYTES);
+    w->inline_data = NULL; /* the daemon points it at its copy of inline_bytes */
+    w->inline_cap = 0;
     w->signaled = wqe->signaled; /* after the inline bytes in the struct */
     qp->sq_tail++;
     return 0;

@@ -164,8 +164,12 @@ struct hg_qp {
     uint64_t sq_posted, sq_done; /* send WRs posted / retired (selective signalling) */
     uint32_t rq_next;            /* next receive buffer to (re)post, cyclic */
     uint32_t outstanding;        /* requester: requests without a response */
-    uint32_t *pend;              /* slots to issue (requester) / answer (responder) now */
-    uint32_t npend;
+    /* Slots to issue (requester) / answer (responder) now: a ring of R,
+     * pend[(phead + k) % R] for k < npend.  A ring because a post that waits
+     * for send-queue room polls, and the poll may add slots of the QP being
+     * posted; a slot is either outstanding or here, so npend <= R. */
+    uint32_t *pend;
+    uint32_t phead, npend;
     uint32_t nrecv; /* receives consumed, to repost */
     bool dirty;     /* in the thread's dirty list */
 };
@@ -180,8 +184,10 @@ struct hg_thread {
     size_t buf_bytes;
     struct hg_qp *qps;
     uint32_t nqps;
-    uint32_t *dirty; /* QPs with pending work */
-    uint32_t ndirty;
+    /* QPs with pending work: a ring of nqps, dirty[(dhead + k) % nqps] for
+     * k < ndirty; a QP is in it at most once (hg_qp.dirty). */
+    uint32_t *dirty;
+    uint32_t dhead, ndirty;
     uint32_t sq_depth, sig_every;
     struct ibv_send_wr *wr; /* scratch for one post list */
     struct ibv_sge *sge;
@@ -194,7 +200,20 @@ struct hg_thread {
     struct host_touches touch; /* this turn's memory accesses, charged at its end */
     uint64_t t0_ns, t1_ns;     /* the measurement window */
     uint64_t now;              /* time of the current turn */
-    bool stopping;             /* requester: the window is over, draining */
+    /* Requester: a response is counted when its request was posted inside
+     * the window [t0, t1) (each post at its own time; the requests posted
+     * before t1 are all answered while the thread drains).  Counting by the
+     * time a response is *found* is coarse: a thread finds its responses a
+     * turn at a time, and a turn of a CPU-bound thread re-posts everything it
+     * found (at S = 16 in 1:M, or S = 1 in M:M with WRITE responses, over a
+     * millisecond), so a window of a few turns was off by up to a turn at
+     * each end; posts are spread through the turn one post cost apart.  The
+     * polls are counted to say how many turns a window held. */
+    uint64_t obs_ns;         /* time of the current poll */
+    uint64_t obs_prev_ns;    /* the previous poll in the window, UINT64_MAX: none yet */
+    uint64_t obs_gap_max_ns; /* longest time between two polls in the window */
+    uint64_t obs_counted;    /* polls in the window */
+    bool stopping;           /* requester: the window is over, draining */
 };
 
 struct hg {

@@ -42,7 +42,9 @@
 
 #define HG_NODE_INFO_BYTES 32 /* hash@0 lid@4 status@6 gid@16 */
 #define HG_CONN_BYTES 16      /* per link: qpn@0 rkey@4 addr@8 */
-#define HG_RESULT_WORDS 9
+#define HG_RESULT_WORDS 11
+#define HG_WINDOW_POLLS_MIN 4 /* fewer polls of a thread in the window: a warning */
+#define HG_RESULT_SUMMED 8    /* words 0..7 add up over nodes; 8 duration, 9 max, 10 min */
 
 /* ------------------------------------------------------------ options */
 
@@ -756,17 +758,22 @@ static void stop_responders(struct hg *hg)
     }
 }
 
-/* responses, lat_sum, lat_n, checked, bytes_checked, served, scans,
- * slots_scanned, duration */
+/* responses (to the requests posted in the window, hg.h), lat_sum, lat_n,
+ * checked, bytes_checked, served, scans, slots_scanned, duration, the
+ * longest gap between two polls of a requesting thread in the window (ns),
+ * the fewest polls a requesting thread made in it */
 static void node_result(const struct hg *hg, uint64_t r[HG_RESULT_WORDS])
 {
     memset(r, 0, HG_RESULT_WORDS * sizeof(r[0]));
+    r[10] = UINT64_MAX;
     for (uint32_t i = 0; i < hg->nthreads; i++) {
         const struct hg_thread *t = &hg->threads[i];
         if (t->requesting) {
             r[0] += t->responses;
             r[1] += t->lat_sum_ns;
             r[2] += t->lat_n;
+            r[9] = t->obs_gap_max_ns > r[9] ? t->obs_gap_max_ns : r[9];
+            r[10] = t->obs_counted < r[10] ? t->obs_counted : r[10];
         } else {
             r[5] += t->responses;
         }
@@ -776,12 +783,15 @@ static void node_result(const struct hg *hg, uint64_t r[HG_RESULT_WORDS])
         r[7] += t->slots_scanned;
     }
     r[8] = hg->o.duration_ns;
+    if (r[10] == UINT64_MAX)
+        r[10] = 0;
 }
 
 static int report(struct hg *hg)
 {
     const struct hg_opts *o = &hg->o;
     uint64_t tot[HG_RESULT_WORDS] = {0};
+    tot[10] = UINT64_MAX;
     double node_min = 0, node_max = 0;
     uint32_t req_nodes = 0;
     for (uint32_t i = 0; i < hg->nodes; i++) {
@@ -805,9 +815,22 @@ static int report(struct hg *hg)
             node_max = g > node_max ? g : node_max;
             req_nodes++;
         }
-        for (int j = 0; j < HG_RESULT_WORDS - 1; j++)
+        for (int j = 0; j < HG_RESULT_SUMMED; j++)
             tot[j] += r[j];
+        if (req) {
+            tot[9] = r[9] > tot[9] ? r[9] : tot[9];
+            tot[10] = r[10] < tot[10] ? r[10] : tot[10];
+        }
     }
+    if (tot[10] == UINT64_MAX)
+        tot[10] = 0;
+    /* A window that holds fewer than a few turns of some requesting thread
+     * has not seen its cycle of finding and re-posting (hg.h): say so. */
+    if (tot[10] < HG_WINDOW_POLLS_MIN)
+        fprintf(stderr,
+                "%s: warning: a requesting thread polled only %" PRIu64
+                " times in the window (longest gap %.1f us): lengthen --duration\n",
+                hg->prog, tot[10], (double)tot[9] / 1e3);
     double total_gbps = (double)tot[0] * o->V * 8.0 / (double)o->duration_ns;
     double bw = o->abs == HG_MM ? total_gbps / o->N : total_gbps;
     double lat = tot[2] ? (double)tot[1] / (double)tot[2] / 1e3 : 0.0;
@@ -832,6 +855,8 @@ static int report(struct hg *hg)
         {"scans", (double)tot[6]},
         {"slots_scanned", (double)tot[7]},
         {"duration_us", (double)o->duration_ns / 1e3},
+        {"poll_gap_max_us", (double)tot[9] / 1e3},
+        {"window_polls_min", (double)tot[10]},
     };
     host_report("huang", kv, sizeof(kv) / sizeof(kv[0]));
     struct host_kv ck[] = {

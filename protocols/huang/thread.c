@@ -124,8 +124,15 @@ static void mark_dirty(struct hg_thread *t, uint32_t qi)
     struct hg_qp *q = &t->qps[qi];
     if (!q->dirty) {
         q->dirty = true;
-        t->dirty[t->ndirty++] = qi;
+        t->dirty[(t->dhead + t->ndirty++) % t->nqps] = qi;
     }
+}
+
+/* Add slot s to q's pending ring. */
+static void pend_push(struct hg_thread *t, struct hg_qp *q, uint32_t s)
+{
+    uint32_t R = t->hg->o.R;
+    q->pend[(q->phead + q->npend++) % R] = s;
 }
 
 /* A torn or wrong message: one line on stderr, one order_violation row. */
@@ -245,9 +252,19 @@ void hg_prepare_values(struct hg_thread *t)
 
 /* ------------------------------------------------------------ requester */
 
-static bool in_window(const struct hg_thread *t, uint64_t now)
+/* A requester's poll at the current time: its time (latencies) and, in
+ * the window, the count and spacing of polls (how many turns the window
+ * held; hg.h). */
+static void observe(struct hg_thread *t)
 {
-    return now >= t->t0_ns && now < t->t1_ns;
+    uint64_t now = host_now_ns();
+    t->obs_ns = now;
+    if (now < t->t0_ns || now >= t->t1_ns)
+        return;
+    if (t->obs_prev_ns != UINT64_MAX && now - t->obs_prev_ns > t->obs_gap_max_ns)
+        t->obs_gap_max_ns = now - t->obs_prev_ns;
+    t->obs_prev_ns = now;
+    t->obs_counted++;
 }
 
 /* The response for slot s of QP qi is there (payload p). */
@@ -268,15 +285,15 @@ static int requester_got(struct hg_thread *t, uint32_t qi, uint32_t s, const uin
         return violation(t, q, s, false, bad, why);
     t->checked++;
     t->bytes_checked += hg->o.V;
-    if (in_window(t, t->now)) {
+    if (q->issue_ns[s] >= t->t0_ns && q->issue_ns[s] < t->t1_ns) {
         t->responses++;
-        t->lat_sum_ns += t->now - q->issue_ns[s];
+        t->lat_sum_ns += t->obs_ns - q->issue_ns[s];
         t->lat_n++;
     }
     q->issue_ns[s] = UINT64_MAX;
     q->outstanding--;
     if (!t->stopping) {
-        q->pend[q->npend++] = s;
+        pend_push(t, q, s);
         mark_dirty(t, qi);
     }
     return 0;
@@ -290,12 +307,12 @@ static int issue(struct hg_thread *t, uint32_t qi)
     struct hg_qp *q = &t->qps[qi];
     enum hg_verb verb = hg_protos[o->proto].req;
     uint32_t rs = hg_req_slot_bytes(o);
-    for (uint32_t done = 0; done < q->npend;) {
-        uint32_t n = o->post_list ? q->npend - done : 1;
+    while (q->npend) {
+        uint32_t n = o->post_list ? q->npend : 1;
         if (sq_room(t, q, n))
             return 1;
         for (uint32_t j = 0; j < n; j++) {
-            uint32_t s = q->pend[done + j];
+            uint32_t s = q->pend[(q->phead + j) % o->R];
             uint64_t tag = hg_tag(q->uses[s]++, s, o->R);
             struct ibv_send_wr *w = &t->wr[j];
             struct ibv_sge *g = &t->sge[j];
@@ -336,14 +353,14 @@ static int issue(struct hg_thread *t, uint32_t qi)
                                 (seq % t->sig_every == 0 ? IBV_SEND_SIGNALED : 0);
                 w->wr_id = wr_id(HG_WR_SQ, qi, seq);
             }
-            q->issue_ns[s] = t->now;
+            q->issue_ns[s] = host_now_ns();
             q->outstanding++;
         }
+        q->phead = (q->phead + n) % o->R;
+        q->npend -= n;
         if (post_send(t, q, n))
             return 1;
-        done += n;
     }
-    q->npend = 0;
     return 0;
 }
 
@@ -450,7 +467,7 @@ static int responder_got(struct hg_thread *t, uint32_t qi, uint32_t s, const uin
         hg_frame_set(m, o->V);
         touch(t, m + 5 + o->V, 1, 0, 1, true);
     }
-    q->pend[q->npend++] = s;
+    pend_push(t, q, s);
     mark_dirty(t, qi);
     return 0;
 }
@@ -461,12 +478,12 @@ static int respond(struct hg_thread *t, uint32_t qi)
     const struct hg_opts *o = &hg->o;
     struct hg_qp *q = &t->qps[qi];
     bool write = hg_protos[o->proto].resp == HG_WRITE;
-    for (uint32_t done = 0; done < q->npend;) {
-        uint32_t n = o->post_list ? q->npend - done : 1;
+    while (q->npend) {
+        uint32_t n = o->post_list ? q->npend : 1;
         if (sq_room(t, q, n))
             return 1;
         for (uint32_t j = 0; j < n; j++) {
-            uint32_t s = q->pend[done + j];
+            uint32_t s = q->pend[(q->phead + j) % o->R];
             uint8_t *m = resp_slot(hg, q, s);
             struct ibv_send_wr *w = &t->wr[j];
             struct ibv_sge *g = &t->sge[j];
@@ -488,11 +505,11 @@ static int respond(struct hg_thread *t, uint32_t qi)
                 w->opcode = IBV_WR_SEND;
             }
         }
+        q->phead = (q->phead + n) % o->R;
+        q->npend -= n;
         if (post_send(t, q, n))
             return 1;
-        done += n;
     }
-    q->npend = 0;
     return 0;
 }
 
@@ -566,6 +583,8 @@ static int poll_once(struct hg_thread *t, uint32_t *found, int *polled)
 {
     struct hg *hg = t->hg;
     struct ibv_wc wc[HG_POLL_BATCH];
+    if (t->requesting)
+        observe(t);
     int n = ibv_poll_cq(t->cq, HG_POLL_BATCH, wc);
     if (n < 0) {
         fprintf(stderr, "%s node %" PRIu32 ": ibv_poll_cq failed\n", hg->prog, hg->o.node);
@@ -593,8 +612,10 @@ static int flush(struct hg_thread *t)
 {
     const struct hg_proto_info *p = &hg_protos[t->hg->o.proto];
     bool recvs = t->requesting ? p->resp == HG_SEND : p->req == HG_SEND;
-    for (uint32_t d = 0; d < t->ndirty; d++) {
-        uint32_t qi = t->dirty[d];
+    while (t->ndirty) {
+        uint32_t qi = t->dirty[t->dhead];
+        t->dhead = (t->dhead + 1) % t->nqps;
+        t->ndirty--;
         struct hg_qp *q = &t->qps[qi];
         q->dirty = false;
         if (recvs && !t->stopping && repost_recvs(t, q, !t->requesting))
@@ -602,7 +623,6 @@ static int flush(struct hg_thread *t)
         if (q->npend && (t->requesting ? issue(t, qi) : respond(t, qi)))
             return 1;
     }
-    t->ndirty = 0;
     touch_charge(t);
     return 0;
 }
@@ -621,10 +641,11 @@ void hg_requester_run(void *arg)
     struct hg *hg = t->hg;
     t->t0_ns = hg->start_ns + hg->o.warmup_ns;
     t->t1_ns = t->t0_ns + hg->o.duration_ns;
+    t->obs_prev_ns = UINT64_MAX;
     t->now = host_now_ns();
     for (uint32_t qi = 0; qi < t->nqps; qi++) {
         for (uint32_t s = 0; s < hg->o.R; s++)
-            t->qps[qi].pend[t->qps[qi].npend++] = s;
+            pend_push(t, &t->qps[qi], s);
         mark_dirty(t, qi);
     }
     int rc = flush(t);

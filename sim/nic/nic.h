@@ -293,7 +293,16 @@ struct nic_send_wqe {
      * QP's Q_Key if the WR's had the high bit set) */
     uint32_t ud_node, ud_qpn, ud_qkey;
     uint32_t xrc_srqn; /* XRC initiator: the target's SRQ (wr.qp_type.xrc.remote_srqn) */
-    uint8_t inline_data[NIC_MAX_INLINE_BYTES];
+    /* IBV_SEND_INLINE payload (`length` bytes).  In a WQE being posted:
+     * the poster's copy.  In the NIC's send queue: the slot's own buffer,
+     * allocated when the slot first holds an inline WQE and grown to the
+     * largest payload it has held (inline_cap), freed with the QP; a slot
+     * that never held one has none.  (A 512-byte array in every slot was
+     * most of the memory of a run with 12 k QPs of 256 WQEs: docs/nic.md
+     * "Send queue memory".)  Slots trade buffers when WQEs move
+     * (nic_sq_move). */
+    uint8_t *inline_data;
+    uint32_t inline_cap;
     bool signaled; /* IBV_SEND_SIGNALED or sq_sig_all */
     /* engine state (requester/completer) */
     uint32_t first_psn, last_psn;

@@ -572,6 +572,17 @@ static inline struct nic_send_wqe *nic_sq_wqe(struct nic_qp *qp, uint64_t idx)
 {
     return &qp->sq[idx % qp->sq_depth];
 }
+/* Move the WQE of slot src into slot dst (out-of-order completion squeezes
+ * the queue, pers.c): the slots trade their inline buffers, so each keeps
+ * exactly one (src's content is stale after the move). */
+static inline void nic_sq_move(struct nic_send_wqe *dst, struct nic_send_wqe *src)
+{
+    uint8_t *buf = dst->inline_data;
+    uint32_t cap = dst->inline_cap;
+    *dst = *src;
+    src->inline_data = buf;
+    src->inline_cap = cap;
+}
 
 /* Receive queues, own or shared.  The responder (resp.c, srd.c) asks
  * nic_rq_empty before a message that needs a receive, takes the WQE with

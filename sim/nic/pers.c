@@ -110,7 +110,7 @@ void nic_pers_stop(struct nic_qp *qp)
             continue;
         w--;
         if (w != i)
-            *nic_sq_wqe(qp, w) = *q;
+            nic_sq_move(nic_sq_wqe(qp, w), q);
     }
     qp->sq_comp = w;
     if (qp->sq_next < w)
@@ -131,7 +131,7 @@ bool nic_pers_sq_reclaim(struct nic_qp *qp)
         w--;
         if (w == i)
             continue;
-        *nic_sq_wqe(qp, w) = *q;
+        nic_sq_move(nic_sq_wqe(qp, w), q);
         for (unsigned k = 0; k < NIC_PERS_WINDOW; k++)
             if (ps->ops[k].state != NIC_POP_FREE && ps->ops[k].wqe_idx == i)
                 ps->ops[k].wqe_idx = w;

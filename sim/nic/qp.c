@@ -44,6 +44,8 @@ static void qp_free_mem(struct nic_qp *qp)
     nic_rl_free(qp);
     nic_stage_fini(&qp->eng->req_stage);
     nic_stage_fini(&qp->eng->resp_stage);
+    for (uint32_t i = 0; qp->sq && i < (qp->sq_depth ? qp->sq_depth : 1); i++)
+        free(qp->sq[i].inline_data);
     free(qp->sq);
     free(qp->rq.ring);
     free(qp->eng);
@@ -463,12 +465,20 @@ int nic_sq_append(struct nic_qp *qp, const struct nic_send_wqe *wqe)
     if (qp->sq_tail - qp->sq_comp >= qp->sq_depth && !(nic_qp_pers(qp) && nic_pers_sq_reclaim(qp)))
         return ENOMEM;
     struct nic_send_wqe *w = nic_sq_wqe(qp, qp->sq_tail);
-    /* the inline bytes are copied only as far as they are used */
-    memcpy(w, wqe, offsetof(struct nic_send_wqe, inline_data));
+    /* the inline bytes go to the slot's own buffer, grown to fit */
     if (wqe->send_flags & IBV_SEND_INLINE) {
         uint32_t n = wqe->length < NIC_MAX_INLINE_BYTES ? wqe->length : NIC_MAX_INLINE_BYTES;
-        memcpy(w->inline_data, wqe->inline_data, n);
+        if (n > w->inline_cap) {
+            uint8_t *buf = realloc(w->inline_data, n);
+            if (!buf)
+                return ENOMEM;
+            w->inline_data = buf;
+            w->inline_cap = n;
+        }
+        if (n)
+            memcpy(w->inline_data, wqe->inline_data, n);
     }
+    memcpy(w, wqe, offsetof(struct nic_send_wqe, inline_data));
     w->signaled = wqe->signaled;
     w->first_psn = w->last_psn = 0;
     w->state = NIC_WQE_QUEUED;

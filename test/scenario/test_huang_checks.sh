@@ -62,7 +62,10 @@ PY"
 import json, sys
 off, on = (json.load(open(f))['tables']['huang'][0]['mops'] for f in sys.argv[1:3])
 print('mops without lock', off, 'with', on)
-assert 1.9 <= on <= 1e3 / 439, on
+# responses are counted by their post (docs/huang.md): a 1 ms window holds at
+# most ceil(1 ms / 439 ns) = 2,278 posts of the lock's cadence, 0.001 Mops
+# above 1 / 439 ns
+assert 1.9 <= on <= 1e3 / 439 + 0.001, on
 assert off >= 2 * on, (off, on)
 PY"
 fi
