@@ -95,51 +95,56 @@ struct nic_seg {
     uint32_t len;
 };
 
+/* Field order is hot first: nic_op_alloc sets the first line (and
+ * place_qp, mem_chain, cq, tr_t0 in the second), so taking an op from the
+ * free list touches two lines, not the five it touched when the segment
+ * list and the CQE came before them (a 1024-host fabric does not keep the
+ * NICs' ops cached between two uses). */
 struct nic_op {
-    struct nic_op *next; /* free list / atomic unit queue */
+    _Alignas(64) struct nic_op *next; /* free list / atomic unit queue */
     struct nic *nic;
     struct nic_qp *qp; /* holds a reference while set */
     uint32_t epoch;
     uint8_t kind;
     bool flag;
+    bool solicited;
     uint64_t v;
     struct pkt *pkt;
     uint32_t n_seg;
-    struct nic_seg seg[NIC_MAX_SGE + 1];
-    uint8_t data8[8];
-    uint8_t grh[NIC_GRH_BYTES]; /* UD receive: the GRH written before the payload */
-    /* CQE */
-    struct nic_cq *cq;
-    struct ibv_wc wc;
-    bool solicited;
-    /* atomic */
-    uint8_t atomic_opcode;
-    uint64_t swap_add, compare;
+    struct nic_qp *place_qp; /* placement: counted in its QP (dma.c), a ref */
+    /* second line */
+    sim_time_t *mem_chain; /* payload reads: the host fetch stream it continues (xlate.c) */
+    struct nic_cq *cq;     /* CQE */
+    /* trace (sim/trace.h): when the operation was issued, and the first WQE
+     * index a doorbell / WQE fetch covers */
+    sim_time_t tr_t0;
+    uint64_t tr_from;
+    /* address translation and host-memory access (xlate.c) */
+    struct nic_op *xl_next;           /* translation FIFO */
+    uint32_t xl_pending;              /* cache entries still being fetched */
+    bool xl_dm;                       /* every segment is in device memory */
+    bool mem_write;                   /* nic_mem_read / nic_mem_write */
+    uint8_t mem_kind;                 /* enum pcie_kind of the access */
+    struct pcie_link *xl_peer;        /* every segment is in this peer device's memory */
+    void (*xl_go)(struct nic_op *op); /* runs once translated, in FIFO order */
+    uint64_t mem_bytes;
+    sim_cb_fn mem_done;
+    void *mem_b;
     /* placement write (dma.c): source bytes, trace tags, relaxed chunks */
     const uint8_t *dma_src;
     const char *dma_where;
     uint32_t dma_qpn, dma_psn;
     uint32_t dma_len;       /* bytes placed */
-    sim_time_t dma_head_ps; /* cut-through: the payload's first bytes were here then (0: now) */
     uint32_t dma_left;      /* relaxed: chunks not yet visible */
+    sim_time_t dma_head_ps; /* cut-through: the payload's first bytes were here then (0: now) */
     uint64_t dma_seq0;      /* relaxed: issue number of the first chunk */
-    /* address translation and host-memory access (xlate.c) */
-    struct nic_op *xl_next;           /* translation FIFO */
-    struct nic_qp *place_qp;          /* placement: counted in its QP (dma.c), a ref */
-    uint32_t xl_pending;              /* cache entries still being fetched */
-    bool xl_dm;                       /* every segment is in device memory */
-    struct pcie_link *xl_peer;        /* every segment is in this peer device's memory */
-    void (*xl_go)(struct nic_op *op); /* runs once translated, in FIFO order */
-    bool mem_write;                   /* nic_mem_read / nic_mem_write */
-    uint8_t mem_kind;                 /* enum pcie_kind of the access */
-    uint64_t mem_bytes;
-    sim_cb_fn mem_done;
-    void *mem_b;
-    sim_time_t *mem_chain; /* payload reads: the host fetch stream it continues (xlate.c) */
-    /* trace (sim/trace.h): when the operation was issued, and the first WQE
-     * index a doorbell / WQE fetch covers */
-    sim_time_t tr_t0;
-    uint64_t tr_from;
+    /* atomic */
+    uint8_t atomic_opcode;
+    uint64_t swap_add, compare;
+    struct nic_seg seg[NIC_MAX_SGE + 1];
+    uint8_t data8[8];
+    uint8_t grh[NIC_GRH_BYTES]; /* UD receive: the GRH written before the payload */
+    struct ibv_wc wc;           /* CQE */
 };
 
 /* DMA ordering state of a NIC (dma.c): relaxed chunks may pass earlier
