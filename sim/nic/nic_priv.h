@@ -312,9 +312,15 @@ struct nic_resp_work {
  * expected PSN, held until the responder reaches them in PSN order.  A
  * packet of the message in progress is placed at once; what is held then
  * is a header-only copy (`placed` bit set). */
-struct nic_ar {
+struct nic_ar_window {
     struct pkt *slot[NIC_AR_WINDOW]; /* PSN p at slot[p % NIC_AR_WINDOW] */
     uint64_t placed[NIC_AR_WINDOW / 64];
+};
+
+struct nic_ar {
+    /* allocated when the first packet is held: 2 KB that every RC QP
+     * carried, ib-ar or not */
+    struct nic_ar_window *win;
     uint32_t held;     /* slots in use */
     uint32_t msg_psn;  /* first PSN of the message in progress (resp_msg != 0) */
     uint32_t gap_epsn; /* expected PSN when the hole timer was armed */
@@ -384,7 +390,11 @@ struct nic_qp_engine {
     uint32_t pkts_since_ack;
     uint32_t rd_resp_outstanding;
     sim_time_t resp_fetch_chain; /* READ response payload fetch stream (resp.c) */
-    struct nic_resp_work work[NIC_RESP_WORK_SLOTS];
+    /* ring of work_cap (a power of two, grown up to NIC_RESP_WORK_SLOTS
+     * on demand: most QPs never hold more than an ACK or two, and 64 slots
+     * were 5 KB of every QP); item i at nic_resp_work_at(e, i) */
+    struct nic_resp_work *work;
+    uint32_t work_cap;
     uint32_t work_head, work_tail;
     struct nic_atomic_hist atomic_hist[NIC_ATOMIC_HISTORY];
     uint32_t atomic_hist_next;
@@ -407,6 +417,12 @@ struct nic_qp_engine {
     /* rate limiter and congestion control (ratelimit.c, dcqcn.c), on first use */
     struct nic_rl *rl;
 };
+
+/* Responder work item `idx` (free-running index in [work_head, work_tail)). */
+static inline struct nic_resp_work *nic_resp_work_at(const struct nic_qp_engine *e, uint32_t idx)
+{
+    return &e->work[idx & (e->work_cap - 1)];
+}
 
 /* ---------------------------------------------------------------- nic.c */
 

@@ -44,6 +44,8 @@ static void qp_free_mem(struct nic_qp *qp)
     nic_rl_free(qp);
     nic_stage_fini(&qp->eng->req_stage);
     nic_stage_fini(&qp->eng->resp_stage);
+    free(qp->eng->ar.win);
+    free(qp->eng->work);
     free(qp->sq);
     free(qp->rq.ring);
     free(qp->eng);
