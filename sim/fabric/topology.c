@@ -961,7 +961,8 @@ void topo_recompute_routes(struct topology *t)
         bool up = dl && link_is_up(dl) && t->rack_home[d] != SWITCH_NO_RACK;
         t->rack_of[d] = up ? t->rack_home[d] : SWITCH_NO_RACK;
     }
-    uint32_t *ports = calloc(t->n_links ? t->n_links : 1, sizeof(*ports));
+    size_t n_ports = t->n_links > t->n_switches ? t->n_links : t->n_switches;
+    uint32_t *ports = calloc(n_ports ? n_ports : 1, sizeof(*ports));
     uint8_t *search = calloc(t->n_racks ? t->n_racks : 1, 1);
     if (!ports || !search) {
         fprintf(stderr, "rnicsim: topology: out of memory computing routes\n");
@@ -970,6 +971,14 @@ void topo_recompute_routes(struct topology *t)
     if (t->hierarchical) {
         build_tables(t, ports);
         memset(t->affected, 0, t->n_racks);
+        /* up links still up, per switch: `ports` is free until the searches */
+        uint32_t *n_up = ports;
+        memset(n_up, 0, t->n_switches * sizeof(*n_up));
+        for (unsigned e = 0; e < t->n_links; e++) {
+            uint32_t u = t->edges[e].from_v, v = t->edges[e].to_v;
+            if (t->up[e] && u >= n && v >= n && t->level[v - n] > t->level[u - n])
+                n_up[u - n]++;
+        }
         for (unsigned e = 0; e < t->n_links; e++) {
             uint32_t u = t->edges[e].from_v, v = t->edges[e].to_v;
             if (t->up[e] || u < n || v < n)
@@ -978,8 +987,15 @@ void topo_recompute_routes(struct topology *t)
             v -= n;
             if (t->level[v] < t->level[u])
                 mark_racks(t, t->below_lo[v], t->below_hi[v], true);
-            else
+            else if (!n_up[u])
                 mark_racks(t, t->below_lo[u], t->below_hi[u], false);
+            /* else: u keeps an up link.  Every up neighbour of a switch
+             * reaches every rack not below it at the same distance in these
+             * wirings (a leaf's spines; an edge's aggregations, which
+             * reach the same pods; an aggregation's cores), so u's default
+             * group without the port (build_tables) is the shortest-path
+             * set, and paths from below u through u keep their length:
+             * no search (it was one per rack, the cost of a full set-up) */
         }
         memcpy(search, t->affected, t->n_racks);
     } else {

@@ -95,51 +95,56 @@ struct nic_seg {
     uint32_t len;
 };
 
+/* Field order is hot first: nic_op_alloc sets the first line (and
+ * place_qp, mem_chain, cq, tr_t0 in the second), so taking an op from the
+ * free list touches two lines, not the five it touched when the segment
+ * list and the CQE came before them (a 1024-host fabric does not keep the
+ * NICs' ops cached between two uses). */
 struct nic_op {
-    struct nic_op *next; /* free list / atomic unit queue */
+    _Alignas(64) struct nic_op *next; /* free list / atomic unit queue */
     struct nic *nic;
     struct nic_qp *qp; /* holds a reference while set */
     uint32_t epoch;
     uint8_t kind;
     bool flag;
+    bool solicited;
     uint64_t v;
     struct pkt *pkt;
     uint32_t n_seg;
-    struct nic_seg seg[NIC_MAX_SGE + 1];
-    uint8_t data8[8];
-    uint8_t grh[NIC_GRH_BYTES]; /* UD receive: the GRH written before the payload */
-    /* CQE */
-    struct nic_cq *cq;
-    struct ibv_wc wc;
-    bool solicited;
-    /* atomic */
-    uint8_t atomic_opcode;
-    uint64_t swap_add, compare;
+    struct nic_qp *place_qp; /* placement: counted in its QP (dma.c), a ref */
+    /* second line */
+    sim_time_t *mem_chain; /* payload reads: the host fetch stream it continues (xlate.c) */
+    struct nic_cq *cq;     /* CQE */
+    /* trace (sim/trace.h): when the operation was issued, and the first WQE
+     * index a doorbell / WQE fetch covers */
+    sim_time_t tr_t0;
+    uint64_t tr_from;
+    /* address translation and host-memory access (xlate.c) */
+    struct nic_op *xl_next;           /* translation FIFO */
+    uint32_t xl_pending;              /* cache entries still being fetched */
+    bool xl_dm;                       /* every segment is in device memory */
+    bool mem_write;                   /* nic_mem_read / nic_mem_write */
+    uint8_t mem_kind;                 /* enum pcie_kind of the access */
+    struct pcie_link *xl_peer;        /* every segment is in this peer device's memory */
+    void (*xl_go)(struct nic_op *op); /* runs once translated, in FIFO order */
+    uint64_t mem_bytes;
+    sim_cb_fn mem_done;
+    void *mem_b;
     /* placement write (dma.c): source bytes, trace tags, relaxed chunks */
     const uint8_t *dma_src;
     const char *dma_where;
     uint32_t dma_qpn, dma_psn;
     uint32_t dma_len;       /* bytes placed */
-    sim_time_t dma_head_ps; /* cut-through: the payload's first bytes were here then (0: now) */
     uint32_t dma_left;      /* relaxed: chunks not yet visible */
+    sim_time_t dma_head_ps; /* cut-through: the payload's first bytes were here then (0: now) */
     uint64_t dma_seq0;      /* relaxed: issue number of the first chunk */
-    /* address translation and host-memory access (xlate.c) */
-    struct nic_op *xl_next;           /* translation FIFO */
-    struct nic_qp *place_qp;          /* placement: counted in its QP (dma.c), a ref */
-    uint32_t xl_pending;              /* cache entries still being fetched */
-    bool xl_dm;                       /* every segment is in device memory */
-    struct pcie_link *xl_peer;        /* every segment is in this peer device's memory */
-    void (*xl_go)(struct nic_op *op); /* runs once translated, in FIFO order */
-    bool mem_write;                   /* nic_mem_read / nic_mem_write */
-    uint8_t mem_kind;                 /* enum pcie_kind of the access */
-    uint64_t mem_bytes;
-    sim_cb_fn mem_done;
-    void *mem_b;
-    sim_time_t *mem_chain; /* payload reads: the host fetch stream it continues (xlate.c) */
-    /* trace (sim/trace.h): when the operation was issued, and the first WQE
-     * index a doorbell / WQE fetch covers */
-    sim_time_t tr_t0;
-    uint64_t tr_from;
+    /* atomic */
+    uint8_t atomic_opcode;
+    uint64_t swap_add, compare;
+    struct nic_seg seg[NIC_MAX_SGE + 1];
+    uint8_t data8[8];
+    uint8_t grh[NIC_GRH_BYTES]; /* UD receive: the GRH written before the payload */
+    struct ibv_wc wc;           /* CQE */
 };
 
 /* DMA ordering state of a NIC (dma.c): relaxed chunks may pass earlier
@@ -307,9 +312,15 @@ struct nic_resp_work {
  * expected PSN, held until the responder reaches them in PSN order.  A
  * packet of the message in progress is placed at once; what is held then
  * is a header-only copy (`placed` bit set). */
-struct nic_ar {
+struct nic_ar_window {
     struct pkt *slot[NIC_AR_WINDOW]; /* PSN p at slot[p % NIC_AR_WINDOW] */
     uint64_t placed[NIC_AR_WINDOW / 64];
+};
+
+struct nic_ar {
+    /* allocated when the first packet is held: 2 KB that every RC QP
+     * carried, ib-ar or not */
+    struct nic_ar_window *win;
     uint32_t held;     /* slots in use */
     uint32_t msg_psn;  /* first PSN of the message in progress (resp_msg != 0) */
     uint32_t gap_epsn; /* expected PSN when the hole timer was armed */
@@ -379,7 +390,11 @@ struct nic_qp_engine {
     uint32_t pkts_since_ack;
     uint32_t rd_resp_outstanding;
     sim_time_t resp_fetch_chain; /* READ response payload fetch stream (resp.c) */
-    struct nic_resp_work work[NIC_RESP_WORK_SLOTS];
+    /* ring of work_cap (a power of two, grown up to NIC_RESP_WORK_SLOTS
+     * on demand: most QPs never hold more than an ACK or two, and 64 slots
+     * were 5 KB of every QP); item i at nic_resp_work_at(e, i) */
+    struct nic_resp_work *work;
+    uint32_t work_cap;
     uint32_t work_head, work_tail;
     struct nic_atomic_hist atomic_hist[NIC_ATOMIC_HISTORY];
     uint32_t atomic_hist_next;
@@ -402,6 +417,12 @@ struct nic_qp_engine {
     /* rate limiter and congestion control (ratelimit.c, dcqcn.c), on first use */
     struct nic_rl *rl;
 };
+
+/* Responder work item `idx` (free-running index in [work_head, work_tail)). */
+static inline struct nic_resp_work *nic_resp_work_at(const struct nic_qp_engine *e, uint32_t idx)
+{
+    return &e->work[idx & (e->work_cap - 1)];
+}
 
 /* ---------------------------------------------------------------- nic.c */
 

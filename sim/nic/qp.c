@@ -46,6 +46,8 @@ static void qp_free_mem(struct nic_qp *qp)
     nic_stage_fini(&qp->eng->resp_stage);
     for (uint32_t i = 0; qp->sq && i < (qp->sq_depth ? qp->sq_depth : 1); i++)
         free(qp->sq[i].inline_data);
+    free(qp->eng->ar.win);
+    free(qp->eng->work);
     free(qp->sq);
     free(qp->rq.ring);
     free(qp->eng);

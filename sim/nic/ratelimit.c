@@ -59,6 +59,8 @@ uint64_t nic_rl_rate(const struct nic_rl *rl)
 bool nic_rl_hold(struct nic_qp *qp, struct nic_txsrc *src)
 {
     struct nic_rl *rl = qp->eng->rl;
+    if (rl)
+        nic_dcqcn_wake(rl); /* an idle throttled QP catches up before it sends */
     if (!rl || !nic_rl_rate(rl))
         return false;
     struct sim *sim = qp->nic->sim;
@@ -105,5 +107,9 @@ int nic_qp_set_rate_limit(struct nic_qp *qp, uint64_t rate_bps)
 
 uint64_t nic_qp_rate_bps(const struct nic_qp *qp)
 {
-    return qp->eng->rl ? nic_rl_rate(qp->eng->rl) : 0;
+    const struct nic_rl *rl = qp->eng->rl;
+    if (!rl)
+        return 0;
+    struct nic_rl now = {.limit_bps = rl->limit_bps, .cc_rate_bps = nic_dcqcn_rate_now(rl)};
+    return nic_rl_rate(&now);
 }

@@ -26,7 +26,13 @@ struct nic_dcqcn {
     double alpha;
     uint32_t t_count, bc_count; /* timer and byte-counter stages since the last cut */
     uint64_t bytes;             /* sent since the last byte-counter stage */
-    bool active;                /* rate-limited: timers running */
+    bool active;                /* rate-limited: timers running (or dormant) */
+    /* An idle throttled QP stops its timers (dormant) and catches up in
+     * closed form when it next sends, is cut, or is asked its rate: the
+     * ticks that would have fired at next_tick_ps + k T, k >= 0. */
+    bool dormant;
+    bool tx_since_tick;      /* bytes sent since the last timer tick */
+    sim_time_t next_tick_ps; /* dormant: the first tick not yet applied */
     struct sim_event alpha_ev, incr_ev;
     uint64_t cuts, increases;  /* counters for tests and results */
     sim_time_t last_cnp_tx_ps; /* notification point: when this QP last sent a CNP */
@@ -66,5 +72,21 @@ void nic_dcqcn_rp_cnp(struct nic *nic, const struct pkt *p);
 /* Bytes the QP just sent (the byte counter). */
 void nic_dcqcn_on_tx(struct nic_qp *qp, uint32_t wire_bytes);
 void nic_dcqcn_stop(struct nic_rl *rl);
+/* Bring a dormant QP's DCQCN state up to now (ticks at times <= now);
+ * re-arms its timers if it is still throttled. */
+void nic_dcqcn_wake(struct nic_rl *rl);
+/* Its rate now (0: unthrottled) without changing it: what nic_dcqcn_wake
+ * would leave. */
+uint64_t nic_dcqcn_rate_now(const struct nic_rl *rl);
+
+/* The arithmetic of the timer (exposed for the unit test that checks the
+ * closed form against stepping): `line_bps` the line rate.  One tick
+ * (alpha decay, then a timer-stage increase); returns false once the QP is
+ * back at line rate (d->active cleared). */
+bool nic_dcqcn_tick(const struct nic_params *p, uint64_t line_bps, struct nic_dcqcn *d);
+/* `n` ticks in closed form (stops early when back at line rate); returns
+ * the ticks applied.  Equal, field for field, to n nic_dcqcn_tick calls. */
+uint64_t nic_dcqcn_ticks(const struct nic_params *p, uint64_t line_bps, struct nic_dcqcn *d,
+                         uint64_t n);
 
 #endif

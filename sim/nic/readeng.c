@@ -23,7 +23,7 @@ static struct nic_resp_work *rde_item(struct nic_op *op)
     uint32_t idx = (uint32_t)op->v;
     if (nic_op_stale(op) || (int32_t)(idx - e->work_head) < 0 || (int32_t)(idx - e->work_tail) >= 0)
         return NULL;
-    struct nic_resp_work *w = &e->work[idx % NIC_RESP_WORK_SLOTS];
+    struct nic_resp_work *w = nic_resp_work_at(e, idx);
     return w->kind == NIC_RW_READ && w->eng_wait ? w : NULL;
 }
 

@@ -59,6 +59,7 @@
  * Atomics are carried out by the NIC's atomic unit (atomic.c); their ACK
  * waits in the staging ring, not ready, until the unit has the original. */
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <rnicsim/rima.h>
@@ -109,7 +110,20 @@ static struct nic_resp_work *work_push(struct nic_qp_engine *e)
 {
     if (work_count(e) >= NIC_RESP_WORK_SLOTS)
         return NULL;
-    struct nic_resp_work *w = &e->work[e->work_tail % NIC_RESP_WORK_SLOTS];
+    if (work_count(e) == e->work_cap) { /* full: double the ring (items keep their index) */
+        uint32_t cap = e->work_cap ? 2 * e->work_cap : 4;
+        struct nic_resp_work *nw = malloc(cap * sizeof(*nw));
+        if (!nw) {
+            fprintf(stderr, "rnicsim: out of memory for a responder work queue\n");
+            abort();
+        }
+        for (uint32_t i = e->work_head; i != e->work_tail; i++)
+            nw[i & (cap - 1)] = *nic_resp_work_at(e, i);
+        free(e->work);
+        e->work = nw;
+        e->work_cap = cap;
+    }
+    struct nic_resp_work *w = nic_resp_work_at(e, e->work_tail);
     memset(w, 0, sizeof(*w));
     e->work_tail++;
     return w;
@@ -121,7 +135,7 @@ static void queue_ack(struct nic_qp *qp, uint8_t syndrome, uint32_t psn)
     struct nic_qp_engine *e = qp->eng;
     if (syndrome == NIC_AETH_ACK) {
         if (work_count(e)) {
-            struct nic_resp_work *t = &e->work[(e->work_tail - 1) % NIC_RESP_WORK_SLOTS];
+            struct nic_resp_work *t = nic_resp_work_at(e, e->work_tail - 1);
             if (t->kind == NIC_RW_ACK && t->syndrome == NIC_AETH_ACK &&
                 t->place_need == e->place_issued) {
                 t->psn = psn;
@@ -195,7 +209,7 @@ static void resp_stage_fill(struct nic_qp *qp)
     struct nic_stage *s = &e->resp_stage;
     uint32_t mtu = e->mtu_bytes;
     while (work_count(e)) {
-        struct nic_resp_work *w = &e->work[e->work_head % NIC_RESP_WORK_SLOTS];
+        struct nic_resp_work *w = nic_resp_work_at(e, e->work_head);
         switch ((enum nic_resp_work_kind)w->kind) {
         case NIC_RW_ACK:
             if (nic_stage_full(s, 0) || e->place_landed < w->place_need)
@@ -301,7 +315,7 @@ void nic_resp_placed(struct nic_qp *qp)
     struct nic_qp_engine *e = qp->eng;
     if (!work_count(e))
         return;
-    const struct nic_resp_work *w = &e->work[e->work_head % NIC_RESP_WORK_SLOTS];
+    const struct nic_resp_work *w = nic_resp_work_at(e, e->work_head);
     if (w->kind == NIC_RW_ACK && w->place_need <= e->place_landed)
         resp_stage_run(qp); /* the head ACK was waiting for this one */
 }
@@ -1008,17 +1022,31 @@ static bool ar_qp(const struct nic_qp *qp)
     return qp->nic->p.transport == NIC_TRANSPORT_IB_AR && qp->init.qp_type == IBV_QPT_RC;
 }
 
-static bool ar_is_placed(const struct nic_ar *a, uint32_t i)
+static bool ar_is_placed(const struct nic_ar_window *w, uint32_t i)
 {
-    return (a->placed[i / 64] >> (i % 64)) & 1u;
+    return (w->placed[i / 64] >> (i % 64)) & 1u;
 }
 
-static void ar_mark_placed(struct nic_ar *a, uint32_t i, bool on)
+static void ar_mark_placed(struct nic_ar_window *w, uint32_t i, bool on)
 {
     if (on)
-        a->placed[i / 64] |= 1ull << (i % 64);
+        w->placed[i / 64] |= 1ull << (i % 64);
     else
-        a->placed[i / 64] &= ~(1ull << (i % 64));
+        w->placed[i / 64] &= ~(1ull << (i % 64));
+}
+
+/* The QP's reorder window, allocated when it first holds a packet. */
+static struct nic_ar_window *ar_window(struct nic_qp *qp)
+{
+    struct nic_ar *a = &qp->eng->ar;
+    if (!a->win) {
+        a->win = calloc(1, sizeof(*a->win));
+        if (!a->win) {
+            fprintf(stderr, "rnicsim: out of memory for an ib-ar reorder window\n");
+            abort();
+        }
+    }
+    return a->win;
 }
 
 static void ar_drop(struct nic_qp *qp, struct pkt *p, const char *why)
@@ -1032,14 +1060,16 @@ static void ar_drop(struct nic_qp *qp, struct pkt *p, const char *why)
 static void ar_clear(struct nic_qp *qp)
 {
     struct nic_ar *a = &qp->eng->ar;
-    for (uint32_t i = 0; a->held && i < NIC_AR_WINDOW; i++)
-        if (a->slot[i]) {
-            pkt_free(qp->nic->pool, a->slot[i]);
-            a->slot[i] = NULL;
+    struct nic_ar_window *w = a->win;
+    for (uint32_t i = 0; w && a->held && i < NIC_AR_WINDOW; i++)
+        if (w->slot[i]) {
+            pkt_free(qp->nic->pool, w->slot[i]);
+            w->slot[i] = NULL;
             a->held--;
         }
     a->held = 0;
-    memset(a->placed, 0, sizeof(a->placed));
+    if (w)
+        memset(w->placed, 0, sizeof(w->placed));
     sim_cancel(qp->nic->sim, &a->gap_ev);
 }
 
@@ -1125,14 +1155,15 @@ static void ar_drain(struct nic_qp *qp)
     struct nic_qp_engine *e = qp->eng;
     struct nic_ar *a = &e->ar;
     while (a->held && nic_qp_can_receive(qp) && !e->aq_wait) {
+        struct nic_ar_window *w = a->win; /* held > 0: allocated */
         uint32_t i = e->epsn % NIC_AR_WINDOW;
-        struct pkt *h = a->slot[i];
+        struct pkt *h = w->slot[i];
         if (!h || h->psn != e->epsn)
             break;
-        a->slot[i] = NULL;
+        w->slot[i] = NULL;
         a->held--;
-        bool placed = ar_is_placed(a, i);
-        ar_mark_placed(a, i, false);
+        bool placed = ar_is_placed(w, i);
+        ar_mark_placed(w, i, false);
         resp_process(qp, h, placed); /* dropped (RNR, ...): the slot stays empty */
     }
     if (a->held)
@@ -1156,21 +1187,22 @@ static void ar_rx(struct nic_qp *qp, struct pkt *p)
         return;
     }
     uint32_t i = p->psn % NIC_AR_WINDOW;
-    if (a->slot[i] && a->slot[i]->psn == p->psn) {
+    struct nic_ar_window *w = ar_window(qp);
+    if (w->slot[i] && w->slot[i]->psn == p->psn) {
         nic->cnt.ar_dup_drops++;
         ar_drop(qp, p, "resp: ib-ar copy of a held packet");
         return;
     }
-    if (a->slot[i]) { /* left behind by an earlier window position: stale */
-        pkt_free(nic->pool, a->slot[i]);
+    if (w->slot[i]) { /* left behind by an earlier window position: stale */
+        pkt_free(nic->pool, w->slot[i]);
         a->held--;
     }
     nic->cnt.ar_ooo_pkts++;
     struct pkt *h = ar_place_early(qp, p);
     if (h)
         nic->cnt.ar_ooo_placed++;
-    a->slot[i] = h ? h : p;
-    ar_mark_placed(a, i, h != NULL);
+    w->slot[i] = h ? h : p;
+    ar_mark_placed(w, i, h != NULL);
     a->held++;
     ar_gap_arm(qp);
 }
@@ -1315,7 +1347,7 @@ void nic_resp_stop(struct nic_qp *qp)
 {
     struct nic_qp_engine *e = qp->eng;
     for (uint32_t i = e->work_head; i != e->work_tail; i++) {
-        struct nic_resp_work *w = &e->work[i % NIC_RESP_WORK_SLOTS];
+        struct nic_resp_work *w = nic_resp_work_at(e, i);
         if (w->eng_counted) { /* READs in service that will not finish */
             w->eng_counted = false;
             nic_rdeng_done(qp->nic);

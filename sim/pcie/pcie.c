@@ -522,7 +522,7 @@ static void group_ready(struct sim *sim, void *a, void *b)
     }
 
     if (l->tags.hdr_cap) {
-        struct fc_group tg = {.n = g->k,
+        struct fc_group tg = {.n = (uint32_t)g->k,
                               .a = d_init + c_full,
                               .s = c_full,
                               .b = g->a0l + c_full,
@@ -588,7 +588,7 @@ static void send_group(struct pcie_link *l, struct pcie_read_op *op, uint64_t k)
 
     if (l->nph.hdr_cap) {
         /* the root complex has processed an MRd when its data are read */
-        struct fc_group ng = {.n = k, .a = g->a0l, .s = g->step, .t_last = g->r_last};
+        struct fc_group ng = {.n = (uint32_t)k, .a = g->a0l, .s = g->step, .t_last = g->r_last};
         pool_push(l, &l->nph, &ng);
     }
     if (l->tags.hdr_cap)
@@ -743,7 +743,7 @@ static void dma_write(struct pcie_link *l, enum pcie_kind kind, unsigned flags, 
         sim_time_t rc_end = max_time(end, max_time(start, l->rc_free_ps) + ser + rmw_ps);
         visible = max_time(sim_time_add(rc_end, wl), guard);
         if (limited) {
-            struct fc_group g = {.n = s.n,
+            struct fc_group g = {.n = (uint32_t)s.n,
                                  .a = start + (rc_end - end) + l->mwr_full_ps + wl,
                                  .s = l->mwr_full_ps,
                                  .c = guard,

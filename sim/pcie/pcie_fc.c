@@ -59,7 +59,7 @@ static int grp_release_until(struct fc_pool *p, struct fc_group *g, sim_time_t t
         uint64_t k = j + 1 - g->i;
         p->hdr_out -= k;
         p->data_out -= k * g->data_each;
-        g->i = j + 1;
+        g->i = (uint32_t)(j + 1);
     }
     if (g->i + 1 < g->n || g->t_last > t)
         return 0;
@@ -77,50 +77,70 @@ void fc_pool_set_unordered(struct fc_pool *p)
 
 /* ---------------------------------------------------------------- unordered: heap */
 
+/* Entry k of the 4-ary heap (pcie_fc.h): children 4k+1 .. 4k+4 sit at
+ * heap[4k+4 .. 4k+7], one line. */
+enum { HEAP_PAD = 3, HEAP_D = 4 };
+#define HEAP(p, k) ((p)->heap[(k) + HEAP_PAD])
+
+/* A line-aligned copy of `old` (`n_old` bytes) grown to `n_new` bytes. */
+static void *grow_aligned(void *old, size_t n_old, size_t n_new)
+{
+    void *m = aligned_alloc(64, (n_new + 63) & ~(size_t)63);
+    if (!m)
+        return NULL;
+    if (old)
+        memcpy(m, old, n_old);
+    free(old);
+    return m;
+}
+
 static void heap_sift_up(struct fc_pool *p, size_t i, struct fc_heap_ent e)
 {
     while (i > 0) {
-        size_t parent = (i - 1) / 2;
-        if (p->heap[parent].next <= e.next)
+        size_t parent = (i - 1) / HEAP_D;
+        if (HEAP(p, parent).next <= e.next)
             break;
-        p->heap[i] = p->heap[parent];
+        HEAP(p, i) = HEAP(p, parent);
         i = parent;
     }
-    p->heap[i] = e;
+    HEAP(p, i) = e;
 }
 
 static void heap_sift_down(struct fc_pool *p, size_t i, struct fc_heap_ent e)
 {
     size_t n = p->len;
     for (;;) {
-        size_t c = 2 * i + 1;
+        size_t c = HEAP_D * i + 1;
         if (c >= n)
             break;
-        if (c + 1 < n && p->heap[c + 1].next < p->heap[c].next)
-            c++;
-        if (e.next <= p->heap[c].next)
+        size_t end = c + HEAP_D < n ? c + HEAP_D : n;
+        size_t m = c;
+        for (size_t k = c + 1; k < end; k++)
+            if (HEAP(p, k).next < HEAP(p, m).next)
+                m = k;
+        if (e.next <= HEAP(p, m).next)
             break;
-        p->heap[i] = p->heap[c];
-        i = c;
+        HEAP(p, i) = HEAP(p, m);
+        i = m;
     }
-    p->heap[i] = e;
+    HEAP(p, i) = e;
 }
 
 static void unordered_release_until(struct fc_pool *p, sim_time_t t)
 {
-    while (p->len && p->heap[0].next <= t) {
-        size_t slot = p->heap[0].slot;
+    while (p->len && HEAP(p, 0).next <= t) {
+        size_t slot = HEAP(p, 0).slot;
         struct fc_group *g = &p->g[slot];
         if (!grp_release_until(p, g, t)) {
-            p->heap[0].next = grp_release(g, g->i);
-            heap_sift_down(p, 0, p->heap[0]);
+            HEAP(p, 0).next = grp_release(g, g->i);
+            heap_sift_down(p, 0, HEAP(p, 0));
             continue;
         }
-        g->i = p->free_slot; /* the slot is free: chain it */
+        g->i = (uint32_t)p->free_slot; /* the slot is free: chain it */
         p->free_slot = slot + 1;
         p->len--;
         if (p->len)
-            heap_sift_down(p, 0, p->heap[p->len]);
+            heap_sift_down(p, 0, HEAP(p, p->len));
     }
 }
 
@@ -128,16 +148,18 @@ static int unordered_push(struct fc_pool *p, const struct fc_group *g)
 {
     if (!p->free_slot) {
         size_t nsize = p->size ? 2 * p->size : 16;
-        struct fc_group *ng = realloc(p->g, nsize * sizeof(*ng));
+        struct fc_group *ng = grow_aligned(p->g, p->size * sizeof(*ng), nsize * sizeof(*ng));
         if (!ng)
             return -1;
         p->g = ng;
-        struct fc_heap_ent *nh = realloc(p->heap, nsize * sizeof(*nh));
+        struct fc_heap_ent *nh =
+            grow_aligned(p->heap, p->size ? (p->size + HEAP_PAD) * sizeof(*nh) : 0,
+                         (nsize + HEAP_PAD) * sizeof(*nh));
         if (!nh)
             return -1;
         p->heap = nh;
         for (size_t k = nsize; k-- > p->size;) {
-            p->g[k].i = p->free_slot;
+            p->g[k].i = (uint32_t)p->free_slot;
             p->free_slot = k + 1;
         }
         p->size = nsize;
@@ -171,7 +193,7 @@ sim_time_t fc_pool_next_release(const struct fc_pool *p)
     if (!p->len)
         return SIM_TIME_NEVER;
     if (p->unordered)
-        return p->heap[0].next;
+        return HEAP(p, 0).next;
     const struct fc_group *g = &p->g[p->head];
     return g->i < g->n ? grp_release(g, g->i) : SIM_TIME_NEVER;
 }
@@ -211,12 +233,12 @@ int fc_pool_push(struct fc_pool *p, const struct fc_group *g)
         if (g->i < g->n && unordered_push(p, g))
             return -1;
         p->hdr_out += g->n;
-        p->data_out += (g->n - 1) * g->data_each + g->data_last;
+        p->data_out += (uint64_t)(g->n - 1) * g->data_each + g->data_last;
         return 0;
     }
     if (p->len == p->size) {
         size_t nsize = p->size ? 2 * p->size : 16;
-        struct fc_group *ng = malloc(nsize * sizeof(*ng));
+        struct fc_group *ng = grow_aligned(NULL, 0, nsize * sizeof(*ng));
         if (!ng)
             return -1;
         for (size_t i = 0; i < p->len; i++)
@@ -229,6 +251,6 @@ int fc_pool_push(struct fc_pool *p, const struct fc_group *g)
     p->g[(p->head + p->len) & (p->size - 1)] = *g;
     p->len++;
     p->hdr_out += g->n;
-    p->data_out += (g->n - 1) * g->data_each + g->data_last;
+    p->data_out += (uint64_t)(g->n - 1) * g->data_each + g->data_last;
     return 0;
 }

@@ -28,9 +28,13 @@
 
 #include "../sim.h"
 
+/* One cache line: a pool's groups are read on most PCIe events of a busy
+ * NIC, and with a thousand NICs they are not cached (72 bytes straddled
+ * two lines).  n fits 32 bits: a group is one DMA's TLPs or MRds, and a
+ * message is at most 2^31 bytes, so at most 2^24 TLPs of 128 bytes. */
 struct fc_group {
-    uint64_t n, i; /* units in the group; how many already released (n: all) */
     sim_time_t a, s, b, s2, c, t_last;
+    uint32_t n, i;                 /* units in the group; how many already released (n: all) */
     uint32_t data_each, data_last; /* data credits per unit; of the last unit */
 };
 
@@ -45,7 +49,9 @@ struct fc_pool {
     uint64_t hdr_out, data_out; /* held by the groups */
     /* ordered: a ring, size a power of two (index & (size - 1));
      * unordered: slots (size of them, `len` in use, free ones chained
-     * through fc_group.i), with `heap` ordering the used ones */
+     * through fc_group.i), with `heap` ordering the used ones: a 4-ary
+     * heap whose entry k sits at heap[k + 3], so that the four children
+     * of an entry share one 64-byte line (line-aligned allocations) */
     struct fc_group *g;
     size_t size, head, len;
     int unordered; /* groups may release out of taking order */

@@ -208,10 +208,14 @@ static void test_fat_tree(void)
     struct fixture f;
     if (!fx_init(&f, &p))
         return;
-    /* agg 1 serves cores 3..5; core 4 reaches agg 1 + 3j of pod j */
+    /* agg 1 serves cores 3..5; core 4 reaches agg 1 + 3j of pod j.  An
+     * up-link of a switch that keeps another needs no search; agg 11
+     * losing all three (cores 6..8) must route other pods through a valley
+     * (down to an edge, up another aggregation) */
     static const char *const links[] = {
-        "agg1->core4", "core4->agg7", "agg4->edge5", "edge3->agg4", "edge8->node25", "core0->agg0",
-        "core1->agg0", "core2->agg0", "agg0->edge0", "agg1->edge0", "agg2->edge0"};
+        "agg1->core4", "core4->agg7",  "agg4->edge5",  "edge3->agg4", "edge8->node25",
+        "core0->agg0", "core1->agg0",  "core2->agg0",  "agg0->edge0", "agg1->edge0",
+        "agg2->edge0", "agg11->core6", "agg11->core7", "agg11->core8"};
     check_failures(&f, links, sizeof(links) / sizeof(*links), "fat tree");
     fx_fini(&f);
 }

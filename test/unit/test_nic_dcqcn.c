@@ -3,10 +3,14 @@
  * line rate 100 Gb/s, alpha starts at 1, g = 1/256, T = K = 55 us, F = 5,
  * R_AI = 40 Mb/s.  Also: the notification point sends at most one CNP per
  * QP per 50 us, a WRITE under a rate limit takes its wire bytes at that
- * rate, and a limit of 0 removes it. */
+ * rate, and a limit of 0 removes it.  An idle throttled QP stops its
+ * timers and catches up in closed form (dcqcn.c): the rates it reports
+ * are those of the stepped timer, and the closed form equals stepping N
+ * times field for field. */
 #include <math.h>
 
 #include "nic_harness.h"
+#include "sim/nic/ratelimit.h"
 #include "test.h"
 
 #define GBPS 1000000000ull
@@ -25,12 +29,28 @@ static void inject_cnp(struct sim *sim, void *a, void *b)
     s.rx(sim, s.ctx, p);
 }
 
+static void noop(struct sim *sim, void *a, void *b)
+{
+    (void)sim;
+    (void)a;
+    (void)b;
+}
+
+/* Run until `t`, the clock reaching it even when nothing else is due (an
+ * idle throttled QP has no timer events: the state is read at t). */
+static void run_to(struct nh *h, sim_time_t t)
+{
+    sim_call_in(h->sim, t - sim_now(h->sim), noop, NULL, NULL);
+    sim_run(h->sim, t);
+}
+
 /* Step until the QP's rate changes (the CNP crossed the receive pipeline,
  * QP-context lookup included): the instant of the cut. */
 static sim_time_t until_change(struct nh *h, struct nic_qp *qp)
 {
     uint64_t r0 = nic_qp_rate_bps(qp);
-    while (nic_qp_rate_bps(qp) == r0 && sim_now(h->sim) < 10 * SIM_MS)
+    sim_time_t limit = sim_now(h->sim) + 10 * SIM_MS;
+    while (nic_qp_rate_bps(qp) == r0 && sim_now(h->sim) < limit)
         sim_run(h->sim, sim_now(h->sim) + 1 * SIM_NS);
     return sim_now(h->sim);
 }
@@ -56,9 +76,9 @@ static void test_rate_cuts_and_recovery(void)
     CHECK_EQ_U64(nic_get_counters(h->nic[0])->cnps_rx, 1);
     /* +55 us: alpha = 255/256; timer stage 1 < F: fast recovery to
      * (100 + 50) / 2 = 75; +110 us: (100 + 75) / 2 = 87.5 */
-    sim_run(h->sim, t0 + 55 * SIM_US);
+    run_to(h, t0 + 55 * SIM_US);
     CHECK_EQ_U64(nic_qp_rate_bps(a.qp), 75 * GBPS);
-    sim_run(h->sim, t0 + 110 * SIM_US);
+    run_to(h, t0 + 110 * SIM_US);
     CHECK_EQ_U64(nic_qp_rate_bps(a.qp), 87500000000ull);
     /* second CNP: alpha = (255/256)^2, Rc = 87.5 (1 - alpha/2), Rt = 87.5 */
     sim_call_in(h->sim, 1 * SIM_US, inject_cnp, h, a.qp);
@@ -69,20 +89,38 @@ static void test_rate_cuts_and_recovery(void)
     /* five fast-recovery stages halve the gap to Rt = 87.5 each time */
     uint64_t rt = 87500000000ull;
     for (int k = 1; k <= 5; k++) {
-        sim_run(h->sim, t0 + (sim_time_t)k * 55 * SIM_US);
+        run_to(h, t0 + (sim_time_t)k * 55 * SIM_US);
         rc = (rt + rc) / 2;
         CHECK_EQ_U64(nic_qp_rate_bps(a.qp), rc);
     }
     /* stage 6: additive increase, Rt += 40 Mb/s */
-    sim_run(h->sim, t0 + 6 * 55 * SIM_US);
+    run_to(h, t0 + 6 * 55 * SIM_US);
     rt += 40000000;
     rc = (rt + rc) / 2;
     CHECK_EQ_U64(nic_qp_rate_bps(a.qp), rc);
     printf("dcqcn: 50, 75, 87.5 Gb/s; second cut to %.3f, then %.3f Gb/s after 6 stages\n",
            87.5 * (1.0 - alpha / 2.0), (double)rc / 1e9);
-    /* left alone it recovers to line rate and stops its timers */
-    sim_run(h->sim, SIM_TIME_NEVER);
+    /* left alone it recovers to line rate: (100 - 87.5) Gb/s / R_AI = 313
+     * more ticks, 17 ms, with no events (the timers stopped when it was
+     * found idle) */
+    uint64_t ev0 = sim_events_executed(h->sim);
+    run_to(h, t0 + 200 * SIM_MS);
+    CHECK(sim_events_executed(h->sim) - ev0 <= 2);
     CHECK_EQ_U64(nic_qp_rate_bps(a.qp), 0);
+    /* a CNP then finds it unthrottled and cuts line rate by the alpha that
+     * decayed once per tick until it recovered (stepped here by hand) */
+    struct nic_dcqcn d = {.rc_bps = rc, .rt_bps = rt, .t_count = 6, .active = true};
+    d.alpha = (1.0 - 1.0 / 256) * alpha + 1.0 / 256;
+    for (int k = 0; k < 6; k++)
+        d.alpha *= 1.0 - 1.0 / 256;
+    uint64_t ticks = 0;
+    while (nic_dcqcn_tick(&np, 100 * GBPS, &d))
+        ticks++;
+    sim_call_in(h->sim, 1 * SIM_US, inject_cnp, h, a.qp);
+    until_change(h, a.qp);
+    CHECK_EQ_U64(nic_qp_rate_bps(a.qp), (uint64_t)llround(100e9 * (1.0 - d.alpha / 2.0)));
+    printf("dcqcn: idle recovery in %llu more ticks, no events; next cut to %.3f Gb/s\n",
+           (unsigned long long)ticks + 1, (double)nic_qp_rate_bps(a.qp) / 1e9);
     nh_ep_close(&a);
     nh_ep_close(&b);
     nh_destroy(h);
@@ -169,8 +207,72 @@ static void test_rate_limit(void)
     nh_destroy(h);
 }
 
+/* The closed form of an idle QP's recovery against stepping the timer N
+ * times, field for field, from states in each stage: fast recovery,
+ * additive (B <= F), hyper (B > F, with t below and above B), near the
+ * minimum rate, and close to line rate. */
+static void test_closed_form_equals_stepping(void)
+{
+    struct nic_params np;
+    nic_params_default(&np);
+    const uint64_t line = 100 * GBPS;
+    struct nic_dcqcn starts[] = {
+        {.rc_bps = 50 * GBPS, .rt_bps = 100 * GBPS, .alpha = 1.0, .active = true},
+        {.rc_bps = 6 * GBPS, .rt_bps = 6250000000ull, .alpha = 0.3, .active = true, .t_count = 7},
+        {.rc_bps = 3 * GBPS, .rt_bps = 9 * GBPS, .alpha = 0.5, .active = true, .bc_count = 9},
+        {.rc_bps = 2 * GBPS,
+         .rt_bps = 4 * GBPS,
+         .alpha = 0.9,
+         .active = true,
+         .t_count = 12,
+         .bc_count = 8},
+        {.rc_bps = np.dcqcn_min_rate_bps,
+         .rt_bps = np.dcqcn_min_rate_bps,
+         .alpha = 1.0,
+         .active = true},
+        {.rc_bps = 99990000000ull, .rt_bps = line, .alpha = 0.01, .active = true, .t_count = 40},
+        {.rc_bps = 1234567891ull,
+         .rt_bps = 1234567891ull,
+         .alpha = 0.7,
+         .active = true,
+         .t_count = 3,
+         .bc_count = 2},
+    };
+    const uint64_t ns[] = {0, 1, 4, 5, 6, 7, 63, 64, 65, 100, 1000, 2349, 2350, 2351, 5000, 100000};
+    int bad = 0;
+    uint64_t worst_ticks = 0;
+    for (size_t i = 0; i < sizeof(starts) / sizeof(starts[0]); i++)
+        for (size_t j = 0; j < sizeof(ns) / sizeof(ns[0]); j++) {
+            struct nic_dcqcn a = starts[i], b = starts[i];
+            uint64_t stepped = 0;
+            while (stepped < ns[j] && a.active) {
+                nic_dcqcn_tick(&np, line, &a);
+                stepped++;
+            }
+            uint64_t got = nic_dcqcn_ticks(&np, line, &b, ns[j]);
+            if (stepped > worst_ticks)
+                worst_ticks = stepped;
+            if (got != stepped || a.rc_bps != b.rc_bps || a.rt_bps != b.rt_bps ||
+                a.alpha != b.alpha || a.t_count != b.t_count || a.bc_count != b.bc_count ||
+                a.increases != b.increases || a.active != b.active) {
+                printf("closed form != stepping: start %zu, %llu ticks: rc %llu / %llu, "
+                       "rt %llu / %llu, alpha %.17g / %.17g\n",
+                       i, (unsigned long long)ns[j], (unsigned long long)a.rc_bps,
+                       (unsigned long long)b.rc_bps, (unsigned long long)a.rt_bps,
+                       (unsigned long long)b.rt_bps, a.alpha, b.alpha);
+                bad++;
+            }
+        }
+    CHECK_EQ_U64(bad, 0);
+    /* the longest recovery stepped is the 6 -> 100 Gb/s one (~2,350 ticks) */
+    CHECK(worst_ticks > 2000);
+    printf("dcqcn: closed form = stepping for 7 states x 16 tick counts (up to %llu ticks)\n",
+           (unsigned long long)worst_ticks);
+}
+
 int main(void)
 {
+    test_closed_form_equals_stepping();
     test_rate_cuts_and_recovery();
     test_cnp_pacing();
     test_rate_limit();
