@@ -491,6 +491,7 @@ static enum resp_state check_resource(struct nic_qp *qp, struct resp_ctx *c)
              * holds what it cannot take yet (InfiniBand credits, PFC)
              * rather than dropping it for the requester's timeout */
             e->work_wait = c->p;
+            qp->nic->cnt.resp_work_waits++;
             c->owned = true;
             return RESP_DONE;
         }
