@@ -340,7 +340,7 @@ static void print_backtrace(struct posix_prog *p, uintptr_t pc)
             first = i;
             break;
         }
-    uintptr_t offs[GUARD_MAX_FRAMES];
+    uintptr_t offs[GUARD_MAX_FRAMES] = {0}; /* gcc -O2 -g cannot see nin bounds the reads */
     int idx[GUARD_MAX_FRAMES], nin = 0;
     for (int i = first; i < n; i++) {
         uintptr_t a = (uintptr_t)frames[i];

@@ -17,6 +17,8 @@ import sys
 OVERRIDES = {
     "host.cpu.wakeup_noise": "estimate: no noise unless a profile turns it on (sim/host.c; the "
                              "calibrated profiles use poll-wakeup, docs/noise.md)",
+    "pcie.read_noise": "estimate: no noise unless a profile turns it on (sim/pcie/pcie.c; the "
+                       "calibrated profiles use pcie-read, docs/noise.md)",
 }
 
 rnicsim = sys.argv[1]

@@ -241,8 +241,49 @@ int rc_conn_exchange(struct rc_conn *c, uint32_t opts_hash, uint8_t atomic_ok)
     return 0;
 }
 
+/* A UD QP: INIT with the pair's Q_Key, RTR and RTS carry no peer (each
+ * send names it through the address handle made here). */
+static int rc_conn_connect_ud(struct rc_conn *c)
+{
+    struct ibv_qp_attr a = {
+        .qp_state = IBV_QPS_INIT,
+        .pkey_index = 0,
+        .port_num = RC_CONN_PORT,
+        .qkey = RC_CONN_UD_QKEY,
+    };
+    int err =
+        ibv_modify_qp(c->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY);
+    if (!err) {
+        memset(&a, 0, sizeof(a));
+        a.qp_state = IBV_QPS_RTR;
+        err = ibv_modify_qp(c->qp, &a, IBV_QP_STATE);
+    }
+    if (!err) {
+        memset(&a, 0, sizeof(a));
+        a.qp_state = IBV_QPS_RTS;
+        a.sq_psn = c->local.psn;
+        err = ibv_modify_qp(c->qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
+    }
+    if (err) {
+        fprintf(stderr, "%s: modify_qp (UD): %s\n", c->prog, strerror(err));
+        return -1;
+    }
+    struct ibv_ah_attr aa = {.is_global = 1, .dlid = c->peer.lid, .port_num = RC_CONN_PORT};
+    memcpy(aa.grh.dgid.raw, c->peer.gid, 16);
+    aa.grh.sgid_index = 0;
+    aa.grh.hop_limit = 64;
+    c->ah = ibv_create_ah(c->pd, &aa);
+    if (!c->ah) {
+        fprintf(stderr, "%s: ibv_create_ah: %s\n", c->prog, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
 int rc_conn_connect(struct rc_conn *c, int access, uint8_t rd_atomic)
 {
+    if (c->qp_type == IBV_QPT_UD)
+        return rc_conn_connect_ud(c);
     struct ibv_qp_attr a = {
         .qp_state = IBV_QPS_INIT,
         .pkey_index = 0,
@@ -316,6 +357,8 @@ int rc_conn_barrier(struct rc_conn *c, int status, int on_error)
 
 void rc_conn_close(struct rc_conn *c)
 {
+    if (c->ah)
+        ibv_destroy_ah(c->ah);
     if (c->qp)
         ibv_destroy_qp(c->qp);
     if (c->scq)

@@ -25,7 +25,8 @@
 #define RC_CONN_PORT 1
 #define RC_CONN_NAME_MAX 96 /* --name=PAIR, the out-of-band key prefix */
 #define RC_CONN_KEY_MAX (RC_CONN_NAME_MAX + 48)
-#define RC_CONN_INFO_BYTES 64 /* struct rc_conn_info on the wire */
+#define RC_CONN_INFO_BYTES 64       /* struct rc_conn_info on the wire */
+#define RC_CONN_UD_QKEY 0x11111111u /* perftest's DEF_QKEY: the Q_Key of a UD pair */
 
 enum rc_conn_role { RC_CONN_ROLE_NONE, RC_CONN_ROLE_SERVER, RC_CONN_ROLE_CLIENT };
 
@@ -57,7 +58,8 @@ struct rc_conn {
     size_t buf_bytes;
     struct rc_conn_info local, peer;
     uint32_t sync_seq;
-    enum ibv_qp_type qp_type; /* IBV_QPT_RC (rc_conn_init) or IBV_QPT_UC */
+    enum ibv_qp_type qp_type; /* IBV_QPT_RC (rc_conn_init), IBV_QPT_UC or IBV_QPT_UD */
+    struct ibv_ah *ah;        /* UD: the address handle of the peer (rc_conn_connect) */
 };
 
 const char *rc_conn_role_name(enum rc_conn_role role);
@@ -109,7 +111,8 @@ int rc_conn_exchange(struct rc_conn *c, uint32_t opts_hash, uint8_t atomic_ok);
 /* RESET -> INIT -> RTR -> RTS with the masks the kernel requires for RC;
  * rd_atomic is both max_dest_rd_atomic and max_rd_atomic.  A UC QP gets
  * the UC masks: no RDMA-read/atomic depths, RNR timer, timeout or retry
- * counts (rd_atomic is ignored). */
+ * counts (rd_atomic is ignored).  A UD QP gets the Q_Key RC_CONN_UD_QKEY
+ * and an address handle of the peer in c->ah (access, rd_atomic ignored). */
 int rc_conn_connect(struct rc_conn *c, int access, uint8_t rd_atomic);
 /* Barrier with the peer that also exchanges a status word.  Returns the
  * peer's status, or on_error if the exchange itself failed. */

@@ -1,4 +1,5 @@
-/* perftest-style latency and bandwidth driver over one RC queue pair.
+/* perftest-style latency and bandwidth driver over one queue pair (RC by
+ * default; --conn=UC or UD as perftest's -c).
  *
  * What it measures, and how (the method of linux-rdma/perftest, rewritten):
  *   write lat   ping-pong of RDMA WRITEs; each side spins on the last byte of
@@ -105,6 +106,7 @@ struct pt_opts {
     uint32_t mtu_bytes; /* 0 = port's active MTU */
     long inline_bytes;  /* -1 = per-test default */
     uint64_t warmup;
+    enum ibv_qp_type qp_type; /* --conn: RC (default), UC or UD */
 };
 
 /* Flow control of one run's send queue: WR k (1-based) is signaled when k is
@@ -121,6 +123,7 @@ struct pt {
     struct rc_conn conn; /* device, PD, MR, CQs, QP, buffer, peer info */
     struct ibv_device_attr dev;
     size_t max_size, rx_off, atom_off;
+    size_t grh_bytes; /* UD: the 40-byte GRH a receive gets before the payload */
     uint32_t max_inline_bytes, max_rd_atomic, rx_depth, rq_posted;
     bool atomic_ok;
 };
@@ -144,6 +147,8 @@ static void pt_usage(const char *prog)
            "  --mtu=BYTES        256..4096 (default: the port's active MTU)\n"
            "  --inline=N         inline sends up to N bytes (default 220 write, 236 send)\n"
            "  --warmup=N         untimed iterations before each size (default 16)\n"
+           "  --conn=RC|UC|UD    transport (default RC); UC: write and send; UD: send only,\n"
+           "                     at most one MTU a message (larger sizes are skipped)\n"
            "exit status: 0 ok, 1 error, 2 data verification failed\n",
            prog);
 }
@@ -221,6 +226,7 @@ enum {
     OPT_MTU,
     OPT_INLINE,
     OPT_WARMUP,
+    OPT_CONN,
     OPT_HELP
 };
 
@@ -244,6 +250,7 @@ static int pt_parse_args(int argc, char **argv, struct pt_opts *o)
         {"mtu", required_argument, NULL, OPT_MTU},
         {"inline", required_argument, NULL, OPT_INLINE},
         {"warmup", required_argument, NULL, OPT_WARMUP},
+        {"conn", required_argument, NULL, OPT_CONN},
         {"help", no_argument, NULL, OPT_HELP},
         {NULL, 0, NULL, 0},
     };
@@ -265,6 +272,7 @@ static int pt_parse_args(int argc, char **argv, struct pt_opts *o)
     o->cq_mod = 64;            /* perftest DEF_CQ_MOD */
     o->inline_bytes = -1;
     o->warmup = 16; /* estimate: fills QP/MTT caches before timing */
+    o->qp_type = IBV_QPT_RC;
 
     optind = 0; /* GNU getopt: full re-initialisation for each instance */
     opterr = 1;
@@ -327,6 +335,17 @@ static int pt_parse_args(int argc, char **argv, struct pt_opts *o)
         case OPT_WARMUP:
             ok = rc_conn_parse_uint(optarg, 0, 1u << 30, &o->warmup);
             break;
+        case OPT_CONN:
+            ok = true;
+            if (strcasecmp(optarg, "rc") == 0)
+                o->qp_type = IBV_QPT_RC;
+            else if (strcasecmp(optarg, "uc") == 0)
+                o->qp_type = IBV_QPT_UC;
+            else if (strcasecmp(optarg, "ud") == 0)
+                o->qp_type = IBV_QPT_UD;
+            else
+                ok = false;
+            break;
         case OPT_HELP:
             pt_usage(prog);
             return -1;
@@ -350,6 +369,18 @@ static int pt_parse_args(int argc, char **argv, struct pt_opts *o)
         fprintf(stderr, "%s: give --server or --client (try --help)\n", prog);
         return 1;
     }
+    /* What each transport carries (IB spec 1.4, 9.8.1: UC has no RDMA READ
+     * or atomics, UD has SEND only). */
+    bool unsupported = o->qp_type != IBV_QPT_RC && (o->tests[PT_READ] || o->tests[PT_ATOMIC]);
+    if (o->qp_type == IBV_QPT_UD && o->tests[PT_WRITE])
+        unsupported = true;
+    if (unsupported) {
+        fprintf(stderr, "%s: --conn=%s carries %s only: give --tests=%s\n", prog,
+                o->qp_type == IBV_QPT_UD ? "UD" : "UC",
+                o->qp_type == IBV_QPT_UD ? "SEND" : "WRITE and SEND",
+                o->qp_type == IBV_QPT_UD ? "send" : "write,send");
+        return 1;
+    }
     return 0;
 }
 
@@ -367,6 +398,7 @@ static uint32_t pt_opts_hash(const struct pt_opts *o)
     words[n++] = o->bw_iters;
     words[n++] = o->warmup;
     words[n++] = o->nsizes;
+    words[n++] = (uint64_t)o->qp_type;
     for (unsigned i = 0; i < o->nsizes; i++)
         words[n++] = o->sizes[i];
     return rc_conn_hash_words(words, n);
@@ -385,6 +417,8 @@ static uint32_t pt_inline_for(const struct pt *pt, enum pt_test t)
         return 0;
     if (pt->o.inline_bytes >= 0)
         return (uint32_t)pt->o.inline_bytes;
+    if (t == PT_SEND && pt->o.qp_type == IBV_QPT_UD)
+        return 188; /* perftest's DEF_INLINE_SEND_UD */
     return pt_tests[t].default_inline_bytes;
 }
 
@@ -433,8 +467,9 @@ static int pt_open(struct pt *pt)
      * where the peer writes and receives land, then 64 bytes for atomics
      * (counter at +0, fetched values at +8). */
     pt->max_size = pt_largest_size(&pt->o);
+    pt->grh_bytes = pt->o.qp_type == IBV_QPT_UD ? 40 : 0; /* IB spec 1.4, 8.3: GRH */
     pt->rx_off = (pt->max_size + 63) & ~(size_t)63;
-    pt->atom_off = pt->rx_off + pt->rx_off;
+    pt->atom_off = pt->rx_off + ((pt->max_size + pt->grh_bytes + 63) & ~(size_t)63);
     if (rc_conn_alloc_buf(c, pt->atom_off + 64) || rc_conn_create_pd_mr(c, pt_access(pt)) ||
         rc_conn_create_cqs(c, pt->o.tx_depth, pt->rx_depth))
         return 1;
@@ -548,7 +583,7 @@ static int pt_post_recvs(struct pt *pt)
 {
     while (pt->rq_posted < pt->rx_depth) {
         struct ibv_sge sge = {.addr = (uint64_t)(uintptr_t)(pt->conn.buf + pt->rx_off),
-                              .length = (uint32_t)pt->max_size,
+                              .length = (uint32_t)(pt->max_size + pt->grh_bytes),
                               .lkey = pt->conn.mr->lkey};
         struct ibv_recv_wr wr = {.wr_id = 0, .sg_list = &sge, .num_sge = 1}, *bad = NULL;
         int err = ibv_post_recv(pt->conn.qp, &wr, &bad);
@@ -577,9 +612,9 @@ static int pt_poll_recv(struct pt *pt, uint64_t size, uint64_t *received, bool r
     for (int i = 0; i < n; i++) {
         if (pt_wc_check(pt, &wc[i], "receive"))
             return 1;
-        if (wc[i].byte_len != size) {
+        if (wc[i].byte_len != size + pt->grh_bytes) {
             fprintf(stderr, "%s: VERIFY FAILED: received %u bytes, expected %" PRIu64 "\n",
-                    pt->prog, wc[i].byte_len, size);
+                    pt->prog, wc[i].byte_len, size + pt->grh_bytes);
             return 2;
         }
     }
@@ -662,6 +697,11 @@ static void pt_wr_init(struct pt *pt, const struct pt_run *r, struct ibv_sge *sg
         break;
     case PT_SEND:
         sge->addr = (uint64_t)(uintptr_t)pt->conn.buf;
+        if (pt->o.qp_type == IBV_QPT_UD) {
+            wr->wr.ud.ah = pt->conn.ah;
+            wr->wr.ud.remote_qpn = pt->conn.peer.qpn;
+            wr->wr.ud.remote_qkey = RC_CONN_UD_QKEY;
+        }
         break;
     case PT_ATOMIC:
         sge->addr = (uint64_t)(uintptr_t)(pt->conn.buf + pt->atom_off + 8);
@@ -733,7 +773,8 @@ static int pt_run_pingpong(struct pt *pt, struct pt_run *r)
         return rc;
     /* Each side checks the last message it received from the peer. */
     enum rc_conn_role peer = client ? RC_CONN_ROLE_SERVER : RC_CONN_ROLE_CLIENT;
-    return pt_verify(pt, pt->conn.buf + pt->rx_off, (size_t)r->size, r->test, r->mode,
+    size_t at = r->test == PT_SEND ? pt->grh_bytes : 0; /* UD: after the GRH */
+    return pt_verify(pt, pt->conn.buf + pt->rx_off + at, (size_t)r->size, r->test, r->mode,
                      r->size_index, peer, pt_seq(total - 1));
 }
 
@@ -853,8 +894,8 @@ static int pt_verify_after(struct pt *pt, const struct pt_run *r)
         return 0;
     }
     if (r->mode == PT_BW && (r->test == PT_WRITE || r->test == PT_SEND))
-        return pt_verify(pt, pt->conn.buf + pt->rx_off, (size_t)r->size, r->test, r->mode,
-                         r->size_index, RC_CONN_ROLE_CLIENT, -1);
+        return pt_verify(pt, pt->conn.buf + pt->rx_off + (r->test == PT_SEND ? pt->grh_bytes : 0),
+                         (size_t)r->size, r->test, r->mode, r->size_index, RC_CONN_ROLE_CLIENT, -1);
     return 0;
 }
 
@@ -862,7 +903,7 @@ static int pt_verify_after(struct pt *pt, const struct pt_run *r)
 static int pt_prepare(struct pt *pt, const struct pt_run *r)
 {
     enum rc_conn_role me = pt->o.role;
-    memset(pt->conn.buf + pt->rx_off, 0, pt->max_size);
+    memset(pt->conn.buf + pt->rx_off, 0, pt->max_size + pt->grh_bytes);
     memset(pt->conn.buf + pt->atom_off, 0, 64);
     pt_fill(pt->conn.buf, (size_t)r->size, r->test, r->mode, r->size_index, me);
     if (r->test == PT_SEND)
@@ -974,6 +1015,11 @@ static int pt_run_test(struct pt *pt, enum pt_test t, enum pt_mode m)
                 printf(" %10" PRIu64 "  skipped: larger than the port's max message\n", r.size);
             continue;
         }
+        if (pt->o.qp_type == IBV_QPT_UD && r.size > pt_mtu_bytes(pt->conn.mtu)) {
+            if (client) /* a UD message is one packet (perftest refuses these sizes) */
+                printf(" %10" PRIu64 "  skipped: larger than the MTU (UD)\n", r.size);
+            continue;
+        }
         int rc = pt_prepare(pt, &r);
         int peer_rc = rc_conn_barrier(&pt->conn, rc, 1);
         if (rc == 0 && peer_rc == 0 && m == PT_LAT && client) {
@@ -1016,6 +1062,7 @@ int perftest_main(int argc, char **argv)
     }
     pt->prog = argc > 0 && argv[0] ? argv[0] : "perftest";
     rc_conn_init(&pt->conn, pt->prog, pt->o.role, pt->o.name);
+    pt->conn.qp_type = pt->o.qp_type;
 
     rc = pt_open(pt);
     if (rc == 0)

@@ -736,12 +736,17 @@ static enum resp_state execute(struct nic_qp *qp, struct resp_ctx *c)
     uint32_t prefix = (m & NIC_OPF_SEND) ? recv_prefix(qp) : 0;
     if (m & NIC_OPF_FIRST)
         e->ar.msg_psn = p->psn; /* ib-ar: the message now in progress */
-    if (prefix) {               /* UD: the GRH first, then the payload behind it */
+    /* UD: the GRH in front of the payload.  It is written after the
+     * payload: issued first it would take the PCIe link from now on and
+     * hold the payload behind it, which lost its cut-through (the UD 4 KiB
+     * SEND latency was 250 ns above RC's); software sees neither before the
+     * CQE, which follows both. */
+    struct nic_op *grh_op = NULL;
+    if (prefix) {
         const struct nic_recv_wqe *r = nic_rq_cur(qp);
-        struct nic_op *op = nic_op_alloc(nic, NIC_OP_PLACE, NULL);
-        build_grh(nic, p, op->grh);
-        nic_sges_to_segs(nic, r->sge, r->num_sge, 0, prefix, op);
-        nic_dma_place(nic, op, op->grh, prefix, qp->qpn, 0, "resp: UD GRH");
+        grh_op = nic_op_alloc(nic, NIC_OP_PLACE, NULL);
+        build_grh(nic, p, grh_op->grh);
+        nic_sges_to_segs(nic, r->sge, r->num_sge, 0, prefix, grh_op);
     }
     if (p->payload_len && !c->placed) { /* ib-ar: placed already when it arrived */
         struct nic_op *op = nic_op_alloc(nic, NIC_OP_PLACE, NULL);
@@ -764,6 +769,8 @@ static enum resp_state execute(struct nic_qp *qp, struct resp_ctx *c)
         nic_dma_place(nic, op, p->payload, p->payload_len, qp->qpn,
                       qp->init.qp_type == IBV_QPT_UD ? 0 : p->psn, "resp: payload");
     }
+    if (grh_op)
+        nic_dma_place(nic, grh_op, grh_op->grh, prefix, qp->qpn, 0, "resp: UD GRH");
     e->resp_off += p->payload_len;
     e->epsn = nic_psn_add(e->epsn, 1);
     if (m & NIC_OPF_LAST) {

@@ -39,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../noise.h"
 #include "pcie_fc.h"
 
 const char *const pcie_kind_names[] = {
@@ -111,6 +112,9 @@ void pcie_params_default(struct pcie_params *p)
      * parallel, so many reads in flight still reach the link rate. */
     p->read_latency_ps = 514 * SIM_NS;
     p->read_fetch_bps = 30400000000ull;
+    /* none: the calibrated profiles turn on "pcie-read" (sim/noise.c, from
+     * the same pcie-bench data as read_latency) */
+    p->read_noise = 0;
     /* Estimate: about half of the ~400 ns unloaded PCIe round trip quoted by
      * system papers (CALIBRATION, PCIe: 1RMA, SIGCOMM'20): the MWr crosses the
      * link and the root complex commits it to the LLC (DDIO); no read-back. */
@@ -237,6 +241,8 @@ struct pcie_link {
     union pcie_slot *free_slots;
     struct pcie_slot_chunk *chunks;
 
+    struct noise rd_noise; /* variation of read_latency (p.read_noise) */
+
     struct pcie_counters c;
     uint32_t trace_id;       /* the host it belongs to (traces) */
     uint32_t tr_qpn, tr_psn; /* pcie_trace_ctx: the next operation's QP and PSN */
@@ -253,6 +259,11 @@ struct pcie_link *pcie_link_create(struct sim *sim, const char *name, const stru
                                                     PCIE_FC_DATA_UNIT_BYTES)) {
         /* (posted data credits too few for one MPS-sized MWr: no write
          * could ever be sent) */
+        errno = EINVAL;
+        return NULL;
+    }
+    char why[8];
+    if (pcie_params_check(p, why, sizeof(why))) {
         errno = EINVAL;
         return NULL;
     }
@@ -276,7 +287,23 @@ struct pcie_link *pcie_link_create(struct sim *sim, const char *name, const stru
     fc_pool_set_unordered(&l->nph);
     fc_pool_init(&l->posted, p->fc_ph_credits, p->fc_pd_credits);
     sim_event_init(&l->pump_ev, pump_event, l, "pcie.pump");
+    char stream[64];
+    snprintf(stream, sizeof(stream), "noise/pcie/%s", l->name);
+    noise_init_preset(&l->rd_noise, sim, p->read_noise, stream);
     return l;
+}
+
+int pcie_params_check(const struct pcie_params *p, char *why, size_t why_len)
+{
+    if (p->read_noise >= noise_presets_count ||
+        noise_presets[p->read_noise].dist.kind == NOISE_PERIODIC) {
+        snprintf(why, why_len,
+                 "pcie.read_noise: '%s' is an interruption source, not a distribution of a "
+                 "completion time",
+                 p->read_noise < noise_presets_count ? noise_presets[p->read_noise].name : "?");
+        return -1;
+    }
+    return 0;
 }
 
 void pcie_link_destroy(struct pcie_link *l)
@@ -540,10 +567,12 @@ static void send_group(struct pcie_link *l, struct pcie_read_op *op, uint64_t k)
     sim_time_t prev = op->fetch_free;
     if (op->chain && *op->chain > prev)
         prev = *op->chain;
-    sim_time_t f0 =
-        max_time(sim_time_add(a0, l->p.read_latency_ps), prev) + fetch_ps(l, first_bytes);
+    /* the root complex's latency varies from read to read (p.read_noise);
+     * the groups' completions then come back in the order they are ready */
+    sim_time_t lat = noise_apply(&l->rd_noise, l->p.read_latency_ps);
+    sim_time_t f0 = max_time(sim_time_add(a0, lat), prev) + fetch_ps(l, first_bytes);
     g->a0l = f0;
-    g->a0_nf = sim_time_add(a0, l->p.read_latency_ps);
+    g->a0_nf = sim_time_add(a0, lat);
     g->step = full_fetch > l->mrd_ps ? full_fetch : l->mrd_ps;
     g->r_last =
         k == 1 ? f0

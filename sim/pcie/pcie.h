@@ -17,6 +17,7 @@
 #ifndef RNICSIM_PCIE_H
 #define RNICSIM_PCIE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "../sim.h"
@@ -48,10 +49,17 @@ struct pcie_params {
     uint32_t fc_ph_credits;  /* posted headers: 1 per MWr */
     uint32_t fc_pd_credits;  /* posted data: 1 per 16 B of MWr payload */
     uint32_t fc_nph_credits; /* non-posted headers: 1 per MRd */
+    /* Variation of read_latency: a noise preset (sim/noise.h, by index;
+     * 0 = none), one draw per group of MRds sent together (a DMA read's
+     * first requests), on the link's own stream "noise/pcie/<name>".  An
+     * interruption preset (NOISE_PERIODIC) is refused (pcie_params_check). */
+    unsigned read_noise;
 };
 
 /* Defaults for Gen3 x16, MPS 256, MRRS 512, each field's source in pcie.c. */
 void pcie_params_default(struct pcie_params *p);
+/* 0, or -1 with the reason in why (a read_noise that is not a distribution). */
+int pcie_params_check(const struct pcie_params *p, char *why, size_t why_len);
 /* Raw rate of the link after line encoding, bits per second. */
 uint64_t pcie_link_rate_bps(const struct pcie_params *p);
 /* Effective rate after DLLP overhead (what TLP bytes are serialised at). */

@@ -104,9 +104,12 @@ run tick3 "$pp" --set hardware.host.os.noise=os-tick-250hz --seed 9
 check "ticks: median unchanged (within 1 %)" \
     "near \$(val tick hostbench_rtt t_p50_us) $b \$($py -c 'print($b * 0.01)')"
 # a tick stalls a CPU 5 us; the round trip that meets one waits for the
-# part of it that remains (two CPUs: at most two ticks)
+# part of it that remains (two CPUs: at most two ticks).  How much remains
+# depends on where in the tick it lands: 3.9 us without PCIe completion
+# noise, 2.0 us with it (pcie.read_noise moves the round trips' phase), so
+# the bound is "a visible part", 0.5 us
 check "ticks: the maximum grows by part of a tick ($(val base hostbench_rtt t_max_us) -> $(val tick hostbench_rtt t_max_us) us)" \
-    "$py -c 'import sys; d = $(val tick hostbench_rtt t_max_us) - $(val base hostbench_rtt t_max_us); sys.exit(0 if 2 <= d <= 10.1 else 1)'"
+    "$py -c 'import sys; d = $(val tick hostbench_rtt t_max_us) - $(val base hostbench_rtt t_max_us); sys.exit(0 if 0.5 <= d <= 10.1 else 1)'"
 check "ticks: the OS took CPU time (os_stalls_ps > 0)" "[ \$(host tick h1 os_stalls_ps) -gt 0 ]"
 check "ticks: same seed, byte-identical results" "cmp -s '$scratch/tick.json' '$scratch/tick2.json'"
 check "ticks: another seed, another run" "! cmp -s '$scratch/tick.json' '$scratch/tick3.json'"
@@ -136,4 +139,6 @@ bad_run "host.nic_socket past host.sockets" "host.nic_socket: 2, but the host ha
 bad_run "host.os.noise: a wakeup distribution" "host.os.noise: 'poll-wakeup' is not an interruption source" \
     "$pp" --set hardware.host.os.noise=poll-wakeup
 bad_run "host.threads_per_core: 3" "expected one of 1, 2" "$pp" --set hardware.host.threads_per_core=3
+bad_run "pcie.read_noise: an interruption source" "pcie.read_noise: 'os-tick-250hz' is an interruption source" \
+    "$pp" --set hardware.pcie.read_noise=os-tick-250hz
 finish

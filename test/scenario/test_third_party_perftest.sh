@@ -57,7 +57,8 @@ YAML
     echo $?
 }
 # the client's (h1) result line of a perftest table: " <bytes> <iters> ..."
-row() { grep "^\[h1/ib_$1#1\]  *$2 " "$scratch/$1.out" | head -1 | sed 's/^\[[^]]*\]//'; }
+# (row NAME SIZE [PROGRAM]: the program is ib_NAME unless given)
+row() { grep "^\[h1/ib_${3:-$1}#1\]  *$2 " "$scratch/$1.out" | head -1 | sed 's/^\[[^]]*\]//'; }
 builtin() { # NAME TABLE KEY: the built-in's first row value
     $py - "$scratch/$1.json" "$2" "$3" <<'PY'
 import json, sys
@@ -133,6 +134,16 @@ rc=$(scenario send_lat_b 'program: perftest, args: [--server, --tests=send, --mo
     'program: perftest, args: [--client, --tests=send, --modes=lat, --sizes=2, --iters=200]')
 b=$(builtin send_lat_b send_lat t_p50_us)
 check "ib_send_lat t_typical $typ us agrees with the built-in's p50 $b us" "agree '$typ' '$b'"
+
+# --- ib_send_lat -c UD: the same over UD (address handle, Q_Key, a GRH in
+# front of every receive; inline 188), against the built-in's --conn=UD
+rc=$(scenario send_lat_ud 'program: ./ib_send_lat.so, args: [-c, UD, -n, "200"]' 'program: ./ib_send_lat.so, args: [-c, UD, -n, "200", h0]')
+check "ib_send_lat -c UD: both sides exit 0 (got $rc)" "[ $rc -eq 0 ] && grep -q 'Connection type : UD' '$scratch/send_lat_ud.out'"
+typ=$(row send_lat_ud 2 send_lat | awk '{print $5}')
+rc=$(scenario send_lat_ud_b 'program: perftest, args: [--server, --tests=send, --modes=lat, --sizes=2, --iters=200, --conn=UD]' \
+    'program: perftest, args: [--client, --tests=send, --modes=lat, --sizes=2, --iters=200, --conn=UD]')
+b=$(builtin send_lat_ud_b send_lat t_p50_us)
+check "ib_send_lat -c UD t_typical $typ us agrees with the built-in's --conn=UD p50 $b us" "agree '$typ' '$b'"
 
 # --- ib_atomic_lat: one FETCH_AND_ADD at a time, 200 iterations
 rc=$(scenario atomic_lat 'program: ./ib_atomic_lat.so, args: [-n, "200"]' 'program: ./ib_atomic_lat.so, args: [-n, "200", h0]')

@@ -191,9 +191,9 @@ static void test_doubles(void)
     check_double(123456.789, "123456.789");
     check_double(5e-324, "4.94065645841247e-324"); /* 15 digits suffice */
     check_double(1.7976931348623157e308, "1.7976931348623157e+308");
-    check_double(NAN, "null");
-    check_double(INFINITY, "null");
-    check_double(-INFINITY, "null");
+    check_double((double)NAN, "null");
+    check_double((double)INFINITY, "null");
+    check_double(-(double)INFINITY, "null");
 
     /* Round trip over a deterministic spread of values. */
     uint64_t x = 0x9E3779B97F4A7C15ull;

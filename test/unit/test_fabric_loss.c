@@ -209,7 +209,7 @@ static void test_params(void)
     CHECK(link_create(sim, "bad", &lp, pool) == NULL);
     lp.loss_prob = -0.1;
     CHECK(link_create(sim, "bad", &lp, pool) == NULL);
-    lp.loss_prob = NAN;
+    lp.loss_prob = (double)NAN;
     CHECK(link_create(sim, "bad", &lp, pool) == NULL);
     lp.loss_prob = 0.0;
     lp.corrupt_prob = 2.0;

@@ -449,9 +449,11 @@ static void test_out_of_order(void)
     }
     CHECK_EQ_U64(sum, 64 * 63 / 2);
     CHECK(descents > 0);
+    CHECK(small_first > 0); /* a later 64 B READ overtakes an earlier 4 KiB one */
     printf("1rma: WRITE 4 KiB then READ 64 B complete as %" PRIu64 ", %" PRIu64
-           "; 64 READs (4 KiB / 64 B) on leaf-spine: %u completions before an earlier op\n",
-           t->first_two[0], t->first_two[1], descents);
+           "; 64 READs (4 KiB / 64 B) on leaf-spine: %u completions before an earlier op, "
+           "%u of them a 64 B READ before a 4 KiB one\n",
+           t->first_two[0], t->first_two[1], descents, small_first);
     fx_destroy(t->fx);
     free(t);
 }

@@ -84,18 +84,17 @@ static const struct {
      "(docs/validation.md qp-cx6-read-*, a known limit: the model's collapse comes later)"},
     {"nic.rd_ctx_ways", "nic.c default, estimate"},
     {"nic.rd_ctx", "mlx5 PRM: a miss re-reads the READ's WQE basic block (64 B)"},
-    {"nic.rd_ctx_max_misses", "nic.c default: 0 = nic.pus, misses overlap over the processing "
-                              "units (ConnectX-6: READ keeps 21 Mops at 4096 QPs, "
-                              "docs/validation.md qp-cx6-read-4096)"},
-    {"nic.rd_ctx_per", "nic.c default: per QP (ConnectX-6: SMART's 768 outstanding READs on 96 "
-                       "QPs run at 111 Mops, docs/validation.md smart-cx6-read-96thr)"},
+    {"nic.rd_ctx_max_misses",
+     "nic.c default: 0 = nic.pus, misses overlap over the processing units (ConnectX-6: READ keeps "
+     "21 Mops at 4096 QPs, docs/validation.md qp-cx6-read-4096)"},
+    {"nic.rd_ctx_per", "nic.c default: per QP (ConnectX-6: SMART's 768 outstanding READs on 96 QPs "
+                       "run at 111 Mops, docs/validation.md smart-cx6-read-96thr)"},
     {"nic.rd_ctx_miss_proc", "nic.c default: no handler time beyond the PCIe read"},
     {"nic.wqe_cache_entries",
-     "nic.c default: off (0); cx6-200g sets 1536, fitted to SMART (ASPLOS'24) "
-     "Fig. 4a (docs/validation.md smart-cx6-read-96thr-d16)"},
+     "nic.c default: off; only ConnectX-6's is measured (SMART, cx6-200g)"},
     {"nic.wqe_cache_ways", "nic.c default, estimate: 8-way"},
-    {"nic.rwqe_cache_entries", "nic.c default: off (0); no published size (estimate to set with "
-                               "--set, e.g. as many as nic.qpc_cache_entries)"},
+    {"nic.rwqe_cache_entries", "nic.c default: off; no published size (estimate to set with --set, "
+                               "e.g. as many as nic.qpc_cache_entries)"},
     {"nic.rwqe_ways", "nic.c default, estimate: 8-way, as the QP-context cache"},
     {"nic.rwqe_prefetch", "nic.c default, estimate: 8 WQEs (128 B, two 64 B lines) per fetch"},
     {"nic.rwqe", "mlx5 PRM: a receive WQE is its data segments, 16 B each (one SGE)"},
@@ -158,6 +157,8 @@ static const struct {
     {"pcie.read_fetch_rate",
      "same fit: the host returns one read's data at 30.4 Gb/s, its requests in turn; reads of "
      "different DMA operations in parallel (docs/pcie.md \"Read fetch rate\")"},
+    {"pcie.read_noise", "estimate: no noise unless a profile turns it on (sim/pcie/pcie.c; the "
+                        "calibrated profiles use pcie-read, docs/noise.md)"},
     {"pcie.write_latency",
      "estimate: half of the ~400 ns unloaded PCIe round trip (CALIBRATION, PCIe: 1RMA)"},
     {"pcie.mmio_latency", "estimate: CPU store through the root complex, half of the ~400 ns round "

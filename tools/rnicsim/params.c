@@ -237,6 +237,9 @@ const struct param_def hw_params[] = {
       "DMA read request at device -> first completion back (excl. serialisation)"),
     P("pcie.read_fetch_rate", PARAM_RATE, pcie, read_fetch_bps,
       "host returns one DMA read's data at this rate, its requests in turn (0 = instantly)"),
+    PE("pcie.read_noise", pcie, read_noise, noise_preset_names,
+       "variation of pcie.read_latency per DMA read: a named distribution (docs/noise.md), none = "
+       "off"),
     P("pcie.write_latency", PARAM_TIME, pcie, write_latency_ps,
       "last MWr byte leaves the device -> visible in host memory"),
     P("pcie.mmio_latency", PARAM_TIME, pcie, mmio_latency_ps,

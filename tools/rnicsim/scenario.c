@@ -938,7 +938,8 @@ static int read_scenario(struct scenario *s, const struct scenario_opts *o, stru
         params_check(&s->hw, cfg_child(root, "hardware"), pn ? pn : root, err))
         return -1;
     char why[256];
-    if (host_params_check(&s->hw.cpu, why, sizeof(why))) {
+    if (host_params_check(&s->hw.cpu, why, sizeof(why)) ||
+        pcie_params_check(&s->hw.pcie, why, sizeof(why))) {
         struct cfg_node *at = cfg_child(root, "hardware");
         return cfg_errorf(err, at ? at : pn ? pn : root, "%s%s", at || pn ? "" : "hardware: ", why);
     }
