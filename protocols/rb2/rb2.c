@@ -440,7 +440,8 @@ static int rb2_reserve(struct rb2 *rb, uint32_t units, uint64_t *pad)
          * allows the next one); a READ that brought a head from before the
          * receiver's last reads would otherwise leave the sender waiting
          * for a pull it never issues */
-        if (c->head == RB2_HEAD_LAZY_PULL && (rb2_poll_send(rb, false) || rb2_pull(rb)))
+        if ((c->head == RB2_HEAD_LAZY_PULL || c->head == RB2_HEAD_PULL_FULL) &&
+            (rb2_poll_send(rb, false) || rb2_pull(rb)))
             return -1;
         return RB2_FULL;
     }
@@ -669,7 +670,7 @@ static int rb2_head_sync(struct rb2 *rb)
     /* every γ messages, and (needed but unstated) whenever half the ring
      * was consumed since the last push: γ messages of more than one unit
      * may not fit in the ring, and the sender would wait for ever */
-    if (c->head == RB2_HEAD_LAZY_PULL ||
+    if (c->head == RB2_HEAD_LAZY_PULL || c->head == RB2_HEAD_PULL_FULL ||
         (rx->msgs - rx->msgs_synced < gamma && rx->head - rx->synced_head < c->units / 2))
         return 0;
     struct ibv_sge sge = {.addr = (uint64_t)(uintptr_t)src, .length = 8, .lkey = rb->conn.mr->lkey};
@@ -771,9 +772,11 @@ static int rb2_rx_done(struct rb2 *rb, uint8_t *slot, uint32_t units)
 {
     struct rb2_rx *rx = rb->rx;
     const struct rb2_config *c = &rb->cfg;
-    if (c->tail == RB2_TAIL_POLL_MSG || c->tail == RB2_TAIL_LEN_WORD) {
-        /* processed memory zeroed for the next lap's poll */
-        size_t n = c->tail == RB2_TAIL_POLL_MSG ? (size_t)units * c->unit_bytes : RB2_HDR_BYTES;
+    if (c->zero_read || c->tail == RB2_TAIL_POLL_MSG || c->tail == RB2_TAIL_LEN_WORD) {
+        /* processed memory zeroed for the next lap's poll (L5 zeroes
+         * every message it read, whatever the tail method) */
+        size_t n = c->tail == RB2_TAIL_POLL_MSG || c->zero_read ? (size_t)units * c->unit_bytes
+                                                                : RB2_HDR_BYTES;
         memset(slot, 0, n);
         host_touch_write(slot, n);
     }

@@ -49,7 +49,15 @@
     8 /* WRs one call posts at most, as one list */ /* poll message: the last byte of the          \
                                                        message's last 8 */
 
-enum rb2_head_sync { RB2_HEAD_LAZY_PUSH, RB2_HEAD_LAZY_PULL, RB2_HEAD_ACTIVE_PUSH };
+/* RB2_HEAD_PULL_FULL: the sender READs the receiver's head only when it
+ * finds the ring full (L5RDMA's VirtualRDMARingBuffer::waitUntilSendFree:
+ * a signaled READ of the remote read position, spun on until it completes). */
+enum rb2_head_sync {
+    RB2_HEAD_LAZY_PUSH,
+    RB2_HEAD_LAZY_PULL,
+    RB2_HEAD_ACTIVE_PUSH,
+    RB2_HEAD_PULL_FULL
+};
 enum rb2_tail_sync { RB2_TAIL_WRITE_TWICE, RB2_TAIL_POLL_CQ, RB2_TAIL_POLL_MSG, RB2_TAIL_LEN_WORD };
 enum rb2_elastic { RB2_ELASTIC_TEXT, RB2_ELASTIC_AS_PRINTED, RB2_ELASTIC_OFF };
 
@@ -75,6 +83,8 @@ struct rb2_config {
     uint32_t sq_depth;     /* send queue depth (a signaled WR at least every half) */
     uint32_t inline_bytes; /* data WRITEs of at most this many bytes go inline (<= 220) */
     bool post_each;        /* one ibv_post_send per WR (else one list per call) */
+    bool zero_read;        /* the receiver zeroes every message it processed (L5RDMA's
+                            * receive(): std::fill over header, payload and trailer) */
 };
 
 /* RB²'s published configuration: α 32, β 16, γ 32, lazy push, write

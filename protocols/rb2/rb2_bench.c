@@ -3,11 +3,11 @@
  *   rb2 --server | --client [--variant=rb2|farm|sd|l5] [--mode=bw|pingpong|rpc|example]
  *       [--size=B] [--resp-size=B] [--slots=N] [--messages=N] [--warmup=N]
  *       [--bytes=V [--max-messages=N]] [--threads=T] [--window=W]
- *       [--head=push|pull|active] [--tail=wt|cq|pollmsg|lenword]
+ *       [--head=push|pull|active|pullfull] [--tail=wt|cq|pollmsg|lenword]
  *       [--alpha=A] [--beta=B] [--gamma=G] [--elastic=text|as_printed|off]
  *       [--batching=0|1] [--zero-copy=0|1] [--cache-friendly=0|1]
  *       [--hugepages=0|1] [--numa=0|1] [--sync-send=0|1] [--ablation=M1..M9]
- *       [--inline=N] [--post=list|each] [--sw-ns=N] [--name=P]
+ *       [--inline=N] [--post=list|each] [--zero-read=0|1] [--sw-ns=N] [--name=P]
  *       [server-host]
  *
  * --variant picks a row of the paper's Table I (the presets below); the
@@ -112,9 +112,19 @@ static int rb2b_variant(struct rb2b_opts *o, const char *v)
     } else if (!strcmp(v, "sd")) { /* WRITE_WITH_IMM + poll CQ, <= 10 in flight */
         c->tail = RB2_TAIL_POLL_CQ;
         c->max_inflight = 10;
-    } else if (!strcmp(v, "l5")) { /* write twice, no batching, small messages inline */
+    } else if (!strcmp(v, "l5")) {
+        /* write twice, no batching, small messages inline; as its open
+         * source does (L5RDMA, datastructures/VirtualRDMARingBuffer.h,
+         * the paper's reference [34]): the head pulled by a READ only when
+         * the sender finds the ring full (waitUntilSendFree), the data and
+         * the second WRITE posted one at a time (sendParanoid: two
+         * postWorkRequest calls), every message zeroed by the receiver
+         * after it was read (receive: std::fill) */
         c->tail = RB2_TAIL_WRITE_TWICE;
         c->inline_bytes = 64;
+        c->head = RB2_HEAD_PULL_FULL;
+        c->post_each = true;
+        c->zero_read = true;
     } else {
         return -1;
     }
@@ -141,11 +151,12 @@ static int rb2b_usage(const char *prog, const char *bad)
         "[--mode=bw|pingpong|rpc|example]\n"
         "   [--size=B] [--resp-size=B] [--slots=N] [--messages=N] [--bytes=V] [--max-messages=N]\n"
         "   [--warmup=N] [--threads=T]\n"
-        "   [--window=W] [--head=push|pull|active] [--tail=wt|cq|pollmsg|lenword]\n"
+        "   [--window=W] [--head=push|pull|active|pullfull] [--tail=wt|cq|pollmsg|lenword]\n"
         "   [--alpha=A] [--beta=B] [--gamma=G] [--elastic=text|as_printed|off] [--batching=0|1]\n"
         "   [--zero-copy=0|1] [--cache-friendly=0|1] [--hugepages=0|1] [--numa=0|1]\n"
         "   [--sync-send=0|1] [--ablation=M1..M9]\n"
-        "   [--inline=N] [--post=list|each] [--sw-ns=N] [--name=P] [server-host]\n",
+        "   [--inline=N] [--post=list|each] [--zero-read=0|1] [--sw-ns=N] [--name=P]\n"
+        "   [server-host]\n",
         prog);
     return bad ? 2 : 1;
 }
@@ -249,6 +260,10 @@ static int rb2b_parse(int argc, char **argv, struct rb2b_opts *o)
             c->head = RB2_HEAD_LAZY_PULL;
         else if (!strcmp(a, "--head=active"))
             c->head = RB2_HEAD_ACTIVE_PUSH;
+        else if (!strcmp(a, "--head=pullfull"))
+            c->head = RB2_HEAD_PULL_FULL;
+        else if (!strncmp(a, "--zero-read=", 12) && rb2b_bool(a + 12, &b))
+            c->zero_read = b;
         else if (!strcmp(a, "--tail=wt"))
             c->tail = RB2_TAIL_WRITE_TWICE;
         else if (!strcmp(a, "--tail=cq"))

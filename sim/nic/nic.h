@@ -471,6 +471,8 @@ struct nic_counters {
                               access); whole messages lost on the wire are not seen */
     uint64_t ud_no_recv;   /* UD messages dropped for want of a posted receive */
     uint64_t xrc_bad_srqn; /* XRC requests NAKed: XRCETH names no XRC SRQ of the domain */
+    /* READ/atomic requests held for a slot of a full responder work FIFO (resp.c) */
+    uint64_t resp_work_waits;
     /* transport personalities */
     uint64_t srd_retransmits; /* EFA SRD packets sent again after a timeout or an RNR NAK */
     uint64_t srd_duplicates;  /* EFA SRD messages received again (ACKed, not delivered) */

@@ -411,6 +411,10 @@ struct nic_qp_engine {
     bool resp_aq_open; /* its tail moved, its receiver CQE not yet written */
     struct pkt *aq_wait, *aq_held_head, *aq_held_tail;
     struct sim_event aq_ev;
+    /* a READ or atomic request that found the work FIFO full waits for a
+     * slot (resp.c check_resource); the QP's later packets queue behind it
+     * in aq_held_* */
+    struct pkt *work_wait;
 
     /* transport personality state (pers.c), allocated on first use */
     struct nic_pers *pers;

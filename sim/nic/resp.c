@@ -295,10 +295,33 @@ static void resp_stage_fill(struct nic_qp *qp)
     }
 }
 
+static void resp_run(struct nic_qp *qp, struct resp_ctx *cp, enum resp_state st);
+static void resp_drain_held(struct nic_qp *qp);
+
+/* A slot of the work FIFO is free again: the waiting READ / atomic goes on
+ * from the resource check, then the packets that queued behind it. */
+static void resp_work_resume(struct nic_qp *qp)
+{
+    struct nic_qp_engine *e = qp->eng;
+    struct pkt *p = e->work_wait;
+    if (!p || e->dead || work_count(e) >= NIC_RESP_WORK_SLOTS - 1)
+        return;
+    e->work_wait = NULL;
+    if (!nic_qp_can_receive(qp)) {
+        pkt_free(qp->nic->pool, p);
+        return;
+    }
+    struct resp_ctx c = {.p = p, .mask = nic_opcode(p->opcode)->mask};
+    resp_run(qp, &c, RESP_CHECK_RESOURCE);
+    resp_drain_held(qp);
+}
+
 static void resp_stage_run(struct nic_qp *qp)
 {
     struct nic_qp_engine *e = qp->eng;
     resp_stage_fill(qp);
+    if (e->work_wait)
+        resp_work_resume(qp);
     struct nic_stage *s = &e->resp_stage;
     if (nic_stage_head_ready(s))
         nic_tx_src_ready(qp->nic, &e->resp_src);
@@ -475,8 +498,17 @@ static enum resp_state check_resource(struct nic_qp *qp, struct resp_ctx *c)
         uint32_t max = qp->attr.max_dest_rd_atomic ? qp->attr.max_dest_rd_atomic : 1;
         if (e->rd_resp_outstanding >= max)
             return fatal(c, NIC_AETH_NAK_INV_REQ, IBV_WC_SUCCESS);
-        if (work_count(e) >= NIC_RESP_WORK_SLOTS - 1)
-            return drop(c, "resp: work queue full"); /* not taken: the requester resends */
+        if (work_count(e) >= NIC_RESP_WORK_SLOTS - 1) {
+            /* the FIFO is full of ACKs waiting for their placements: the
+             * request waits on chip for a slot (resp_work_resume) and the
+             * QP's later packets behind it, as a lossless link's receiver
+             * holds what it cannot take yet (InfiniBand credits, PFC)
+             * rather than dropping it for the requester's timeout */
+            e->work_wait = c->p;
+            qp->nic->cnt.resp_work_waits++;
+            c->owned = true;
+            return RESP_DONE;
+        }
     }
     return RESP_CHECK_ACCESS;
 }
@@ -1226,7 +1258,7 @@ static void resp_rx_now(struct nic_qp *qp, struct pkt *p)
 void nic_resp_rx(struct nic_qp *qp, struct pkt *p)
 {
     struct nic_qp_engine *e = qp->eng;
-    if (e->aq_wait) { /* an append's first packet is at the TPT: keep arrival order */
+    if (e->aq_wait || e->work_wait) { /* a packet waits (the TPT, a work slot): keep order */
         p->next = NULL;
         if (e->aq_held_tail)
             e->aq_held_tail->next = p;
@@ -1254,9 +1286,17 @@ static void aq_tpt_fn(struct sim *sim, struct sim_event *ev)
         return;
     struct resp_ctx c = {.p = p, .mask = nic_opcode(p->opcode)->mask, .tpt_done = true};
     resp_run(qp, &c, RESP_CHECK_ACCESS);
+    resp_drain_held(qp);
+}
+
+/* The packets held behind a waiting one (aq_wait, work_wait), in arrival
+ * order, until one has to wait again. */
+static void resp_drain_held(struct nic_qp *qp)
+{
+    struct nic_qp_engine *e = qp->eng;
     if (ar_qp(qp))
         ar_drain(qp);
-    while (!e->aq_wait && e->aq_held_head) {
+    while (!e->aq_wait && !e->work_wait && e->aq_held_head) {
         struct pkt *h = e->aq_held_head;
         e->aq_held_head = h->next;
         if (!e->aq_held_head)
@@ -1302,6 +1342,9 @@ static void aq_clear(struct nic_qp *qp)
     if (e->aq_wait)
         pkt_free(qp->nic->pool, e->aq_wait);
     e->aq_wait = NULL;
+    if (e->work_wait)
+        pkt_free(qp->nic->pool, e->work_wait);
+    e->work_wait = NULL;
     while (e->aq_held_head) {
         struct pkt *h = e->aq_held_head;
         e->aq_held_head = h->next;

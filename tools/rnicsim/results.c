@@ -175,6 +175,7 @@ static void write_nic(struct json_writer *w, const struct nic_counters *c)
     json_kv_u64(w, "dma_reads", c->dma_reads);
     json_kv_u64(w, "dma_writes", c->dma_writes);
     json_kv_u64(w, "rx_drops", c->rx_drops);
+    json_kv_u64(w, "resp_work_waits", c->resp_work_waits);
     /* caches and units inside the RNIC (docs/nic.md "Caches inside the RNIC") */
     json_kv_u64(w, "qpc_hits", c->qpc_hits);
     json_kv_u64(w, "qpc_misses", c->qpc_misses);
