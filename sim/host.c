@@ -77,12 +77,11 @@ void host_cpu_params_default(struct host_cpu_params *p)
 
 int host_params_check(const struct host_cpu_params *p, char *why, size_t why_len)
 {
-    if (p->wakeup_noise >= noise_presets_count ||
-        noise_presets[p->wakeup_noise].dist.kind == NOISE_PERIODIC) {
+    if (!noise_preset_is_delay(p->wakeup_noise)) {
         snprintf(why, why_len,
                  "host.cpu.wakeup_noise: '%s' is an interruption source, not a distribution of "
                  "a wakeup (use it as host.os.noise)",
-                 p->wakeup_noise < noise_presets_count ? noise_presets[p->wakeup_noise].name : "?");
+                 noise_preset_name(p->wakeup_noise));
         return -1;
     }
     return host_topo_params_check(&p->topo, why, why_len) ||

@@ -131,6 +131,16 @@ sim_time_t noise_resume(const struct noise *n, sim_time_t t)
     return r < n->stall_ps ? t + (n->stall_ps - r) : t;
 }
 
+bool noise_preset_is_delay(unsigned idx)
+{
+    return idx < noise_presets_count && noise_presets[idx].dist.kind != NOISE_PERIODIC;
+}
+
+const char *noise_preset_name(unsigned idx)
+{
+    return idx < noise_presets_count ? noise_presets[idx].name : "?";
+}
+
 void noise_init_preset(struct noise *n, const struct sim *sim, unsigned idx,
                        const char *stream_name)
 {

@@ -83,6 +83,12 @@ struct noise {
 /* Set `n` up to draw from `d` on the stream (sim seed, stream_name). */
 void noise_init(struct noise *n, const struct sim *sim, const struct noise_dist *d,
                 const char *stream_name);
+/* Whether preset `idx` draws a delay (a distribution, not one of the
+ * interruption sources): what a per-operation noise parameter accepts.
+ * Out of range: false. */
+bool noise_preset_is_delay(unsigned idx);
+/* Its name for a message ("?" out of range). */
+const char *noise_preset_name(unsigned idx);
 /* The same from preset number `idx` (out of range: none). */
 void noise_init_preset(struct noise *n, const struct sim *sim, unsigned idx,
                        const char *stream_name);

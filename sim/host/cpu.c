@@ -94,11 +94,11 @@ int host_topo_params_check(const struct host_topo_params *p, char *why, size_t w
         snprintf(why, why_len,
                  "host.os.ctx_switch: must be shorter than host.os.sched_min_granularity");
     else if (p->os_noise >= noise_presets_count ||
-             (p->os_noise && noise_presets[p->os_noise].dist.kind != NOISE_PERIODIC))
+             (p->os_noise && noise_preset_is_delay(p->os_noise)))
         snprintf(why, why_len,
                  "host.os.noise: '%s' is not an interruption source (os-tick-250hz, "
                  "os-tick-1000hz or none)",
-                 p->os_noise < noise_presets_count ? noise_presets[p->os_noise].name : "?");
+                 noise_preset_name(p->os_noise));
     else
         return 0;
     return -1;

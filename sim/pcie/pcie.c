@@ -295,12 +295,11 @@ struct pcie_link *pcie_link_create(struct sim *sim, const char *name, const stru
 
 int pcie_params_check(const struct pcie_params *p, char *why, size_t why_len)
 {
-    if (p->read_noise >= noise_presets_count ||
-        noise_presets[p->read_noise].dist.kind == NOISE_PERIODIC) {
+    if (!noise_preset_is_delay(p->read_noise)) {
         snprintf(why, why_len,
                  "pcie.read_noise: '%s' is an interruption source, not a distribution of a "
                  "completion time",
-                 p->read_noise < noise_presets_count ? noise_presets[p->read_noise].name : "?");
+                 noise_preset_name(p->read_noise));
         return -1;
     }
     return 0;
