@@ -147,8 +147,9 @@ const char *sim_trace_track_name(enum trace_track t)
 const char *sim_trace_cache_name(enum trace_cache c)
 {
     static const char *const names[TRC_COUNT] = {
-        [TRC_QPC] = "qp context", [TRC_RDC] = "read context", [TRC_MPT] = "mpt",
-        [TRC_MTT] = "mtt",        [TRC_RWQE] = "receive wqe", [TRC_WQE] = "wqe"};
+        [TRC_QPC] = "qp context",  [TRC_RDC] = "read context", [TRC_MPT] = "mpt",
+        [TRC_MTT] = "mtt",         [TRC_RWQE] = "receive wqe", [TRC_WQE] = "wqe",
+        [TRC_RDQ] = "read tracker"};
     return (unsigned)c < TRC_COUNT ? names[c] : "?";
 }
 

@@ -81,7 +81,7 @@ enum trace_track {
     TRK_COUNT
 };
 
-enum trace_cache { TRC_QPC, TRC_RDC, TRC_MPT, TRC_MTT, TRC_RWQE, TRC_WQE, TRC_COUNT };
+enum trace_cache { TRC_QPC, TRC_RDC, TRC_MPT, TRC_MTT, TRC_RWQE, TRC_WQE, TRC_RDQ, TRC_COUNT };
 
 /* Field use per kind (0 where not said):
  *

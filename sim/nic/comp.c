@@ -422,8 +422,8 @@ static void rd_atomic_done(struct nic_qp *qp, struct nic_send_wqe *w)
     bool counted = w->state != NIC_WQE_RETRY; /* a rewind already gave its credit back */
     w->state = NIC_WQE_DONE;
     e->comp_rd_pkt = 0;
-    if (counted && e->rd_outstanding)
-        e->rd_outstanding--;
+    if (counted && e->rd_outstanding && !--e->rd_outstanding)
+        nic_rdctx_qp_idle(qp->nic, qp->qpn);
     nic_comp_advance(qp);
     if (nic_qp_can_send(qp))
         nic_req_kick(qp); /* a READ/atomic credit came back */

@@ -21,6 +21,7 @@
  * round trip, and the units bound how many of those overlap. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "nic_priv.h"
 
@@ -50,6 +51,7 @@ int nic_cache_configure(struct nic *nic, struct nic_cache *c, uint32_t ways)
     c->trace_node = nic->node_id; /* its track in traces */
     c->trace_id = (uint8_t)(c == &nic->qpc   ? TRC_QPC
                             : c == &nic->rdc ? TRC_RDC
+                            : c == &nic->rdq ? TRC_RDQ
                             : c == &nic->mpt ? TRC_MPT
                             : c == &nic->rwq ? TRC_RWQE
                             : c == &nic->wqc ? TRC_WQE
@@ -62,40 +64,105 @@ int nic_cache_configure(struct nic *nic, struct nic_cache *c, uint32_t ways)
     return 0;
 }
 
-/* A requester READ/atomic context fetch: one WQE-sized read of the send
- * queue (the READ's local addresses and the QP's response state), then
- * nic.rd_ctx_miss_proc in the miss handler (0 on ConnectX-5/6, whose
- * misses overlap over the processing units; ConnectX-3 handles them one
- * at a time on a slow path: nic.rd_ctx_max_misses 1).  The processing
- * unit holding the response waits throughout, so a serialised miss
- * handler stalls every unit behind it: the requester-side READ collapse
- * with QPs (docs/nic.md "READ and atomic engines"). */
-static void rdc_filled(struct sim *sim, void *a, void *b)
+/* The requester's READ miss handler: a READ response or atomic ACK whose
+ * state is not on chip (its per-READ context in rdc, its QP's
+ * READ-response tracker in rdq) waits, holding its processing unit, for a
+ * PCIe read of nic.rd_ctx bytes and then nic.rd_ctx_miss_proc in the
+ * handler.  With nic.rd_ctx_max_misses 0 (ConnectX-5/6) every miss starts
+ * at once and they overlap over the processing units (each cache bounds
+ * its own fetches to nic.pus).  With rd_ctx_max_misses N > 0 (ConnectX-3,
+ * N = 1: a slow path) the misses of both tables queue for one handler of
+ * N slots in arrival order, so a response missing both waits for two
+ * handler turns and a serialised handler stalls every unit behind it: the
+ * requester-side READ collapse with QPs (docs/nic.md "READ and atomic
+ * engines"). */
+struct nic_rd_miss {
+    struct nic_rd_miss *next, *all; /* FIFO / free list; every record */
+    struct nic *nic;
+    struct nic_cache *c;
+    uint64_t key;
+};
+
+static void rdm_start(struct nic *nic, struct nic_rd_miss *m);
+
+static void rdm_pump(struct nic *nic)
+{
+    while (nic->rdm_head && nic->rdm_busy < nic->p.rd_ctx_max_misses) {
+        struct nic_rd_miss *m = nic->rdm_head;
+        nic->rdm_head = m->next;
+        if (!nic->rdm_head)
+            nic->rdm_tail = NULL;
+        rdm_start(nic, m);
+    }
+}
+
+static void rdm_filled(struct sim *sim, void *a, void *b)
 {
     (void)sim;
     struct nic *nic = a;
-    nic_cache_filled(&nic->rdc, (uint64_t)(uintptr_t)b);
+    struct nic_rd_miss *m = b;
+    struct nic_cache *c = m->c;
+    uint64_t key = m->key;
+    m->next = nic->rdm_free;
+    nic->rdm_free = m;
+    if (nic->p.rd_ctx_max_misses) {
+        nic->rdm_busy--;
+        rdm_pump(nic);
+    }
+    nic_cache_filled(c, key);
 }
 
-static void rdc_fetched(struct sim *sim, void *a, void *b)
+static void rdm_fetched(struct sim *sim, void *a, void *b)
 {
     struct nic *nic = a;
-    if (nic->p.rd_ctx_miss_proc_ps)
-        sim_call_in(sim, nic->p.rd_ctx_miss_proc_ps, rdc_filled, a, b);
+    const struct nic_rd_miss *m = b;
+    if (nic->p.rd_ctx_miss_proc_ps && m->c == &nic->rdc)
+        sim_call_in(sim, nic->p.rd_ctx_miss_proc_ps, rdm_filled, a, b);
     else
-        rdc_filled(sim, a, b);
+        rdm_filled(sim, a, b);
 }
 
-static void rdc_fetch(struct nic_cache *c, uint64_t key, void *owner)
+static void rdm_start(struct nic *nic, struct nic_rd_miss *m)
 {
-    (void)c;
-    struct nic *nic = owner;
+    if (nic->p.rd_ctx_max_misses)
+        nic->rdm_busy++;
     nic->cnt.dma_reads++;
     if (nic->pcie)
-        pcie_dma_read_k(nic->pcie, PCIE_K_CTX_MISS, 0, nic->p.rd_ctx_bytes, rdc_fetched, nic,
-                        (void *)(uintptr_t)key);
+        pcie_dma_read_k(nic->pcie, PCIE_K_CTX_MISS, 0,
+                        m->c == &nic->rdq ? nic->p.qpc_bytes : nic->p.rd_ctx_bytes, rdm_fetched,
+                        nic, m);
     else
-        sim_call_in(nic->sim, 0, rdc_fetched, nic, (void *)(uintptr_t)key);
+        sim_call_in(nic->sim, 0, rdm_fetched, nic, m);
+}
+
+static void rd_fetch(struct nic_cache *c, uint64_t key, void *owner)
+{
+    struct nic *nic = owner;
+    struct nic_rd_miss *m = nic->rdm_free;
+    if (m) {
+        nic->rdm_free = m->next;
+    } else {
+        m = malloc(sizeof(*m));
+        if (!m) {
+            fprintf(stderr, "rnicsim: out of memory (READ context miss)\n");
+            abort();
+        }
+        m->all = nic->rdm_all;
+        nic->rdm_all = m;
+    }
+    m->nic = nic;
+    m->c = c;
+    m->key = key;
+    m->next = NULL;
+    if (!nic->p.rd_ctx_max_misses || nic->rdm_busy < nic->p.rd_ctx_max_misses) {
+        rdm_start(nic, m);
+        return;
+    }
+    if (nic->rdm_tail)
+        nic->rdm_tail->next = m;
+    else
+        nic->rdm_head = m;
+    nic->rdm_tail = m;
 }
 
 /* Receive-WQE fetch: a SEND (or WRITE with immediate) consumes a receive
@@ -214,10 +281,12 @@ int nic_ctx_init(struct nic *nic)
     if (nic_cache_init(&nic->qpc, nic->sim, "qpc", nic->p.qpc_cache_entries, units, ctx_fetch,
                        nic) ||
         nic_cache_configure(nic, &nic->qpc, nic->p.qpc_ways) ||
-        nic_cache_init(&nic->rdc, nic->sim, "rdc", nic->p.rd_ctx_entries,
-                       nic->p.rd_ctx_max_misses ? nic->p.rd_ctx_max_misses : units, rdc_fetch,
-                       nic) ||
+        nic_cache_init(&nic->rdc, nic->sim, "rdc", nic->p.rd_ctx_entries, units, rd_fetch, nic) ||
         nic_cache_configure(nic, &nic->rdc, nic->p.rd_ctx_ways) ||
+        nic_cache_init(&nic->rdq, nic->sim, "rdq",
+                       nic->p.rd_ctx_per == NIC_RD_CTX_PER_READ ? nic->p.rd_qp_entries : 0, units,
+                       rd_fetch, nic) ||
+        nic_cache_configure(nic, &nic->rdq, 0) ||
         nic_cache_init(&nic->rwq, nic->sim, "rwqe", nic->p.rwqe_cache_entries, units, rwq_fetch,
                        nic) ||
         nic_cache_configure(nic, &nic->rwq, nic->p.rwqe_ways) ||
@@ -232,6 +301,13 @@ void nic_ctx_fini(struct nic *nic)
 {
     nic_cache_fini(&nic->qpc);
     nic_cache_fini(&nic->rdc);
+    nic_cache_fini(&nic->rdq);
+    for (struct nic_rd_miss *m = nic->rdm_all, *nx; m; m = nx) {
+        nx = m->all;
+        free(m);
+    }
+    nic->rdm_all = nic->rdm_head = nic->rdm_tail = nic->rdm_free = NULL;
+    nic->rdm_busy = 0;
     nic_cache_fini(&nic->rwq);
     nic_cache_fini(&nic->wqc);
 }
@@ -245,9 +321,18 @@ static uint64_t rdc_key(const struct nic *nic, uint32_t qpn, uint32_t psn)
     return qpn;
 }
 
+/* The NIC creates both when it issues the READ: present, no fetch. */
 void nic_rdctx_started(struct nic *nic, uint32_t qpn, uint32_t psn)
 {
+    nic_cache_insert(&nic->rdq, qpn);
     nic_cache_insert(&nic->rdc, rdc_key(nic, qpn, psn));
+}
+
+/* A response needs its QP's tracker first (rdq: only with contexts per
+ * READ and nic.rd_qp_entries), then its READ's context (rdc). */
+bool nic_rdqp_access(struct nic *nic, uint32_t qpn, sim_cb_fn fn, void *a, void *b)
+{
+    return nic_cache_access(&nic->rdq, qpn, fn, a, b);
 }
 
 bool nic_rdctx_access(struct nic *nic, uint32_t qpn, uint32_t psn, sim_cb_fn fn, void *a, void *b)
@@ -258,6 +343,11 @@ bool nic_rdctx_access(struct nic *nic, uint32_t qpn, uint32_t psn, sim_cb_fn fn,
     if (nic->p.rd_ctx_per == NIC_RD_CTX_PER_READ) /* its response came: the READ retires */
         nic_cache_invalidate(&nic->rdc, key);
     return true;
+}
+
+void nic_rdctx_qp_idle(struct nic *nic, uint32_t qpn)
+{
+    nic_cache_invalidate(&nic->rdq, qpn);
 }
 
 void nic_rdctx_retire(struct nic *nic, uint32_t qpn, uint32_t psn)
@@ -282,6 +372,7 @@ void nic_ctx_forget(struct nic *nic, uint32_t qpn)
     nic_cache_invalidate(&nic->rwq, qpn);
     if (nic->wqc.cap)
         nic_cache_invalidate_if(&nic->wqc, rdc_of_qp, &qpn);
+    nic_cache_invalidate(&nic->rdq, qpn);
     if (nic->p.rd_ctx_per == NIC_RD_CTX_PER_READ)
         nic_cache_invalidate_if(&nic->rdc, rdc_of_qp, &qpn);
     else

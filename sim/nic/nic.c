@@ -172,6 +172,10 @@ void nic_params_default(struct nic_params *p)
     p->rd_ctx_entries = 48;
     p->rd_ctx_ways = 4;
     p->rd_ctx_bytes = 64;
+    /* per-QP READ-response trackers beside per-READ contexts: only
+     * ConnectX-3 keeps both (cx3-fdr56; with rd_ctx_per: qp the contexts
+     * are already per QP) */
+    p->rd_qp_entries = 0;
     p->wqe_cache_ways = 8;
     p->rwqe_ways = 8;
     p->rwqe_prefetch = 8;
@@ -912,8 +916,9 @@ static bool rx_needs_wqe(struct nic *nic, const struct pkt *p)
 }
 
 /* The stages a packet's processing unit may wait in before its work:
- * the QP context, the requester READ/atomic context, the outstanding WQE,
- * the receive WQE.  Each either hits (true) or calls its successor back. */
+ * the QP context, the requester's per-QP READ-response tracker and
+ * READ/atomic context, the outstanding WQE, the receive WQE.  Each either hits (true) or calls its
+ * successor back. */
 static void rx_after_rwqe(struct sim *sim, void *a, void *b)
 {
     rx_unit_work(sim, a, b);
@@ -949,9 +954,21 @@ static bool rx_from_rdc(struct nic *nic, struct pkt *p)
            rx_from_wqc(nic, p);
 }
 
-static void rx_after_ctx(struct sim *sim, void *a, void *b)
+static void rx_after_rdq(struct sim *sim, void *a, void *b)
 {
     if (rx_from_rdc(a, b))
+        rx_unit_work(sim, a, b);
+}
+
+static bool rx_from_rdq(struct nic *nic, struct pkt *p)
+{
+    return (!rx_needs_rdctx(nic, p) || nic_rdqp_access(nic, p->dest_qpn, rx_after_rdq, nic, p)) &&
+           rx_from_rdc(nic, p);
+}
+
+static void rx_after_ctx(struct sim *sim, void *a, void *b)
+{
+    if (rx_from_rdq(a, b))
         rx_unit_work(sim, a, b);
 }
 
@@ -993,7 +1010,7 @@ static sim_time_t rx_unit_time(struct nic *nic, struct pkt *p)
 /* Every wait stage from the first: true if p may start its work now. */
 static bool rx_stages(struct nic *nic, struct pkt *p)
 {
-    return nic_ctx_access(nic, p->dest_qpn, rx_after_ctx, nic, p) && rx_from_rdc(nic, p);
+    return nic_ctx_access(nic, p->dest_qpn, rx_after_ctx, nic, p) && rx_from_rdq(nic, p);
 }
 
 /* The waiting packet of qp went on: its held ones follow in order, until
@@ -1188,6 +1205,8 @@ const struct nic_counters *nic_get_counters(struct nic *nic)
     c->mtt_evictions = nic->mtt.c.evictions;
     c->rd_ctx_hits = nic->rdc.c.hits;
     c->rd_ctx_misses = nic->rdc.c.misses;
+    c->rd_qp_hits = nic->rdq.c.hits;
+    c->rd_qp_misses = nic->rdq.c.misses;
     c->wqe_cache_hits = nic->wqc.c.hits;
     c->wqe_cache_misses = nic->wqc.c.misses;
     c->rwqe_hits = nic->rwq.c.hits;

@@ -140,6 +140,11 @@ struct nic_params {
      * (ConnectX-3: one at a time, a slow path; docs/nic.md) */
     uint32_t rd_ctx_max_misses;
     uint32_t rd_ctx_per; /* enum nic_rd_ctx_per */
+    /* with contexts per outstanding READ: QPs with READs/atomics
+     * outstanding whose READ-response tracker (expected response PSN, which
+     * WQE it fills) is on chip as well, fully associative LRU; a response
+     * of a QP that is not there is a miss of the same handler (0 = none) */
+    uint32_t rd_qp_entries;
     /* outstanding-WQE cache (ctx.c): the send WQEs the NIC started and
      * holds until they complete (wqe_cache_entries, 0 = no model); a
      * response completing one that was evicted re-reads it (nic.wqe bytes)
@@ -493,6 +498,7 @@ struct nic_counters {
     uint64_t qpc_hits, qpc_misses, qpc_evictions;
     uint64_t mpt_hits, mpt_misses, mtt_hits, mtt_misses, mtt_evictions;
     uint64_t rd_ctx_hits, rd_ctx_misses;       /* requester READ/atomic contexts */
+    uint64_t rd_qp_hits, rd_qp_misses;         /* requester per-QP READ-response trackers */
     uint64_t wqe_cache_hits, wqe_cache_misses; /* outstanding send WQEs */
     uint64_t rwqe_hits, rwqe_misses;           /* receive WQEs on chip / fetched */
     uint64_t rd_engine_waits;                  /* READ requests that waited for the READ engine */

@@ -228,8 +228,13 @@ struct nic {
     struct nic_dma dma;
 
     /* caches inside the RNIC (ctx.c, xlate.c; docs/nic.md "Caches") */
-    struct nic_cache qpc;             /* QP contexts, key = QPN; fetches hold a processing unit */
-    struct nic_cache rdc;             /* requester READ/atomic contexts, key = QPN (ctx.c) */
+    struct nic_cache qpc; /* QP contexts, key = QPN; fetches hold a processing unit */
+    struct nic_cache rdc; /* requester READ/atomic contexts, key = QPN (ctx.c) */
+    struct nic_cache rdq; /* requester per-QP READ-response trackers, key = QPN */
+    /* the requester's READ miss handler (ctx.c): misses of rdc and rdq
+     * waiting for it (FIFO), being handled, and spare records */
+    struct nic_rd_miss *rdm_head, *rdm_tail, *rdm_free, *rdm_all;
+    uint32_t rdm_busy;
     struct nic_cache rwq;             /* receive queues with prefetched WQEs (ctx.c) */
     struct nic_cache wqc;             /* outstanding send WQEs, key = QPN, last PSN (ctx.c) */
     struct nic_cache mpt, mtt;        /* memory keys (key = MR index), pages (mr index, page) */
@@ -771,6 +776,9 @@ void nic_ctx_forget(struct nic *nic, uint32_t qpn);
 /* psn: the READ's / atomic's first PSN (its key with nic.rd_ctx_per: read) */
 void nic_rdctx_started(struct nic *nic, uint32_t qpn, uint32_t psn);
 bool nic_rdctx_access(struct nic *nic, uint32_t qpn, uint32_t psn, sim_cb_fn fn, void *a, void *b);
+/* ... and, looked up before it, the QP's READ-response tracker
+ * (nic.rd_qp_entries; true when none is modelled) */
+bool nic_rdqp_access(struct nic *nic, uint32_t qpn, sim_cb_fn fn, void *a, void *b);
 /* The send engine started WQE (qpn, last_psn) / a response completing it
  * needs it on chip (nic.wqe_cache_*): true, or false and fn(a, b) once
  * it was re-read. */
@@ -783,6 +791,9 @@ bool nic_wqe_access(struct nic *nic, uint32_t qpn, uint32_t psn, sim_cb_fn fn, v
  * (hits retire in the access itself). */
 void nic_wqe_retire(struct nic *nic, uint32_t qpn, uint32_t psn);
 void nic_rdctx_retire(struct nic *nic, uint32_t qpn, uint32_t psn);
+/* QP qpn has no READ/atomic outstanding any more: its per-QP tracker
+ * (nic.rd_qp_entries) leaves the chip. */
+void nic_rdctx_qp_idle(struct nic *nic, uint32_t qpn);
 /* Packet p (a request to QP qp) consumes a receive WQE: true if the NIC
  * holds one of the receive queue's WQEs (nic.rwqe_*), else false and
  * fn(a, b) once they were fetched. */

@@ -89,6 +89,8 @@ static const struct {
      "21 Mops at 4096 QPs, docs/validation.md qp-cx6-read-4096)"},
     {"nic.rd_ctx_per", "nic.c default: per QP (ConnectX-6: SMART's 768 outstanding READs on 96 QPs "
                        "run at 111 Mops, docs/validation.md smart-cx6-read-96thr)"},
+    {"nic.rd_qp_entries", "nic.c default: none; with contexts per QP (nic.rd_ctx_per: qp) the "
+                          "context is the per-QP state"},
     {"nic.rd_ctx_miss_proc", "nic.c default: no handler time beyond the PCIe read"},
     {"nic.wqe_cache_entries",
      "nic.c default: off; only ConnectX-6's is measured (SMART, cx6-200g)"},

@@ -155,6 +155,9 @@ const struct param_def hw_params[] = {
        "requester READ/atomic context misses handled at once (0 = nic.pus)"),
     PE("nic.rd_ctx_per", nic, rd_ctx_per, nic_rd_ctx_per_names,
        "requester READ/atomic context cache entry: per qp, or per outstanding read"),
+    PR("nic.rd_qp_entries", PARAM_COUNT, nic, rd_qp_entries, 0, 1 << 20,
+       "requester, contexts per read: QPs with READs outstanding whose READ-response tracker is "
+       "also on chip (0 = none)"),
     PR("nic.rd_ctx_miss_proc", PARAM_TIME, nic, rd_ctx_miss_proc_ps, 0, 100 * SIM_US,
        "requester READ/atomic context miss: handler time after its PCIe read"),
     PR("nic.wqe_cache_entries", PARAM_COUNT, nic, wqe_cache_entries, 0, 1 << 20,

@@ -193,6 +193,8 @@ static void write_nic(struct json_writer *w, const struct nic_counters *c)
     /* READ/atomic engines and registration (docs/nic.md) */
     json_kv_u64(w, "rd_ctx_hits", c->rd_ctx_hits);
     json_kv_u64(w, "rd_ctx_misses", c->rd_ctx_misses);
+    json_kv_u64(w, "rd_qp_hits", c->rd_qp_hits);
+    json_kv_u64(w, "rd_qp_misses", c->rd_qp_misses);
     json_kv_u64(w, "wqe_cache_hits", c->wqe_cache_hits);
     json_kv_u64(w, "wqe_cache_misses", c->wqe_cache_misses);
     json_kv_u64(w, "rwqe_hits", c->rwqe_hits);
