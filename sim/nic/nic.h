@@ -135,8 +135,9 @@ struct nic_params {
     uint32_t rd_ctx_ways;
     uint32_t rd_ctx_bytes;
     /* how a miss is handled, per generation: at most rd_ctx_max_misses
-     * fetched at once (0 = nic.pus, overlapped over the processing units),
-     * each holding the miss handler rd_ctx_miss_proc_ps after its PCIe read
+     * fetched at once, context and tracker misses in one FIFO (0 = nic.pus
+     * per table, overlapped over the processing units), a context miss
+     * holding the miss handler rd_ctx_miss_proc_ps after its PCIe read
      * (ConnectX-3: one at a time, a slow path; docs/nic.md) */
     uint32_t rd_ctx_max_misses;
     uint32_t rd_ctx_per; /* enum nic_rd_ctx_per */

@@ -152,7 +152,8 @@ const struct param_def hw_params[] = {
     P("nic.rd_ctx", PARAM_SIZE, nic, rd_ctx_bytes,
       "one requester READ/atomic context, read over PCIe on a miss"),
     PR("nic.rd_ctx_max_misses", PARAM_COUNT, nic, rd_ctx_max_misses, 0, 4096,
-       "requester READ/atomic context misses handled at once (0 = nic.pus)"),
+       "requester READ/atomic context and tracker misses handled at once, in one FIFO (0 = "
+       "overlapped, nic.pus per table)"),
     PE("nic.rd_ctx_per", nic, rd_ctx_per, nic_rd_ctx_per_names,
        "requester READ/atomic context cache entry: per qp, or per outstanding read"),
     PR("nic.rd_qp_entries", PARAM_COUNT, nic, rd_qp_entries, 0, 1 << 20,
