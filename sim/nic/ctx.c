@@ -65,21 +65,20 @@ int nic_cache_configure(struct nic *nic, struct nic_cache *c, uint32_t ways)
 }
 
 /* The requester's READ miss handler: a READ response or atomic ACK whose
- * state is not on chip (its per-READ context in rdc, its QP's
- * READ-response tracker in rdq) waits, holding its processing unit, for a
- * PCIe read of nic.rd_ctx bytes and then nic.rd_ctx_miss_proc in the
- * handler.  With nic.rd_ctx_max_misses 0 (ConnectX-5/6) every miss starts
- * at once and they overlap over the processing units (each cache bounds
- * its own fetches to nic.pus).  With rd_ctx_max_misses N > 0 (ConnectX-3,
- * N = 1: a slow path) the misses of both tables queue for one handler of
- * N slots in arrival order, so a response missing both waits for two
- * handler turns and a serialised handler stalls every unit behind it: the
- * requester-side READ collapse with QPs (docs/nic.md "READ and atomic
- * engines"). */
+ * state is not on chip waits, holding its processing unit: for its QP's
+ * READ-response tracker (rdq), a PCIe read of the QP context
+ * (nic.qpc_entry); for its READ's context (rdc), a PCIe read of nic.rd_ctx
+ * bytes (the WQE) and then nic.rd_ctx_miss_proc in the handler.  With
+ * nic.rd_ctx_max_misses 0 (ConnectX-5/6) every miss starts at once and
+ * they overlap over the processing units (each cache bounds its own
+ * fetches to nic.pus).  With rd_ctx_max_misses N > 0 (ConnectX-3, N = 1: a
+ * slow path) the misses of both tables queue for one handler of N slots in
+ * arrival order, so a response missing both waits for two handler turns
+ * and a serialised handler stalls every unit behind it: the requester-side
+ * READ collapse with QPs (docs/nic.md "READ and atomic engines"). */
 struct nic_rd_miss {
     struct nic_rd_miss *next, *all; /* FIFO / free list; every record */
-    struct nic *nic;
-    struct nic_cache *c;
+    struct nic_cache *c;            /* &nic->rdc or &nic->rdq */
     uint64_t key;
 };
 
@@ -150,7 +149,6 @@ static void rd_fetch(struct nic_cache *c, uint64_t key, void *owner)
         m->all = nic->rdm_all;
         nic->rdm_all = m;
     }
-    m->nic = nic;
     m->c = c;
     m->key = key;
     m->next = NULL;
