@@ -491,20 +491,12 @@ static uint32_t mb_opts_hash(const struct mb_opts *o)
 
 static int mb_put(struct mb *mb, const char *key, const void *buf, size_t len)
 {
-    if (host_oob_put(key, buf, len) != 0) {
-        fprintf(stderr, "%s: out-of-band put %s failed: %s\n", mb->prog, key, strerror(errno));
-        return -1;
-    }
-    return 0;
+    return rc_conn_oob_put(mb->prog, key, buf, len);
 }
 
 static int mb_get(struct mb *mb, const char *key, void *buf, size_t len)
 {
-    if (host_oob_get(key, buf, len) != 0) {
-        fprintf(stderr, "%s: out-of-band get %s failed: %s\n", mb->prog, key, strerror(errno));
-        return -1;
-    }
-    return 0;
+    return rc_conn_oob_get(mb->prog, key, buf, len);
 }
 
 /* Star barrier: clients put their status, the server collects all and
