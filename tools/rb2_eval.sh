@@ -4,7 +4,7 @@
 # docs/rb2/fig{3,5,6,7}.png and the tables (printed).  Latency points up to
 # 64 KiB run 10,000 round trips, so that a 99.9th percentile rests on 10
 # samples; 256 KiB and 1 MiB run 2,000 (10,000 would take a minute each).
-# About 15 minutes of wall time on the shared two cores (docs/rb2.md "Set-up").
+# 4-15 minutes of wall time on the shared two cores, by their load (docs/rb2.md "Set-up").
 #   tools/rb2_eval.sh [OUTDIR]     (default rb2-out; the sweeps' CSVs go there)
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
