@@ -238,6 +238,7 @@ int nic_mr_rereg(struct nic_mr *mr, int flags, struct nic_pd *pd, void *addr, ui
         mr->host_addr = addr;
         mr->iova = iova;
         mr->length = length;
+        mr->page_shift = (uint8_t)mr_page_shift(nic, addr, length); /* the new memory's pages */
         nic->cnt.mr_bytes += length;
         if (nic->cnt.mr_bytes > nic->cnt.mr_bytes_peak)
             nic->cnt.mr_bytes_peak = nic->cnt.mr_bytes;
