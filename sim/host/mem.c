@@ -313,7 +313,8 @@ bool host_mem_range_huge(const struct host_mem *m, uintptr_t addr, size_t len)
     if (m->all_huge)
         return true;
     uint32_t r = range_at(m, addr);
-    return r < m->nranges && m->ranges[r].huge && len <= m->ranges[r].end - addr;
+    return r < m->nranges && m->ranges[r].huge && addr < m->ranges[r].end &&
+           len <= m->ranges[r].end - addr;
 }
 
 void host_mem_remove_range(struct host_mem *m, uintptr_t start)

@@ -317,6 +317,9 @@ static void test_tlb(void)
     /* both 2 MiB pages are still in the 2 MiB DTLB: no lookup beyond it */
     CHECK_EQ_U64(rd(&r, 0, 64, 8), 90 * NS);
     CHECK_EQ_U64(r.h.cnt.tlb_walks, 4);
+    /* memory past the huge range's end is not on its pages */
+    host_mem_remove_range(r.h.mem, at(4u << 20));
+    CHECK(!host_mem_range_huge(r.h.mem, at(5u << 20), 64));
     rig_fini(&r);
 }
 
