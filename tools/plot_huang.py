@@ -46,28 +46,27 @@ SWEEPS = {
     "fig12c": ("mm_nodes", "N", [2, 4, 8, 16, 28], {}),
     "fig13": ("mm_V", "V", [365, 1024, 2048, 4096, 8192, 16384, 32768, 65536], {"R": [4, 128]}),
 }
-# the points the headline checks (spec 3.8: 1-5) need, as sweeps; --quick:
+# the points the headline checks (spec 3.8) need, as sweeps; --quick:
 # the cheap ones (S = 1 and the READs, a few seconds each), for tests.
 # Each point's warm-up covers its first round of R x QPs requests (the
-# program's round1_us; docs/huang.md "The window matters"), estimated from
-# the last measured rate with a margin: M:1 S = 16 non-READ ~20 ms (448 x 128
-# requests at ~3 M/s), 1:M S = 16 non-READ ~5 ms, 1:M S = 16 READ ~80 ms
-# (57 k READs at 0.7 M/s), M:M S = 8 READ ~31 ms (27,648 per node at 0.9 M/s).
+# program's round1_us, docs/huang.md "The window matters"; measured on
+# 2026-11-26 with the lossless star): M:1 S = 16 5-8 ms; 1:M S = 16
+# 5.5-10.6 ms, its READ 77 ms; M:M S = 1, 2 2.7-4.0 ms, S = 8 READ 32 ms.
 # "name~tag" sweeps add their points to sweep "name".
 CHECK_SWEEPS = {
     "m1_S": ("m1_S", "S", [1], {}),
     "m1_S~16": ("m1_S", "S", [16], {}, PROTOS, {"warmup": "25ms"}),
     "1m_S": ("1m_S", "S", [1], {}),
-    "1m_S~16": ("1m_S", "S", [16], {}, PROTOS[:4], {"warmup": "6ms"}),
+    "1m_S~16": ("1m_S", "S", [16], {}, PROTOS[:4], {"warmup": "12ms"}),
     "1m_S~read": ("1m_S", "S", [16], {}, ["read"], {"warmup": "90ms"}),
-    "mm_S": ("mm_S", "S", [1, 2], {}),
+    "mm_S": ("mm_S", "S", [1, 2], {}, PROTOS, {"warmup": "5ms"}),
     "mm_S8": ("mm_S", "S", [8], {}, ["read"], {"warmup": "35ms"}),
     # checks 6 and 8 (the points at 28 nodes, R = 128 are those above)
     "m1_nodes": ("m1_nodes", "P", [8, 28], {}, ["read"], {"warmup": "8ms"}),
     "1m_nodes": ("1m_nodes", "Q", [1], {}, ["read"]),
-    "mm_nodes": ("mm_nodes", "N", [4, 8, 16], {}),
-    "1m_R": ("1m_R", "R", [16, 64], {}, PROTOS[:4], {"warmup": "6ms"}),
-    "mm_R": ("mm_R", "R", [2, 4, 8, 16, 32, 64], {}, ["read"]),
+    "mm_nodes": ("mm_nodes", "N", [4, 8, 16], {}, PROTOS, {"warmup": "5ms"}),
+    "1m_R": ("1m_R", "R", [16, 64], {}, PROTOS[:4], {"warmup": "12ms"}),
+    "mm_R": ("mm_R", "R", [2, 4, 8, 16, 32, 64], {}, ["read"], {"warmup": "5ms"}),
 }
 QUICK_SWEEPS = {
     "m1_S": ("m1_S", "S", [1], {}, PROTOS, {"warmup": "1ms", "duration": "1ms"}),
@@ -390,6 +389,8 @@ def main():
     ap.add_argument("--set", action="append", default=[], metavar="VAR=VALUE",
                     help="a scenario variable for every run (e.g. duration=1ms: shorter "
                     "windows, say so next to the figure)")
+    ap.add_argument("--protos", default=None, help="comma list of protocols to run (default: "
+                    "the sweep's; e.g. the four non-READ ones while the READ model moves)")
     ap.add_argument("--rnicsim", default=None)
     ap.add_argument("--scenarios", default=os.path.join(SRC, "scenarios", "huang"))
     a = ap.parse_args()
@@ -409,6 +410,11 @@ def main():
                   for k, v in sweeps.items()}
     if a.only:
         sweeps = {k: v for k, v in sweeps.items() if k in a.only.split(",")}
+    if a.protos:
+        want = a.protos.split(",")
+        sweeps = {k: tuple(v[:4]) + ([p for p in (v[4] if len(v) > 4 else PROTOS) if p in want],)
+                  + tuple(v[5:]) for k, v in sweeps.items()}
+        sweeps = {k: v for k, v in sweeps.items() if v[4]}
     res, wall, cmds, rounds = {}, {}, {}, {}
     with tempfile.TemporaryDirectory() as tmp:
         for fig, spec in sweeps.items():
