@@ -5,7 +5,7 @@
 # configuration at S = 1 (28 QPs at the responder, R = 128, V = 365 B, a
 # 1 ms window after 1 ms of warm-up) with the five protocols: READ is the
 # best (check 1a) and the response verb changes little (1c); check 7 on
-# two V points; a lossless star; the BlueFlame lock option; and check 9
+# two V points; check 6b; a lossless star; the BlueFlame lock option; and check 9
 # (marker framing vs DMA order) with rnicsim check-order.  The S = 16 runs
 # take minutes each (docs/huang.md has them).  Every number is simulated
 # time, so the verdicts are deterministic.
@@ -47,6 +47,15 @@ print(bw)
 for p in ('read', 'send_send', 'write_write'):
     assert bw[(p, 4096)] > 1.1 * bw[(p, 365)], p
 PY"
+    # check 6b: 1:M READ collapses with the number of responding nodes (Q = 1:
+    # 16 QPs, Q = 28: 448 QPs, S = 16, R = 128), the Q = 28 point warmed up
+    # past its 77 ms round 1 (READ runs are cheap: few events a READ)
+    timeout 600 $py "$src/tools/plot_huang.py" --checks --rnicsim "$bin" -j 2 \
+        --only "1m_S~read,1m_nodes" --expect 6b -o "$scratch/out6" >"$scratch/checks6.md" 2>"$scratch/checks6.err"
+    rc=$?
+    cat "$scratch/checks6.md"
+    check "check 6b holds: 1:M READ Q=1 >= 4x Q=28 (exit $rc)" "[ $rc -eq 0 ] && grep -q '^| 6b | .* | yes |\$' '$scratch/checks6.md'"
+    check "no check-6b point warns that its window opens inside round 1" "! grep -q 'before the first round' '$scratch/checks6.err'"
     # a lossless star (docs/huang.md "A lossless star"): an incast of 8
     # responding nodes x 16 threads x R = 128 WRITE responses into the 1:M
     # requester (16 k responses, 7 MB, against the switch's 4 MiB) drops
