@@ -228,15 +228,11 @@ int rc_conn_exchange(struct rc_conn *c, uint32_t opts_hash, uint8_t atomic_ok)
     c->local.atomic_ok = atomic_ok;
     rc_conn_info_encode(&c->local, wire);
     snprintf(key, sizeof(key), "%s/%s", c->name, rc_conn_role_name(c->role));
-    if (host_oob_put(key, wire, sizeof(wire)) != 0) {
-        fprintf(stderr, "%s: out-of-band put %s failed: %s\n", c->prog, key, strerror(errno));
+    if (rc_conn_oob_put(c->prog, key, wire, sizeof(wire)) != 0)
         return -1;
-    }
     snprintf(key, sizeof(key), "%s/%s", c->name, rc_conn_peer_role_name(c->role));
-    if (host_oob_get(key, wire, sizeof(wire)) != 0) {
-        fprintf(stderr, "%s: out-of-band get %s failed: %s\n", c->prog, key, strerror(errno));
+    if (rc_conn_oob_get(c->prog, key, wire, sizeof(wire)) != 0)
         return -1;
-    }
     rc_conn_info_decode(wire, &c->peer);
     return 0;
 }
@@ -375,24 +371,36 @@ void rc_conn_close(struct rc_conn *c)
     c->buf = NULL;
 }
 
-static int star_put(const char *prog, const char *key, int v)
+int rc_conn_oob_put(const char *prog, const char *key, const void *buf, size_t len)
 {
-    uint8_t w[4];
-    rc_conn_put_le(w, (uint32_t)v, 4);
-    if (host_oob_put(key, w, sizeof(w)) != 0) {
+    if (host_oob_put(key, buf, len) != 0) {
         fprintf(stderr, "%s: out-of-band put %s failed: %s\n", prog, key, strerror(errno));
         return -1;
     }
     return 0;
 }
 
-static int star_get(const char *prog, const char *key, int *v)
+int rc_conn_oob_get(const char *prog, const char *key, void *buf, size_t len)
 {
-    uint8_t w[4];
-    if (host_oob_get(key, w, sizeof(w)) != 0) {
+    if (host_oob_get(key, buf, len) != 0) {
         fprintf(stderr, "%s: out-of-band get %s failed: %s\n", prog, key, strerror(errno));
         return -1;
     }
+    return 0;
+}
+
+static int star_put(const char *prog, const char *key, int v)
+{
+    uint8_t w[4];
+    rc_conn_put_le(w, (uint32_t)v, 4);
+    return rc_conn_oob_put(prog, key, w, sizeof(w));
+}
+
+static int star_get(const char *prog, const char *key, int *v)
+{
+    uint8_t w[4];
+    if (rc_conn_oob_get(prog, key, w, sizeof(w)) != 0)
+        return -1;
     *v = (int)rc_conn_get_le(w, 4);
     return 0;
 }

@@ -105,6 +105,11 @@ int rc_conn_create_cqs(struct rc_conn *c, uint32_t send_depth, uint32_t recv_dep
  * without inline; the granted inline size goes to *got_inline unless NULL. */
 int rc_conn_create_qp(struct rc_conn *c, uint32_t max_send_wr, uint32_t max_recv_wr,
                       uint32_t want_inline, uint32_t *got_inline);
+/* Out-of-band put / get of one value under key (host_oob_put/get: the
+ * simulator's key-value store, or TCP to the server on real hardware).
+ * A failure is named on stderr with prog and the key; returns 0 or -1. */
+int rc_conn_oob_put(const char *prog, const char *key, const void *buf, size_t len);
+int rc_conn_oob_get(const char *prog, const char *key, void *buf, size_t len);
 /* Fill c->local, put it under "<name>/<role>", get the peer's into c->peer.
  * The caller checks opts_hash and whatever else must match. */
 int rc_conn_exchange(struct rc_conn *c, uint32_t opts_hash, uint8_t atomic_ok);

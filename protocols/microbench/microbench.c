@@ -4,7 +4,8 @@
  * --id=0..K-1).  Every client connects --qps=N RC QPs to the server (the
  * server has N*K).  A client keeps --outstanding=M work requests in flight
  * in all, handed to its QPs round robin, --post-list=P WRs chained per
- * ibv_post_send (one doorbell), at most --depth per QP; it runs --warmup
+ * ibv_post_send (one doorbell), --burst=B such posts to one QP before the
+ * next, at most --depth per QP; it runs --warmup
  * untimed then --iters timed operations of --test:
  *
  *   write, read  RDMA WRITE / READ of --size bytes at the server; the remote
@@ -110,6 +111,7 @@ struct mb_opts {
     uint64_t depth;       /* max_send_wr per QP; 0 = auto */
     uint64_t outstanding; /* WRs in flight per client */
     uint64_t post_list;   /* WRs per ibv_post_send */
+    uint64_t burst;       /* posts to one QP before the next QP */
     uint64_t iters, warmup;
     uint64_t working_set; /* server target bytes; 0 = one stride */
     enum mb_access access;
@@ -232,6 +234,7 @@ static void mb_usage(const char *prog)
            "                      at least the post list)\n"
            "  --outstanding=M     WRs in flight per client, round robin over its QPs (default 16)\n"
            "  --post-list=P       WRs chained per ibv_post_send (default 1)\n"
+           "  --burst=B           posts to one QP before moving to the next (default 1)\n"
            "  --iters=I           timed operations per client (default 1000)\n"
            "  --warmup=W          untimed operations per client first (default 16)\n"
            "  --working-set=B     server MR bytes the remote addresses walk (default one stride)\n"
@@ -266,6 +269,7 @@ enum {
     OPT_DEPTH,
     OPT_OUTSTANDING,
     OPT_POST_LIST,
+    OPT_BURST,
     OPT_ITERS,
     OPT_WARMUP,
     OPT_WORKING_SET,
@@ -342,6 +346,7 @@ static int mb_parse_args(int argc, char **argv, struct mb_opts *o)
         {"depth", required_argument, NULL, OPT_DEPTH},
         {"outstanding", required_argument, NULL, OPT_OUTSTANDING},
         {"post-list", required_argument, NULL, OPT_POST_LIST},
+        {"burst", required_argument, NULL, OPT_BURST},
         {"iters", required_argument, NULL, OPT_ITERS},
         {"warmup", required_argument, NULL, OPT_WARMUP},
         {"working-set", required_argument, NULL, OPT_WORKING_SET},
@@ -367,6 +372,7 @@ static int mb_parse_args(int argc, char **argv, struct mb_opts *o)
     o->size = 64;        /* estimate: one cache line, the small-message case */
     o->outstanding = 16; /* estimate: = max_qp_rd_atom of a ConnectX-5 (16) */
     o->post_list = 1;    /* perftest's default post list */
+    o->burst = 1;        /* round robin, one post per QP */
     o->iters = 1000;     /* perftest's default iteration count */
     o->warmup = 16;      /* estimate: as perftest here, fills caches before timing */
     o->signal_every = 1; /* every WR measured */
@@ -416,6 +422,9 @@ static int mb_parse_args(int argc, char **argv, struct mb_opts *o)
             break;
         case OPT_POST_LIST:
             ok = rc_conn_parse_uint(optarg, 1, 1024, &o->post_list);
+            break;
+        case OPT_BURST:
+            ok = rc_conn_parse_uint(optarg, 1, 1u << 16, &o->burst);
             break;
         case OPT_ITERS:
             ok = rc_conn_parse_uint(optarg, 1, 1ull << 32, &o->iters);
@@ -483,7 +492,7 @@ static uint32_t mb_opts_hash(const struct mb_opts *o)
     uint64_t words[] = {o->test,         o->clients,     o->qps,       o->size,
                         o->depth,        o->outstanding, o->post_list, o->iters,
                         o->warmup,       o->working_set, o->access,    o->target,
-                        o->signal_every, o->inline_data, o->mtu_bytes};
+                        o->signal_every, o->inline_data, o->mtu_bytes, o->burst};
     return rc_conn_hash_words(words, sizeof(words) / sizeof(words[0]));
 }
 
@@ -491,20 +500,12 @@ static uint32_t mb_opts_hash(const struct mb_opts *o)
 
 static int mb_put(struct mb *mb, const char *key, const void *buf, size_t len)
 {
-    if (host_oob_put(key, buf, len) != 0) {
-        fprintf(stderr, "%s: out-of-band put %s failed: %s\n", mb->prog, key, strerror(errno));
-        return -1;
-    }
-    return 0;
+    return rc_conn_oob_put(mb->prog, key, buf, len);
 }
 
 static int mb_get(struct mb *mb, const char *key, void *buf, size_t len)
 {
-    if (host_oob_get(key, buf, len) != 0) {
-        fprintf(stderr, "%s: out-of-band get %s failed: %s\n", mb->prog, key, strerror(errno));
-        return -1;
-    }
-    return 0;
+    return rc_conn_oob_get(mb->prog, key, buf, len);
 }
 
 /* Star barrier: clients put their status, the server collects all and
@@ -817,7 +818,8 @@ static int mb_client_poll(struct mb *mb, bool timed)
 }
 
 /* One phase (warmup or timed) of n operations.  Batches of P WRs go to the
- * QPs round robin.  A WR is signaled when its per-QP sequence is a
+ * QPs round robin, B batches in a row to each (--burst: a program that
+ * posts all of one QP's WRs, then the next QP's).  A WR is signaled when its per-QP sequence is a
  * multiple of C, when the next batch would not fit its QP or the client's
  * window (so every wait has a signaled WR to wait for), or when it is the
  * last WR its QP gets in the phase. */
@@ -825,11 +827,14 @@ static int mb_client_phase(struct mb *mb, uint64_t n, bool timed)
 {
     const struct mb_test_info *t = &mb_tests[mb->o.test];
     uint64_t P = mb->o.post_list, N = mb->nqps, M = mb->o.outstanding, D = mb->depth;
+    uint64_t B = mb->o.burst;
     struct ibv_sge *sge = mb->sge;
     struct ibv_send_wr *wr = mb->wr;
     uint64_t k = 0;
     for (uint64_t b = 0; k < n; b++) {
-        uint32_t q = (uint32_t)(b % N);
+        uint32_t q = (uint32_t)(b / B % N);
+        /* the batch this QP gets next: the next one, or after the others' bursts */
+        uint64_t b_next = b % B == B - 1 ? b + (N - 1) * B + 1 : b + 1;
         uint64_t p = n - k < P ? n - k : P;
         struct mb_qp_flow *f = &mb->flow[q];
         while (f->posted - f->completed + p > D || mb->inflight + p > M) {
@@ -845,7 +850,7 @@ static int mb_client_phase(struct mb *mb, uint64_t n, bool timed)
             uint64_t slot = (uint64_t)q * D + seq % D;
             uint64_t qp_after = f->posted - f->completed + j + 1;
             uint64_t all_after = mb->inflight + j + 1;
-            bool last_on_qp = j == p - 1 && (b + N) * P >= n;
+            bool last_on_qp = j == p - 1 && b_next * P >= n;
             bool sig = seq % mb->o.signal_every == 0 || qp_after + P > D || all_after + P > M ||
                        last_on_qp;
             uint64_t raddr = mb_walk(mb, mb->walk_k++, mb->o.id, mb->o.clients, &mb->rng);

@@ -2,13 +2,20 @@
  * loop and report what the calls cost.
  *
  *   regthrash [--bytes=B] [--count=N] [--duration=US] [--mode=reg|rereg]
- *             [--gap=NS] [--name=TABLE] [--no-touch]
+ *             [--gap=NS] [--name=TABLE] [--no-touch] [--copies=K]
  *
  * --no-touch reserves the buffers without touching them (mmap
  * MAP_NORESERVE), so a registration of hundreds of GiB can be timed; the
  * buffers must then carry no traffic.
  * --count=0 does nothing (a scenario switches the load off that way).
- * --mode=reg   each iteration ibv_reg_mr + ibv_dereg_mr of a B-byte buffer
+ * --mode=reg   each iteration ibv_reg_mr + ibv_dereg_mr of a B-byte buffer;
+ *              with --copies=K it registers the buffer K times (K MRs) and
+ *              then deregisters them: a program that registers one buffer
+ *              with each of K RNICs in turn (Mooncake's transfer engine
+ *              does, serially below 4 GiB).  A simulated host has one
+ *              RNIC; its K registrations cost what K RNICs' would, each
+ *              pinning the pages and writing its own translations, one
+ *              after the other.  reg_us / dereg_us are for all K.
  * --mode=rereg one MR; each iteration ibv_rereg_mr moves its translation
  *              between two B-byte buffers (IBV_REREG_MR_CHANGE_TRANSLATION)
  * The loop runs N iterations, or for US microseconds when --duration is
@@ -34,8 +41,10 @@
 #include "protocols/common/rc_conn.h"
 #include "rnicsim/host.h"
 
+#define RT_MAX_COPIES 64 /* registrations of one buffer per iteration */
+
 struct rt_opts {
-    uint64_t bytes, count, duration_us, gap_ns;
+    uint64_t bytes, count, duration_us, gap_ns, copies;
     bool rereg, no_touch;
     const char *name;
 };
@@ -45,14 +54,14 @@ static int rt_usage(const char *prog, const char *bad)
     if (bad)
         fprintf(stderr, "%s: bad option '%s'\n", prog, bad);
     printf("usage: %s [--bytes=B] [--count=N] [--duration=US] [--mode=reg|rereg] [--gap=NS] "
-           "[--name=TABLE] [--no-touch]\n",
+           "[--name=TABLE] [--no-touch] [--copies=K]\n",
            prog);
     return bad ? 2 : 0;
 }
 
 static int rt_parse(int argc, char **argv, struct rt_opts *o)
 {
-    *o = (struct rt_opts){.bytes = 4096, .count = 100, .name = "regthrash"};
+    *o = (struct rt_opts){.bytes = 4096, .count = 100, .copies = 1, .name = "regthrash"};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help"))
@@ -65,6 +74,8 @@ static int rt_parse(int argc, char **argv, struct rt_opts *o)
             rc_conn_parse_uint(a + 11, 1, 1000000000, &o->duration_us))
             continue;
         if (!strncmp(a, "--gap=", 6) && rc_conn_parse_uint(a + 6, 0, 1000000000, &o->gap_ns))
+            continue;
+        if (!strncmp(a, "--copies=", 9) && rc_conn_parse_uint(a + 9, 1, RT_MAX_COPIES, &o->copies))
             continue;
         if (!strcmp(a, "--mode=reg") || !strcmp(a, "--mode=rereg")) {
             o->rereg = !strcmp(a + 7, "rereg");
@@ -135,16 +146,20 @@ int regthrash_main(int argc, char **argv)
             }
             t_rereg += host_now_ns() - t0;
         } else {
-            struct ibv_mr *mr = ibv_reg_mr(pd, buf[it % 2], o.bytes, access);
-            if (!mr) {
-                perror("ibv_reg_mr");
-                return 1;
+            struct ibv_mr *mr[RT_MAX_COPIES];
+            for (uint64_t k = 0; k < o.copies; k++) {
+                mr[k] = ibv_reg_mr(pd, buf[it % 2], o.bytes, access);
+                if (!mr[k]) {
+                    perror("ibv_reg_mr");
+                    return 1;
+                }
             }
             uint64_t t1 = host_now_ns();
-            if (ibv_dereg_mr(mr)) {
-                perror("ibv_dereg_mr");
-                return 1;
-            }
+            for (uint64_t k = 0; k < o.copies; k++)
+                if (ibv_dereg_mr(mr[k])) {
+                    perror("ibv_dereg_mr");
+                    return 1;
+                }
             t_reg += t1 - t0;
             t_dereg += host_now_ns() - t1;
         }
@@ -156,7 +171,8 @@ int regthrash_main(int argc, char **argv)
                            {"bytes", (double)o.bytes},
                            {"reg_us", (double)t_reg / n / 1000.0},
                            {"dereg_us", (double)t_dereg / n / 1000.0},
-                           {"rereg_us", (double)t_rereg / n / 1000.0}};
+                           {"rereg_us", (double)t_rereg / n / 1000.0},
+                           {"copies", (double)o.copies}};
     host_report(o.name, kv, sizeof(kv) / sizeof(kv[0]));
     printf("%s: %llu %s of %llu B: reg %.2f us, dereg %.2f us, rereg %.2f us\n", argv[0],
            (unsigned long long)it, o.rereg ? "re-registrations" : "registrations",

@@ -163,20 +163,12 @@ static double fk_pct(const uint64_t *v, uint64_t n, double p)
 
 int fk_put(struct fk *f, const char *key, const void *buf, size_t len)
 {
-    if (host_oob_put(key, buf, len) != 0) {
-        fprintf(stderr, "%s: out-of-band put %s failed: %s\n", f->prog, key, strerror(errno));
-        return -1;
-    }
-    return 0;
+    return rc_conn_oob_put(f->prog, key, buf, len);
 }
 
 int fk_get(struct fk *f, const char *key, void *buf, size_t len)
 {
-    if (host_oob_get(key, buf, len) != 0) {
-        fprintf(stderr, "%s: out-of-band get %s failed: %s\n", f->prog, key, strerror(errno));
-        return -1;
-    }
-    return 0;
+    return rc_conn_oob_get(f->prog, key, buf, len);
 }
 
 bool fk_wc_ok(struct fk *f, const struct ibv_wc *wc)

@@ -634,22 +634,15 @@ static int fp_connect(struct fp *fp, struct ibv_qp **qps, const uint8_t *w,
     return rc;
 }
 
+/* 0, or 1 after naming the failure on stderr (the caller's exit status). */
 static int fp_oob_put(struct fp *fp, const char *key, const void *buf, size_t len)
 {
-    if (host_oob_put(key, buf, len) != 0) {
-        fprintf(stderr, "%s: out-of-band put %s: %s\n", fp->prog, key, strerror(errno));
-        return 1;
-    }
-    return 0;
+    return rc_conn_oob_put(fp->prog, key, buf, len) != 0;
 }
 
 static int fp_oob_get(struct fp *fp, const char *key, void *buf, size_t len)
 {
-    if (host_oob_get(key, buf, len) != 0) {
-        fprintf(stderr, "%s: out-of-band get %s: %s\n", fp->prog, key, strerror(errno));
-        return 1;
-    }
-    return 0;
+    return rc_conn_oob_get(fp->prog, key, buf, len) != 0;
 }
 
 /* ------------------------------------------------------------ server */

@@ -61,6 +61,7 @@
 
 #include <rnicsim/host.h>
 
+#include "protocols/common/rc_conn.h"
 #include "protocols/taranov/channel.h"
 
 #define T2_EXIT_OK 0
@@ -459,14 +460,17 @@ static int t2_sender(const struct t2_opts *o, struct chan *c)
         if (o->mode == T2_MEASURE) {
             host_trace_mark("t2-send", i);
             t2_key(key, sizeof(key), c, "go", i);
-            host_oob_put(key, &i, sizeof(i));
+            if (rc_conn_oob_put("taranov_t2 sender", key, &i, sizeof(i)) != 0) {
+                rc = -EIO;
+                break;
+            }
         }
         rc = t2_send_stream(c, &r, &handles[b]);
         pending[b] = rc >= 0;
         if (rc >= 0 && o->mode == T2_MEASURE) {
             uint64_t got;
             t2_key(key, sizeof(key), c, "done", i);
-            if (host_oob_get(key, &got, sizeof(got)) != 0)
+            if (rc_conn_oob_get("taranov_t2 sender", key, &got, sizeof(got)) != 0)
                 rc = -EIO;
             host_trace_mark("t2-end", i);
             /* let the receiver's acknowledgement traffic of message i
@@ -481,7 +485,8 @@ static int t2_sender(const struct t2_opts *o, struct chan *c)
         char key[160];
         uint64_t got;
         t2_key(key, sizeof(key), c, "all", readers > 1 ? j : c->cfg.id);
-        host_oob_get(key, &got, sizeof(got));
+        if (rc_conn_oob_get("taranov_t2 sender", key, &got, sizeof(got)) != 0)
+            rc = -EIO;
     }
     for (uint32_t b = 0; b < nalloc; b++)
         chan_release(c, &bufs[b]);
@@ -515,7 +520,10 @@ static int t2_receiver(const struct t2_opts *o, struct chan *cs, uint32_t n, uin
             char key[160];
             uint64_t got;
             t2_key(key, sizeof(key), c, "go", k);
-            host_oob_get(key, &got, sizeof(got));
+            if (rc_conn_oob_get("taranov_t2 receiver", key, &got, sizeof(got)) != 0) {
+                ret = T2_EXIT_USAGE;
+                break;
+            }
             /* let the sender get the message out first: a zero-copy send
              * may register its buffer (ibv_reg_mr costs tens of us), and a
              * receiver that polls meanwhile would count polls the protocol
@@ -566,7 +574,8 @@ static int t2_receiver(const struct t2_opts *o, struct chan *cs, uint32_t n, uin
             char key[160];
             host_trace_mark("t2-done", k);
             t2_key(key, sizeof(key), c, "done", k);
-            host_oob_put(key, &k, sizeof(k));
+            if (rc_conn_oob_put("taranov_t2 receiver", key, &k, sizeof(k)) != 0)
+                ret = T2_EXIT_USAGE;
         }
     }
     if (ret == T2_EXIT_OK) {
@@ -580,7 +589,8 @@ static int t2_receiver(const struct t2_opts *o, struct chan *cs, uint32_t n, uin
             for (uint32_t j = from; j < to; j++) {
                 char key[160];
                 t2_key(key, sizeof(key), &cs[e], "all", j);
-                host_oob_put(key, &total, sizeof(total));
+                if (rc_conn_oob_put("taranov_t2 receiver", key, &total, sizeof(total)) != 0)
+                    ret = T2_EXIT_USAGE;
             }
         }
     }
@@ -648,7 +658,8 @@ static int t2_capacity(const struct t2_opts *o, struct chan *c)
         uint64_t total = o->messages;
         char key[160];
         t2_key(key, sizeof(key), c, "all", c->cfg.id);
-        host_oob_put(key, &total, sizeof(total));
+        if (rc_conn_oob_put("taranov_t2 receiver", key, &total, sizeof(total)) != 0)
+            ret = T2_EXIT_USAGE;
     }
     if (rx.zc_ready)
         chan_release(c, &rx.zc);

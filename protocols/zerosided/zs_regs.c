@@ -198,6 +198,19 @@ uint64_t zs_act_pexp(uint64_t *cell, const void *arg)
     }
 }
 
+/* A sequence NAK from a consumer (one data QP's c_exp, or a replication
+ * group's t_ack): the phase whose operation to send again -- the data (the
+ * READ; the caller marks the cell FAILED), the head WRITE (state head_st:
+ * X_PTR in c_exp, X_CHEAD in t_ack) or the end-of-stream WRITE -- or drop. */
+static uint64_t cons_nak(uint32_t st, uint32_t head_st)
+{
+    uint32_t ph = st == X_DATA    ? ZS_PH_READ
+                  : st == head_st ? ZS_PH_CHEAD
+                  : st == X_FINAL ? ZS_PH_FINAL
+                                  : ZS_PH_OFF;
+    return ph != ZS_PH_OFF ? V_REISSUE | (uint64_t)ph << 8 : V_DROP;
+}
+
 uint64_t zs_act_cexp(uint64_t *cell, const void *arg)
 {
     const struct a_ev *a = arg;
@@ -230,15 +243,9 @@ uint64_t zs_act_cexp(uint64_t *cell, const void *arg)
             return V_DROP;
         }
     case EV_NAK_SEQ:
-        if (st == X_DATA) {
+        if (st == X_DATA)
             *cell = exp_cell(X_FAILED, exp, first) | (*cell & X_PEND);
-            return V_REISSUE | (uint64_t)ZS_PH_READ << 8;
-        }
-        if (st == X_PTR)
-            return V_REISSUE | (uint64_t)ZS_PH_CHEAD << 8;
-        if (st == X_FINAL)
-            return V_REISSUE | (uint64_t)ZS_PH_FINAL << 8;
-        return V_DROP;
+        return cons_nak(st, X_PTR);
     default:
         return V_FATAL;
     }
@@ -291,15 +298,9 @@ uint64_t zs_act_tack(uint64_t *cell, const void *arg)
             return V_ISSUE_CHEAD | (uint64_t)PSN(exp + 1) << 8;
         return st == X_CHEAD ? V_ISSUE_PTAIL : V_THREAD_DONE;
     case EV_NAK_SEQ:
-        if (st == X_DATA) {
+        if (st == X_DATA)
             *cell = ack_cell(X_FAILED, exp, 0);
-            return V_REISSUE | (uint64_t)ZS_PH_READ << 8;
-        }
-        if (st == X_CHEAD)
-            return V_REISSUE | (uint64_t)ZS_PH_CHEAD << 8;
-        if (st == X_FINAL)
-            return V_REISSUE | (uint64_t)ZS_PH_FINAL << 8;
-        return V_DROP;
+        return cons_nak(st, X_CHEAD);
     default:
         return V_FATAL;
     }

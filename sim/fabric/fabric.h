@@ -295,6 +295,10 @@ struct topology;
 /* Defaults: star of 2 nodes, 100 Gb/s links with 5 ns of cable each way
  * side, a cut-through-class switch, ECMP (sources in topology.c). */
 void fabric_defaults(struct topo_params *p);
+/* The defaults on a leaf-spine of `leaves` x `hosts_per_leaf` hosts under
+ * `spines` spines (n_nodes = leaves x hosts_per_leaf). */
+void fabric_leaf_spine(struct topo_params *p, unsigned leaves, unsigned spines,
+                       unsigned hosts_per_leaf);
 
 /* Build links (and the switch).  Node i's egress link is topo_uplink(t, i);
  * packets for node i are delivered to the sink given by topo_attach(). */

@@ -175,6 +175,17 @@ void fabric_defaults(struct topo_params *p)
     p->reroute_delay_ps = 0;
 }
 
+void fabric_leaf_spine(struct topo_params *p, unsigned leaves, unsigned spines,
+                       unsigned hosts_per_leaf)
+{
+    fabric_defaults(p);
+    p->kind = TOPO_LEAF_SPINE;
+    p->n_leaves = leaves;
+    p->n_spines = spines;
+    p->hosts_per_leaf = hosts_per_leaf;
+    p->n_nodes = leaves * hosts_per_leaf;
+}
+
 /* ---------------------------------------------------------------- delivery */
 
 static uint64_t flow_key(const struct pkt *p)

@@ -1015,6 +1015,52 @@ static void rx_release_held(struct nic *nic, struct nic_qp *qp)
     }
 }
 
+/* A plain ACK (not a NAK, no READ data, no atomic result): it only says
+ * every request up to its PSN is done. */
+static bool rx_plain_ack(const struct pkt *p)
+{
+    uint32_t m = nic_opcode(p->opcode)->mask;
+    return (m & NIC_OPF_ACK) && !(m & (NIC_OPF_ATOMIC_ACK | NIC_OPF_READ)) &&
+           (p->aeth_syndrome & NIC_AETH_TYPE_MASK) == 0;
+}
+
+/* Hold p, which took a unit, behind its QP's waiting packet.  ACKs are
+ * cumulative (IBA 9.7.5.1.1: an ACK acknowledges every request up to its
+ * PSN), so a plain ACK arriving behind a held plain ACK of the same QP
+ * makes that one redundant: the older one is received and dropped and its
+ * unit freed, the newer one takes its place (unless the older one completes
+ * a signalled WQE whose descriptor it must look up: the outstanding-WQE
+ * cache entry would otherwise stay behind).  A QP whose context missed
+ * then holds at most one ACK in a unit, not one per message - without
+ * this, a requester writing over thousands of QPs stalls every unit behind
+ * each ACK's context miss (docs/nic.md "Order of a QP's packets"). */
+static void rx_hold(struct nic *nic, struct nic_qp *qp, struct pkt *p)
+{
+    struct nic_qp_engine *e = qp->eng;
+    struct pkt *t = e->rx_hold_tail;
+    if (t && rx_plain_ack(p) && rx_plain_ack(t) && t->opcode == p->opcode &&
+        nic_psn_diff(p->psn, t->psn) >= 0 && !rx_needs_wqe(nic, t)) {
+        struct pkt **pp = &e->rx_hold_head;
+        while (*pp != t)
+            pp = &(*pp)->next;
+        *pp = p;
+        e->rx_hold_tail = p;
+        nic->cnt.pkts_rx++;
+        nic->cnt.bytes_rx += t->frame_bytes;
+        nic->cnt.acks_rx++;
+        nic->cnt.acks_merged++;
+        nic_trace_pkt(nic, TRACE_PKT_RX, t, t->dest_qpn, "nic rx (ACK merged into a later one)");
+        pkt_free(nic->pool, t);
+        nic->rx_units_busy--;
+        return;
+    }
+    if (t)
+        t->next = p;
+    else
+        e->rx_hold_head = p;
+    e->rx_hold_tail = p;
+}
+
 void nic_rx_pump(struct nic *nic)
 {
     uint32_t units = nic->p.pus ? nic->p.pus : 1;
@@ -1028,11 +1074,7 @@ void nic_rx_pump(struct nic *nic)
         nic->rx_stalled = false;
         struct nic_qp *qp = nic_qp_lookup(nic, p->dest_qpn);
         if (qp && qp->eng->rx_waiting) { /* behind an earlier packet of its QP */
-            if (qp->eng->rx_hold_tail)
-                qp->eng->rx_hold_tail->next = p;
-            else
-                qp->eng->rx_hold_head = p;
-            qp->eng->rx_hold_tail = p;
+            rx_hold(nic, qp, p);
         } else if (rx_stages(nic, p)) {
             sim_call_in(nic->sim, rx_unit_time(nic, p), rx_unit_done, nic, p);
         } else if (qp) {

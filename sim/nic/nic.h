@@ -497,6 +497,7 @@ struct nic_counters {
     uint64_t rwqe_hits, rwqe_misses;           /* receive WQEs on chip / fetched */
     uint64_t rd_engine_waits;                  /* READ requests that waited for the READ engine */
     uint64_t rx_pu_stalls;    /* times the receive pipeline stopped: every PU waited */
+    uint64_t acks_merged;     /* held ACKs dropped for a later one of their QP (cumulative) */
     uint64_t xlate_waits;     /* DMA operations held in the in-order translation unit */
     uint64_t dm_accesses;     /* NIC accesses to device memory (no PCIe) */
     uint64_t atomic_waits;    /* atomics held behind one on the same address */

@@ -29,6 +29,8 @@ enum {
     NIC_CQE_MINI_PER_TITLE = 8,      /* ... at most 8 mini-CQEs per compressed block */
     NIC_FETCH_STREAM_BYTES = 4096,   /* a message's payload is fetched as host streams of one
                                         4 KiB page each, whatever the MTU (docs/nic.md) */
+    NIC_FETCH_CHAINS = 16,           /* streams a QP half tells apart while their reads wait
+                                        to be sent: NIC_STAGE_MAX_BYTES / 4 KiB */
 };
 
 /* ---------------------------------------------------------------- staging rings */
@@ -355,7 +357,9 @@ struct nic_qp_engine {
     uint32_t rd_outstanding;        /* READ/atomic WQEs started, not completed */
     uint32_t rd_posted;             /* READ/atomic WQEs in [sq_comp, sq_tail) */
     uint32_t tx_psn_hi;             /* highest PSN covered by a transmitted request */
-    sim_time_t req_fetch_chain;     /* payload fetch stream of the WQE being built (req.c) */
+    /* payload fetch streams (req.c): one slot per stream, the last NIC_FETCH_CHAINS */
+    sim_time_t req_fetch_chain[NIC_FETCH_CHAINS];
+    uint8_t req_fetch_cur;
     struct nic_stage req_stage;
     struct nic_txsrc req_src;
 
@@ -389,7 +393,9 @@ struct nic_qp_engine {
     uint8_t *resp_host; /* WRITE: where byte 0 of the message goes */
     uint32_t pkts_since_ack;
     uint32_t rd_resp_outstanding;
-    sim_time_t resp_fetch_chain; /* READ response payload fetch stream (resp.c) */
+    /* READ response payload fetch streams (resp.c), as req_fetch_chain */
+    sim_time_t resp_fetch_chain[NIC_FETCH_CHAINS];
+    uint8_t resp_fetch_cur;
     /* ring of work_cap (a power of two, grown up to NIC_RESP_WORK_SLOTS
      * on demand: most QPs never hold more than an ACK or two, and 64 slots
      * were 5 KB of every QP); item i at nic_resp_work_at(e, i) */
@@ -451,6 +457,23 @@ static inline uint32_t nic_stage_count(const struct nic_stage *s)
 {
     return s->tail - s->head;
 }
+/* The fetch-stream slot of one payload read (docs/nic.md "Payload fetch"):
+ * a new stream (a message's first packet, or the first of a 4 KiB piece)
+ * takes the next of the QP half's slots and clears it.  The PCIe link reads
+ * and updates the slot when the read's MRds are sent, which can be after
+ * later streams have started (reads waiting for credits or tags): with one
+ * slot per QP half those later streams reset it, and every read of the
+ * half then chained behind the last one sent, one stream at the read fetch
+ * rate instead of several in parallel. */
+static inline sim_time_t *nic_fetch_chain(sim_time_t *slots, uint8_t *cur, bool new_stream)
+{
+    if (new_stream) {
+        *cur = (uint8_t)((*cur + 1) % NIC_FETCH_CHAINS);
+        slots[*cur] = 0;
+    }
+    return &slots[*cur];
+}
+
 static inline bool nic_stage_full(const struct nic_stage *s, uint32_t more_bytes)
 {
     return nic_stage_count(s) >= NIC_STAGE_SLOTS ||

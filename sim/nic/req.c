@@ -302,9 +302,8 @@ static void build_send_write(struct nic_qp *qp, struct nic_send_wqe *w, uint32_t
         nic_sges_to_segs(nic, w->sge, w->num_sge, off, plen, op);
         /* the packets of one 4 KiB piece of the message are one host
          * fetch stream (docs/nic.md "Payload fetch"), whatever the MTU */
-        if (off % NIC_FETCH_STREAM_BYTES == 0 || k == 0)
-            e->req_fetch_chain = 0;
-        op->mem_chain = &e->req_fetch_chain;
+        op->mem_chain = nic_fetch_chain(e->req_fetch_chain, &e->req_fetch_cur,
+                                        off % NIC_FETCH_STREAM_BYTES == 0 || k == 0);
         if (nic_tr(nic))
             op->tr_t0 = sim_now(nic->sim);
         nic_stage_push(&e->req_stage, p, false);

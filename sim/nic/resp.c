@@ -244,9 +244,9 @@ static void resp_stage_fill(struct nic_qp *qp)
                 op->n_seg = 1;
                 op->seg[0] = (struct nic_seg){w->host + off, w->key, plen};
                 /* one host fetch stream per 4 KiB of the READ (docs/nic.md) */
-                if (off % NIC_FETCH_STREAM_BYTES == 0 || w->done_pkts == 1)
-                    e->resp_fetch_chain = 0;
-                op->mem_chain = &e->resp_fetch_chain;
+                op->mem_chain =
+                    nic_fetch_chain(e->resp_fetch_chain, &e->resp_fetch_cur,
+                                    off % NIC_FETCH_STREAM_BYTES == 0 || w->done_pkts == 1);
                 if (nic_tr(nic))
                     op->tr_t0 = sim_now(nic->sim);
                 nic_stage_push(s, p, false);

@@ -4,7 +4,8 @@
 #  1. ibv_reg_mr costs per page: 16 MiB costs 14..18x what 1 MiB costs and
 #     far more than 64 KiB; ibv_dereg_mr costs less than ibv_reg_mr; the
 #     NIC executed commands (counter nic_cmds);
-#  2. ibv_rereg_mr (--mode=rereg) runs and costs time;
+#  2. ibv_rereg_mr (--mode=rereg) runs and costs time; --copies=4 (one
+#     buffer registered 4 times, as with 4 RNICs) costs 4x one copy;
 #  3. the attack: with the attacker on the victim's host the victim's 64 B
 #     READ rate drops by more than 4 % and the NIC counted invalidated and
 #     missed translations; with hardware.nic.mr_write_allocate=false the
@@ -30,6 +31,7 @@ for b in 64KiB 1MiB 16MiB; do
     run "reg-$b" vars.iters=10 vars.tcount=5 "vars.tbytes=$b"
 done
 run rereg vars.iters=10 vars.tcount=5 vars.tbytes=1MiB 'programs.2.args=[--bytes=1MiB, --count=5, --mode=rereg]'
+run copies4 vars.iters=10 vars.tcount=5 vars.tbytes=1MiB 'programs.2.args=[--bytes=1MiB, --count=5, --copies=4]'
 check "registration cost grows with the pages; dereg < reg; rereg costs; commands counted" "$py - '$scratch' <<'PY'
 import json, sys
 d = sys.argv[1]
@@ -40,6 +42,13 @@ r64, _ = row('reg-64KiB')
 r1, _ = row('reg-1MiB')
 r16, c16 = row('reg-16MiB')
 rr, _ = row('rereg')
+r4, c4 = row('copies4')
+_, c1 = row('reg-1MiB')
+print('1 MiB x 4 copies: reg %.2f us, dereg %.2f us; commands %d (one copy: %d)' % (
+    r4['reg_us'], r4['dereg_us'], c4['nic_cmds'], c1['nic_cmds']))
+assert r4['copies'] == 4 and r4['iterations'] == 5, r4
+assert 3.8 < r4['reg_us'] / r1['reg_us'] < 4.2, (r1, r4)
+assert 3.8 < r4['dereg_us'] / r1['dereg_us'] < 4.2, (r1, r4)
 print('reg us: 64KiB %.2f  1MiB %.2f  16MiB %.2f; dereg 16MiB %.2f; rereg 1MiB %.2f' % (
     r64['reg_us'], r1['reg_us'], r16['reg_us'], r16['dereg_us'], rr['rereg_us']))
 assert r64['iterations'] == 5 and r16['iterations'] == 5, (r64, r16)

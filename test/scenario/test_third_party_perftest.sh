@@ -66,6 +66,15 @@ d = json.load(open(sys.argv[1]))
 print(d['tables'][sys.argv[2]][0][sys.argv[3]])
 PY
 }
+# builtin NAME ARG...: the built-in perftest program with these arguments,
+# --server on h0 and --client on h1 (prints the exit status)
+builtin_run() {
+    local name=$1 a
+    shift
+    a=$(printf ', %s' "$@")
+    scenario "$name" "program: perftest, args: [--server$a]" "program: perftest, args: [--client$a]"
+}
+mbs_gbps() { awk -v m="$1" 'BEGIN { printf "%.3f", m * 1048576 * 8 / 1e9 }'; } # perftest's MB/s
 agree() { awk -v a="$1" -v b="$2" 'BEGIN { d = (a - b) / b; if (d < 0) d = -d; exit !(a != "" && b != "" && d <= 0.02) }'; }
 
 # --- ib_write_lat: 2-byte WRITE ping-pong, 1000 iterations, inline 220
@@ -75,8 +84,7 @@ check "ib_write_lat prints its table (ibv_wr* API on, inline 220)" \
     "grep -q 'RDMA_Write Latency Test' '$scratch/write_lat.out' && grep -q 't_typical\[usec\]' '$scratch/write_lat.out' && grep -q 'ibv_wr\* API     : ON' '$scratch/write_lat.out' && grep -q 'Max inline data : 220\[B\]' '$scratch/write_lat.out'"
 r=$(row write_lat 2)
 typ=$(echo "$r" | awk '{print $5}')
-rc=$(scenario write_lat_b 'program: perftest, args: [--server, --tests=write, --modes=lat, --sizes=2, --iters=1000, --inline=220]' \
-    'program: perftest, args: [--client, --tests=write, --modes=lat, --sizes=2, --iters=1000, --inline=220]')
+rc=$(builtin_run write_lat_b --tests=write --modes=lat --sizes=2 --iters=1000 --inline=220)
 b=$(builtin write_lat_b write_lat t_p50_us)
 check "ib_write_lat t_typical $typ us agrees with the built-in's p50 $b us" "agree '$typ' '$b'"
 
@@ -84,8 +92,7 @@ check "ib_write_lat t_typical $typ us agrees with the built-in's p50 $b us" "agr
 rc=$(scenario read_lat 'program: ./ib_read_lat.so' 'program: ./ib_read_lat.so, args: [h0]')
 check "ib_read_lat: both sides exit 0 (got $rc)" "[ $rc -eq 0 ] && grep -q 'RDMA_Read Latency Test' '$scratch/read_lat.out'"
 typ=$(row read_lat 2 | awk '{print $5}')
-rc=$(scenario read_lat_b 'program: perftest, args: [--server, --tests=read, --modes=lat, --sizes=2, --iters=1000]' \
-    'program: perftest, args: [--client, --tests=read, --modes=lat, --sizes=2, --iters=1000]')
+rc=$(builtin_run read_lat_b --tests=read --modes=lat --sizes=2 --iters=1000)
 b=$(builtin read_lat_b read_lat t_p50_us)
 check "ib_read_lat t_typical $typ us agrees with the built-in's p50 $b us" "agree '$typ' '$b'"
 
@@ -95,11 +102,10 @@ check "ib_write_bw: both sides exit 0 (got $rc)" "[ $rc -eq 0 ] && grep -q 'RDMA
 r=$(row write_bw 65536)
 mbs=$(echo "$r" | awk '{print $4}')
 mpps=$(echo "$r" | awk '{print $5}')
-rc=$(scenario write_bw_b 'program: perftest, args: [--server, --tests=write, --modes=bw, --sizes=65536, --bw-iters=5000, --cq-mod=1, --tx-depth=128]' \
-    'program: perftest, args: [--client, --tests=write, --modes=bw, --sizes=65536, --bw-iters=5000, --cq-mod=1, --tx-depth=128]')
+rc=$(builtin_run write_bw_b --tests=write --modes=bw --sizes=65536 --bw-iters=5000 --cq-mod=1 --tx-depth=128)
 b=$(builtin write_bw_b write_bw bw_gbps)
 bm=$(builtin write_bw_b write_bw msg_rate_mpps)
-gbps=$(awk -v m="$mbs" 'BEGIN { printf "%.3f", m * 1048576 * 8 / 1e9 }')
+gbps=$(mbs_gbps "$mbs")
 check "ib_write_bw $mbs MB/s = $gbps Gb/s agrees with the built-in's $b Gb/s" "agree '$gbps' '$b'"
 check "ib_write_bw message rate $mpps Mpps agrees with the built-in's $bm" "agree '$mpps' '$bm'"
 
@@ -107,20 +113,18 @@ check "ib_write_bw message rate $mpps Mpps agrees with the built-in's $bm" "agre
 rc=$(scenario send_bw 'program: ./ib_send_bw.so' 'program: ./ib_send_bw.so, args: [h0]')
 check "ib_send_bw: both sides exit 0 (got $rc)" "[ $rc -eq 0 ] && grep -q 'Send BW Test' '$scratch/send_bw.out'"
 mbs=$(row send_bw 65536 | awk '{print $4}')
-rc=$(scenario send_bw_b 'program: perftest, args: [--server, --tests=send, --modes=bw, --sizes=65536, --bw-iters=1000, --cq-mod=1, --tx-depth=128]' \
-    'program: perftest, args: [--client, --tests=send, --modes=bw, --sizes=65536, --bw-iters=1000, --cq-mod=1, --tx-depth=128]')
+rc=$(builtin_run send_bw_b --tests=send --modes=bw --sizes=65536 --bw-iters=1000 --cq-mod=1 --tx-depth=128)
 b=$(builtin send_bw_b send_bw bw_gbps)
-gbps=$(awk -v m="$mbs" 'BEGIN { printf "%.3f", m * 1048576 * 8 / 1e9 }')
+gbps=$(mbs_gbps "$mbs")
 check "ib_send_bw $mbs MB/s = $gbps Gb/s agrees with the built-in's $b Gb/s" "agree '$gbps' '$b'"
 
 # --- ib_read_bw: 64 KiB READs, 1000 iterations, 16 outstanding (the device's max_qp_rd_atom)
 rc=$(scenario read_bw 'program: ./ib_read_bw.so' 'program: ./ib_read_bw.so, args: [h0]')
 check "ib_read_bw: both sides exit 0 (got $rc)" "[ $rc -eq 0 ] && grep -q 'RDMA_Read BW Test' '$scratch/read_bw.out' && grep -q 'Outstand reads  : 16' '$scratch/read_bw.out'"
 mbs=$(row read_bw 65536 | awk '{print $4}')
-rc=$(scenario read_bw_b 'program: perftest, args: [--server, --tests=read, --modes=bw, --sizes=65536, --bw-iters=1000, --cq-mod=1, --tx-depth=128]' \
-    'program: perftest, args: [--client, --tests=read, --modes=bw, --sizes=65536, --bw-iters=1000, --cq-mod=1, --tx-depth=128]')
+rc=$(builtin_run read_bw_b --tests=read --modes=bw --sizes=65536 --bw-iters=1000 --cq-mod=1 --tx-depth=128)
 b=$(builtin read_bw_b read_bw bw_gbps)
-gbps=$(awk -v m="$mbs" 'BEGIN { printf "%.3f", m * 1048576 * 8 / 1e9 }')
+gbps=$(mbs_gbps "$mbs")
 check "ib_read_bw $mbs MB/s = $gbps Gb/s agrees with the built-in's $b Gb/s" "agree '$gbps' '$b'"
 
 # --- ib_send_lat: 2-byte SEND ping-pong, 200 iterations, inline 236.  It
@@ -130,8 +134,7 @@ check "ib_read_bw $mbs MB/s = $gbps Gb/s agrees with the built-in's $b Gb/s" "ag
 rc=$(scenario send_lat 'program: ./ib_send_lat.so, args: [-n, "200"]' 'program: ./ib_send_lat.so, args: [-n, "200", h0]')
 check "ib_send_lat: both sides exit 0 (got $rc)" "[ $rc -eq 0 ] && grep -q 'Send Latency Test' '$scratch/send_lat.out'"
 typ=$(row send_lat 2 | awk '{print $5}')
-rc=$(scenario send_lat_b 'program: perftest, args: [--server, --tests=send, --modes=lat, --sizes=2, --iters=200]' \
-    'program: perftest, args: [--client, --tests=send, --modes=lat, --sizes=2, --iters=200]')
+rc=$(builtin_run send_lat_b --tests=send --modes=lat --sizes=2 --iters=200)
 b=$(builtin send_lat_b send_lat t_p50_us)
 check "ib_send_lat t_typical $typ us agrees with the built-in's p50 $b us" "agree '$typ' '$b'"
 
@@ -140,8 +143,7 @@ check "ib_send_lat t_typical $typ us agrees with the built-in's p50 $b us" "agre
 rc=$(scenario send_lat_ud 'program: ./ib_send_lat.so, args: [-c, UD, -n, "200"]' 'program: ./ib_send_lat.so, args: [-c, UD, -n, "200", h0]')
 check "ib_send_lat -c UD: both sides exit 0 (got $rc)" "[ $rc -eq 0 ] && grep -q 'Connection type : UD' '$scratch/send_lat_ud.out'"
 typ=$(row send_lat_ud 2 send_lat | awk '{print $5}')
-rc=$(scenario send_lat_ud_b 'program: perftest, args: [--server, --tests=send, --modes=lat, --sizes=2, --iters=200, --conn=UD]' \
-    'program: perftest, args: [--client, --tests=send, --modes=lat, --sizes=2, --iters=200, --conn=UD]')
+rc=$(builtin_run send_lat_ud_b --tests=send --modes=lat --sizes=2 --iters=200 --conn=UD)
 b=$(builtin send_lat_ud_b send_lat t_p50_us)
 check "ib_send_lat -c UD t_typical $typ us agrees with the built-in's --conn=UD p50 $b us" "agree '$typ' '$b'"
 
@@ -149,8 +151,7 @@ check "ib_send_lat -c UD t_typical $typ us agrees with the built-in's --conn=UD 
 rc=$(scenario atomic_lat 'program: ./ib_atomic_lat.so, args: [-n, "200"]' 'program: ./ib_atomic_lat.so, args: [-n, "200", h0]')
 check "ib_atomic_lat: both sides exit 0 (got $rc)" "[ $rc -eq 0 ] && grep -q 'Atomic FETCH_AND_ADD Latency Test' '$scratch/atomic_lat.out'"
 typ=$(row atomic_lat 8 | awk '{print $5}')
-rc=$(scenario atomic_lat_b 'program: perftest, args: [--server, --tests=atomic, --modes=lat, --iters=200]' \
-    'program: perftest, args: [--client, --tests=atomic, --modes=lat, --iters=200]')
+rc=$(builtin_run atomic_lat_b --tests=atomic --modes=lat --iters=200)
 b=$(builtin atomic_lat_b atomic_lat t_p50_us)
 check "ib_atomic_lat t_typical $typ us agrees with the built-in's p50 $b us" "agree '$typ' '$b'"
 
@@ -161,8 +162,7 @@ check "ib_atomic_lat t_typical $typ us agrees with the built-in's p50 $b us" "ag
 rc=$(scenario atomic_bw 'program: ./ib_atomic_bw.so' 'program: ./ib_atomic_bw.so, args: [h0]')
 check "ib_atomic_bw: both sides exit 0 (got $rc)" "[ $rc -eq 0 ] && grep -q 'Atomic FETCH_AND_ADD BW Test' '$scratch/atomic_bw.out'"
 mpps=$(row atomic_bw 8 | awk '{print $5}')
-rc=$(scenario atomic_bw_b 'program: perftest, args: [--server, --tests=atomic, --modes=bw, --bw-iters=1000]' \
-    'program: perftest, args: [--client, --tests=atomic, --modes=bw, --bw-iters=1000]')
+rc=$(builtin_run atomic_bw_b --tests=atomic --modes=bw --bw-iters=1000)
 bm=$(builtin atomic_bw_b atomic_bw msg_rate_mpps)
 check "ib_atomic_bw $mpps Mpps: above the built-in's single-counter $bm, below 16 per atomic round trip ($typ us)" \
     "awk -v a='$mpps' -v b='$bm' -v l='$typ' 'BEGIN { exit !(a != \"\" && a > b && a <= 16 / l) }'"

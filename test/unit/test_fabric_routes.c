@@ -165,12 +165,7 @@ static void check_failures(struct fixture *f, const char *const *links, unsigned
 static void test_leaf_spine(void)
 {
     struct topo_params p;
-    fabric_defaults(&p);
-    p.kind = TOPO_LEAF_SPINE;
-    p.n_leaves = 5;
-    p.n_spines = 3;
-    p.hosts_per_leaf = 3;
-    p.n_nodes = 15;
+    fabric_leaf_spine(&p, 5, 3, 3);
     struct fixture f;
     if (!fx_init(&f, &p))
         return;
@@ -187,10 +182,7 @@ static void test_leaf_spine(void)
     fx_fini(&f);
 
     /* oversubscribed: 6 hosts per leaf over 2 spines */
-    p.n_leaves = 3;
-    p.n_spines = 2;
-    p.hosts_per_leaf = 6;
-    p.n_nodes = 18;
+    fabric_leaf_spine(&p, 3, 2, 6);
     if (!fx_init(&f, &p))
         return;
     static const char *const links2[] = {"spine0->leaf1", "leaf0->spine1", "spine1->leaf1"};
@@ -248,12 +240,7 @@ static void test_star_ring(void)
 static size_t leaf_spine_bytes(unsigned leaves, unsigned spines, unsigned hpl)
 {
     struct topo_params p;
-    fabric_defaults(&p);
-    p.kind = TOPO_LEAF_SPINE;
-    p.n_leaves = leaves;
-    p.n_spines = spines;
-    p.hosts_per_leaf = hpl;
-    p.n_nodes = leaves * hpl;
+    fabric_leaf_spine(&p, leaves, spines, hpl);
     struct sim *sim = sim_create(1);
     struct pkt_pool *pool = pkt_pool_create();
     struct topology *t = topo_create(sim, &p, pool);

@@ -55,12 +55,7 @@ static void fab_init(struct fab *f, uint64_t seed, unsigned leaves, unsigned spi
     f->sim = sim_create(seed);
     f->pool = pkt_pool_create();
     struct topo_params p;
-    fabric_defaults(&p);
-    p.kind = TOPO_LEAF_SPINE;
-    p.n_leaves = leaves;
-    p.n_spines = spines;
-    p.hosts_per_leaf = hpl;
-    p.n_nodes = leaves * hpl;
+    fabric_leaf_spine(&p, leaves, spines, hpl);
     p.sw.routing = mode;
     p.reroute_delay_ps = reroute_ps;
     f->t = topo_create(f->sim, &p, f->pool);
@@ -153,11 +148,7 @@ static void test_shape(void)
     struct sim *sim = sim_create(1);
     struct pkt_pool *pool = pkt_pool_create();
     struct topo_params p;
-    fabric_defaults(&p);
-    p.kind = TOPO_LEAF_SPINE;
-    p.n_leaves = 2;
-    p.n_spines = 2;
-    p.hosts_per_leaf = 2;
+    fabric_leaf_spine(&p, 2, 2, 2);
     p.n_nodes = 3; /* != 2 x 2 */
     CHECK(topo_create(sim, &p, pool) == NULL);
     p.n_nodes = 4;

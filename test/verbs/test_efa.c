@@ -441,12 +441,7 @@ static void test_stream_star(void)
 static void use_leaf_spine(struct fx *fx)
 {
     struct topo_params tp;
-    fabric_defaults(&tp);
-    tp.kind = TOPO_LEAF_SPINE;
-    tp.n_nodes = 2;
-    tp.n_leaves = 2;
-    tp.n_spines = 4;
-    tp.hosts_per_leaf = 1;
+    fabric_leaf_spine(&tp, 2, 4, 1);
     tp.sw.routing = ROUTE_ECMP;
     CHECK(fx_use_topology(fx, &tp) == 0);
 }

@@ -214,12 +214,7 @@ static void run_on(struct run *r, uint64_t seed, uint32_t transport, uint32_t n,
     r->fx = fx_create(seed, &np);
     if (spray) {
         struct topo_params tp;
-        fabric_defaults(&tp);
-        tp.kind = TOPO_LEAF_SPINE;
-        tp.n_nodes = 2;
-        tp.n_leaves = 2;
-        tp.n_spines = 4;
-        tp.hosts_per_leaf = 1;
+        fabric_leaf_spine(&tp, 2, 4, 1);
         tp.sw.routing = ROUTE_SPRAY;
         /* 4 x 25 Gb/s spine links: packets queue there, so sprayed ones
          * overtake each other */

@@ -423,12 +423,7 @@ static void test_out_of_order(void)
     struct ooo *t = calloc(1, sizeof(*t));
     t->fx = rma_fx(6, 2);
     struct topo_params tp;
-    fabric_defaults(&tp);
-    tp.kind = TOPO_LEAF_SPINE;
-    tp.n_nodes = 2;
-    tp.n_leaves = 2;
-    tp.n_spines = 4;
-    tp.hosts_per_leaf = 1;
+    fabric_leaf_spine(&tp, 2, 4, 1);
     CHECK(fx_use_topology(t->fx, &tp) == 0);
     fx_spawn(t->fx, 0, "client", ooo_client, t);
     fx_spawn(t->fx, 1, "server", ooo_server, t);

@@ -181,6 +181,7 @@ static void write_nic(struct json_writer *w, const struct nic_counters *c)
     json_kv_u64(w, "qpc_misses", c->qpc_misses);
     json_kv_u64(w, "qpc_evictions", c->qpc_evictions);
     json_kv_u64(w, "rx_pu_stalls", c->rx_pu_stalls);
+    json_kv_u64(w, "acks_merged", c->acks_merged);
     json_kv_u64(w, "mpt_hits", c->mpt_hits);
     json_kv_u64(w, "mpt_misses", c->mpt_misses);
     json_kv_u64(w, "mtt_hits", c->mtt_hits);
