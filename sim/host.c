@@ -150,6 +150,11 @@ bool host_mem_is_remote(const struct host *h, const void *addr)
     return m && m->nremote && host_mem_socket_of(m, (uintptr_t)addr) != m->nic_socket;
 }
 
+bool host_mem_huge(const struct host *h, const void *addr, size_t len)
+{
+    return h && h->mem && host_mem_range_huge(h->mem, (uintptr_t)addr, len);
+}
+
 sim_time_t host_mmio_numa_delay(struct host *h)
 {
     if (!h->n_remote_threads)

@@ -161,7 +161,7 @@ struct host {
     struct host_vcpu *vcpus;
     uint32_t nvcpus;
     uint32_t n_remote_threads; /* live threads on a socket other than the NIC's */
-    bool hugepages;            /* memory on 2 MiB pages (host.hugepages): the CPU TLB's page size */
+    bool hugepages;            /* all memory on 2 MiB pages (host.hugepages), else per range */
     /* sim/host/mem.c: NUMA placement and cache-line state (NULL until a
      * program first allocates on a socket, touches or copies memory) */
     struct host_mem *mem;
@@ -267,6 +267,11 @@ sim_time_t host_dma_rmw_ps(struct host *h, const void *addr, size_t len);
 sim_time_t host_dma_numa_delay(struct host *h, const void *addr, size_t len, bool write);
 /* Is addr memory on another socket than the NIC's? */
 bool host_mem_is_remote(const struct host *h, const void *addr);
+/* Is all of [addr, addr + len) on 2 MiB pages: memory of one
+ * host_alloc_huge range (false without the memory model)?  The NIC's
+ * page table then gets 2 MiB entries for an MR over it (sim/nic/mr.c);
+ * host.hugepages puts all memory on 2 MiB pages without asking. */
+bool host_mem_huge(const struct host *h, const void *addr, size_t len);
 /* Extra time a CPU store to the NIC (a doorbell) from the running thread
  * takes to reach the NIC's socket: host.numa.dma_hop when the thread runs
  * on another socket, else 0. */

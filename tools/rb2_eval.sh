@@ -4,7 +4,7 @@
 # docs/rb2/fig{3,5,6,7}.png and the tables (printed).  Latency points up to
 # 64 KiB run 10,000 round trips, so that a 99.9th percentile rests on 10
 # samples; 256 KiB and 1 MiB run 2,000 (10,000 would take a minute each).
-# About 15 minutes of wall time on the shared two cores (docs/rb2.md "Set-up").
+# 4-15 minutes of wall time on the shared two cores, by their load (docs/rb2.md "Set-up").
 #   tools/rb2_eval.sh [OUTDIR]     (default rb2-out; the sweeps' CSVs go there)
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -32,10 +32,6 @@ sweep "$s/table2_ablation.yaml" --set vars.m=M1,M2,M3,M4,M5,M6,M7,M8,M9 --set va
     --set vars.mode=bw,pingpong --set vars.iters=10000 -o "$out/t2"
 sweep "$s/table2_ablation.yaml" --set vars.m=M1,M2,M3,M4,M5,M6,M7,M8,M9 --set vars.size=1048576 \
     --set vars.mode=bw,pingpong --set vars.iters=2000 -o "$out/t2l"
-sweep "$s/table2_ablation.yaml" --set vars.m=M8 --set vars.size=512 --set vars.mode=bw,pingpong \
-    --set hardware.host.hugepages=false --set vars.iters=10000 -o "$out/t2m8"
-sweep "$s/table2_ablation.yaml" --set vars.m=M8 --set vars.size=1048576 --set vars.mode=bw,pingpong \
-    --set hardware.host.hugepages=false --set vars.iters=2000 -o "$out/t2m8l"
 sweep "$s/fig7_threads.yaml" --set vars.variant=$v --set vars.threads=1,2,4,8 -o "$out/f7"
 sweep "$s/fig7_threads.yaml" --set vars.variant=$v --set vars.threads=1,2,4,8 --set vars.mode=pingpong \
     --set vars.batching=0 --set vars.messages=10000 -o "$out/f7p"
@@ -50,5 +46,5 @@ echo "== Fig. 3";  $py "$p" fig3 "$out/f3" "$out/f3p,$out/f3pl" -o "$here/docs/r
 echo "== Fig. 5";  $py "$p" fig5 "$out/f5" "$out/raw,$out/rawl" -o "$here/docs/rb2/fig5.png" --table
 echo "== Fig. 6";  $py "$p" fig6 "$out/f6,$out/f6l" "$out/raw,$out/rawl" -o "$here/docs/rb2/fig6.png" --table
 echo "== Fig. 7";  $py "$p" fig7 "$out/f7" "$out/f7p" -o "$here/docs/rb2/fig7.png" --table
-echo "== Table II"; $py "$p" table2 "$out/t2,$out/t2l" "$out/t2m8,$out/t2m8l"
+echo "== Table II"; $py "$p" table2 "$out/t2,$out/t2l"
 echo "== Cases";   $py "$p" cases "$out/nf" "$out/db" "$out/http"

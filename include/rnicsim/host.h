@@ -104,6 +104,13 @@ int host_current_socket(void);
  * socket, len 0) or ENOMEM.  Free with host_free(p, len).  Memory from
  * anywhere else (malloc, the stack) counts as on the NIC's socket. */
 void *host_alloc(size_t len, int socket);
+/* The same on 2 MiB pages: the cores' TLBs and the NIC's page table (an
+ * MR over it) hold one entry per 2 MiB instead of per 4 KiB.  On real
+ * hardware: a 2 MiB-aligned mapping of len rounded up to 2 MiB, advised
+ * MADV_HUGEPAGE before its first touch (transparent huge pages, which the
+ * kernel may refuse: then 4 KiB pages, as host_alloc).  Free with
+ * host_free(p, len). */
+void *host_alloc_huge(size_t len, int socket);
 void host_free(void *p, size_t len);
 /* Socket of the memory at `addr` (-1 with errno if unknown). */
 int host_mem_socket(const void *addr);

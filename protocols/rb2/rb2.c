@@ -22,7 +22,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "rnicsim/host.h"
 
@@ -916,14 +915,16 @@ int rb2_open(struct rb2 *rb, const char *prog, const char *name, bool is_server,
     rb->socket = cfg->numa_aware || sockets < 2 ? nic : (nic + 1) % sockets;
     struct rb2_layout l = rb2_layout_of(cfg, has_tx, has_rx);
     rb->region_bytes = l.total;
-    rb->region = host_alloc(l.total, rb->socket);
+    /* huge pages: the NIC's page table and the cores' TLBs hold one entry
+     * per 2 MiB of the rings (on real hardware transparent huge pages,
+     * advised before the first touch) */
+    rb->region =
+        cfg->hugepages ? host_alloc_huge(l.total, rb->socket) : host_alloc(l.total, rb->socket);
     if (!rb->region) {
         fprintf(stderr, "%s: rb2: host_alloc(%zu, socket %d): %s\n", prog, l.total, rb->socket,
                 strerror(errno));
         return -1;
     }
-    if (cfg->hugepages)
-        (void)madvise(rb->region, l.total, MADV_HUGEPAGE); /* advice only: THP may refuse */
     c->buf = rb->region;
     c->buf_bytes = l.total;
     if (has_tx) {

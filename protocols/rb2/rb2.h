@@ -77,7 +77,7 @@ struct rb2_config {
     bool sync_send;        /* receiver only: a write returns when its WRITEs completed */
     bool zero_copy;        /* rb2_write_zc / rb2_read_zc without a copy */
     bool cache_friendly;   /* pointers in lines of their own, ring 64 B-aligned */
-    bool hugepages;        /* ring memory advised onto 2 MiB pages */
+    bool hugepages;        /* ring memory on 2 MiB pages (host_alloc_huge) */
     bool numa_aware;       /* buffers on the NIC's socket (else the other one) */
     uint32_t sw_ns;        /* CPU time of the layer's logic per call that moves a message */
     uint32_t sq_depth;     /* send queue depth (a signaled WR at least every half) */

@@ -21,8 +21,8 @@
  * without any batching (α = β = γ = 1), M3 without sync-ahead (β = α), M4
  * without the elastic threshold, M5 without lazy push (γ = 1), M6 without
  * zero copy, M7 without the cache-friendly structure, M8 without huge
- * pages (set the profile's host.hugepages: false too: the NIC's MTT is
- * what the simulator models of them), M9 on the wrong socket.
+ * pages (the rings on 4 KiB pages: the NIC's page table and the cores'
+ * TLBs), M9 on the wrong socket.
  *
  * bw (the client sends --messages to the server): the receiver checks
  * every message (sequence number, length, every payload word) and
@@ -229,9 +229,7 @@ static int rb2b_parse(int argc, char **argv, struct rb2b_opts *o)
         else if (!strncmp(a, "--window=", 9) && rc_conn_parse_uint(a + 9, 1, 4096, &v))
             o->window = v;
         else if (!strncmp(a, "--ablation=M", 12) && rc_conn_parse_uint(a + 12, 1, 9, &v)) {
-            /* Table II: M1 full RB², M2-M9 one optimisation off (M8,
-             * huge pages, is the profile's host.hugepages: the NIC's
-             * translation; here only the allocation advice) */
+            /* Table II: M1 full RB², M2-M9 one optimisation off */
             static const char *const what[] = {
                 "",          "",          "all batching",   "sync-ahead", "elastic",
                 "lazy push", "zero copy", "cache-friendly", "huge pages", "NUMA-aware"};

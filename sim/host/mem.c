@@ -224,7 +224,8 @@ struct host_mem *host_mem_get(struct host *h)
     m->cores_per_socket = tp->cores_per_socket;
     m->cores = tp->sockets * tp->cores_per_socket;
     m->core_seq = calloc(m->cores, sizeof(*m->core_seq));
-    if (!m->core_seq || map_grow(m) || host_tlb_init(&m->tlb, m->p, m->cores, h->hugepages)) {
+    m->all_huge = h->hugepages;
+    if (!m->core_seq || map_grow(m) || host_tlb_init(&m->tlb, m->p, m->cores)) {
         host_tlb_fini(&m->tlb);
         free(m->core_seq);
         free(m->slots);
@@ -280,7 +281,7 @@ static void drop_pages(struct host_mem *m, uintptr_t start, uintptr_t end)
         page_drop(m, pg);
 }
 
-int host_mem_add_range(struct host_mem *m, uintptr_t start, size_t len, uint32_t socket)
+int host_mem_add_range(struct host_mem *m, uintptr_t start, size_t len, uint32_t socket, bool huge)
 {
     if (!len)
         return 0;
@@ -298,13 +299,22 @@ int host_mem_add_range(struct host_mem *m, uintptr_t start, size_t len, uint32_t
     /* TLB addresses: ranges from 1 TiB up, each on a 2 MiB boundary */
     if (!m->next_vstart)
         m->next_vstart = (uint64_t)1 << 40;
-    m->ranges[at] = (struct host_mem_range){start, start + len, socket, m->next_vstart};
+    m->ranges[at] = (struct host_mem_range){start, start + len, socket, huge, m->next_vstart};
     m->next_vstart += ((uint64_t)len + (1u << 21) - 1) & ~(((uint64_t)1 << 21) - 1);
     m->nranges++;
     if (socket != m->nic_socket)
         m->nremote++;
     drop_pages(m, start, start + len);
     return 0;
+}
+
+bool host_mem_range_huge(const struct host_mem *m, uintptr_t addr, size_t len)
+{
+    if (m->all_huge)
+        return true;
+    uint32_t r = range_at(m, addr);
+    return r < m->nranges && m->ranges[r].huge && addr < m->ranges[r].end &&
+           len <= m->ranges[r].end - addr;
 }
 
 void host_mem_remove_range(struct host_mem *m, uintptr_t start)
@@ -452,7 +462,7 @@ struct walk {
     bool any_remote_mem;      /* a line of memory on another socket than the core */
     bool oom;
     sim_time_t tlb_ps; /* translations outside the DTLB: STLB lookups, page walks */
-    uint64_t last_vpn; /* the page translated last (+ 1; 0: none yet) */
+    uint64_t last_vpn; /* the page translated last (vpn << 1 | huge, + 1; 0: none yet) */
 };
 
 /* Page-table lines live in the line map at addresses no program has (above
@@ -467,13 +477,18 @@ static void line_touch(struct host_mem *m, struct host_line_page *pg, unsigned i
 /* The address the TLB sees for the 4 KiB page pg: in a host_alloc range,
  * the range's deterministic address plus the offset; elsewhere the page's
  * touch-order number from 16 TiB up (so pages of malloc memory share
- * 2 MiB pages in the order they were first touched). */
-static uint64_t vpage_of(const struct host_mem *m, const struct host_line_page *pg)
+ * 2 MiB pages in the order they were first touched).  *huge: the page is
+ * part of a 2 MiB page (its range's, or every page's with
+ * host.hugepages). */
+static uint64_t vpage_of(const struct host_mem *m, const struct host_line_page *pg, bool *huge)
 {
     uintptr_t a = pg->page << HOST_PAGE_SHIFT;
     uint32_t r = range_at(m, a);
-    if (r < m->nranges && a < m->ranges[r].end)
+    *huge = m->all_huge;
+    if (r < m->nranges && a < m->ranges[r].end) {
+        *huge = *huge || m->ranges[r].huge;
         return m->ranges[r].vstart + (a - m->ranges[r].start);
+    }
     return ((uint64_t)1 << 44) + ((uint64_t)pg->vid << HOST_PAGE_SHIFT);
 }
 
@@ -482,10 +497,10 @@ static uint64_t vpage_of(const struct host_mem *m, const struct host_line_page *
  * through the caches (a line from further than the L2 costs the
  * difference). */
 static void tlb_charge(struct host *h, struct host_mem *m, uint32_t c, uint32_t sc, uint64_t vpn,
-                       struct walk *w)
+                       bool huge, struct walk *w)
 {
     const struct host_mem_params *p = m->p;
-    enum host_tlb_hit r = host_tlb_lookup(&m->tlb, c, vpn);
+    enum host_tlb_hit r = host_tlb_lookup(&m->tlb, c, vpn, huge);
     if (r == HOST_TLB_L1)
         return;
     h->cnt.tlb_l1_misses++;
@@ -494,7 +509,7 @@ static void tlb_charge(struct host *h, struct host_mem *m, uint32_t c, uint32_t 
         return;
     h->cnt.tlb_walks++;
     w->tlb_ps += p->tlb_walk_ps;
-    uintptr_t pte = (m->tlb.page_shift == 12 ? HOST_PT_BASE : HOST_PD_BASE) + (uintptr_t)vpn * 8;
+    uintptr_t pte = (huge ? HOST_PD_BASE : HOST_PT_BASE) + (uintptr_t)vpn * 8;
     struct host_line_page *pg = page_get(m, pte >> HOST_PAGE_SHIFT);
     if (!pg) {
         w->oom = true;
@@ -533,10 +548,12 @@ static void walk_lines(struct host *h, struct host_mem *m, uint32_t c, uint32_t 
         }
         if (pg->socket != sc)
             w->any_remote_mem = true;
-        uint64_t vpn = vpage_of(m, pg) >> m->tlb.page_shift;
-        if (w->last_vpn != vpn + 1) {
-            w->last_vpn = vpn + 1;
-            tlb_charge(h, m, c, sc, vpn, w);
+        bool huge;
+        uint64_t va = vpage_of(m, pg, &huge);
+        uint64_t vpn = va >> (huge ? 21 : HOST_PAGE_SHIFT);
+        if (w->last_vpn != (vpn << 1 | huge) + 1) {
+            w->last_vpn = (vpn << 1 | huge) + 1;
+            tlb_charge(h, m, c, sc, vpn, huge, w);
             pg = page_get(m, pgn); /* the walk may have moved the map */
             if (!pg) {
                 w->oom = true;

@@ -30,6 +30,7 @@ struct host_line_page {
 struct host_mem_range {
     uintptr_t start, end;
     uint32_t socket;
+    bool huge; /* on 2 MiB pages (host_alloc_huge) */
     /* where the TLB sees it: a deterministic address on a 2 MiB boundary
      * (the simulator's own addresses move with ASLR, 4 KiB-granular) */
     uint64_t vstart;
@@ -55,6 +56,7 @@ struct host_mem {
      * NIC's socket) */
     sim_time_t link_free_ps[2];
     struct host_tlb tlb; /* the cores' data TLBs */
+    bool all_huge;       /* every page 2 MiB (host.hugepages) */
 };
 
 void host_mem_params_default(struct host_mem_params *p);
@@ -66,9 +68,13 @@ void host_mem_free(struct host *h);
 
 /* Socket of the memory at addr: its host_alloc range, else the NIC's. */
 uint32_t host_mem_socket_of(const struct host_mem *m, uintptr_t addr);
-/* Record / forget a buffer on a socket.  0, or ENOMEM. */
-int host_mem_add_range(struct host_mem *m, uintptr_t start, size_t len, uint32_t socket);
+/* Record / forget a buffer on a socket (huge: on 2 MiB pages).  0, or
+ * ENOMEM. */
+int host_mem_add_range(struct host_mem *m, uintptr_t start, size_t len, uint32_t socket, bool huge);
 void host_mem_remove_range(struct host_mem *m, uintptr_t start);
+/* Is all of [addr, addr + len) on 2 MiB pages (one huge range, or every
+ * page with host.hugepages)? */
+bool host_mem_range_huge(const struct host_mem *m, uintptr_t addr, size_t len);
 
 /* A core of `socket` reads (write: writes) [addr, addr + len) in order:
  * returns its CPU time (hits in sequence, misses overlapped up to

@@ -20,11 +20,11 @@
 #define HOST_TLB_L1_WAYS 4  /* Table 2-15: DTLB 4-way */
 #define HOST_TLB_ST_WAYS 12 /* Table 2-15: STLB 12-way */
 
-int host_tlb_init(struct host_tlb *t, const struct host_mem_params *p, uint32_t cores, bool huge)
+int host_tlb_init(struct host_tlb *t, const struct host_mem_params *p, uint32_t cores)
 {
     memset(t, 0, sizeof(*t));
-    t->page_shift = huge ? 21 : 12;
-    t->l1_entries = huge ? p->tlb_l1_2m : p->tlb_l1_4k;
+    t->l1_4k_entries = p->tlb_l1_4k;
+    t->l1_2m_entries = p->tlb_l1_2m;
     t->st_entries = p->tlb_stlb;
     t->cores = cores;
     t->core = calloc(cores ? cores : 1, sizeof(*t->core));
@@ -41,7 +41,8 @@ static void level_free(struct host_tlb_level *l)
 void host_tlb_fini(struct host_tlb *t)
 {
     for (uint32_t c = 0; t->core && c < t->cores; c++) {
-        level_free(&t->core[c].l1);
+        level_free(&t->core[c].l1_4k);
+        level_free(&t->core[c].l1_2m);
         level_free(&t->core[c].st);
     }
     free(t->core);
@@ -64,16 +65,18 @@ static int level_init(struct host_tlb_level *l, uint32_t entries, uint32_t ways)
     return 0;
 }
 
-/* Looks vpn up and makes it the most recently used of its set (inserting
- * it, and dropping the set's least recently used, on a miss). */
-static bool level_access(struct host_tlb_level *l, uint64_t vpn)
+/* Looks key up in set `vpn mod sets` and makes it the most recently used
+ * of its set (inserting it, and dropping the set's least recently used, on
+ * a miss).  The key tells the page sizes apart in the STLB; the set comes
+ * from the page number alone, as the hardware indexes by it. */
+static bool level_access(struct host_tlb_level *l, uint64_t vpn, uint64_t key)
 {
     if (!l->sets)
         return true;
     uint32_t s = (uint32_t)(vpn % l->sets);
     uint64_t *k = &l->key[(size_t)s * l->ways];
     uint32_t n = l->n[s], j = 0;
-    while (j < n && k[j] != vpn)
+    while (j < n && k[j] != key)
         j++;
     bool hit = j < n;
     if (!hit) {
@@ -82,24 +85,29 @@ static bool level_access(struct host_tlb_level *l, uint64_t vpn)
         j = n - 1; /* the slot to reuse: the LRU one, or the new one */
     }
     memmove(k + 1, k, j * sizeof(*k));
-    k[0] = vpn;
+    k[0] = key;
     return hit;
 }
 
-enum host_tlb_hit host_tlb_lookup(struct host_tlb *t, uint32_t core, uint64_t vpn)
+enum host_tlb_hit host_tlb_lookup(struct host_tlb *t, uint32_t core, uint64_t vpn, bool huge)
 {
     if (core >= t->cores)
         return HOST_TLB_L1;
     struct host_tlb_core *c = &t->core[core];
-    if (!c->l1.key && !c->st.key && (t->l1_entries || t->st_entries)) {
-        if (level_init(&c->l1, t->l1_entries, HOST_TLB_L1_WAYS) ||
+    if (!c->inited) {
+        c->inited = true;
+        if (level_init(&c->l1_4k, t->l1_4k_entries, HOST_TLB_L1_WAYS) ||
+            level_init(&c->l1_2m, t->l1_2m_entries, HOST_TLB_L1_WAYS) ||
             level_init(&c->st, t->st_entries, HOST_TLB_ST_WAYS)) {
-            level_free(&c->l1);
+            level_free(&c->l1_4k);
+            level_free(&c->l1_2m);
             level_free(&c->st);
-            return HOST_TLB_L1;
+            c->oom = true;
         }
     }
-    if (level_access(&c->l1, vpn))
+    if (c->oom || level_access(huge ? &c->l1_2m : &c->l1_4k, vpn, vpn))
         return HOST_TLB_L1;
-    return level_access(&c->st, vpn) ? HOST_TLB_STLB : HOST_TLB_WALK;
+    /* vpn < 2^52: the top bit is free to mark a 2 MiB page's key */
+    uint64_t key = huge ? vpn | (uint64_t)1 << 63 : vpn;
+    return level_access(&c->st, vpn, key) ? HOST_TLB_STLB : HOST_TLB_WALK;
 }

@@ -79,11 +79,22 @@ sim_time_t nic_cmd_delay(struct nic *nic, uint32_t n)
     return nic->cmd_free_ps - now;
 }
 
+/* The page size of memory [addr, addr + length): 2 MiB when the host puts
+ * all memory on huge pages (nic.hugepages, from host.hugepages) or the
+ * whole range is one huge-page buffer of the host (host_alloc_huge), else
+ * 4 KiB (the kernel gives an MR the largest page size all its pages
+ * have). */
+static unsigned mr_page_shift(const struct nic *nic, const void *addr, uint64_t length)
+{
+    return nic->p.hugepages || host_mem_huge(nic->host, addr, length) ? NIC_HUGE_PAGE_SHIFT
+                                                                      : NIC_PAGE_SHIFT;
+}
+
 uint64_t nic_mr_pages(const struct nic *nic, const void *addr, uint64_t length)
 {
     if (!length)
         return 0;
-    unsigned shift = nic->p.hugepages ? NIC_HUGE_PAGE_SHIFT : NIC_PAGE_SHIFT;
+    unsigned shift = mr_page_shift(nic, addr, length);
     /* Counted on the buffer's offset in its 4 KiB page, placed at the
      * start of a page of the MR's size (as nic_mr_reg places its wire
      * address): address-space randomisation moves whole 4 KiB pages, so
@@ -151,7 +162,7 @@ struct nic_mr *nic_mr_reg(struct nic_pd *pd, void *addr, uint64_t length, uint64
     mr->access = access;
     mr->valid = true;
     /* the page size the kernel hands the NIC's page table (xlate.c) */
-    mr->page_shift = nic->p.hugepages ? NIC_HUGE_PAGE_SHIFT : NIC_PAGE_SHIFT;
+    mr->page_shift = (uint8_t)mr_page_shift(nic, addr, length);
     if (iova == (uint64_t)(uintptr_t)addr) { /* at its process address: a wire address */
         if (!nic->wire_va_next)
             nic->wire_va_next = NIC_WIRE_VA_BASE;
@@ -227,6 +238,7 @@ int nic_mr_rereg(struct nic_mr *mr, int flags, struct nic_pd *pd, void *addr, ui
         mr->host_addr = addr;
         mr->iova = iova;
         mr->length = length;
+        mr->page_shift = (uint8_t)mr_page_shift(nic, addr, length); /* the new memory's pages */
         nic->cnt.mr_bytes += length;
         if (nic->cnt.mr_bytes > nic->cnt.mr_bytes_peak)
             nic->cnt.mr_bytes_peak = nic->cnt.mr_bytes;

@@ -163,7 +163,8 @@ check "hello_write.c builds as a shared object" \
     "$cc $warn -shared -fPIC -I'$src/include' '$src/docs/examples/hello_write.c' -o '$scratch/hello_write.so' 2>'$scratch/so.log'"
 
 # 4. out-of-band board over TCP: client started first, 40 lockstep rounds,
-#    wrong-length get -> EMSGSIZE, threads, report format
+#    wrong-length get -> EMSGSIZE, threads, report format; host_alloc_huge
+#    (2 MiB-aligned, zeroed, freed whole; length 0 refused)
 cat >"$scratch/oob_check.c" <<'EOF'
 #include <errno.h>
 #include <stdio.h>
@@ -188,6 +189,13 @@ int main(int argc, char **argv)
     }
     int v = 0, h = host_thread_start(set42, &v);
     if (h < 0 || host_thread_join(h) != 0 || v != 42) { printf("thread failed\n"); return 1; }
+    for (int k = 0; k < 3; k++) {
+        unsigned char *hp = host_alloc_huge((size_t)3 << 20, HOST_SOCKET_LOCAL);
+        if (!hp || ((unsigned long)hp & ((2ul << 20) - 1)) || hp[(3 << 20) - 1] != 0) { printf("host_alloc_huge failed\n"); return 1; }
+        hp[0] = 1;
+        host_free(hp, (size_t)3 << 20);
+    }
+    if (host_alloc_huge(0, HOST_SOCKET_LOCAL) != NULL || errno != EINVAL) { printf("host_alloc_huge(0) not EINVAL\n"); return 1; }
     uint64_t t0 = host_now_ns();
     host_compute(200000);
     if (host_now_ns() - t0 < 200000) { printf("host_compute too short\n"); return 1; }

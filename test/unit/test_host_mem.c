@@ -141,7 +141,7 @@ static void test_cores_and_sockets(void)
     CHECK_EQ_U64(rd(&r, 2, 4096, 8), 26 * NS);
 
     /* memory on socket 1: from core 0 150 ns, from core 12 90 ns */
-    CHECK(host_mem_add_range(r.h.mem, at(1 << 20), 1 << 20, 1) == 0);
+    CHECK(host_mem_add_range(r.h.mem, at(1 << 20), 1 << 20, 1, false) == 0);
     CHECK_EQ_U64(rd(&r, 0, 1 << 20, 8), 150 * NS);
     CHECK_EQ_U64(rd(&r, 12, (1 << 20) + 4096, 8), 90 * NS);
     /* the NIC's writes there skip DDIO (not the NIC's socket): memory */
@@ -168,7 +168,7 @@ static void test_copy(void)
     CHECK_EQ_U64(host_mem_copy(&r.h, 0, 0, at(8192), at(0), 4096), bw + 26 * NS);
     /* the destination on the other socket: 150 / 90 of the time, plus its
      * first miss (150 ns) */
-    CHECK(host_mem_add_range(r.h.mem, at(1 << 20), 4096, 1) == 0);
+    CHECK(host_mem_add_range(r.h.mem, at(1 << 20), 4096, 1, false) == 0);
     CHECK_EQ_U64(host_mem_copy(&r.h, 0, 0, at(1 << 20), at(0), 4096),
                  bw * 150 / 90 + 150 * NS); /* 975238 */
     rig_fini(&r);
@@ -180,7 +180,7 @@ static void test_dma_numa(void)
     rig_init(&r, true);
     /* nothing on the other socket: no delay */
     CHECK_EQ_U64(host_dma_numa_delay(&r.h, (void *)at(0), 64, true), 0);
-    CHECK(host_mem_add_range(r.h.mem, at(1 << 20), 4 << 20, 1) == 0);
+    CHECK(host_mem_add_range(r.h.mem, at(1 << 20), 4 << 20, 1, false) == 0);
     CHECK_EQ_U64(host_dma_numa_delay(&r.h, (void *)at(0), 64, true), 0);
     /* a write crosses once, a read twice */
     CHECK_EQ_U64(host_dma_numa_delay(&r.h, (void *)at(1 << 20), 64, true), 50 * NS);
@@ -206,8 +206,8 @@ static void test_map(void)
     rig_init(&r, true);
     host_dma_wrote(&r.h, (void *)at(0), 8u << 20); /* 2048 pages */
     CHECK_EQ_U64(r.h.mem->npages, 2048);
-    CHECK_EQ_U64(rd(&r, 0, (8u << 20) - 64, 8), 26 * NS);        /* the newest lines */
-    CHECK(host_mem_add_range(r.h.mem, at(0), 8u << 20, 0) == 0); /* placed anew */
+    CHECK_EQ_U64(rd(&r, 0, (8u << 20) - 64, 8), 26 * NS);               /* the newest lines */
+    CHECK(host_mem_add_range(r.h.mem, at(0), 8u << 20, 0, false) == 0); /* placed anew */
     CHECK_EQ_U64(r.h.mem->npages, 0);
     CHECK_EQ_U64(rd(&r, 0, 4096 * 7, 8), 90 * NS);
     rig_fini(&r);
@@ -232,7 +232,7 @@ static void test_dma_rmw(void)
     CHECK_EQ_U64(host_mem_dma_rmw(m, at(8192 + 8), 8), 0);
     rd(&r, 12, 12288, 64);                                         /* a core of socket 1 */
     CHECK_EQ_U64(host_mem_dma_rmw(m, at(12288 + 8), 8), 120 * NS); /* the other socket's cache */
-    CHECK(host_mem_add_range(r.h.mem, at(1 << 20), 1 << 20, 1) == 0);
+    CHECK(host_mem_add_range(r.h.mem, at(1 << 20), 1 << 20, 1, false) == 0);
     CHECK_EQ_U64(host_mem_dma_rmw(m, at((1 << 20) + 8), 8), 150 * NS); /* its memory */
     rig_fini(&r);
     rig_init(&r, false); /* no DDIO: always merged at the memory */
@@ -253,7 +253,7 @@ static void test_tlb(void)
     r.sim = sim_create(1);
     host_init(&r.h, r.sim, 0, "h0", &p);
     CHECK(host_mem_get(&r.h) != NULL);
-    CHECK(host_mem_add_range(r.h.mem, at(0), 8u << 20, 0) == 0);
+    CHECK(host_mem_add_range(r.h.mem, at(0), 8u << 20, 0, false) == 0);
     /* first line of page 0: memory 90 + STLB 5 + walk 9 + its PTE line
      * from memory (90 - 6) */
     CHECK_EQ_U64(rd(&r, 0, 0, 8), 90 * NS + 5 * NS + 9 * NS + 84 * NS);
@@ -285,11 +285,41 @@ static void test_tlb(void)
     host_init(&r.h, r.sim = sim_create(1), 0, "h0", &p);
     r.h.hugepages = true;
     CHECK(host_mem_get(&r.h) != NULL);
-    CHECK(host_mem_add_range(r.h.mem, at(0), 8u << 20, 0) == 0);
+    CHECK(host_mem_add_range(r.h.mem, at(0), 8u << 20, 0, false) == 0);
     CHECK_EQ_U64(rd(&r, 0, 0, 8), 90 * NS + 14 * NS + 84 * NS);
     CHECK_EQ_U64(rd(&r, 0, 1 << 20, 8), 90 * NS);
     CHECK_EQ_U64(rd(&r, 0, 2 << 20, 8), 90 * NS + 14 * NS);
     CHECK_EQ_U64(r.h.cnt.tlb_walks, 2);
+    CHECK(host_mem_range_huge(r.h.mem, at(4096), 64));
+    rig_fini(&r);
+
+    /* Page size per range (host_alloc_huge): a 4 MiB range on 2 MiB pages
+     * and a 4 MiB range on 4 KiB pages in one host.  The huge range walks
+     * once per 2 MiB as above; the other once per 4 KiB, and its walks do
+     * not find the huge range's translations (page numbers of the two
+     * sizes are told apart in the STLB). */
+    host_init(&r.h, r.sim = sim_create(1), 0, "h0", &p);
+    CHECK(host_mem_get(&r.h) != NULL);
+    CHECK(host_mem_add_range(r.h.mem, at(0), 4u << 20, 0, true) == 0);
+    CHECK(host_mem_add_range(r.h.mem, at(4u << 20), 4u << 20, 0, false) == 0);
+    CHECK(host_mem_range_huge(r.h.mem, at(4096), (4u << 20) - 4096));
+    CHECK(!host_mem_range_huge(r.h.mem, at(4096), 4u << 20)); /* runs into the 4 KiB range */
+    CHECK(!host_mem_range_huge(r.h.mem, at(5u << 20), 64));
+    CHECK_EQ_U64(rd(&r, 0, 0, 8), 90 * NS + 14 * NS + 84 * NS);
+    CHECK_EQ_U64(rd(&r, 0, 1 << 20, 8), 90 * NS);
+    CHECK_EQ_U64(rd(&r, 0, 2 << 20, 8), 90 * NS + 14 * NS);
+    CHECK_EQ_U64(r.h.cnt.tlb_walks, 2);
+    /* the 4 KiB range: its first page walks (PTE line new: + 84), the
+     * next 4 KiB walks again (its PTE in the line now in L1) */
+    CHECK_EQ_U64(rd(&r, 0, 4u << 20, 8), 90 * NS + 14 * NS + 84 * NS);
+    CHECK_EQ_U64(rd(&r, 0, (4u << 20) + 4096, 8), 90 * NS + 14 * NS);
+    CHECK_EQ_U64(r.h.cnt.tlb_walks, 4);
+    /* both 2 MiB pages are still in the 2 MiB DTLB: no lookup beyond it */
+    CHECK_EQ_U64(rd(&r, 0, 64, 8), 90 * NS);
+    CHECK_EQ_U64(r.h.cnt.tlb_walks, 4);
+    /* memory past the huge range's end is not on its pages */
+    host_mem_remove_range(r.h.mem, at(4u << 20));
+    CHECK(!host_mem_range_huge(r.h.mem, at(5u << 20), 64));
     rig_fini(&r);
 }
 

@@ -10,7 +10,10 @@
  *              touched by the caller (what libnuma's numa_alloc_onnode
  *              does; the system calls are made directly so a real build
  *              needs no libnuma), HOST_SOCKET_LOCAL = first touch by the
- *              caller; host_mem_socket = get_mempolicy(MPOL_F_NODE |
+ *              caller; host_alloc_huge = the same, 2 MiB-aligned and
+ *              rounded up to 2 MiB, madvise(MADV_HUGEPAGE) before the
+ *              first touch (transparent huge pages); host_mem_socket =
+ *              get_mempolicy(MPOL_F_NODE |
  *              MPOL_F_ADDR); host_touch = one load per cache line;
  *              host_touch_write = nothing (the program's stores were it)
  *   results    host_report prints "table: key=value ..." lines on stdout
@@ -217,41 +220,105 @@ int host_current_socket(void)
 
 /* ------------------------------------------------------------ memory on sockets */
 
-void *host_alloc(size_t len, int socket)
+#define HUGE_BYTES ((size_t)2 << 20)
+
+/* host_alloc_huge's mappings are longer than asked (whole 2 MiB pages):
+ * host_free looks their length up here. */
+struct huge_map {
+    void *p;
+    size_t bytes;
+    struct huge_map *next;
+};
+static struct huge_map *huge_maps;
+static pthread_mutex_t huge_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void *alloc_on(size_t len, int socket, bool huge)
 {
     int nodes = host_sockets();
-    if (!len || socket < HOST_SOCKET_LOCAL || socket >= nodes) {
+    if (!len || socket < HOST_SOCKET_LOCAL || socket >= nodes ||
+        (huge && len > SIZE_MAX - 2 * HUGE_BYTES)) {
         errno = EINVAL;
         return NULL;
     }
-    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) {
+    size_t bytes = huge ? (len + HUGE_BYTES - 1) & ~(HUGE_BYTES - 1) : len;
+    size_t map = huge ? bytes + HUGE_BYTES : bytes; /* room to align */
+    char *m = mmap(NULL, map, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) {
         errno = ENOMEM;
         return NULL;
     }
-    if (socket >= 0 && nodes > 1) {
-        unsigned long mask[4] = {0};
-        if ((size_t)socket >= 8 * sizeof(mask)) {
-            munmap(p, len);
-            errno = EINVAL;
+    void *p = m;
+    struct huge_map *hm = NULL;
+    if (huge) {
+        /* transparent huge pages back only 2 MiB-aligned 2 MiB pieces:
+         * keep the aligned `bytes`, advised before any page is touched */
+        char *a = (char *)(((uintptr_t)m + HUGE_BYTES - 1) & ~(uintptr_t)(HUGE_BYTES - 1));
+        if (a > m)
+            munmap(m, (size_t)(a - m));
+        if (a + bytes < m + map)
+            munmap(a + bytes, (size_t)(m + map - (a + bytes)));
+        p = a;
+        hm = malloc(sizeof(*hm));
+        if (!hm) {
+            munmap(p, bytes);
+            errno = ENOMEM;
             return NULL;
         }
-        mask[socket / (8 * sizeof(long))] = 1ul << (socket % (8 * sizeof(long)));
-        if (syscall(SYS_mbind, p, len, MPOL_BIND, mask, 8 * sizeof(mask) + 1, 0) != 0) {
-            int e = errno;
-            munmap(p, len);
+        (void)madvise(p, bytes, MADV_HUGEPAGE); /* advice: THP off or refused = 4 KiB pages */
+    }
+    if (socket >= 0 && nodes > 1) {
+        unsigned long mask[4] = {0};
+        int e = 0;
+        if ((size_t)socket >= 8 * sizeof(mask))
+            e = EINVAL;
+        else {
+            mask[socket / (8 * sizeof(long))] = 1ul << (socket % (8 * sizeof(long)));
+            if (syscall(SYS_mbind, p, bytes, MPOL_BIND, mask, 8 * sizeof(mask) + 1, 0) != 0)
+                e = errno;
+        }
+        if (e) {
+            munmap(p, bytes);
+            free(hm);
             errno = e;
             return NULL;
         }
     }
-    memset(p, 0, len); /* the pages come from the node now (or the caller's, first touch) */
+    memset(p, 0, bytes); /* the pages come from the node now (or the caller's, first touch) */
+    if (hm) {
+        *hm = (struct huge_map){p, bytes, NULL};
+        pthread_mutex_lock(&huge_lock);
+        hm->next = huge_maps;
+        huge_maps = hm;
+        pthread_mutex_unlock(&huge_lock);
+    }
     return p;
+}
+
+void *host_alloc(size_t len, int socket)
+{
+    return alloc_on(len, socket, false);
+}
+
+void *host_alloc_huge(size_t len, int socket)
+{
+    return alloc_on(len, socket, true);
 }
 
 void host_free(void *p, size_t len)
 {
-    if (p && len)
-        munmap(p, len);
+    if (!p || !len)
+        return;
+    pthread_mutex_lock(&huge_lock);
+    for (struct huge_map **h = &huge_maps; *h; h = &(*h)->next)
+        if ((*h)->p == p) {
+            struct huge_map *dead = *h;
+            *h = dead->next;
+            len = dead->bytes;
+            free(dead);
+            break;
+        }
+    pthread_mutex_unlock(&huge_lock);
+    munmap(p, len);
 }
 
 int host_mem_socket(const void *addr)

@@ -253,7 +253,7 @@ int host_current_socket(void)
 
 #define HOST_ALLOC_ALIGN 4096u
 
-void *host_alloc(size_t len, int socket)
+static void *alloc_on(size_t len, int socket, bool huge)
 {
     host_note_call();
     struct host_thread *t = host_thread_current();
@@ -279,12 +279,25 @@ void *host_alloc(size_t len, int socket)
         return NULL;
     }
     memset(p, 0, n);
-    if (host_mem_add_range(m, (uintptr_t)p, n, s)) {
+    if (host_mem_add_range(m, (uintptr_t)p, n, s, huge)) {
         free(p);
         errno = ENOMEM;
         return NULL;
     }
     return p;
+}
+
+void *host_alloc(size_t len, int socket)
+{
+    return alloc_on(len, socket, false);
+}
+
+/* The simulator keeps the buffer where host_alloc would and records its
+ * pages as 2 MiB (the cores' TLBs, the NIC's page table): the length is
+ * not rounded up, as no program may touch past it. */
+void *host_alloc_huge(size_t len, int socket)
+{
+    return alloc_on(len, socket, true);
 }
 
 void host_free(void *p, size_t len)

@@ -183,7 +183,8 @@ const struct param_def hw_params[] = {
     PE("nic.dereg_flush", nic, dereg_flush, nic_dereg_flush_names,
        "what deregistration invalidates in the translation caches: mr (its entries) or all"),
     P("host.hugepages", PARAM_BOOL, nic, hugepages,
-      "host memory on 2 MiB huge pages: one MTT entry per 2 MiB instead of per 4 KiB"),
+      "all host memory on 2 MiB pages (else only host_alloc_huge buffers): one MTT / TLB entry per "
+      "2 MiB"),
     P("nic.dm_size", PARAM_SIZE, nic, dm_bytes, "device memory for ibv_alloc_dm (0 = none)"),
     P("nic.dm_access", PARAM_TIME, nic, dm_access_ps, "one NIC access to device memory"),
     P("nic.cqe_compression", PARAM_BOOL, nic, cqe_compression,
@@ -321,7 +322,7 @@ const struct param_def hw_params[] = {
     PR("host.tlb.l1_4k", PARAM_COUNT, cpu, mem.tlb_l1_4k, 0, 65536,
        "a core's first-level data TLB: entries for 4 KiB pages (0: no first level)"),
     PR("host.tlb.l1_2m", PARAM_COUNT, cpu, mem.tlb_l1_2m, 0, 65536,
-       "... entries for 2 MiB pages (host.hugepages)"),
+       "... entries for 2 MiB pages (host_alloc_huge, host.hugepages)"),
     PR("host.tlb.stlb", PARAM_COUNT, cpu, mem.tlb_stlb, 0, 1048576,
        "a core's second-level TLB entries, both page sizes (0: none)"),
     P("host.tlb.stlb_hit", PARAM_TIME, cpu, mem.tlb_stlb_hit_ps,
