@@ -46,13 +46,27 @@ SWEEPS = {
     "fig12c": ("mm_nodes", "N", [2, 4, 8, 16, 28], {}),
     "fig13": ("mm_V", "V", [365, 1024, 2048, 4096, 8192, 16384, 32768, 65536], {"R": [4, 128]}),
 }
-# the points the headline checks (spec 3.8: 1-5) need, as sweeps; --quick:
-# the cheap ones (S = 1 and the READs, a few seconds each), for tests
+# the points the headline checks (spec 3.8) need, as sweeps; --quick:
+# the cheap ones (S = 1 and the READs, a few seconds each), for tests.
+# Each point's warm-up covers its first round of R x QPs requests (the
+# program's round1_us, docs/huang.md "The window matters"; measured on
+# 2026-11-26 with the lossless star): M:1 S = 16 5-8 ms; 1:M S = 16
+# 5.5-10.6 ms, its READ 77 ms; M:M S = 1, 2 2.7-4.0 ms, S = 8 READ 32 ms.
+# "name~tag" sweeps add their points to sweep "name".
 CHECK_SWEEPS = {
-    "m1_S": ("m1_S", "S", [1, 16], {}),
-    "1m_S": ("1m_S", "S", [1, 16], {}),
-    "mm_S": ("mm_S", "S", [1, 2], {}),
-    "mm_S8": ("mm_S", "S", [8], {}, ["read"]),
+    "m1_S": ("m1_S", "S", [1], {}),
+    "m1_S~16": ("m1_S", "S", [16], {}, PROTOS, {"warmup": "25ms"}),
+    "1m_S": ("1m_S", "S", [1], {}),
+    "1m_S~16": ("1m_S", "S", [16], {}, PROTOS[:4], {"warmup": "12ms"}),
+    "1m_S~read": ("1m_S", "S", [16], {}, ["read"], {"warmup": "90ms"}),
+    "mm_S": ("mm_S", "S", [1, 2], {}, PROTOS, {"warmup": "5ms"}),
+    "mm_S8": ("mm_S", "S", [8], {}, ["read"], {"warmup": "35ms"}),
+    # checks 6 and 8 (the points at 28 nodes, R = 128 are those above)
+    "m1_nodes": ("m1_nodes", "P", [8, 28], {}, ["read"], {"warmup": "8ms"}),
+    "1m_nodes": ("1m_nodes", "Q", [1], {}, ["read"]),
+    "mm_nodes": ("mm_nodes", "N", [4, 8, 16], {}, PROTOS, {"warmup": "5ms"}),
+    "1m_R": ("1m_R", "R", [16, 64], {}, PROTOS[:4], {"warmup": "12ms"}),
+    "mm_R": ("mm_R", "R", [2, 4, 8, 16, 32, 64], {}, ["read"], {"warmup": "5ms"}),
 }
 QUICK_SWEEPS = {
     "m1_S": ("m1_S", "S", [1], {}, PROTOS, {"warmup": "1ms", "duration": "1ms"}),
@@ -120,7 +134,7 @@ def run_sweep(binary, scen_dir, out, spec, jobs):
     if p.returncode != 0:
         print(f"{scen}: {' '.join(cmd[1:])} exited {p.returncode}:\n{p.stderr[-600:]}",
               file=sys.stderr)
-    pts = {}
+    pts, rounds = {}, {}
     for r in rows:
         if r.get("exit") != "0" or not r.get("huang.bw_gbps"):
             continue
@@ -129,6 +143,15 @@ def run_sweep(binary, scen_dir, out, spec, jobs):
         key = (col("proto", protos), int(col(x, xs))) + tuple(int(col(k, v))
                                                           for k, v in extra.items())
         pts[key] = float(r["huang.bw_gbps"])
+        # the window must open after the first round of R x QPs requests
+        # (docs/huang.md "The window matters"): the program's round1_us
+        r1 = r.get("huang.round1_us")
+        if r1 not in (None, ""):
+            rounds[key] = float(r1)
+            warm = r.get("vars.warmup") or fixed.get("warmup")
+            if float(r1) < 0 or (warm and float(r1) > to_us(warm)):
+                print(f"{scen} {key}: the window opens before the first round was answered "
+                      f"(round 1: {float(r1):.0f} us, warm-up {warm})", file=sys.stderr)
         # how many turns the window held for the busiest requesting thread
         # (docs/huang.md "The window"): fewer than 4 polls is a warning
         polls = r.get("huang.window_polls_min")
@@ -139,7 +162,15 @@ def run_sweep(binary, scen_dir, out, spec, jobs):
     shown = ["rnicsim"] + [c if c != binary else "rnicsim" for c in cmd[1:]]
     shown = [os.path.relpath(c, SRC) if c.startswith(SRC + "/") else c for c in shown]
     shown[-1] = "OUT"  # the -o directory: a temporary one, not worth recording
-    return pts, wall, " ".join(shown)
+    return pts, wall, " ".join(shown), rounds
+
+
+def to_us(t):
+    """'4ms' -> 4000.0 (the scenario's time units)."""
+    for suf, f in (("ns", 1e-3), ("us", 1.0), ("ms", 1e3), ("s", 1e6)):
+        if t.endswith(suf):
+            return float(t[:-len(suf)]) * f
+    return float(t) * 1e-3
 
 
 def checks(r):
@@ -196,6 +227,39 @@ def checks(r):
     if mm[1] and ("read", 8) in r8:
         out.append(("5c", "M:M READ: S=1 >= 4x S=8", f"{mm[1]['read']:.1f} / {r8[('read', 8)]:.1f}",
                     mm[1]["read"] >= 4 * r8[("read", 8)]))
+    # 6: horizontal (the 28-node points are those of the S sweeps)
+    mn, on, nn = r.get("m1_nodes", {}), r.get("1m_nodes", {}), r.get("mm_nodes", {})
+    if ("read", 8) in mn and ("read", 28) in mn:
+        a, b = mn[("read", 28)], mn[("read", 8)]
+        out.append(("6a", "M:1 READ: P=28 within 15 % of P=8", f"{a:.1f} / {b:.1f}",
+                    abs(a / b - 1) <= 0.15))
+    if ("read", 1) in on and ("read", 16) in r1:
+        a, b = on[("read", 1)], r1[("read", 16)]
+        out.append(("6b", "1:M READ: Q=1 >= 4x Q=28", f"{a:.1f} / {b:.1f}", a >= 4 * b))
+    if nn and mm[1]:
+        ns = sorted({k[1] for k in nn}) + [28]
+        bad = []
+        for p in PROTOS:
+            v = [nn.get((p, n)) for n in ns[:-1]] + [mm[1][p]]
+            if None in v or v[-1] >= v[0] or any(b > a * 1.05 for a, b in zip(v, v[1:])):
+                bad.append(p)
+        out.append(("6c", f"M:M S=1: per-node bw falls with N ({ns}), every protocol",
+                    "all" if not bad else "not: " + ", ".join(bad), not bad))
+    # 8: pending requests (R = 128 from the S sweeps)
+    rr, mr = r.get("1m_R", {}), r.get("mm_R", {})
+    if rr and o1:
+        rs = sorted({k[1] for k in rr}) + [128]
+        col = lambda p: [o1[p] if x == 128 else rr.get((p, x), 0) for x in rs]
+        bad = [p for p in PROTOS[:4]
+               if any(y < x * 0.95 for x, y in zip(col(p), col(p)[1:]))]
+        out.append(("8a", f"1:M S=16: non-READ bw non-decreasing in R ({rs}, 5 %)",
+                    "all" if not bad else "not: " + ", ".join(bad), not bad))
+    if mr and mm[1]:
+        v = {**{k[1]: b for k, b in mr.items() if k[0] == "read"}, 128: mm[1]["read"]}
+        pk = max(v, key=v.get)
+        out.append(("8b", "M:M S=1 READ peaks at R <= 16, then declines",
+                    ", ".join(f"R={x}: {v[x]:.1f}" for x in sorted(v)),
+                    pk <= 16 and v[max(v)] < 0.95 * v[pk]))
     return out
 
 
@@ -325,6 +389,8 @@ def main():
     ap.add_argument("--set", action="append", default=[], metavar="VAR=VALUE",
                     help="a scenario variable for every run (e.g. duration=1ms: shorter "
                     "windows, say so next to the figure)")
+    ap.add_argument("--protos", default=None, help="comma list of protocols to run (default: "
+                    "the sweep's; e.g. the four non-READ ones while the READ model moves)")
     ap.add_argument("--rnicsim", default=None)
     ap.add_argument("--scenarios", default=os.path.join(SRC, "scenarios", "huang"))
     a = ap.parse_args()
@@ -344,20 +410,41 @@ def main():
                   for k, v in sweeps.items()}
     if a.only:
         sweeps = {k: v for k, v in sweeps.items() if k in a.only.split(",")}
-    res, wall, cmds = {}, {}, {}
+    if a.protos:
+        want = a.protos.split(",")
+        sweeps = {k: tuple(v[:4]) + ([p for p in (v[4] if len(v) > 4 else PROTOS) if p in want],)
+                  + tuple(v[5:]) for k, v in sweeps.items()}
+        sweeps = {k: v for k, v in sweeps.items() if v[4]}
+    res, wall, cmds, rounds = {}, {}, {}, {}
     with tempfile.TemporaryDirectory() as tmp:
         for fig, spec in sweeps.items():
-            res[fig], wall[fig], cmds[fig] = run_sweep(binary, a.scenarios, os.path.join(tmp, fig),
+            res[fig], wall[fig], cmds[fig], rounds[fig] = run_sweep(binary, a.scenarios, os.path.join(tmp, fig),
                                                        spec, a.jobs)
             print(f"{fig}: {len(res[fig])} points, {wall[fig]:.0f} s", file=sys.stderr)
             if not a.checks and not a.summary:
                 plot(fig, spec[:4], res[fig], a.output)
     out = {"quick": a.quick, "wall_seconds": wall, "commands": cmds,
            "points": {f: {f"{k[0]}/" + "/".join(map(str, k[1:])): v for k, v in d.items()}
-                      for f, d in res.items()}}
+                      for f, d in res.items()},
+           "round1_us": {f: {f"{k[0]}/" + "/".join(map(str, k[1:])): v for k, v in d.items()}
+                         for f, d in rounds.items()}}
     rc = 0
+    path = os.path.join(a.output, "summary.json" if a.summary else
+                        "checks.json" if a.checks else "results.json")
+    old = {}
+    # one file per mode; figures (or check sweeps, --only) run separately add to it
+    if os.path.exists(path) and (not a.checks or a.only):
+        with open(path) as f:
+            old = json.load(f)
+    for k in ("wall_seconds", "commands", "points", "round1_us"):
+        out[k] = {**old.get(k, {}), **out[k]}
     if a.checks:
-        cs = checks(res)
+        merged = {}
+        for f, d in out["points"].items():
+            for k, v in d.items():
+                key = (k.split("/")[0],) + tuple(int(x) for x in k.split("/")[1:])
+                merged.setdefault(f.split("~")[0], {})[key] = v
+        cs = checks(merged)
         out["checks"] = [{"check": n, "what": w, "value": v, "holds": h} for n, w, v, h in cs]
         print("| check | what | simulated | holds |\n|---|---|---|---|")
         for n, w, v, h in cs:
@@ -372,15 +459,6 @@ def main():
         pass  # from every point run so far, below
     else:
         out["ratios"] = ratios(res)
-    # one file per mode; figures run separately (--only) add to it
-    path = os.path.join(a.output, "summary.json" if a.summary else
-                        "checks.json" if a.checks else "results.json")
-    old = {}
-    if os.path.exists(path) and not a.checks:
-        with open(path) as f:
-            old = json.load(f)
-    for k in ("wall_seconds", "commands", "points"):
-        out[k] = {**old.get(k, {}), **out[k]}
     if a.summary:
         allres = {f: {(k.split("/")[0], int(k.split("/")[1])): v for k, v in d.items()}
                   for f, d in out["points"].items()}

@@ -213,7 +213,12 @@ struct hg_thread {
     uint64_t obs_prev_ns;    /* the previous poll in the window, UINT64_MAX: none yet */
     uint64_t obs_gap_max_ns; /* longest time between two polls in the window */
     uint64_t obs_counted;    /* polls in the window */
-    bool stopping;           /* requester: the window is over, draining */
+    /* Requester: when the thread had found as many responses as it had
+     * requests outstanding at start (R x nqps), from hg.start_ns; UINT64_MAX
+     * until then.  A window opening before this measures the start-up round
+     * (docs/huang.md "The window matters"). */
+    uint64_t round1_ns;
+    bool stopping; /* requester: the window is over, draining */
 };
 
 struct hg {

@@ -42,9 +42,9 @@
 
 #define HG_NODE_INFO_BYTES 32 /* hash@0 lid@4 status@6 gid@16 */
 #define HG_CONN_BYTES 16      /* per link: qpn@0 rkey@4 addr@8 */
-#define HG_RESULT_WORDS 11
+#define HG_RESULT_WORDS 12
 #define HG_WINDOW_POLLS_MIN 4 /* fewer polls of a thread in the window: a warning */
-#define HG_RESULT_SUMMED 8    /* words 0..7 add up over nodes; 8 duration, 9 max, 10 min */
+#define HG_RESULT_SUMMED 8    /* words 0..7 add up over nodes; 8 duration, 9 max, 10 min, 11 max */
 
 /* ------------------------------------------------------------ options */
 
@@ -774,6 +774,7 @@ static void node_result(const struct hg *hg, uint64_t r[HG_RESULT_WORDS])
             r[2] += t->lat_n;
             r[9] = t->obs_gap_max_ns > r[9] ? t->obs_gap_max_ns : r[9];
             r[10] = t->obs_counted < r[10] ? t->obs_counted : r[10];
+            r[11] = t->round1_ns > r[11] ? t->round1_ns : r[11];
         } else {
             r[5] += t->responses;
         }
@@ -820,6 +821,7 @@ static int report(struct hg *hg)
         if (req) {
             tot[9] = r[9] > tot[9] ? r[9] : tot[9];
             tot[10] = r[10] < tot[10] ? r[10] : tot[10];
+            tot[11] = r[11] > tot[11] ? r[11] : tot[11];
         }
     }
     if (tot[10] == UINT64_MAX)
@@ -831,6 +833,20 @@ static int report(struct hg *hg)
                 "%s: warning: a requesting thread polled only %" PRIu64
                 " times in the window (longest gap %.1f us): lengthen --duration\n",
                 hg->prog, tot[10], (double)tot[9] / 1e3);
+    /* The window opened before some requesting thread had found one round
+     * of responses (R x its QPs): it measures the start-up burst, in which
+     * the requests sit in the order they were first posted (hg.h round1_ns).
+     * UINT64_MAX: a thread never found a whole round, not even draining. */
+    if (tot[11] == UINT64_MAX)
+        fprintf(stderr,
+                "%s: warning: a requesting thread never found a whole round of responses "
+                "(R x its QPs): the window measured the start-up burst\n",
+                hg->prog);
+    else if (tot[11] > o->warmup_ns)
+        fprintf(stderr,
+                "%s: warning: the window opens at %.3f ms, before the first round of requests "
+                "was answered (%.3f ms): lengthen --warmup\n",
+                hg->prog, (double)o->warmup_ns / 1e6, (double)tot[11] / 1e6);
     double total_gbps = (double)tot[0] * o->V * 8.0 / (double)o->duration_ns;
     double bw = o->abs == HG_MM ? total_gbps / o->N : total_gbps;
     double lat = tot[2] ? (double)tot[1] / (double)tot[2] / 1e3 : 0.0;
@@ -857,6 +873,7 @@ static int report(struct hg *hg)
         {"duration_us", (double)o->duration_ns / 1e3},
         {"poll_gap_max_us", (double)tot[9] / 1e3},
         {"window_polls_min", (double)tot[10]},
+        {"round1_us", tot[11] == UINT64_MAX ? -1.0 : (double)tot[11] / 1e3},
     };
     host_report("huang", kv, sizeof(kv) / sizeof(kv[0]));
     struct host_kv ck[] = {

@@ -285,6 +285,8 @@ static int requester_got(struct hg_thread *t, uint32_t qi, uint32_t s, const uin
         return violation(t, q, s, false, bad, why);
     t->checked++;
     t->bytes_checked += hg->o.V;
+    if (t->round1_ns == UINT64_MAX && t->checked >= (uint64_t)hg->o.R * t->nqps)
+        t->round1_ns = t->obs_ns - hg->start_ns;
     if (q->issue_ns[s] >= t->t0_ns && q->issue_ns[s] < t->t1_ns) {
         t->responses++;
         t->lat_sum_ns += t->obs_ns - q->issue_ns[s];
@@ -642,6 +644,7 @@ void hg_requester_run(void *arg)
     t->t0_ns = hg->start_ns + hg->o.warmup_ns;
     t->t1_ns = t->t0_ns + hg->o.duration_ns;
     t->obs_prev_ns = UINT64_MAX;
+    t->round1_ns = UINT64_MAX;
     t->now = host_now_ns();
     for (uint32_t qi = 0; qi < t->nqps; qi++) {
         for (uint32_t s = 0; s < hg->o.R; s++)
