@@ -422,7 +422,11 @@ static void rd_atomic_done(struct nic_qp *qp, struct nic_send_wqe *w)
     bool counted = w->state != NIC_WQE_RETRY; /* a rewind already gave its credit back */
     w->state = NIC_WQE_DONE;
     e->comp_rd_pkt = 0;
-    if (counted && e->rd_outstanding && !--e->rd_outstanding)
+    if (counted && e->rd_outstanding)
+        e->rd_outstanding--;
+    /* also when a rewind had already given the credit back: the QP's
+     * tracker must not stay on chip after its last READ */
+    if (!e->rd_outstanding)
         nic_rdctx_qp_idle(qp->nic, qp->qpn);
     nic_comp_advance(qp);
     if (nic_qp_can_send(qp))

@@ -1068,6 +1068,8 @@ static void rx_hold(struct nic *nic, struct nic_qp *qp, struct pkt *p)
         nic->cnt.acks_merged++;
         nic_trace_pkt(nic, TRACE_PKT_RX, t, t->dest_qpn, "nic rx (ACK merged into a later one)");
         pkt_free(nic->pool, t);
+        if (nic->rx_units_busy == (nic->p.pus ? nic->p.pus : 1))
+            nic->rx_unit_free_ps = sim_now(nic->sim); /* as rx_unit_done */
         nic->rx_units_busy--;
         return;
     }

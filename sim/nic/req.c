@@ -598,6 +598,7 @@ void nic_req_init(struct nic_qp *qp)
     e->fetch_issued = e->fetched = e->req_idx = qp->sq_comp;
     e->req_pkt = 0;
     e->rd_outstanding = 0;
+    nic_rdctx_qp_idle(qp->nic, qp->qpn); /* a reset QP has no READ tracker */
     e->req_busy_until = 0;
 }
 
