@@ -295,9 +295,9 @@ static void test_tlb(void)
 
     /* Page size per range (host_alloc_huge): a 4 MiB range on 2 MiB pages
      * and a 4 MiB range on 4 KiB pages in one host.  The huge range walks
-     * once per 2 MiB as above; the other once per 4 KiB, and its walks do
-     * not find the huge range's translations (page numbers of the two
-     * sizes are told apart in the STLB). */
+     * once per 2 MiB as above; the other once per 4 KiB.  (Here the two
+     * sizes' page numbers never coincide; the STLB's size tag is checked
+     * directly after this block.) */
     host_init(&r.h, r.sim = sim_create(1), 0, "h0", &p);
     CHECK(host_mem_get(&r.h) != NULL);
     CHECK(host_mem_add_range(r.h.mem, at(0), 4u << 20, 0, true) == 0);
@@ -321,6 +321,18 @@ static void test_tlb(void)
     host_mem_remove_range(r.h.mem, at(4u << 20));
     CHECK(!host_mem_range_huge(r.h.mem, at(5u << 20), 64));
     rig_fini(&r);
+
+    /* The STLB holds both page sizes with a size tag: a 4 KiB lookup of a
+     * page number a 2 MiB translation also has does not hit it. */
+    struct host_mem_params mp;
+    host_mem_params_default(&mp);
+    struct host_tlb t;
+    CHECK(host_tlb_init(&t, &mp, 1) == 0);
+    CHECK(host_tlb_lookup(&t, 0, 5, true) == HOST_TLB_WALK);
+    CHECK(host_tlb_lookup(&t, 0, 5, true) == HOST_TLB_L1);
+    CHECK(host_tlb_lookup(&t, 0, 5, false) == HOST_TLB_WALK);
+    CHECK(host_tlb_lookup(&t, 0, 5, false) == HOST_TLB_L1);
+    host_tlb_fini(&t);
 }
 
 int main(void)
