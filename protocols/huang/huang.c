@@ -338,20 +338,12 @@ static uint32_t opts_hash(const struct hg_opts *o)
 
 static int oob_put(struct hg *hg, const char *key, const void *buf, size_t len)
 {
-    if (host_oob_put(key, buf, len) != 0) {
-        fprintf(stderr, "%s: out-of-band put %s failed: %s\n", hg->prog, key, strerror(errno));
-        return -1;
-    }
-    return 0;
+    return rc_conn_oob_put(hg->prog, key, buf, len);
 }
 
 static int oob_get(struct hg *hg, const char *key, void *buf, size_t len)
 {
-    if (host_oob_get(key, buf, len) != 0) {
-        fprintf(stderr, "%s: out-of-band get %s failed: %s\n", hg->prog, key, strerror(errno));
-        return -1;
-    }
-    return 0;
+    return rc_conn_oob_get(hg->prog, key, buf, len);
 }
 
 /* Star barrier through node 0 that also carries statuses: returns the

@@ -440,6 +440,7 @@ static int t2_sender(const struct t2_opts *o, struct chan *c)
     bool *pending = calloc(nbuf, sizeof(*pending));
     uint32_t nalloc = 0;
     int rc = bufs && handles && pending ? 0 : -ENOMEM;
+    bool oob_failed = false;
     for (; rc >= 0 && nalloc < nbuf; nalloc++)
         if ((rc = chan_alloc(c, o->max_size, &bufs[nalloc])) < 0)
             fprintf(stderr, "taranov_t2 sender: chan_alloc: %s\n", c->err);
@@ -462,6 +463,7 @@ static int t2_sender(const struct t2_opts *o, struct chan *c)
             t2_key(key, sizeof(key), c, "go", i);
             if (rc_conn_oob_put("taranov_t2 sender", key, &i, sizeof(i)) != 0) {
                 rc = -EIO;
+                oob_failed = true;
                 break;
             }
         }
@@ -470,15 +472,17 @@ static int t2_sender(const struct t2_opts *o, struct chan *c)
         if (rc >= 0 && o->mode == T2_MEASURE) {
             uint64_t got;
             t2_key(key, sizeof(key), c, "done", i);
-            if (rc_conn_oob_get("taranov_t2 sender", key, &got, sizeof(got)) != 0)
+            if (rc_conn_oob_get("taranov_t2 sender", key, &got, sizeof(got)) != 0) {
                 rc = -EIO;
+                oob_failed = true;
+            }
             host_trace_mark("t2-end", i);
             /* let the receiver's acknowledgement traffic of message i
              * drain before message i + 1 opens its window */
             host_compute(T2_QUIET_NS);
         }
     }
-    if (rc < 0)
+    if (rc < 0 && !oob_failed) /* an out-of-band failure was named where it happened */
         fprintf(stderr, "taranov_t2 sender: %s: %s (%s)\n", o->ops->name, c->err, strerror(-rc));
     uint32_t readers = c->ops->features.multi_reader ? c->cfg.receivers : 1;
     for (uint32_t j = 0; j < readers && rc >= 0; j++) {
