@@ -169,6 +169,7 @@ cat >"$scratch/oob_check.c" <<'EOF'
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include "rnicsim/host.h"
 static void set42(void *arg) { *(int *)arg = 42; }
 int main(int argc, char **argv)
@@ -194,6 +195,11 @@ int main(int argc, char **argv)
         if (!hp || ((unsigned long)hp & ((2ul << 20) - 1)) || hp[(3 << 20) - 1] != 0) { printf("host_alloc_huge failed\n"); return 1; }
         hp[0] = 1;
         host_free(hp, (size_t)3 << 20);
+        /* freed whole: the 2 MiB-rounded mapping (4 MiB) is gone, its
+         * first page and the page past the 3 MiB asked for */
+        unsigned char vec[1];
+        if (mincore(hp, 4096, vec) == 0 || errno != ENOMEM ||
+            mincore(hp + ((size_t)3 << 20), 4096, vec) == 0 || errno != ENOMEM) { printf("host_free left the huge mapping\n"); return 1; }
     }
     if (host_alloc_huge(0, HOST_SOCKET_LOCAL) != NULL || errno != EINVAL) { printf("host_alloc_huge(0) not EINVAL\n"); return 1; }
     uint64_t t0 = host_now_ns();
