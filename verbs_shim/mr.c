@@ -152,7 +152,7 @@ int ibv_dereg_mr(struct ibv_mr *mr)
         return EINVAL;
     struct shim_mr *smr = shim_mr(mr);
     struct nic *nic = smr->nmr->nic;
-    uint64_t pages = smr->nmr->dm ? 0 : nic_mr_pages(nic, smr->nmr->host_addr, smr->nmr->length);
+    uint64_t pages = smr->nmr->dm ? 0 : nic_mr_pages_of(smr->nmr);
     mr_cost(nic, pages, false, 1);
     int rc = nic_mr_dereg(smr->nmr);
     if (rc)
@@ -200,7 +200,7 @@ int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr, si
      * for the change itself */
     uint32_t cmds = 1;
     if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
-        mr_cost(nic, nic_mr_pages(nic, nmr->host_addr, nmr->length), false, 0);
+        mr_cost(nic, nic_mr_pages_of(nmr), false, 0);
         uint64_t pages = nic_mr_pages(nic, addr, length);
         mr_cost(nic, pages, true, 0);
         cmds = reg_cmds(nic, pages);

@@ -90,11 +90,11 @@ static unsigned mr_page_shift(const struct nic *nic, const void *addr, uint64_t 
                                                                       : NIC_PAGE_SHIFT;
 }
 
-uint64_t nic_mr_pages(const struct nic *nic, const void *addr, uint64_t length)
+/* Pages of 1 << shift bytes that [addr, addr + length) spans. */
+static uint64_t pages_of(const void *addr, uint64_t length, unsigned shift)
 {
     if (!length)
         return 0;
-    unsigned shift = mr_page_shift(nic, addr, length);
     /* Counted on the buffer's offset in its 4 KiB page, placed at the
      * start of a page of the MR's size (as nic_mr_reg places its wire
      * address): address-space randomisation moves whole 4 KiB pages, so
@@ -102,6 +102,16 @@ uint64_t nic_mr_pages(const struct nic *nic, const void *addr, uint64_t length)
      * registration cost depend on where the process was loaded. */
     uint64_t a = (uint64_t)(uintptr_t)addr & (((uint64_t)1 << NIC_PAGE_SHIFT) - 1);
     return ((a + length - 1) >> shift) - (a >> shift) + 1;
+}
+
+uint64_t nic_mr_pages(const struct nic *nic, const void *addr, uint64_t length)
+{
+    return pages_of(addr, length, mr_page_shift(nic, addr, length));
+}
+
+uint64_t nic_mr_pages_of(const struct nic_mr *mr)
+{
+    return pages_of(mr->host_addr, mr->length, mr->page_shift);
 }
 
 /* ---------------------------------------------------------------- MR */

@@ -560,6 +560,9 @@ int nic_mr_rereg(struct nic_mr *mr, int flags, struct nic_pd *pd, void *addr, ui
                  uint64_t iova, int access);
 /* Pages (of the NIC's translation page size) that [addr, addr+length) spans. */
 uint64_t nic_mr_pages(const struct nic *nic, const void *addr, uint64_t length);
+/* The pages of a registered MR, of the page size it was registered with
+ * (also once its memory is gone: deregistration after free). */
+uint64_t nic_mr_pages_of(const struct nic_mr *mr);
 /* `n` commands through the NIC's command interface issued now (after those
  * already queued): the delay until they are done.  The verbs layer sleeps
  * the calling thread that long (ibv_reg_mr waits for the firmware). */

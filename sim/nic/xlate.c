@@ -202,7 +202,7 @@ void nic_xlate_learn_mr(struct nic *nic, const struct nic_mr *mr)
     if (!nic->p.mr_write_allocate || mr->dm)
         return;
     nic_cache_insert(&nic->mpt, mr->lkey >> 8);
-    uint64_t pages = nic_mr_pages(nic, mr->host_addr, mr->length);
+    uint64_t pages = nic_mr_pages_of(mr);
     uint64_t lines = (pages + NIC_MTT_LINE - 1) / NIC_MTT_LINE;
     if (lines > nic->mtt.cap)
         lines = nic->mtt.cap; /* the last ones written would evict the first */
