@@ -10,7 +10,11 @@
 #     READ rate drops by more than 4 % and the NIC counted invalidated and
 #     missed translations; with hardware.nic.mr_write_allocate=false the
 #     victim runs exactly as alone (the damage is the cache, not the
-#     commands); with hardware.nic.dereg_flush=all it drops further.
+#     commands); with hardware.nic.dereg_flush=all it drops further;
+#  4. deregistration unpins the pages an MR was registered with: an 8 MiB
+#     host_alloc_huge buffer costs the same to deregister after host_free
+#     as before it, and less than 8 MiB on 4 KiB pages
+#     (test/scenario/programs/huge_dereg.c).
 # Args: rnicsim binary, source dir, scratch dir (test/scenario/lib.sh).
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -81,4 +85,28 @@ assert cx['mtt_misses'] > 2 * ca['mtt_misses'] and cx['xlate_invalidated'] > 0, 
 assert abs(w - a) < 0.002 * a, (a, w)
 assert f < x, (x, f)
 PY"
+# ---- 4: the page size an MR was registered with, also after its memory is gone
+cc="$(dirname "$bin")/rnicsim-cc"
+if "$cc" -O2 -Wall -Wextra -Werror -o "$scratch/huge_dereg.so" "$src/test/scenario/programs/huge_dereg.c" \
+    2>"$scratch/huge_dereg.cc"; then
+    cat >"$scratch/huge_dereg.yaml" <<'YAML'
+name: huge_dereg
+profile: cx5-100g
+topology: {kind: star, hosts: 1, link: {rate: 100Gbps, delay: 10ns}}
+programs:
+  - {host: h0, program: ./huge_dereg.so}
+YAML
+    (cd "$scratch" && timeout 60 "$bin" run huge_dereg.yaml -q -o huge_dereg.json >huge_dereg.out 2>&1)
+    rc=$?
+    check "huge_dereg: exit 0 (got $rc)" "[ $rc -eq 0 ]"
+    check "dereg of a huge-page MR: same cost after host_free, less than on 4 KiB pages" "$py - '$scratch/huge_dereg.json' <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))['tables']['huge_dereg'][0]
+print(r)
+assert 0 < r['dereg_huge_ns'] == r['dereg_huge_after_free_ns'] < r['dereg_small_pages_ns'], r
+PY"
+else
+    bad "huge_dereg.c builds with rnicsim-cc"
+    cat "$scratch/huge_dereg.cc"
+fi
 finish
