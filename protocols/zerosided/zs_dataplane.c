@@ -192,10 +192,12 @@ static void c_reads_add(struct zs_dp *dp, const struct ps_pass *x, uint32_t c, i
             dp->st.c_noread_ns += now - dp->c_at_ns[c];
     }
     dp->c_at_ns[c] = now;
-    if (d > 0)
-        dp->c_reads[c]++;
-    else if (dp->c_reads[c])
+    if (d > 0) {
+        if (++dp->c_reads[c] > dp->st.c_reads_max)
+            dp->st.c_reads_max = dp->c_reads[c];
+    } else if (dp->c_reads[c]) {
         dp->c_reads[c]--;
+    }
 }
 
 /* ---------------------------------------------------------------- step 1: the token */

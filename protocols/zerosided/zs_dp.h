@@ -165,6 +165,7 @@ struct zs_dp_stats {
     uint64_t stray;             /* packets for the switch that match nothing */
     uint64_t phase_ns[ZS_PH_N]; /* time the threads spent in each phase */
     uint64_t c_noread_ns, c_read_ns; /* consumers' time with no READ / some READ on its way */
+    uint64_t c_reads_max;            /* the most READs on their way to one consumer at once */
 };
 
 struct zs_dp {

@@ -652,6 +652,7 @@ static void report(struct zs_sw *z, uint64_t t_start_ns, uint32_t fatal)
         {"cons_read_share", st->c_read_ns + st->c_noread_ns
                                 ? (double)st->c_read_ns / (double)(st->c_read_ns + st->c_noread_ns)
                                 : 0.0},
+        {"cons_reads_max", (double)st->c_reads_max},
         {"stray", (double)st->stray},
         {"ingress_passes", (double)pc->ingress_passes},
         {"recirculations", (double)pc->recirculations},
