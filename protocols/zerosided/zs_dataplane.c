@@ -50,6 +50,12 @@
  * covered by a pointer timer: the thread's (t_pw) for its consumer head
  * WRITE, the producer's (p_pw) for its tail WRITE.
  *
+ * Pipeline (--pipeline=W, shuffle): a consumer has W lanes (data QPs,
+ * threads, commits in order as with --lanes) but only one of them has its
+ * READ streaming at a time (c_busy, taken in the token pass, given back
+ * when the READ's last response passes): the consumer's next READ leaves
+ * then, while the last transfer's lane still waits for its ACK.
+ *
  * Every register array lives in one stage and is touched at most once per
  * pass, in stage order (zs_dp.h has the plan); where a step needs an
  * earlier stage again, the packet recirculates. */

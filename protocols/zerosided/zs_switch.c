@@ -171,16 +171,26 @@ static void qos_rates(struct zs_sw *z)
 static int parse_args(struct zs_sw *z, int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"flow", required_argument, 0, 'f'},         {"mode", required_argument, 0, 'm'},
-        {"producers", required_argument, 0, 'n'},    {"consumers", required_argument, 0, 'c'},
-        {"batch", required_argument, 0, 'b'},        {"batch-bytes", required_argument, 0, 'B'},
-        {"poll", required_argument, 0, 'p'},         {"doorbell", no_argument, 0, 'd'},
-        {"rto", required_argument, 0, 'r'},          {"tick", required_argument, 0, 't'},
-        {"mtu", required_argument, 0, 'u'},          {"active", required_argument, 0, 'a'},
-        {"join", required_argument, 0, 'j'},         {"leave", required_argument, 0, 'l'},
-        {"uplink-slots", required_argument, 0, 's'}, {"qos", required_argument, 0, 'q'},
-        {"qos-rate", required_argument, 0, 'Q'},     {"lanes", required_argument, 0, 'L'},
-        {"pipeline", required_argument, 0, 'P'},     {0, 0, 0, 0},
+        {"flow", required_argument, 0, 'f'},
+        {"mode", required_argument, 0, 'm'},
+        {"producers", required_argument, 0, 'n'},
+        {"consumers", required_argument, 0, 'c'},
+        {"batch", required_argument, 0, 'b'},
+        {"batch-bytes", required_argument, 0, 'B'},
+        {"poll", required_argument, 0, 'p'},
+        {"doorbell", no_argument, 0, 'd'},
+        {"rto", required_argument, 0, 'r'},
+        {"tick", required_argument, 0, 't'},
+        {"mtu", required_argument, 0, 'u'},
+        {"active", required_argument, 0, 'a'},
+        {"join", required_argument, 0, 'j'},
+        {"leave", required_argument, 0, 'l'},
+        {"uplink-slots", required_argument, 0, 's'},
+        {"qos", required_argument, 0, 'q'},
+        {"qos-rate", required_argument, 0, 'Q'},
+        {"lanes", required_argument, 0, 'L'},
+        {"pipeline", required_argument, 0, 'P'}, /* lanes, one READ streaming at a time */
+        {0, 0, 0, 0},
     };
     z->mode = -1;
     z->batch_bytes = 4u << 20; /* the paper's recommended cap: 4 MiB */
