@@ -374,6 +374,13 @@ static int rb2_after_write(struct rb2 *rb)
             if (rb2_poll_send(rb, false))
                 return -1;
             busy = tx->last_sync_wr > rb->wr_done;
+            /* fixed threshold that waits: the advancement is not deferred
+             * but the sender stops until the previous one completed */
+            while (busy && c->elastic == RB2_ELASTIC_BLOCK) {
+                if (rb2_poll_send(rb, true))
+                    return -1;
+                busy = tx->last_sync_wr > rb->wr_done;
+            }
         }
         if (!busy || c->elastic == RB2_ELASTIC_AS_PRINTED) {
             if (rb2_transmit(rb, tx->esc_tail, tx->tail))

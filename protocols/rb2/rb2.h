@@ -60,7 +60,10 @@ enum rb2_head_sync {
     RB2_HEAD_PULL_FULL
 };
 enum rb2_tail_sync { RB2_TAIL_WRITE_TWICE, RB2_TAIL_POLL_CQ, RB2_TAIL_POLL_MSG, RB2_TAIL_LEN_WORD };
-enum rb2_elastic { RB2_ELASTIC_TEXT, RB2_ELASTIC_AS_PRINTED, RB2_ELASTIC_OFF };
+/* RB2_ELASTIC_BLOCK: no elastic threshold, read as a fixed threshold
+ * whose sender waits for the previous tail WRITE's completion before the
+ * next advancement (the spec's M4 is RB2_ELASTIC_OFF: post regardless). */
+enum rb2_elastic { RB2_ELASTIC_TEXT, RB2_ELASTIC_AS_PRINTED, RB2_ELASTIC_OFF, RB2_ELASTIC_BLOCK };
 
 /* Results of rb2_write / rb2_read (negative: errno-style failure). */
 enum { RB2_OK = 0, RB2_FULL = 1, RB2_EMPTY = 2 };

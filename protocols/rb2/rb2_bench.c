@@ -4,7 +4,7 @@
  *       [--size=B] [--resp-size=B] [--slots=N] [--messages=N] [--warmup=N]
  *       [--bytes=V [--max-messages=N]] [--threads=T] [--window=W]
  *       [--head=push|pull|active|pullfull] [--tail=wt|cq|pollmsg|lenword]
- *       [--alpha=A] [--beta=B] [--gamma=G] [--elastic=text|as_printed|off]
+ *       [--alpha=A] [--beta=B] [--gamma=G] [--elastic=text|as_printed|off|block]
  *       [--batching=0|1] [--zero-copy=0|1] [--cache-friendly=0|1]
  *       [--hugepages=0|1] [--numa=0|1] [--sync-send=0|1] [--ablation=M1..M9]
  *       [--inline=N] [--post=list|each] [--zero-read=0|1] [--copy-in-ps=N] [--sw-ns=N]
@@ -160,7 +160,8 @@ static int rb2b_usage(const char *prog, const char *bad)
         "   [--size=B] [--resp-size=B] [--slots=N] [--messages=N] [--bytes=V] [--max-messages=N]\n"
         "   [--warmup=N] [--threads=T]\n"
         "   [--window=W] [--head=push|pull|active|pullfull] [--tail=wt|cq|pollmsg|lenword]\n"
-        "   [--alpha=A] [--beta=B] [--gamma=G] [--elastic=text|as_printed|off] [--batching=0|1]\n"
+        "   [--alpha=A] [--beta=B] [--gamma=G] [--elastic=text|as_printed|off|block] "
+        "[--batching=0|1]\n"
         "   [--zero-copy=0|1] [--cache-friendly=0|1] [--hugepages=0|1] [--numa=0|1]\n"
         "   [--sync-send=0|1] [--ablation=M1..M9]\n"
         "   [--inline=N] [--post=list|each] [--zero-read=0|1] [--copy-in-ps=N] [--sw-ns=N]\n"
@@ -291,6 +292,8 @@ static int rb2b_parse(int argc, char **argv, struct rb2b_opts *o)
             c->elastic = RB2_ELASTIC_AS_PRINTED;
         else if (!strcmp(a, "--elastic=off"))
             c->elastic = RB2_ELASTIC_OFF;
+        else if (!strcmp(a, "--elastic=block"))
+            c->elastic = RB2_ELASTIC_BLOCK;
         else if (!strncmp(a, "--batching=", 11) && rb2b_bool(a + 11, &b)) {
             if (!b)
                 c->alpha = c->beta = 1;
