@@ -868,9 +868,13 @@ static int mb_client_phase(struct mb *mb, uint64_t n, bool timed)
             uint64_t qp_after = f->posted - f->completed + j + 1;
             uint64_t all_after = mb->inflight + j + 1;
             bool last_on_qp = j == p - 1 && b_next * P >= n;
-            bool round_end = mb->o.rounds && j == p - 1 && b % B == B - 1;
-            bool sig = seq % mb->o.signal_every == 0 || qp_after + P > D || all_after + P > M ||
-                       last_on_qp || round_end;
+            /* the wait before the next batch needs a signalled WR to wait
+             * for: the last of this batch (RC completes in order) */
+            bool batch_end = j == p - 1;
+            bool round_end = mb->o.rounds && batch_end && b % B == B - 1;
+            bool sig = seq % mb->o.signal_every == 0 ||
+                       (batch_end && (qp_after + P > D || all_after + P > M)) || last_on_qp ||
+                       round_end;
             uint64_t raddr = mb_walk(mb, mb->walk_k++, mb->o.id, mb->o.clients, &mb->rng);
             mb->last_addr = raddr;
             struct ibv_sge *s = &sge[j];
