@@ -1065,6 +1065,8 @@ static void rx_hold(struct nic *nic, struct nic_qp *qp, struct pkt *p)
     struct pkt *t = e->rx_hold_tail;
     if (t && rx_plain_ack(p) && rx_plain_ack(t) && t->opcode == p->opcode &&
         nic_psn_diff(p->psn, t->psn) >= 0 && !rx_needs_wqe(nic, t)) {
+        /* the walk is short: every held packet keeps a unit, so a QP holds
+         * at most nic.pus packets */
         struct pkt **pp = &e->rx_hold_head;
         while (*pp != t)
             pp = &(*pp)->next;
