@@ -421,12 +421,31 @@ def main():
         sweeps = {k: tuple(v[:4]) + ([p for p in (v[4] if len(v) > 4 else PROTOS) if p in want],)
                   + tuple(v[5:]) for k, v in sweeps.items()}
         sweeps = {k: v for k, v in sweeps.items() if v[4]}
+    # A figure run for some protocols only (--protos) adds its points to the
+    # figure's others in results.json (e.g. the READ points with their own,
+    # longer warm-up); its wall time and command are kept under "fig~protos".
+    partial = bool(a.protos) and not a.checks and not a.summary
+    kept = {}
+    rpath = os.path.join(a.output, "results.json")
+    if partial and os.path.exists(rpath):
+        with open(rpath) as f:
+            prev = json.load(f)
+        parse = lambda d: {(k.split("/")[0],) + tuple(int(x) for x in k.split("/")[1:]): v
+                           for k, v in d.items()}
+        kept = {f: (parse(prev.get("points", {}).get(f, {})),
+                    parse(prev.get("round1_us", {}).get(f, {}))) for f in sweeps}
     res, wall, cmds, rounds = {}, {}, {}, {}
     with tempfile.TemporaryDirectory() as tmp:
         for fig, spec in sweeps.items():
-            res[fig], wall[fig], cmds[fig], rounds[fig] = run_sweep(binary, a.scenarios, os.path.join(tmp, fig),
-                                                       spec, a.jobs)
-            print(f"{fig}: {len(res[fig])} points, {wall[fig]:.0f} s", file=sys.stderr)
+            pts, w, c, r1 = run_sweep(binary, a.scenarios, os.path.join(tmp, fig), spec, a.jobs)
+            print(f"{fig}: {len(pts)} points, {w:.0f} s", file=sys.stderr)
+            tag = fig + ("~" + a.protos if partial else "")
+            wall[tag], cmds[tag] = w, c
+            if partial:
+                old_pts, old_r1 = kept.get(fig, ({}, {}))
+                pts = {**{k: v for k, v in old_pts.items() if k[0] not in spec[4]}, **pts}
+                r1 = {**{k: v for k, v in old_r1.items() if k[0] not in spec[4]}, **r1}
+            res[fig], rounds[fig] = pts, r1
             if not a.checks and not a.summary:
                 plot(fig, spec[:4], res[fig], a.output)
     out = {"quick": a.quick, "wall_seconds": wall, "commands": cmds,
