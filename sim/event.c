@@ -5,7 +5,8 @@
  *   now-FIFO   events due at the current instant, scheduled with no delay:
  *              they carry the newest sequence numbers, so they run after
  *              every other event of this instant, in the order scheduled;
- *   wheel      a calendar of SIM_WHEEL_BUCKETS buckets of 2^SIM_WHEEL_SHIFT
+ *   wheel      (only while many events are pending: SIM_WHEEL_ON_AT below)
+ *              a calendar of SIM_WHEEL_BUCKETS buckets of 2^SIM_WHEEL_SHIFT
  *              ps each covering the next ~4 us (Brown, "Calendar queues",
  *              CACM 1988): an event goes into the bucket of its time, O(1);
  *              a bucket is sorted by (time, seq) when the clock reaches it
@@ -31,6 +32,14 @@
 #include "sim_internal.h"
 
 #define HEAP_ARITY 4
+/* The wheel is used only while many events are pending (docs/core.md "When
+ * the wheel is on"): with a dozen pending, as in a two-host run, the heap
+ * is two levels in L1 while the wheel's appends and sorts touch a new
+ * bucket every nanosecond of simulated time (27 % of a 64 B WRITE stream's
+ * cycles).  Hysteresis keeps a run near the boundary from switching at
+ * every event; measured in docs/core.md. */
+#define SIM_WHEEL_ON_AT 512
+#define SIM_WHEEL_OFF_BELOW 128
 #define WHEEL_W ((sim_time_t)1 << SIM_WHEEL_SHIFT)
 #define WHEEL_MASK (SIM_WHEEL_BUCKETS - 1)
 
@@ -486,13 +495,72 @@ static inline struct sim_went *wheel_front(struct sim *sim, bool *from_near)
     return r;
 }
 
+/* Turn the wheel on: its clock's bucket is the current instant's (empty,
+ * as if sorted and drained), and the heap's events within its horizon move
+ * into it.  Every bucket is empty while the wheel is off. */
+static void wheel_enable(struct sim *sim)
+{
+    sim->wheel_on = true;
+    sim->wheel_start = sim->now & ~(WHEEL_W - 1);
+    sim->wheel_cur = wheel_idx(sim->now);
+    sim->wheel_pos = 0;
+    sim_time_t end = wheel_end(sim);
+    while (sim->n && sim->heap[0].time < end) {
+        struct sim_event *ev = sim->heap[0].ev;
+        heap_remove_at(sim, 0);
+        wheel_insert(sim, ev);
+    }
+}
+
+/* Turn it off, its clock's bucket drained (sorted run and near heap
+ * empty): the other buckets' events move into the heap, keeping their
+ * (time, seq) keys. */
+static void wheel_disable(struct sim *sim)
+{
+    struct sim_bucket *cur = &sim->wheel[sim->wheel_cur];
+    cur->n = 0; /* consumed entries and holes only */
+    sim->wheel_pos = 0;
+    sim->wheel_bits[sim->wheel_cur / 64] &= ~(1ull << (sim->wheel_cur % 64));
+    for (size_t word = 0; word < SIM_WHEEL_BUCKETS / 64; word++) {
+        for (uint64_t bits = sim->wheel_bits[word]; bits; bits &= bits - 1) {
+            struct sim_bucket *b = &sim->wheel[word * 64 + (size_t)__builtin_ctzll(bits)];
+            for (uint32_t k = 0; k < b->n; k++) /* no holes outside the clock's bucket */
+                heap_push(sim, b->e[k].ev);
+            b->n = 0;
+            if (b->cap > 64) {
+                free(b->e);
+                b->e = NULL;
+                b->cap = 0;
+            }
+        }
+        sim->wheel_bits[word] = 0;
+    }
+    sim->wheel_words = 0;
+    sim->wheel_live = 0;
+    sim->wheel_on = false;
+}
+
+void sim_queue_wheel_thresholds(struct sim *sim, uint32_t on_at, uint32_t off_below)
+{
+    sim->wheel_on_at = on_at;
+    sim->wheel_off_below = off_below;
+    if (!sim->wheel_on && sim->n >= on_at)
+        wheel_enable(sim);
+}
+
 struct sim_event *sim_wheel_peek(struct sim *sim, sim_time_t limit)
 {
+    if (!sim->wheel_on)
+        return sim->n ? sim->heap[0].ev : NULL;
     for (;;) {
         bool near;
         struct sim_went *r = wheel_front(sim, &near);
         if (r)
             return r->ev;
+        if (sim->n + sim->wheel_live < sim->wheel_off_below) {
+            wheel_disable(sim);
+            return sim->n ? sim->heap[0].ev : NULL;
+        }
         if (!wheel_advance(sim, limit))
             return NULL;
     }
@@ -500,6 +568,11 @@ struct sim_event *sim_wheel_peek(struct sim *sim, sim_time_t limit)
 
 void sim_wheel_pop(struct sim *sim)
 {
+    if (!sim->wheel_on) {
+        if (sim->n)
+            heap_remove_at(sim, 0);
+        return;
+    }
     bool near;
     struct sim_went *r = wheel_front(sim, &near);
     if (!r)
@@ -547,6 +620,8 @@ void sim_queue_init(struct sim *sim)
         fprintf(stderr, "rnicsim: out of memory for the event queue\n");
         abort();
     }
+    sim->wheel_on_at = SIM_WHEEL_ON_AT;
+    sim->wheel_off_below = SIM_WHEEL_OFF_BELOW;
 }
 
 /* Does not touch the events: their owners may already be gone (components
@@ -681,12 +756,15 @@ void sim_schedule_at(struct sim *sim, struct sim_event *ev, sim_time_t when)
     unqueue(sim, ev);
     ev->time = when;
     ev->seq = sim->seq++;
-    if (when == sim->now)
+    if (when == sim->now) {
         zq_push(sim, ev);
-    else if (when < wheel_end(sim))
+    } else if (sim->wheel_on && when < wheel_end(sim)) {
         wheel_insert(sim, ev);
-    else
+    } else {
         heap_push(sim, ev);
+        if (!sim->wheel_on && sim->n >= sim->wheel_on_at)
+            wheel_enable(sim);
+    }
 }
 
 void sim_schedule_in(struct sim *sim, struct sim_event *ev, sim_time_t delay_ps)
@@ -713,7 +791,7 @@ void sim_check_invariants(const struct sim *sim)
             what = "slot key differs from the event's key";
         else if (i > 0 && ent_less(e, &sim->heap[(i - 1) / HEAP_ARITY]))
             what = "slot is smaller than its parent";
-        else if (e->time < end)
+        else if (sim->wheel_on && e->time < end)
             what = "heap event is within the wheel's horizon";
     }
     for (size_t word = 0; word < SIM_WHEEL_BUCKETS / 64 && !what; word++)
@@ -768,6 +846,9 @@ void sim_check_invariants(const struct sim *sim)
             what = "the near heap is out of order";
         live++;
     }
+    if (!what && !sim->wheel_on && (sim->wheel_live || sim->wheel_words || sim->near.n ||
+                                    sim->wheel[sim->wheel_cur].n))
+        what = "the wheel is off but holds entries";
     if (!what && live != sim->wheel_live) {
         fprintf(stderr,
                 "rnicsim: event queue invariant broken: the wheel's marked buckets and near heap "

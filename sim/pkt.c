@@ -9,6 +9,25 @@
 
 enum { PKT_SLAB = 64, PKT_LINE = 64 };
 
+/* Link-layer framings (docs/nic.md "Framing", where each number's source is
+ * tabled):
+ * - RoCEv2 (IBA Annex A17): Ethernet 14 + IPv4 20 + UDP 4791 8 before the
+ *   BTH; Ethernet FCS 4 after the ICRC; IEEE 802.3 minimum frame 64 B;
+ *   preamble + SFD 8 and minimum inter-frame gap 12 per frame.
+ * - InfiniBand (IBA 7.7, 7.8, 8.3; Linux include/rdma/ib_pack.h
+ *   IB_LRH_BYTES 8, IB_GRH_BYTES 40): LRH 8 (+ GRH 40 when the address
+ *   vector is global), VCRC 2 after the ICRC, no minimum packet size, and
+ *   the packet's start and end delimiters, 2 B of link time; UCX prices an
+ *   IB packet as LRH + BTH + headers + ICRC 4 + VCRC 2 + delimiters 2
+ *   (src/uct/ib/base/ib_iface.c, UCT_IB_DELIM_LEN). */
+const struct pkt_framing_facts pkt_framings[PKT_FRAMINGS] = {
+    [PKT_FRAMING_ROCEV2] = {"rocev2", PKT_ETH_HDR_BYTES + PKT_IPV4_HDR_BYTES + PKT_UDP_HDR_BYTES,
+                            PKT_ETH_FCS_BYTES, 64, PKT_ETH_PREAMBLE_IFG_BYTES},
+    [PKT_FRAMING_IB_LOCAL] = {"ib", PKT_IB_LRH_BYTES, PKT_IB_VCRC_BYTES, 0, PKT_IB_DELIM_BYTES},
+    [PKT_FRAMING_IB_GLOBAL] = {"ib-grh", PKT_IB_LRH_BYTES + PKT_IB_GRH_BYTES, PKT_IB_VCRC_BYTES, 0,
+                               PKT_IB_DELIM_BYTES},
+};
+
 /* Packets start on a cache line (pkt.h: the fabric's fields fill the first). */
 static size_t line_round(size_t bytes)
 {

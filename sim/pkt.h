@@ -1,11 +1,18 @@
-/* A packet on the fabric: a RoCEv2 packet (Eth/IPv4/UDP/BTH and extension
+/* A packet on the fabric: an IBA transport packet (BTH and extension
  * headers) described by fields, with its payload bytes carried along so that
- * DMA placement at the receiver writes exactly what the sender read.
+ * DMA placement at the receiver writes exactly what the sender read.  Its
+ * link-layer framing (enum pkt_framing) says what surrounds the transport
+ * headers on the wire: RoCEv2 or native InfiniBand.
  *
- * Header sizes (IBA Annex 17, CALIBRATION.md "Transports" row RoCEv2):
- * Eth 14 + IPv4 20 + UDP 8 + BTH 12 (+DETH 8, RETH 16, AETH 4,
- * AtomicETH 28, AtomicAckETH 8, ImmDt 4) + ICRC 4, then Ethernet FCS 4.  On the wire each
- * frame also costs preamble+SFD 8 and inter-frame gap 12 bytes. */
+ * Transport header sizes (IBA 9.2-9.3; Linux include/rdma/ib_pack.h):
+ * BTH 12 (+DETH 8, RETH 16, AETH 4, AtomicETH 28, AtomicAckETH 8, ImmDt 4),
+ * payload padded to 4 bytes, ICRC 4.  The framings (pkt_framings[] in
+ * pkt.c, sources there):
+ *   RoCEv2     Eth 14 + IPv4 20 + UDP 8 ... ICRC 4 + FCS 4, at least 64 B;
+ *              on the wire also preamble+SFD 8 and inter-frame gap 12
+ *   IB local   LRH 8 ... ICRC 4 + VCRC 2; on the wire also the start and
+ *              end delimiters, 2
+ *   IB global  LRH 8 + GRH 40 ... ICRC 4 + VCRC 2; delimiters 2 */
 #ifndef RNICSIM_PKT_H
 #define RNICSIM_PKT_H
 
@@ -28,9 +35,40 @@ enum {
     PKT_ICRC_BYTES = 4,
     PKT_ETH_FCS_BYTES = 4,
     PKT_ETH_PREAMBLE_IFG_BYTES = 20, /* 8 preamble+SFD, 12 inter-frame gap */
+    PKT_IB_LRH_BYTES = 8,            /* IBA 7.7: Local Route Header */
+    PKT_IB_GRH_BYTES = 40,           /* IBA 8.3: Global Route Header */
+    PKT_IB_VCRC_BYTES = 2,           /* IBA 7.8.2: Variant CRC */
+    PKT_IB_DELIM_BYTES = 2,          /* start + end of packet delimiters */
     PKT_ROCEV2_UDP_PORT = 4791,
     PKT_MAX_PAYLOAD_BYTES = 4096, /* largest IB path MTU */
 };
+
+/* Link-layer framing of a packet: what comes before the BTH and after the
+ * ICRC, and what the link spends between packets (docs/nic.md "Framing").
+ * The NIC picks it from its port's link layer (nic.link_layer) and, on
+ * InfiniBand, whether the packet's address vector is global (a GRH). */
+enum pkt_framing {
+    PKT_FRAMING_ROCEV2 = 0, /* Ethernet + IPv4 + UDP (also PFC frames: Ethernet) */
+    PKT_FRAMING_IB_LOCAL,   /* InfiniBand inside a subnet: LRH */
+    PKT_FRAMING_IB_GLOBAL,  /* InfiniBand with a GRH (is_global address vector) */
+    PKT_FRAMINGS
+};
+struct pkt_framing_facts {
+    const char *name;
+    uint16_t hdr_bytes;     /* before the BTH */
+    uint16_t trailer_bytes; /* after the ICRC */
+    uint16_t min_bytes;     /* smallest frame (0: none) */
+    uint16_t gap_bytes;     /* link time per packet outside the frame */
+};
+extern const struct pkt_framing_facts pkt_framings[PKT_FRAMINGS];
+
+/* Bytes of a packet whose transport part (BTH + extension headers +
+ * payload + pad + ICRC) is `transport_bytes`, framed as `f`. */
+static inline uint32_t pkt_framed_bytes(enum pkt_framing f, uint32_t transport_bytes)
+{
+    uint32_t b = pkt_framings[f].hdr_bytes + transport_bytes + pkt_framings[f].trailer_bytes;
+    return b < pkt_framings[f].min_bytes ? pkt_framings[f].min_bytes : b;
+}
 
 enum pkt_kind {
     PKT_ROCE = 0, /* a RoCEv2 packet (the fields below) */
@@ -78,12 +116,14 @@ struct pkt {
 
     /* fabric addressing */
     uint32_t src_node, dst_node; /* NIC node ids (index into the topology) */
-    uint32_t frame_bytes;        /* Ethernet frame incl. FCS (no preamble/IFG) */
+    uint32_t frame_bytes;        /* the framed packet: Ethernet frame incl. FCS, or IB LRH..VCRC
+                                    (no preamble/IFG, no delimiters) */
     uint16_t udp_sport;          /* RoCEv2 UDP source port: the flow's ECMP entropy */
 
     /* BTH */
     uint8_t opcode; /* IBA opcode (ib_opcode table in sim/nic/opcode.h) */
     uint8_t se : 1, ack_req : 1, migreq : 1;
+    uint8_t framing : 2;  /* enum pkt_framing (0: RoCEv2) */
     uint8_t ar_ctx : 1;   /* ib-ar placement context present (ar_msg_psn, RETH fields) */
     uint8_t no_bytes : 1; /* from a pool without payloads: p->payload must not be touched */
     /* Ethernet/IP class of service: the priority (802.1p / DSCP class
@@ -146,10 +186,11 @@ struct pkt {
     _Alignas(16) uint8_t payload[PKT_MAX_PAYLOAD_BYTES];
 };
 
-/* Bytes the frame occupies on an Ethernet link, including preamble and IFG. */
+/* Bytes the packet occupies on its link: the frame plus the framing's
+ * per-packet gap (Ethernet preamble and IFG, IB delimiters). */
 static inline uint32_t pkt_wire_bytes(const struct pkt *p)
 {
-    return p->frame_bytes + PKT_ETH_PREAMBLE_IFG_BYTES;
+    return p->frame_bytes + pkt_framings[p->framing].gap_bytes;
 }
 
 /* Packet pool (free list per simulation). */

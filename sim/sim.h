@@ -159,6 +159,10 @@ const char *sim_run_result_str(enum sim_run_result r);
  * "busy" / "ready to run".  The caller prints the heading (a deadlock, or a
  * time limit reached with programs running). */
 void sim_deadlock_report(const struct sim *sim, FILE *out);
+/* Tuning / tests: the event queue's calendar wheel turns on when its heap
+ * holds on_at events and off when fewer than off_below are pending (0, 0:
+ * always on).  Defaults SIM_WHEEL_ON_AT / SIM_WHEEL_OFF_BELOW (event.c). */
+void sim_queue_wheel_thresholds(struct sim *sim, uint32_t on_at, uint32_t off_below);
 /* Debug builds: check heap order and index back-pointers; abort on error.
  * Called after every event when NDEBUG is not defined and the
  * RNICSIM_CHECK_EVQ environment variable is set, and by the unit tests. */

@@ -49,6 +49,11 @@ struct sim {
     uint64_t wheel_words; /* bit w: wheel_bits[w] is not 0 (64 words: one word) */
     sim_time_t wheel_start;
     size_t wheel_cur, wheel_pos, wheel_live; /* the clock's bucket is drained from wheel_pos */
+    /* Off (every timed event in the heap) while few are pending: turned on
+     * when the heap reaches wheel_on_at events, off again when the clock's
+     * bucket is drained with fewer than wheel_off_below pending (event.c) */
+    bool wheel_on;
+    uint32_t wheel_on_at, wheel_off_below;
     struct sim_bucket near;                  /* binary heap: scheduled into it since */
     struct sim_went *scratch;                /* for sorting a bucket */
     size_t scratch_cap;

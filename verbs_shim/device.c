@@ -302,6 +302,13 @@ void shim_port_attr(const struct shim_context *ctx, struct ibv_port_attr *attr)
             break;
         }
     }
+    /* an InfiniBand port between QDR and EDR is 4X FDR (14.0625 Gb/s a lane,
+     * 54.55 Gb/s of data), which the Ethernet table has no row for */
+    if (p->link_layer == NIC_LINK_IB && p->port_rate_bps > 40000000000ull &&
+        p->port_rate_bps <= 56250000000ull) {
+        attr->active_width = 2;  /* 4X */
+        attr->active_speed = 16; /* FDR */
+    }
 }
 
 int shim_query_port_ex(struct ibv_context *context, uint8_t port_num,

@@ -210,6 +210,7 @@ static int build_send_wqe(const struct shim_qp *sqp, enum nic_transport pers,
         wqe->xrc_srqn = wr->qp_type.xrc.remote_srqn & 0xffffff;
     if (sqp->qp.qp_type == IBV_QPT_UD) {
         wqe->ud_node = shim_ah(wr->wr.ud.ah)->node;
+        wqe->ud_grh = shim_ah(wr->wr.ud.ah)->attr.is_global != 0;
         wqe->ud_qpn = wr->wr.ud.remote_qpn & 0xffffff;
         /* IBA 10.2.4: a WR Q_Key with the high-order bit set means "use
          * the QP's Q_Key" (the privileged-Q_Key rule is not modelled) */

@@ -237,6 +237,16 @@ int rc_conn_exchange(struct rc_conn *c, uint32_t opts_hash, uint8_t atomic_ok)
     return 0;
 }
 
+/* Whether the address vector to the peer is global (carries a GRH): on a
+ * RoCE port always (the GID is the address), on an InfiniBand port only
+ * across subnets, which one fabric never is -- as perftest without -g and
+ * HERD-style code that addresses the peer by its LID.  A GRH is 40 bytes of
+ * every InfiniBand packet (docs/nic.md "Framing"). */
+static uint8_t rc_conn_global(const struct rc_conn *c)
+{
+    return c->port.link_layer != IBV_LINK_LAYER_INFINIBAND;
+}
+
 /* A UD QP: INIT with the pair's Q_Key, RTR and RTS carry no peer (each
  * send names it through the address handle made here). */
 static int rc_conn_connect_ud(struct rc_conn *c)
@@ -264,7 +274,8 @@ static int rc_conn_connect_ud(struct rc_conn *c)
         fprintf(stderr, "%s: modify_qp (UD): %s\n", c->prog, strerror(err));
         return -1;
     }
-    struct ibv_ah_attr aa = {.is_global = 1, .dlid = c->peer.lid, .port_num = RC_CONN_PORT};
+    struct ibv_ah_attr aa = {
+        .is_global = rc_conn_global(c), .dlid = c->peer.lid, .port_num = RC_CONN_PORT};
     memcpy(aa.grh.dgid.raw, c->peer.gid, 16);
     aa.grh.sgid_index = 0;
     aa.grh.hop_limit = 64;
@@ -302,7 +313,7 @@ int rc_conn_connect(struct rc_conn *c, int access, uint8_t rd_atomic)
         a.max_dest_rd_atomic = rd_atomic;
         a.min_rnr_timer = 12; /* perftest's value: 0.64 ms */
     }
-    a.ah_attr.is_global = 1;
+    a.ah_attr.is_global = rc_conn_global(c);
     memcpy(a.ah_attr.grh.dgid.raw, c->peer.gid, 16);
     a.ah_attr.grh.sgid_index = 0;
     a.ah_attr.grh.hop_limit = 64;

@@ -631,12 +631,12 @@ static int check_opts(struct tr *t)
     char key[TR_NAME_MAX + 32];
     if (t->o.client) {
         snprintf(key, sizeof(key), "%s/opts/s%" PRIu64, t->o.name, t->o.id);
-        return host_oob_put(key, &h, sizeof(h)) == 0 ? 0 : -1;
+        return rc_conn_oob_put(t->prog, key, &h, sizeof(h));
     }
     for (uint64_t i = 0; i < t->o.senders; i++) {
         uint32_t theirs = 0;
         snprintf(key, sizeof(key), "%s/opts/s%" PRIu64, t->o.name, i);
-        if (host_oob_get(key, &theirs, sizeof(theirs)) != 0)
+        if (rc_conn_oob_get(t->prog, key, &theirs, sizeof(theirs)) != 0)
             return -1;
         if (theirs != h) {
             fprintf(stderr, "%s: sender %" PRIu64 " runs with other options than the receiver\n",
@@ -648,13 +648,15 @@ static int check_opts(struct tr *t)
 }
 
 /* The receivers' verdicts for the senders: "<name>/done/<reader>" = exit
- * status (one key per reader of a 1:N channel; reader 0 otherwise). */
+ * status (one key per reader of a 1:N channel; reader 0 otherwise).  A put
+ * that fails is named on stderr; the senders then count the verdict as
+ * TR_ERROR (get_done). */
 static void put_done(struct tr *t, uint32_t status)
 {
     char key[TR_NAME_MAX + 32];
     uint64_t reader = t->o.receivers > 1 ? t->o.id : 0;
     snprintf(key, sizeof(key), "%s/done/%" PRIu64, t->o.name, reader);
-    host_oob_put(key, &status, sizeof(status));
+    (void)rc_conn_oob_put(t->prog, key, &status, sizeof(status));
 }
 /* The worst verdict of all readers (TR_OK < TR_VIOLATION < TR_ERROR). */
 static int get_done(struct tr *t)
@@ -664,7 +666,7 @@ static int get_done(struct tr *t)
         char key[TR_NAME_MAX + 32];
         uint32_t status = TR_ERROR;
         snprintf(key, sizeof(key), "%s/done/%" PRIu64, t->o.name, r);
-        if (host_oob_get(key, &status, sizeof(status)) != 0)
+        if (rc_conn_oob_get(t->prog, key, &status, sizeof(status)) != 0)
             status = TR_ERROR;
         if ((int)status > worst)
             worst = (int)status;

@@ -349,16 +349,17 @@ const struct topo_deadlock *topo_pfc_deadlock(const struct topology *t);
 
 /* The first equal-cost path from node `src` to node `dst` (following each
  * switch's route set), for what an unloaded fabric gives a flow: the one-way
- * time of a frame of `frame_bytes` (cable delays, serialisation at each
- * link's rate, store and forward, switch latencies), the number of links
- * and the slowest link's rate.  -1 when there is no path. */
+ * time of a packet that takes `wire_bytes` of link time (its frame and its
+ * framing's per-packet gap, pkt_wire_bytes: cable delays, serialisation at
+ * each link's rate, store and forward, switch latencies), the number of
+ * links and the slowest link's rate.  -1 when there is no path. */
 struct topo_path_info {
     unsigned links;
-    sim_time_t one_way_ps; /* for frame_bytes */
+    sim_time_t one_way_ps; /* for wire_bytes */
     sim_time_t latency_ps; /* cable delays + switch latencies only */
     uint64_t min_rate_bps; /* the bottleneck of the path */
 };
-int topo_path(const struct topology *t, uint32_t src, uint32_t dst, uint32_t frame_bytes,
+int topo_path(const struct topology *t, uint32_t src, uint32_t dst, uint32_t wire_bytes,
               struct topo_path_info *out);
 
 /* Per destination node: frames delivered, and frames that arrived after a

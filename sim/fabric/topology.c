@@ -1142,7 +1142,7 @@ struct link *topo_find_link(const struct topology *t, const char *name)
     return NULL;
 }
 
-int topo_path(const struct topology *t, uint32_t src, uint32_t dst, uint32_t frame_bytes,
+int topo_path(const struct topology *t, uint32_t src, uint32_t dst, uint32_t wire_bytes,
               struct topo_path_info *out)
 {
     memset(out, 0, sizeof(*out));
@@ -1159,8 +1159,7 @@ int topo_path(const struct topology *t, uint32_t src, uint32_t dst, uint32_t fra
         const struct link_params *lp = link_get_params(t->links[e]);
         out->links++;
         out->latency_ps += lp->delay_ps;
-        out->one_way_ps +=
-            lp->delay_ps + sim_bytes_to_ps(frame_bytes + PKT_ETH_PREAMBLE_IFG_BYTES, lp->rate_bps);
+        out->one_way_ps += lp->delay_ps + sim_bytes_to_ps(wire_bytes, lp->rate_bps);
         if (lp->rate_bps < out->min_rate_bps)
             out->min_rate_bps = lp->rate_bps;
         uint32_t v = t->edges[e].to_v;

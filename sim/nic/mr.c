@@ -116,6 +116,32 @@ uint64_t nic_mr_pages_of(const struct nic_mr *mr)
 
 /* ---------------------------------------------------------------- MR */
 
+/* Where the MR's memory is as the wire and the NIC's page table see it:
+ * its wire address and the peer device it lives on, if any.  At
+ * registration, and again when ibv_rereg_mr gives it new memory (new
+ * pages, perhaps of another size, perhaps on a GPU). */
+static void mr_place(struct nic *nic, struct nic_mr *mr)
+{
+    uint64_t iova = mr->iova, length = mr->length;
+    if (iova == (uint64_t)(uintptr_t)mr->host_addr) { /* at its process address: a wire address */
+        if (!nic->wire_va_next)
+            nic->wire_va_next = NIC_WIRE_VA_BASE;
+        /* Same offset in its 4 KiB page as the process address (stable
+         * under address-space randomisation, which moves whole pages);
+         * the start of a page of the MR's size, as a huge-page buffer is
+         * (xlate.c counts the MR's pages on these addresses, so that which
+         * pages a buffer spans does not depend on where the process was
+         * loaded). */
+        uint64_t page = (uint64_t)1 << mr->page_shift, small = (uint64_t)1 << NIC_PAGE_SHIFT;
+        uint64_t start = (nic->wire_va_next + page - 1) & ~(page - 1);
+        mr->wire_base = start + (iova & (small - 1));
+        nic->wire_va_next = ((mr->wire_base + length + page - 1) & ~(page - 1)) + page; /* guard */
+    } else {
+        mr->wire_base = iova;
+    }
+    mr->peer = nic_peer_link_of(nic, mr->host_addr, length);
+}
+
 struct nic_mr *nic_mr_reg(struct nic_pd *pd, void *addr, uint64_t length, uint64_t iova, int access)
 {
     if (!pd || (!addr && length)) {
@@ -173,23 +199,7 @@ struct nic_mr *nic_mr_reg(struct nic_pd *pd, void *addr, uint64_t length, uint64
     mr->valid = true;
     /* the page size the kernel hands the NIC's page table (xlate.c) */
     mr->page_shift = (uint8_t)mr_page_shift(nic, addr, length);
-    if (iova == (uint64_t)(uintptr_t)addr) { /* at its process address: a wire address */
-        if (!nic->wire_va_next)
-            nic->wire_va_next = NIC_WIRE_VA_BASE;
-        /* Same offset in its 4 KiB page as the process address (stable
-         * under address-space randomisation, which moves whole pages);
-         * the start of a page of the MR's size, as a huge-page buffer is
-         * (xlate.c counts the MR's pages on these addresses, so that which
-         * pages a buffer spans does not depend on where the process was
-         * loaded). */
-        uint64_t page = (uint64_t)1 << mr->page_shift, small = (uint64_t)1 << NIC_PAGE_SHIFT;
-        uint64_t start = (nic->wire_va_next + page - 1) & ~(page - 1);
-        mr->wire_base = start + (iova & (small - 1));
-        nic->wire_va_next = ((mr->wire_base + length + page - 1) & ~(page - 1)) + page; /* guard */
-    } else {
-        mr->wire_base = iova;
-    }
-    mr->peer = nic_peer_link_of(nic, addr, length);
+    mr_place(nic, mr);
     nic->mr_tbl[idx] = mr;
     nic->mr_next_free_hint = idx + 1;
     nic->n_mrs++;
@@ -249,6 +259,7 @@ int nic_mr_rereg(struct nic_mr *mr, int flags, struct nic_pd *pd, void *addr, ui
         mr->iova = iova;
         mr->length = length;
         mr->page_shift = (uint8_t)mr_page_shift(nic, addr, length); /* the new memory's pages */
+        mr_place(nic, mr);
         nic->cnt.mr_bytes += length;
         if (nic->cnt.mr_bytes > nic->cnt.mr_bytes_peak)
             nic->cnt.mr_bytes_peak = nic->cnt.mr_bytes;

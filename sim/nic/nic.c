@@ -531,6 +531,13 @@ void nic_stage_clear(struct nic *nic, struct nic_stage *s)
 
 /* ---------------------------------------------------------------- packets */
 
+enum pkt_framing nic_framing(const struct nic *nic, bool grh)
+{
+    if (nic->p.link_layer != NIC_LINK_IB)
+        return PKT_FRAMING_ROCEV2;
+    return grh ? PKT_FRAMING_IB_GLOBAL : PKT_FRAMING_IB_LOCAL;
+}
+
 void nic_pkt_address(const struct nic_qp *qp, struct pkt *p, uint8_t opcode, uint32_t psn,
                      uint32_t payload_len)
 {
@@ -544,7 +551,8 @@ void nic_pkt_address(const struct nic_qp *qp, struct pkt *p, uint8_t opcode, uin
         opcode |= IB_OPCODE_XRC; /* XRC: RC's operation in the 0xa0 block (xrc.c) */
     p->opcode = opcode;
     p->payload_len = payload_len;
-    p->frame_bytes = nic_frame_bytes(opcode, payload_len);
+    p->framing = nic_framing(qp->nic, qp->attr.ah_attr.is_global != 0);
+    p->frame_bytes = nic_frame_bytes(p->framing, opcode, payload_len);
     p->ext_hdrs = nic_opcode(opcode)->mask & NIC_OPF_EXT_HDRS;
     p->udp_sport = qp->eng->udp_sport; /* switches hash the 5-tuple (ECMP) */
     /* priority: the class selector of the QP's DSCP (traffic_class >> 2),
@@ -1057,6 +1065,8 @@ static void rx_hold(struct nic *nic, struct nic_qp *qp, struct pkt *p)
     struct pkt *t = e->rx_hold_tail;
     if (t && rx_plain_ack(p) && rx_plain_ack(t) && t->opcode == p->opcode &&
         nic_psn_diff(p->psn, t->psn) >= 0 && !rx_needs_wqe(nic, t)) {
+        /* the walk is short: every held packet keeps a unit, so a QP holds
+         * at most nic.pus packets */
         struct pkt **pp = &e->rx_hold_head;
         while (*pp != t)
             pp = &(*pp)->next;

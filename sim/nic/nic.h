@@ -298,6 +298,7 @@ struct nic_send_wqe {
     /* UD: destination resolved from the AH, Q_Key to send (already the
      * QP's Q_Key if the WR's had the high bit set) */
     uint32_t ud_node, ud_qpn, ud_qkey;
+    bool ud_grh;       /* UD: the AH is global (is_global): an IB packet carries a GRH */
     uint32_t xrc_srqn; /* XRC initiator: the target's SRQ (wr.qp_type.xrc.remote_srqn) */
     /* IBV_SEND_INLINE payload (`length` bytes).  In a WQE being posted:
      * the poster's copy.  In the NIC's send queue: the slot's own buffer,
@@ -535,6 +536,11 @@ const struct nic_counters *nic_get_counters(struct nic *nic);
  * opcode or size (counted; `rnicsim check-order` reports "not runnable"). */
 void nic_note_wr_refused(struct nic *nic);
 uint32_t nic_node_id(const struct nic *nic);
+/* The framing of a packet this NIC sends to an address vector that is
+ * global (`grh`) or not (sim/pkt.h): RoCEv2 on an Ethernet port; on an
+ * InfiniBand port an LRH, and a GRH only for a global address vector (IBA
+ * 8.3.1: a packet inside the subnet carries none). */
+enum pkt_framing nic_framing(const struct nic *nic, bool grh);
 /* False when the NIC's packet pool carries no payload bytes (`payload:
  * none`): DMA moves sizes, no bytes are read or written in host memory. */
 bool nic_payload_carried(const struct nic *nic);

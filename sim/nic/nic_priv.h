@@ -30,7 +30,8 @@ enum {
     NIC_FETCH_STREAM_BYTES = 4096,   /* a message's payload is fetched as host streams of one
                                         4 KiB page each, whatever the MTU (docs/nic.md) */
     NIC_FETCH_CHAINS = 16,           /* streams a QP half tells apart while their reads wait
-                                        to be sent: NIC_STAGE_MAX_BYTES / 4 KiB */
+                                        to be sent: NIC_STAGE_MAX_BYTES / 4 KiB, all of them
+                                        for 4 KiB pieces (see nic_fetch_chain for smaller) */
 };
 
 /* ---------------------------------------------------------------- staging rings */
@@ -469,7 +470,14 @@ static inline uint32_t nic_stage_count(const struct nic_stage *s)
  * later streams have started (reads waiting for credits or tags): with one
  * slot per QP half those later streams reset it, and every read of the
  * half then chained behind the last one sent, one stream at the read fetch
- * rate instead of several in parallel. */
+ * rate instead of several in parallel.  The slots are reused in turn: 16
+ * hold every 4 KiB piece the QP half's 64 KiB of prefetch can have waiting,
+ * but messages under 4 KiB make one stream each, and when more than 16 of
+ * them wait at once a new one clears a slot an older one still uses (a
+ * single-packet message only writes it: its own read has nothing to chain
+ * behind; a multi-packet one's next read then starts unchained, or behind
+ * the newer message's read).  Known approximation, left for its cost: a
+ * slot per packet the stage can hold would be 2 x 256 x 8 B per QP. */
 static inline sim_time_t *nic_fetch_chain(sim_time_t *slots, uint8_t *cur, bool new_stream)
 {
     if (new_stream) {

@@ -217,15 +217,10 @@ uint32_t nic_ext_hdr_bytes(uint32_t mask)
     return HDR(mask) - PKT_BTH_BYTES;
 }
 
-enum { ETH_MIN_FRAME_BYTES = 64 }; /* IEEE 802.3 minimum frame, FCS included */
-
-uint32_t nic_frame_bytes(uint8_t opcode, uint32_t payload_len)
+uint32_t nic_frame_bytes(enum pkt_framing f, uint8_t opcode, uint32_t payload_len)
 {
     uint32_t pad = (4u - (payload_len & 3u)) & 3u;
-    uint32_t bytes = PKT_ETH_HDR_BYTES + PKT_IPV4_HDR_BYTES + PKT_UDP_HDR_BYTES +
-                     nic_opcodes[opcode].hdr_bytes + payload_len + pad + PKT_ICRC_BYTES +
-                     PKT_ETH_FCS_BYTES;
-    return bytes < ETH_MIN_FRAME_BYTES ? ETH_MIN_FRAME_BYTES : bytes;
+    return pkt_framed_bytes(f, nic_opcodes[opcode].hdr_bytes + payload_len + pad + PKT_ICRC_BYTES);
 }
 
 /* Requester opcodes by verb and position; -1 = none.  Index 0..3 =

@@ -216,10 +216,12 @@ static inline bool nic_opcode_personality(uint8_t op)
 /* Bytes of the extension headers named by `mask`. */
 uint32_t nic_ext_hdr_bytes(uint32_t mask);
 
-/* Ethernet frame bytes of a RoCEv2 packet: Eth 14 + IPv4 20 + UDP 8 + BTH 12
- * + extension headers + payload + pad to 4 B (BTH PadCnt, IBA 9.2.2.3) +
- * ICRC 4 + FCS 4, at least the Ethernet minimum of 64 B. */
-uint32_t nic_frame_bytes(uint8_t opcode, uint32_t payload_len);
+/* Bytes of a packet framed as `f` (sim/pkt.h): the framing's headers (RoCEv2:
+ * Eth 14 + IPv4 20 + UDP 8; IB: LRH 8, + GRH 40 if global) + BTH 12 +
+ * extension headers + payload + pad to 4 B (BTH PadCnt, IBA 9.2.2.3) +
+ * ICRC 4 + the framing's trailer (RoCEv2: FCS 4; IB: VCRC 2), at least the
+ * framing's minimum (Ethernet 64 B). */
+uint32_t nic_frame_bytes(enum pkt_framing f, uint8_t opcode, uint32_t payload_len);
 
 /* Requester opcode of packet `pos` of a message of verb `wr` on an RC QP:
  * pos is NIC_OPF_FIRST, NIC_OPF_MIDDLE, NIC_OPF_LAST or NIC_OPF_ONLY.

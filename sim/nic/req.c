@@ -268,6 +268,8 @@ static void build_send_write(struct nic_qp *qp, struct nic_send_wqe *w, uint32_t
         p->dest_qpn = w->ud_qpn;
         p->deth_qkey = w->ud_qkey;
         p->udp_sport = nic_roce_udp_sport(qp->qpn, w->ud_qpn);
+        p->framing = nic_framing(nic, w->ud_grh);
+        p->frame_bytes = nic_frame_bytes(p->framing, p->opcode, plen);
     }
     if (mask & NIC_OPF_RETH) {
         p->reth_va = w->remote_addr;

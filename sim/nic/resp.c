@@ -677,19 +677,36 @@ static void atomic_remember(struct nic_qp *qp, uint32_t psn)
     h->orig = 0;
 }
 
-/* The GRH a UD receive finds in its first 40 bytes.  Our port is RoCEv2
- * over IPv4 (IPv4-mapped GIDs): like mlx5, the NIC writes the IPv4 header
- * in the last 20 bytes of the slot and leaves the first 20 zero (the
- * kernel's union rdma_network_hdr { struct ib_grh ibgrh; struct { u8
- * reserved[20]; struct iphdr roce4grh; }; }), which ibv_init_ah_from_wc
- * recognises by version 4 and a valid header checksum. */
+/* The GRH a UD receive finds in its first 40 bytes.  On a RoCEv2 port
+ * (IPv4-mapped GIDs), like mlx5, the NIC writes the IPv4 header in the last
+ * 20 bytes of the slot and leaves the first 20 zero (the kernel's union
+ * rdma_network_hdr { struct ib_grh ibgrh; struct { u8 reserved[20]; struct
+ * iphdr roce4grh; }; }), which ibv_init_ah_from_wc recognises by version 4
+ * and a valid header checksum.  On an InfiniBand port the packet's own GRH
+ * if it carried one (IBA 8.3: IPVer 6, PayLen from the BTH through the ICRC,
+ * NxtHdr 0x1B, HopLmt, SGID, DGID; as Linux ib_ud_header_init builds it); a
+ * packet without one leaves the 40 bytes zero and its completion without
+ * IBV_WC_GRH (ibv_poll_cq(3): "GRH is present"). */
 static void build_grh(const struct nic *nic, const struct pkt *p, uint8_t *g)
 {
     memset(g, 0, NIC_GRH_BYTES);
-    uint8_t *ip = g + 20;
+    if (p->framing == PKT_FRAMING_IB_LOCAL)
+        return;
     union ibv_gid sg, dg;
     nic_gid_of_node(p->src_node, &sg);
     nic_gid_of_node(nic->node_id, &dg);
+    if (p->framing == PKT_FRAMING_IB_GLOBAL) {
+        uint32_t paylen = p->frame_bytes - PKT_IB_LRH_BYTES - PKT_IB_GRH_BYTES - PKT_IB_VCRC_BYTES;
+        g[0] = 0x60; /* IPVer 6, TClass 0, FlowLabel 0 */
+        g[4] = (uint8_t)(paylen >> 8);
+        g[5] = (uint8_t)paylen;
+        g[6] = 0x1b; /* NxtHdr: IBA transport */
+        g[7] = 64;   /* HopLmt: the AH's hop limit is not carried; 64 as rc_conn sets */
+        memcpy(g + 8, sg.raw, 16);
+        memcpy(g + 24, dg.raw, 16);
+        return;
+    }
+    uint8_t *ip = g + 20;
     uint32_t total = p->frame_bytes - PKT_ETH_HDR_BYTES - PKT_ETH_FCS_BYTES;
     if (p->frame_bytes < PKT_ETH_HDR_BYTES + PKT_ETH_FCS_BYTES + PKT_IPV4_HDR_BYTES)
         total = PKT_IPV4_HDR_BYTES;
@@ -826,7 +843,9 @@ static enum resp_state complete(struct nic_qp *qp, struct resp_ctx *c)
             .byte_len = send ? recv_prefix(qp) + e->resp_off : e->resp_len,
             .qp_num = qp->qpn,
             .src_qp = ud ? p->src_qpn : qp->attr.dest_qp_num,
-            .wc_flags = ud ? IBV_WC_GRH : 0,
+            .wc_flags = ud && p->framing != PKT_FRAMING_IB_LOCAL ? IBV_WC_GRH : 0,
+            /* an InfiniBand packet's source LID (nic.h: LID = node + 1) */
+            .slid = p->framing != PKT_FRAMING_ROCEV2 ? (uint16_t)(p->src_node + 1) : 0,
         };
         if (m & NIC_OPF_IMMDT) {
             wc.imm_data = p->imm_data;

@@ -338,8 +338,7 @@ static void egress_enter(struct pswitch *ps, struct ps_pkt *pp)
 
 static void recirc_send(struct pswitch *ps, struct ps_pkt *pp)
 {
-    uint64_t bytes =
-        (uint64_t)pp->pkt->frame_bytes + pp->meta.bridge_bytes + PKT_ETH_PREAMBLE_IFG_BYTES;
+    uint64_t bytes = (uint64_t)pkt_wire_bytes(pp->pkt) + pp->meta.bridge_bytes;
     if (ps->recirc_queued + bytes > ps->p.recirc_buffer_bytes) {
         ps->c.recirc_drops++;
         pp_free(ps, pp, true);

@@ -15,7 +15,7 @@ void ps_roce_set_opcode(struct pkt *p, uint8_t opcode)
 {
     p->opcode = opcode;
     p->ext_hdrs = nic_opcode(opcode)->mask & NIC_OPF_EXT_HDRS;
-    p->frame_bytes = nic_frame_bytes(opcode, p->payload_len);
+    p->frame_bytes = nic_frame_bytes(p->framing, opcode, p->payload_len);
 }
 
 void ps_roce_set_inline(struct pkt *p, const void *data, uint32_t len)
@@ -25,7 +25,7 @@ void ps_roce_set_inline(struct pkt *p, const void *data, uint32_t len)
     if (len)
         memcpy(p->payload, data, len);
     p->payload_len = len;
-    p->frame_bytes = nic_frame_bytes(p->opcode, len);
+    p->frame_bytes = nic_frame_bytes(p->framing, p->opcode, len);
 }
 
 int ps_roce_resp_to_write(uint8_t opcode)

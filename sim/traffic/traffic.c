@@ -427,6 +427,9 @@ static struct tg_conn *conn_new(struct traffic *t, uint32_t src, uint32_t dst)
  * back (store and forward at every hop, cable delays, switch latencies). */
 static sim_time_t ideal_fct(const struct traffic *t, uint32_t src, uint32_t dst, uint64_t size)
 {
+    /* the source NIC's framing (the generator's QPs address by GID) */
+    enum pkt_framing f = nic_framing(t->hosts[src].nic, true);
+    uint32_t gap = pkt_framings[f].gap_bytes;
     uint32_t mtu = t->p.mtu_bytes;
     uint64_t msg = t->p.message_bytes;
     uint64_t wire = 0, last = 0;
@@ -439,21 +442,20 @@ static sim_time_t ideal_fct(const struct traffic *t, uint32_t src, uint32_t dst,
                          : k == 0      ? IB_OPCODE_RC_RDMA_WRITE_FIRST
                          : k + 1 == np ? IB_OPCODE_RC_RDMA_WRITE_LAST
                                        : IB_OPCODE_RC_RDMA_WRITE_MIDDLE;
-            last = nic_frame_bytes(op, len);
-            wire += last + PKT_ETH_PREAMBLE_IFG_BYTES;
+            last = nic_frame_bytes(f, op, len) + gap;
+            wire += last;
             if (k > 4 && k + 2 < np) { /* the middle packets are all alike */
                 uint64_t mid = np - 2 - k;
-                wire += mid * (nic_frame_bytes(IB_OPCODE_RC_RDMA_WRITE_MIDDLE, mtu) +
-                               PKT_ETH_PREAMBLE_IFG_BYTES);
+                wire += mid * (nic_frame_bytes(f, IB_OPCODE_RC_RDMA_WRITE_MIDDLE, mtu) + gap);
                 k += mid;
             }
         }
     }
     struct topo_path_info go, back;
     if (topo_path(t->topo, src, dst, (uint32_t)last, &go) ||
-        topo_path(t->topo, dst, src, nic_frame_bytes(IB_OPCODE_RC_ACKNOWLEDGE, 0), &back))
+        topo_path(t->topo, dst, src, nic_frame_bytes(f, IB_OPCODE_RC_ACKNOWLEDGE, 0) + gap, &back))
         return 0;
-    uint64_t before_last = wire - (last + PKT_ETH_PREAMBLE_IFG_BYTES);
+    uint64_t before_last = wire - last;
     return sim_bytes_to_ps(before_last, go.min_rate_bps) + go.one_way_ps + back.one_way_ps;
 }
 

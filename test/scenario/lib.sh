@@ -4,6 +4,8 @@
 #   ok NAME / bad NAME     record a result
 #   check NAME 'COMMAND'   ok if the command (eval'ed) succeeds
 #   finish                 print the counts; the test's exit status
+#   write_scenario NAME    save the scenario on stdin as $scratch/NAME.yaml
+#   run_scenario NAME ...  run it (below)
 bin=${1:?rnicsim binary}
 src=${2:?source dir}
 scratch=${3:?scratch dir}
@@ -18,6 +20,17 @@ check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
 finish() {
     echo "$pass passed, $fail failed"
     [ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]
+}
+write_scenario() { cat >"$scratch/$1.yaml"; }
+# run_scenario NAME [RNICSIM ARGS...]: run $scratch/NAME.yaml from $scratch,
+# quiet, results in NAME.json, stdout / stderr in NAME.out / NAME.err, at
+# most $run_timeout seconds (default 120: run_timeout=300 run_scenario ...);
+# returns rnicsim's exit status (124 on the time limit).
+run_scenario() {
+    local name=$1
+    shift
+    (cd "$scratch" && timeout "${run_timeout:-120}" "$bin" run "$name.yaml" -q -o "$name.json" "$@" \
+        >"$name.out" 2>"$name.err")
 }
 # The third-party sources the tests build (rdma-core's examples, perftest):
 # $RNICSIM_THIRD_PARTY, else <source dir>/../shared/third_party, else

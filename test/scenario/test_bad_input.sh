@@ -32,10 +32,8 @@ YAML
 expect() {
     local name=$1 filter=$2 want=$3
     shift 3
-    local f="$scratch/$name.yaml"
-    good | sed -e "$filter" >"$f"
-    (cd "$scratch" && timeout 30 "$bin" run "$name.yaml" -o "$name.json" --quiet "$@") \
-        >"$scratch/$name.out" 2>"$scratch/$name.err"
+    good | sed -e "$filter" | write_scenario "$name"
+    run_timeout=30 run_scenario "$name" "$@"
     local rc=$?
     local first
     first=$(head -n 1 "$scratch/$name.err")

@@ -36,7 +36,11 @@ PY"
     # check 7 (value size), its two Fig. 6 points: at 28 nodes, Q = 28,
     # S = 16, R = 4, 1:M bandwidth rises from V = 365 B to 4 KB for a READ, a
     # SEND-framed and a WRITE-framed protocol (the cheapest abstraction:
-    # R = 4 keeps the round short)
+    # R = 4 keeps the round short).  The paper's claim is that bandwidth
+    # increases; on InfiniBand framing (30 B less per packet than RoCEv2)
+    # 1:M WRITE/WRITE at 365 B already runs at 44 of the link's 54.5 Gb/s,
+    # so 4 KB can only add ~6 % (46.9): the bound is "rises", not "+10 %"
+    # (with RoCE framing it was 36.8 -> 47.9)
     $bin sweep "$src/scenarios/huang/1m_V.yaml" --set vars.proto=read,send_send,write_write \
         --set vars.V=365,4096 --set vars.R=4 -j 2 -o "$scratch/v" >/dev/null 2>&1
     check "1:M V sweep runs" "[ $? -eq 0 ]"
@@ -45,7 +49,7 @@ import csv, sys
 bw = {(r['vars.proto'], int(r['vars.V'])): float(r['huang.bw_gbps']) for r in csv.DictReader(open(sys.argv[1]))}
 print(bw)
 for p in ('read', 'send_send', 'write_write'):
-    assert bw[(p, 4096)] > 1.1 * bw[(p, 365)], p
+    assert bw[(p, 4096)] > 1.02 * bw[(p, 365)], p
 PY"
     # check 6b: 1:M READ collapses with the number of responding nodes (Q = 1:
     # 16 QPs, Q = 28: 448 QPs, S = 16, R = 128), the Q = 28 point warmed up

@@ -250,8 +250,8 @@ PY"
 bad_case() {
     local name=$1 want=$2 filter=$3
     shift 3
-    sed -e "$filter" pcap.yaml >"$name.yaml"
-    (cd "$scratch" && "$bin" run "$name.yaml" --quiet -o "$name.json" "$@" >"$name.out" 2>"$name.err")
+    sed -e "$filter" pcap.yaml | write_scenario "$name"
+    run_scenario "$name" "$@"
     local rc=$?
     local first
     first=$(head -n 1 "$scratch/$name.err")

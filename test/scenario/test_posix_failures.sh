@@ -25,14 +25,14 @@ mkdir -p "$scratch"
 run_case() { # name [rnicsim options...]
     local name=$1
     shift
-    cat >"$scratch/$name.yaml" <<YAML
+    write_scenario "$name" <<YAML
 name: $name
 profile: cx5-100g
 topology: {kind: star, hosts: 2, link: {rate: 100Gbps, delay: 10ns}}
 programs:
   - {host: h0, program: ./crash.so, args: [$name]}
 YAML
-    (cd "$scratch" && timeout 60 "$bin" run "$name.yaml" -q "$@" >"$name.out" 2>"$name.err")
+    run_timeout=60 run_scenario "$name" "$@"
     echo $?
 }
 

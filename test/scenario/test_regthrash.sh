@@ -89,14 +89,14 @@ PY"
 cc="$(dirname "$bin")/rnicsim-cc"
 if "$cc" -O2 -Wall -Wextra -Werror -o "$scratch/huge_dereg.so" "$src/test/scenario/programs/huge_dereg.c" \
     2>"$scratch/huge_dereg.cc"; then
-    cat >"$scratch/huge_dereg.yaml" <<'YAML'
+    write_scenario huge_dereg <<'YAML'
 name: huge_dereg
 profile: cx5-100g
 topology: {kind: star, hosts: 1, link: {rate: 100Gbps, delay: 10ns}}
 programs:
   - {host: h0, program: ./huge_dereg.so}
 YAML
-    (cd "$scratch" && timeout 60 "$bin" run huge_dereg.yaml -q -o huge_dereg.json >huge_dereg.out 2>&1)
+    run_timeout=60 run_scenario huge_dereg
     rc=$?
     check "huge_dereg: exit 0 (got $rc)" "[ $rc -eq 0 ]"
     check "dereg of a huge-page MR: same cost after host_free, less than on 4 KiB pages" "$py - '$scratch/huge_dereg.json' <<'PY'

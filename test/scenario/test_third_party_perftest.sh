@@ -44,7 +44,7 @@ fi
 
 # scenario NAME "PROGRAM ARGS ON h0" "PROGRAM ARGS ON h1"
 scenario() {
-    cat >"$scratch/$1.yaml" <<YAML
+    write_scenario "$1" <<YAML
 name: $1
 profile: cx5-100g
 stop_time: 100s
@@ -53,7 +53,7 @@ programs:
   - {host: h0, $2}
   - {host: h1, $3}
 YAML
-    (cd "$scratch" && timeout 300 "$bin" run "$1.yaml" -q -o "$1.json" >"$1.out" 2>"$1.err")
+    run_timeout=300 run_scenario "$1"
     echo $?
 }
 # the client's (h1) result line of a perftest table: " <bytes> <iters> ..."

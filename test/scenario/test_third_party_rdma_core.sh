@@ -39,7 +39,7 @@ fi
 # client on h1 (the client's last argument: h0); prints the exit status.
 pair() {
     local name=$1 prog=$2 sargs=$3 cargs=$4
-    cat >"$scratch/$name.yaml" <<YAML
+    write_scenario "$name" <<YAML
 name: $name
 profile: cx5-100g
 hardware: {nic.link_layer: ${link_layer:-ethernet}}
@@ -48,7 +48,7 @@ programs:
   - {host: h0, program: ./$prog.so, args: [$sargs]}
   - {host: h1, program: ./$prog.so, args: [$cargs]}
 YAML
-    (cd "$scratch" && timeout 120 "$bin" run "$name.yaml" -q >"$name.out" 2>"$name.err")
+    run_scenario "$name"
     echo $?
 }
 # usec/iter printed by side N (0 server, 1 client) of a run
@@ -130,7 +130,7 @@ check "xsrq_pingpong: the client learns the server's XRC SRQ number ($srqn0) and
 # SENDs, captured at h0.  Debian 12's tshark names the XRC opcodes but
 # does not dissect the XRCETH, so its 4 bytes after the BTH (reserved 0,
 # the 24-bit SRQ number of the receiving side) are read from the frames.
-cat >"$scratch/xsrq_e.yaml" <<'YAML'
+write_scenario xsrq_e <<'YAML'
 name: xsrq_e
 profile: cx5-100g
 topology: {kind: star, hosts: 2, link: {rate: 100Gbps, delay: 10ns}}
@@ -140,7 +140,7 @@ programs:
   - {host: h0, program: ./xsrq_pingpong.so, args: [-g, "0", -e, -n, "50", -s, "5000", -m, "1024"]}
   - {host: h1, program: ./xsrq_pingpong.so, args: [-g, "0", -e, -n, "50", -s, "5000", -m, "1024", h0]}
 YAML
-(cd "$scratch" && timeout 120 "$bin" run xsrq_e.yaml -q >xsrq_e.out 2>xsrq_e.err)
+run_scenario xsrq_e
 rc=$?
 x="$scratch/xsrq_e.out"
 check "xsrq_pingpong -g 0 -e -n 50 -s 5000 -m 1024: both sides exit 0 and print success (got $rc)" \
@@ -174,7 +174,7 @@ while off < len(data):
 assert n > 400, n
 PY"
 
-cat >"$scratch/devinfo.yaml" <<'YAML'
+write_scenario devinfo <<'YAML'
 name: devinfo
 profile: cx5-100g
 topology: {kind: star, hosts: 2, link: {rate: 100Gbps, delay: 10ns}}
@@ -183,7 +183,7 @@ programs:
   - {host: h1, program: ./devinfo.so, args: [-v, -d, rnicsim0, -i, "1"]}
   - {host: h1, program: ./devinfo.so, args: [-l]}
 YAML
-(cd "$scratch" && timeout 60 "$bin" run devinfo.yaml -q >devinfo.out 2>devinfo.err)
+run_timeout=60 run_scenario devinfo
 rc=$?
 d="$scratch/devinfo.out"
 check "devinfo, devinfo -v -d rnicsim0 -i 1, devinfo -l exit 0 (got $rc)" "[ $rc -eq 0 ]"

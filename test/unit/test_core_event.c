@@ -176,9 +176,15 @@ static void rnd_fire(struct sim *sim, struct sim_event *ev)
         }
 }
 
-static void test_random_against_reference(bool inner, bool burst)
+/* wheel: 0 the default thresholds, 1 always on, 2 on at 40 pending and off
+ * below 20 (switching often, also from inside callbacks) */
+static void test_random_against_reference(bool inner, bool burst, int wheel)
 {
     struct sim *sim = sim_create(7);
+    if (wheel == 1)
+        sim_queue_wheel_thresholds(sim, 0, 0);
+    else if (wheel == 2)
+        sim_queue_wheel_thresholds(sim, 40, 20);
     struct sim_rng rng;
     sim_rng_seed(&rng, 7, "test");
     g_n = burst ? 2000 : 300;
@@ -246,9 +252,11 @@ int main(void)
     test_order_and_ties();
     test_cancel_and_move();
     test_periodic_and_call_in();
-    test_random_against_reference(false, false);
-    test_random_against_reference(true, false);
-    test_random_against_reference(false, true);
+    for (int wheel = 0; wheel < 3; wheel++) {
+        test_random_against_reference(false, false, wheel);
+        test_random_against_reference(true, false, wheel);
+        test_random_against_reference(false, true, wheel);
+    }
     test_bench_runs();
     test_bytes_to_ps();
     return test_summary();

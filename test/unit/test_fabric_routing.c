@@ -622,7 +622,7 @@ static void test_fat_tree(void)
     const uint32_t dsts[3] = {1, 2, 4};
     const unsigned hops[3] = {2, 4, 6};
     for (int i = 0; i < 3; i++) {
-        CHECK(topo_path(f.t, 0, dsts[i], FRAME, &pi) == 0);
+        CHECK(topo_path(f.t, 0, dsts[i], FRAME + PKT_ETH_PREAMBLE_IFG_BYTES, &pi) == 0);
         CHECK_EQ_U64(pi.links, hops[i]);
         CHECK_EQ_U64(pi.latency_ps, hops[i] * p.link.delay_ps + (hops[i] - 1) * p.sw.latency_ps);
     }

@@ -3,6 +3,7 @@
  * arithmetic and the GID <-> node mapping.  Expected values are written out
  * from the spec (IBA 9.2 Table 38, Annex 17; CALIBRATION.md "Transports"),
  * not computed with the code under test. */
+#include <stddef.h>
 #include <string.h>
 
 #include "sim/nic/nic.h"
@@ -53,8 +54,8 @@ static void test_numbers(void)
         CHECK_EQ_U64(nic_opcode_rc_op((uint8_t)(op | IB_OPCODE_XRC)), op);
         CHECK(nic_opcode_qp_type((uint8_t)(op | IB_OPCODE_XRC)) == IBV_QPT_RC);
     }
-    CHECK_EQ_U64(nic_frame_bytes(IB_OPCODE_XRC_SEND_ONLY, 1024),
-                 nic_frame_bytes(IB_OPCODE_RC_SEND_ONLY, 1024) + 4);
+    CHECK_EQ_U64(nic_frame_bytes(PKT_FRAMING_ROCEV2, IB_OPCODE_XRC_SEND_ONLY, 1024),
+                 nic_frame_bytes(PKT_FRAMING_ROCEV2, IB_OPCODE_RC_SEND_ONLY, 1024) + 4);
     CHECK(nic_opcode_qp_type(NIC_OPCODE_RIMA_APPEND_ONLY) == IBV_QPT_RC &&
           !nic_opcode_personality(NIC_OPCODE_RIMA_APPEND_FIRST));
     CHECK(nic_opcode_valid(NIC_OPCODE_SRD_ACKNOWLEDGE) && !nic_opcode_valid(0xc5));
@@ -99,7 +100,8 @@ static void test_headers(void)
     CHECK_EQ_U64(nic_opcode(IB_OPCODE_UC_SEND_LAST_WITH_IMMEDIATE)->hdr_bytes, 12 + 4);
     CHECK_EQ_U64(nic_opcode(IB_OPCODE_UD_SEND_ONLY)->hdr_bytes, 12 + 8);
     CHECK_EQ_U64(nic_opcode(IB_OPCODE_UD_SEND_ONLY_WITH_IMMEDIATE)->hdr_bytes, 12 + 8 + 4);
-    CHECK_EQ_U64(nic_frame_bytes(IB_OPCODE_UD_SEND_ONLY, 1024), L2L3L4 + 12 + 8 + 1024 + TRAILER);
+    CHECK_EQ_U64(nic_frame_bytes(PKT_FRAMING_ROCEV2, IB_OPCODE_UD_SEND_ONLY, 1024),
+                 L2L3L4 + 12 + 8 + 1024 + TRAILER);
     /* the extension-header mask a capture writer sees (enum pkt_ext_hdr) */
     CHECK_EQ_U64(nic_opcode(IB_OPCODE_UD_SEND_ONLY_WITH_IMMEDIATE)->mask & NIC_OPF_EXT_HDRS,
                  PKT_EXT_DETH | PKT_EXT_IMMDT);
@@ -109,20 +111,61 @@ static void test_headers(void)
                  PKT_EXT_AETH | PKT_EXT_ATMACK);
 
     /* frames */
-    CHECK_EQ_U64(nic_frame_bytes(IB_OPCODE_RC_RDMA_WRITE_ONLY, 4096),
+    CHECK_EQ_U64(nic_frame_bytes(PKT_FRAMING_ROCEV2, IB_OPCODE_RC_RDMA_WRITE_ONLY, 4096),
                  14 + 20 + 8 + 12 + 16 + 4096 + 4 + 4);
-    CHECK_EQ_U64(nic_frame_bytes(IB_OPCODE_RC_RDMA_WRITE_MIDDLE, 4096),
+    CHECK_EQ_U64(nic_frame_bytes(PKT_FRAMING_ROCEV2, IB_OPCODE_RC_RDMA_WRITE_MIDDLE, 4096),
                  L2L3L4 + 12 + 4096 + TRAILER);
-    CHECK_EQ_U64(nic_frame_bytes(IB_OPCODE_RC_ACKNOWLEDGE, 0), L2L3L4 + 12 + 4 + TRAILER); /* 66 */
-    CHECK_EQ_U64(nic_frame_bytes(IB_OPCODE_RC_FETCH_ADD, 0), L2L3L4 + 12 + 28 + TRAILER);
-    CHECK_EQ_U64(nic_frame_bytes(IB_OPCODE_RC_ATOMIC_ACKNOWLEDGE, 0),
+    CHECK_EQ_U64(nic_frame_bytes(PKT_FRAMING_ROCEV2, IB_OPCODE_RC_ACKNOWLEDGE, 0),
+                 L2L3L4 + 12 + 4 + TRAILER); /* 66 */
+    CHECK_EQ_U64(nic_frame_bytes(PKT_FRAMING_ROCEV2, IB_OPCODE_RC_FETCH_ADD, 0),
+                 L2L3L4 + 12 + 28 + TRAILER);
+    CHECK_EQ_U64(nic_frame_bytes(PKT_FRAMING_ROCEV2, IB_OPCODE_RC_ATOMIC_ACKNOWLEDGE, 0),
                  L2L3L4 + 12 + 4 + 8 + TRAILER);
     /* payload padded to 4 bytes (BTH PadCnt): 2 B -> 4 B */
-    CHECK_EQ_U64(nic_frame_bytes(IB_OPCODE_RC_RDMA_WRITE_ONLY, 2), L2L3L4 + 12 + 16 + 4 + TRAILER);
-    CHECK_EQ_U64(nic_frame_bytes(IB_OPCODE_RC_RDMA_WRITE_ONLY, 64),
+    CHECK_EQ_U64(nic_frame_bytes(PKT_FRAMING_ROCEV2, IB_OPCODE_RC_RDMA_WRITE_ONLY, 2),
+                 L2L3L4 + 12 + 16 + 4 + TRAILER);
+    CHECK_EQ_U64(nic_frame_bytes(PKT_FRAMING_ROCEV2, IB_OPCODE_RC_RDMA_WRITE_ONLY, 64),
                  L2L3L4 + 12 + 16 + 64 + TRAILER);
     /* a 0-byte SEND_ONLY is 62 B: padded to the Ethernet minimum of 64 */
-    CHECK_EQ_U64(nic_frame_bytes(IB_OPCODE_RC_SEND_ONLY, 0), 64);
+    CHECK_EQ_U64(nic_frame_bytes(PKT_FRAMING_ROCEV2, IB_OPCODE_RC_SEND_ONLY, 0), 64);
+}
+
+/* InfiniBand framing (docs/nic.md "Framing"): LRH 8 (+ GRH 40 when global)
+ * + BTH + extension headers + payload + pad + ICRC 4 + VCRC 2, no minimum;
+ * on the link 2 B of delimiters instead of Ethernet's 20 B of preamble and
+ * gap. */
+static void test_ib_framing(void)
+{
+    enum { LRH = 8, GRH = 40, ICRC_VCRC = 4 + 2 };
+    const enum pkt_framing L = PKT_FRAMING_IB_LOCAL, G = PKT_FRAMING_IB_GLOBAL;
+    /* a 256 B SEND MIDDLE: 8 + 12 + 256 + 6 = 282 (RoCEv2: 14+20+8+12+256+4+4 = 318) */
+    CHECK_EQ_U64(nic_frame_bytes(L, IB_OPCODE_RC_SEND_MIDDLE, 256), LRH + 12 + 256 + ICRC_VCRC);
+    CHECK_EQ_U64(nic_frame_bytes(PKT_FRAMING_ROCEV2, IB_OPCODE_RC_SEND_MIDDLE, 256), 318);
+    CHECK_EQ_U64(nic_frame_bytes(G, IB_OPCODE_RC_SEND_MIDDLE, 256),
+                 LRH + GRH + 12 + 256 + ICRC_VCRC);
+    /* an ACK is 30 B: no Ethernet minimum */
+    CHECK_EQ_U64(nic_frame_bytes(L, IB_OPCODE_RC_ACKNOWLEDGE, 0), LRH + 12 + 4 + ICRC_VCRC);
+    CHECK_EQ_U64(nic_frame_bytes(L, IB_OPCODE_RC_SEND_ONLY, 0), 26);
+    /* pad to 4 B and the extension headers as on RoCE */
+    CHECK_EQ_U64(nic_frame_bytes(L, IB_OPCODE_RC_RDMA_WRITE_ONLY, 2),
+                 LRH + 12 + 16 + 4 + ICRC_VCRC);
+    CHECK_EQ_U64(nic_frame_bytes(L, IB_OPCODE_UD_SEND_ONLY, 1024) + GRH,
+                 nic_frame_bytes(G, IB_OPCODE_UD_SEND_ONLY, 1024));
+    /* link time per packet: Ethernet adds preamble + IFG, IB its delimiters */
+    struct pkt p;
+    memset(&p, 0, offsetof(struct pkt, payload));
+    p.frame_bytes = 282;
+    p.framing = PKT_FRAMING_IB_LOCAL;
+    CHECK_EQ_U64(pkt_wire_bytes(&p), 284);
+    p.framing = PKT_FRAMING_ROCEV2;
+    CHECK_EQ_U64(pkt_wire_bytes(&p), 302);
+    /* 128 x 256 B of a 32 KiB SEND at 100 Gb/s: 36,352 B (2.91 us) on IB
+     * against 43,264 B (3.46 us) on RoCEv2 */
+    CHECK_EQ_U64(128 * (nic_frame_bytes(L, IB_OPCODE_RC_SEND_MIDDLE, 256) + PKT_IB_DELIM_BYTES),
+                 36352);
+    CHECK_EQ_U64(128 * (nic_frame_bytes(PKT_FRAMING_ROCEV2, IB_OPCODE_RC_SEND_MIDDLE, 256) +
+                        PKT_ETH_PREAMBLE_IFG_BYTES),
+                 43264);
 }
 
 static void test_req_opcodes(void)
@@ -218,6 +261,7 @@ int main(void)
 {
     test_numbers();
     test_headers();
+    test_ib_framing();
     test_req_opcodes();
     test_tables();
     test_defaults();

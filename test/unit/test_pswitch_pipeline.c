@@ -90,7 +90,7 @@ static void test_default_forwarding(void)
 {
     struct rig r;
     rig_init(&r, NULL);
-    CHECK_EQ_U64(nic_frame_bytes(IB_OPCODE_RC_RDMA_WRITE_ONLY, 8), 86);
+    CHECK_EQ_U64(nic_frame_bytes(PKT_FRAMING_ROCEV2, IB_OPCODE_RC_RDMA_WRITE_ONLY, 8), 86);
     send(&r, 0, 2, 5);
     sim_run(r.sim, SIM_TIME_NEVER);
     CHECK_EQ_U64(r.sinks[2].n, 1);

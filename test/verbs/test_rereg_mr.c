@@ -11,6 +11,9 @@
  *    re-registering onto 1 MiB over 2x re-registering onto 64 KiB (which
  *    unpins the 1 MiB): per-page pinning and translation commands; and
  *    deregistering costs less than registering;
+ *  - CHANGE_TRANSLATION onto memory on 2 MiB pages: the MR is placed anew
+ *    as a fresh registration would be (its wire address at the start of a
+ *    huge page plus the buffer's offset in its 4 KiB page);
  *  - CHANGE_PD: mr->pd follows; the new PD cannot be freed while the MR
  *    is in it (EBUSY);
  *  - CHANGE_ACCESS: without REMOTE_WRITE the peer's WRITE completes with
@@ -20,6 +23,7 @@
 #include <string.h>
 
 #include "fixture.h"
+#include "sim/host/mem.h"
 #include "test.h"
 
 enum { SMALL = 64 * 1024, BIG = 1024 * 1024, MSG = 4096 };
@@ -135,6 +139,24 @@ static void server(void *arg)
     uint64_t inv0 = nic_get_counters(nic)->xlate_invalidated;
     CHECK(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL, b, SMALL, 0) == 0);
     CHECK(nic_get_counters(nic)->xlate_invalidated > inv0);
+
+    /* CHANGE_TRANSLATION onto a huge-page buffer: new pages of another
+     * size, so a new wire address (xlate.c counts the MR's MTT lines on
+     * it); the old placement would keep b's 4 KiB-page offset */
+    enum { HUGE = 2 * 1024 * 1024 };
+    uint8_t *h = aligned_alloc(HUGE, 2 * HUGE);
+    if (!h)
+        abort();
+    CHECK(host_mem_add_range(host_mem_get(&s->fx->hosts[1]), (uintptr_t)h, 2 * HUGE, 0, true) == 0);
+    CHECK(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL, h + 100, SMALL, 0) == 0);
+    uint64_t wire = 0;
+    CHECK(nic_wire_va(nic, mr->rkey, (uintptr_t)(h + 100), &wire));
+    CHECK_EQ_U64(wire & (HUGE - 1), 100);
+    CHECK(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL, b, SMALL, 0) == 0);
+    CHECK(nic_wire_va(nic, mr->rkey, (uintptr_t)b, &wire));
+    CHECK_EQ_U64(wire & 4095, (uintptr_t)b & 4095);
+    host_mem_remove_range(host_mem_get(&s->fx->hosts[1]), (uintptr_t)h);
+    free(h);
 
     /* CHANGE_PD */
     struct ibv_pd *pd2 = ibv_alloc_pd(rc->ctx);

@@ -41,8 +41,8 @@ static const struct {
     {"nic.atomic_proc", "estimate: one atomic ALU operation plus ordering check, excluding the "
                         "PCIe read-modify-write"},
     {"nic.transport", "nic.c default: ConnectX-5 runs InfiniBand / RoCE RC (IBTA spec)"},
-    {"nic.link_layer", "nic.c default: RoCEv2 (ConnectX-5/6 Ethernet ports; ib reports an "
-                       "InfiniBand port with LIDs, docs/emulation.md)"},
+    {"nic.link_layer", "nic.c default: RoCEv2 (ConnectX-5/6 Ethernet ports; ib is an InfiniBand "
+                       "port: IB framing and LIDs, docs/nic.md \"Framing\")"},
     {"nic.dma_ordering", "nic.c default: mlx5 relaxes PCIe ordering only for MRs registered with "
                          "IBV_ACCESS_RELAXED_ORDERING"},
     {"nic.srd_rto", "nic.c default, used with nic.transport: efa-srd; estimate: a few loaded "

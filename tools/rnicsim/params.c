@@ -103,7 +103,8 @@ const struct param_def hw_params[] = {
     PE("nic.transport", nic, transport, nic_transport_names,
        "transport personality of RC QPs: ib, ib-ar (adaptive routing), efa-srd, 1rma"),
     PE("nic.link_layer", nic, link_layer, nic_link_layer_names,
-       "port type reported to verbs: ethernet (RoCEv2: GIDs, no LIDs) or ib (LID = node + 1)"),
+       "link layer: ethernet (RoCEv2 framing; GIDs, no LIDs) or ib (InfiniBand framing: LRH, "
+       "VCRC, no Ethernet/IP/UDP; LID = node + 1)"),
     PE("nic.dma_ordering", nic, dma_ordering, nic_dma_ordering_names,
        "payload DMA writes: strict (address order, before the CQE) or relaxed"),
     PR("nic.srd_rto", PARAM_TIME, nic, srd_rto_ps, SIM_NS, SIM_DURATION_MAX_PS,
