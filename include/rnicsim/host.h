@@ -35,6 +35,12 @@ void host_compute(uint64_t ns);
  * host.cpu.memcpy_rate (slower from / to the other socket's memory) plus
  * the first cache miss of each side (docs/host.md "Memory"). */
 void *host_memcpy(void *dst, const void *src, size_t n);
+/* Copy with a loop of one-byte stores, as a copy into a volatile
+ * destination compiles (C++ std::copy into a volatile uint8_t *: no
+ * memmove, no vector or merged stores), on a core that issues one byte
+ * every `ps_per_byte` picoseconds: charged like host_memcpy, but the
+ * streaming term no faster than the loop.  On real hardware: that loop. */
+void host_memcpy_bytewise(volatile void *dst, const void *src, size_t n, uint32_t ps_per_byte);
 /* Body of a spin loop: wait until memory of this host may have changed. */
 void host_relax(void);
 

@@ -45,6 +45,7 @@
 #define RB2_HDR_BYTES 8u
 #define RB2_LINE_BYTES 64u
 #define RB2_TRAILER_BYTES 8u
+#define RB2_MAX_INLINE 220u /* perftest's WRITE inline size; ConnectX-5 takes it */
 #define RB2_PEND_MAX                                                                               \
     8 /* WRs one call posts at most, as one list */ /* poll message: the last byte of the          \
                                                        message's last 8 */
@@ -59,7 +60,10 @@ enum rb2_head_sync {
     RB2_HEAD_PULL_FULL
 };
 enum rb2_tail_sync { RB2_TAIL_WRITE_TWICE, RB2_TAIL_POLL_CQ, RB2_TAIL_POLL_MSG, RB2_TAIL_LEN_WORD };
-enum rb2_elastic { RB2_ELASTIC_TEXT, RB2_ELASTIC_AS_PRINTED, RB2_ELASTIC_OFF };
+/* RB2_ELASTIC_BLOCK: no elastic threshold, read as a fixed threshold
+ * whose sender waits for the previous tail WRITE's completion before the
+ * next advancement (the spec's M4 is RB2_ELASTIC_OFF: post regardless). */
+enum rb2_elastic { RB2_ELASTIC_TEXT, RB2_ELASTIC_AS_PRINTED, RB2_ELASTIC_OFF, RB2_ELASTIC_BLOCK };
 
 /* Results of rb2_write / rb2_read (negative: errno-style failure). */
 enum { RB2_OK = 0, RB2_FULL = 1, RB2_EMPTY = 2 };
@@ -72,19 +76,23 @@ struct rb2_config {
     enum rb2_head_sync head;
     enum rb2_tail_sync tail;
     enum rb2_elastic elastic;
-    uint32_t max_inflight; /* > 0: SocksDirect batching, every data WRITE signaled */
-    bool sender_ring;      /* C4: a ring on both sides (false: receiver only, FaRM) */
-    bool sync_send;        /* receiver only: a write returns when its WRITEs completed */
-    bool zero_copy;        /* rb2_write_zc / rb2_read_zc without a copy */
-    bool cache_friendly;   /* pointers in lines of their own, ring 64 B-aligned */
-    bool hugepages;        /* ring memory on 2 MiB pages (host_alloc_huge) */
-    bool numa_aware;       /* buffers on the NIC's socket (else the other one) */
-    uint32_t sw_ns;        /* CPU time of the layer's logic per call that moves a message */
-    uint32_t sq_depth;     /* send queue depth (a signaled WR at least every half) */
-    uint32_t inline_bytes; /* data WRITEs of at most this many bytes go inline (<= 220) */
-    bool post_each;        /* one ibv_post_send per WR (else one list per call) */
-    bool zero_read;        /* the receiver zeroes every message it processed (L5RDMA's
-                            * receive(): std::fill over header, payload and trailer) */
+    uint32_t max_inflight;        /* > 0: SocksDirect batching, every data WRITE signaled */
+    bool sender_ring;             /* C4: a ring on both sides (false: receiver only, FaRM) */
+    bool sync_send;               /* receiver only: a write returns when its WRITEs completed */
+    bool zero_copy;               /* rb2_write_zc / rb2_read_zc without a copy */
+    bool cache_friendly;          /* pointers in lines of their own, ring 64 B-aligned */
+    bool hugepages;               /* ring memory on 2 MiB pages (host_alloc_huge) */
+    bool numa_aware;              /* buffers on the NIC's socket (else the other one) */
+    uint32_t sw_ns;               /* CPU time of the layer's logic per call that moves a message */
+    uint32_t sq_depth;            /* send queue depth (a signaled WR at least every half) */
+    uint32_t inline_bytes;        /* data WRITEs of at most this many bytes go inline (<= 220) */
+    bool post_each;               /* one ibv_post_send per WR (else one list per call) */
+    bool zero_read;               /* the receiver zeroes every message it processed (L5RDMA's
+                                   * receive(): std::fill over header, payload and trailer) */
+    uint32_t copy_in_ps_per_byte; /* > 0: the sender's copy into the ring is a loop of
+                                   * one-byte stores issuing one byte every this many ps
+                                   * (L5RDMA's send(): std::copy into volatile uint8_t *);
+                                   * 0: memcpy */
 };
 
 /* RB²'s published configuration: α 32, β 16, γ 32, lazy push, write

@@ -4,10 +4,11 @@
  *       [--size=B] [--resp-size=B] [--slots=N] [--messages=N] [--warmup=N]
  *       [--bytes=V [--max-messages=N]] [--threads=T] [--window=W]
  *       [--head=push|pull|active|pullfull] [--tail=wt|cq|pollmsg|lenword]
- *       [--alpha=A] [--beta=B] [--gamma=G] [--elastic=text|as_printed|off]
+ *       [--alpha=A] [--beta=B] [--gamma=G] [--elastic=text|as_printed|off|block]
  *       [--batching=0|1] [--zero-copy=0|1] [--cache-friendly=0|1]
  *       [--hugepages=0|1] [--numa=0|1] [--sync-send=0|1] [--ablation=M1..M9]
- *       [--inline=N] [--post=list|each] [--zero-read=0|1] [--sw-ns=N] [--name=P]
+ *       [--inline=N] [--post=list|each] [--zero-read=0|1] [--copy-in-ps=N] [--sw-ns=N]
+ *       [--name=P]
  *       [server-host]
  *
  * --variant picks a row of the paper's Table I (the presets below); the
@@ -113,18 +114,25 @@ static int rb2b_variant(struct rb2b_opts *o, const char *v)
         c->tail = RB2_TAIL_POLL_CQ;
         c->max_inflight = 10;
     } else if (!strcmp(v, "l5")) {
-        /* write twice, no batching, small messages inline; as its open
-         * source does (L5RDMA, datastructures/VirtualRDMARingBuffer.h,
-         * the paper's reference [34]): the head pulled by a READ only when
-         * the sender finds the ring full (waitUntilSendFree), the data and
-         * the second WRITE posted one at a time (sendParanoid: two
-         * postWorkRequest calls), every message zeroed by the receiver
-         * after it was read (receive: std::fill) */
-        c->tail = RB2_TAIL_WRITE_TWICE;
-        c->inline_bytes = 64;
+        /* L5 as its open source runs by default (L5RDMA,
+         * datastructures/VirtualRDMARingBuffer.h, the paper's reference
+         * [34]), no batching: send() posts ONE WRITE of length word,
+         * payload and a validity trailer the receiver polls (poll message;
+         * sendParanoid, write twice, is "unused by default": --tail=wt
+         * --post=each is Table I's reading), inline when it fits
+         * (maxInlineSize 512 in rdma/QueuePair.hpp; the library's cap is
+         * 220), one post per WR; the head pulled by a READ only when the
+         * sender finds the ring full (waitUntilSendFree); every message
+         * zeroed by the receiver after it was read (receive: std::fill);
+         * the copy in a loop of one-byte stores (send(data, length):
+         * std::copy into volatile uint8_t *, see rb2_copy_in): 1.25
+         * cycles a byte at the testbed's 2.3 GHz (Xeon Gold 5118) */
+        c->tail = RB2_TAIL_POLL_MSG;
+        c->inline_bytes = RB2_MAX_INLINE;
         c->head = RB2_HEAD_PULL_FULL;
         c->post_each = true;
         c->zero_read = true;
+        c->copy_in_ps_per_byte = 543;
     } else {
         return -1;
     }
@@ -152,10 +160,12 @@ static int rb2b_usage(const char *prog, const char *bad)
         "   [--size=B] [--resp-size=B] [--slots=N] [--messages=N] [--bytes=V] [--max-messages=N]\n"
         "   [--warmup=N] [--threads=T]\n"
         "   [--window=W] [--head=push|pull|active|pullfull] [--tail=wt|cq|pollmsg|lenword]\n"
-        "   [--alpha=A] [--beta=B] [--gamma=G] [--elastic=text|as_printed|off] [--batching=0|1]\n"
+        "   [--alpha=A] [--beta=B] [--gamma=G] [--elastic=text|as_printed|off|block] "
+        "[--batching=0|1]\n"
         "   [--zero-copy=0|1] [--cache-friendly=0|1] [--hugepages=0|1] [--numa=0|1]\n"
         "   [--sync-send=0|1] [--ablation=M1..M9]\n"
-        "   [--inline=N] [--post=list|each] [--zero-read=0|1] [--sw-ns=N] [--name=P]\n"
+        "   [--inline=N] [--post=list|each] [--zero-read=0|1] [--copy-in-ps=N] [--sw-ns=N]\n"
+        "   [--name=P]\n"
         "   [server-host]\n",
         prog);
     return bad ? 2 : 1;
@@ -282,6 +292,8 @@ static int rb2b_parse(int argc, char **argv, struct rb2b_opts *o)
             c->elastic = RB2_ELASTIC_AS_PRINTED;
         else if (!strcmp(a, "--elastic=off"))
             c->elastic = RB2_ELASTIC_OFF;
+        else if (!strcmp(a, "--elastic=block"))
+            c->elastic = RB2_ELASTIC_BLOCK;
         else if (!strncmp(a, "--batching=", 11) && rb2b_bool(a + 11, &b)) {
             if (!b)
                 c->alpha = c->beta = 1;
@@ -299,6 +311,8 @@ static int rb2b_parse(int argc, char **argv, struct rb2b_opts *o)
             c->post_each = a[7] == 'e';
         else if (!strncmp(a, "--inline=", 9) && rc_conn_parse_uint(a + 9, 0, 220, &v))
             c->inline_bytes = (uint32_t)v;
+        else if (!strncmp(a, "--copy-in-ps=", 13) && rc_conn_parse_uint(a + 13, 0, 100000, &v))
+            c->copy_in_ps_per_byte = (uint32_t)v;
         else if (!strncmp(a, "--sw-ns=", 8) && rc_conn_parse_uint(a + 8, 0, 1000000, &v))
             c->sw_ns = (uint32_t)v;
         else if (!strncmp(a, "--name=", 7) && a[7] && strlen(a + 7) < RC_CONN_NAME_MAX - 8)

@@ -50,6 +50,12 @@
  * covered by a pointer timer: the thread's (t_pw) for its consumer head
  * WRITE, the producer's (p_pw) for its tail WRITE.
  *
+ * Pipeline (--pipeline=W, shuffle): a consumer has W lanes (data QPs,
+ * threads, commits in order as with --lanes) but only one of them has its
+ * READ streaming at a time (c_busy, taken in the token pass, given back
+ * when the READ's last response passes): the consumer's next READ leaves
+ * then, while the last transfer's lane still waits for its ACK.
+ *
  * Every register array lives in one stage and is touched at most once per
  * pass, in stage order (zs_dp.h has the plan); where a step needs an
  * earlier stage again, the packet recirculates. */
@@ -178,12 +184,34 @@ static void set_phase(struct zs_dp *dp, struct ps_pass *x, uint32_t t, uint32_t 
     }
 }
 
+/* Measurement only (not switch state): consumer c has one READ more (+1)
+ * or less (-1) on its way: from the request to its last response. */
+static void c_reads_add(struct zs_dp *dp, const struct ps_pass *x, uint32_t c, int d)
+{
+    if (!dp->c_reads || c >= dp->nc)
+        return;
+    uint64_t now = now_ns(x);
+    if (dp->c_at_ns[c]) {
+        if (dp->c_reads[c])
+            dp->st.c_read_ns += now - dp->c_at_ns[c];
+        else
+            dp->st.c_noread_ns += now - dp->c_at_ns[c];
+    }
+    dp->c_at_ns[c] = now;
+    if (d > 0) {
+        if (++dp->c_reads[c] > dp->st.c_reads_max)
+            dp->st.c_reads_max = dp->c_reads[c];
+    } else if (dp->c_reads[c]) {
+        dp->c_reads[c]--;
+    }
+}
+
 /* ---------------------------------------------------------------- step 1: the token */
 
 /* Stages 7-10 and the READ, once the batch is picked (pairs, shuffle, lb). */
 static void issue_transfer(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, uint32_t t,
                            const struct zs_thr_ent *th, const struct zs_src_ent *src, uint32_t j,
-                           uint32_t chead, uint32_t ptail, uint32_t n, bool held)
+                           uint32_t chead, uint32_t ptail, uint32_t n, bool held, bool cheld)
 {
     uint32_t item = src->ep.item_bytes;
     uint64_t bytes = (uint64_t)n * item;
@@ -196,7 +224,7 @@ static void issue_transfer(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, u
     struct a_ev ce = {
         .ev = EV_READ_ISSUE, .state = X_DATA, .exp = cfirst + np - 1, .first = cfirst};
     ps_reg_exec(x, dp->c_exp, t, zs_act_cexp, &ce);
-    ps_reg_write(x, dp->t_xfer, t, zs_xfer_word(src->p, n, src->ep.node, held, j));
+    ps_reg_write(x, dp->t_xfer, t, zs_xfer_word(src->p, n, src->ep.node, held, j, cheld));
     ps_reg_write(x, dp->t_ptrs, t,
                  (uint64_t)((chead + n) & ZS_PTR_MASK) | (uint64_t)((ptail + n) & ZS_PTR_MASK)
                                                              << 32);
@@ -208,6 +236,7 @@ static void issue_transfer(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, u
     dp->st.transfers++;
     dp->st.items += n;
     dp->st.bytes += bytes;
+    c_reads_add(dp, x, th->c, 1);
     emit_read(dp, x, p, &src->ep, false, pfirst,
               src->ep.base + ZS_HDR_BYTES + (uint64_t)(ptail % src->ep.capacity) * item,
               (uint32_t)bytes);
@@ -259,18 +288,24 @@ static void token_pass(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, struc
      * WRITE is out (p_exp), which a pass that goes on to the next READ
      * could not do for another producer: such a release is a pass of its
      * own */
-    bool combined = release && src->p == b.p && !(b.phase & ZS_BRF_PTAIL);
+    bool combined = release && src->p == b.p && !(b.phase & (ZS_BRF_PTAIL | ZS_BRF_CSLOT));
     if (release && !combined) {
-        /* commit the tail of the producer we were using, free it, then try */
+        /* commit the tail of the producer we were using, free it, then try
+         * (ZS_NO_PROD: an attempt that gave up before owning the producer) */
         struct a_tail at = {.write = true, .v = b.v};
-        ps_reg_exec(x, dp->p_tail, b.p, zs_act_tail, &at);
-        if (locks(dp)) {
+        if (b.p != ZS_NO_PROD)
+            ps_reg_exec(x, dp->p_tail, b.p, zs_act_tail, &at);
+        if (locks(dp) && b.p != ZS_NO_PROD) {
             struct a_lock lk = {.op = LK_RELEASE, .me = t + 1};
             ps_reg_exec(x, dp->p_lock, b.p, zs_act_lock, &lk);
         }
         if (b.phase & ZS_BRF_SLOT) {
             struct a_slot sl = {.release = true, .t = t};
             ps_reg_exec(x, dp->n_busy, b.j, zs_act_slot, &sl);
+        }
+        if (b.phase & ZS_BRF_CSLOT) {
+            struct a_slot sl = {.release = true, .t = th->lane};
+            ps_reg_exec(x, dp->c_busy, th->c, zs_act_slot, &sl);
         }
         if (b.phase & ZS_BRF_PTAIL) {
             struct a_ev ev = {.ev = EV_PTAIL_SENT, .exp = b.wpsn};
@@ -288,11 +323,24 @@ static void token_pass(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, struc
     uint32_t avail = ((phead & ZS_PTR_MASK) - ptail) & ZS_PTR_MASK;
     bool pdone = (phead & ZS_DONE_BIT) && avail == 0;
     bool stop = (flags & ZS_TF_STOP) != 0;
+    /* pipeline: one of the consumer's lanes at a time has its READ
+     * streaming; the others wait for their ACKs (or for their turn), so the
+     * next READ into the consumer leaves as soon as the last one's
+     * responses have passed, not after its ACK */
+    bool cheld = false;
+    if (th->stream && avail && !stop) {
+        struct a_slot sl = {.cap = th->stream, .t = th->lane};
+        cheld = ps_reg_exec(x, dp->c_busy, th->c, zs_act_slot, &sl) != 0;
+        if (!cheld)
+            dp->st.stream_busy++;
+    }
+    bool go = !th->stream || cheld;
     bool owned = true;
     if (locks(dp)) {
         /* take the producer only if it has something (or keep it after our
          * own release); give it back if this pass ends up with nothing */
-        struct a_lock lk = {.op = (avail && !stop) ? LK_ACQUIRE : (combined ? LK_RELEASE : LK_READ),
+        struct a_lock lk = {.op = (avail && !stop && go) ? LK_ACQUIRE
+                                                         : (combined ? LK_RELEASE : LK_READ),
                             .me = t + 1};
         uint64_t r = ps_reg_exec(x, dp->p_lock, src->p, zs_act_lock, &lk);
         owned = lk.op == LK_ACQUIRE ? r == 1 : false;
@@ -302,7 +350,7 @@ static void token_pass(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, struc
     /* an uplink slot of the producer's node (a transfer holds it until its
      * release): consumers do not crowd onto one producer node's link */
     bool held = false;
-    if (th->slots && avail && owned && !stop) {
+    if (th->slots && avail && owned && !stop && go) {
         struct a_slot sl = {.cap = th->slots, .t = t};
         held = ps_reg_exec(x, dp->n_busy, src->ep.node % ZS_SLOT_NODES, zs_act_slot, &sl) != 0;
         if (!held)
@@ -315,7 +363,7 @@ static void token_pass(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, struc
         struct a_cmt cm = {.op = CM_LANE0, .lanes = th->lanes};
         cmt = ps_reg_exec(x, dp->c_cmt, th->c, zs_act_cmt, &cm);
     }
-    struct a_take tk = {.avail = owned && !stop && (held || !th->slots) ? avail : 0,
+    struct a_take tk = {.avail = owned && go && !stop && (held || !th->slots) ? avail : 0,
                         .ctail = ctail,
                         .ccap = th->capacity,
                         .pend = src->ep.capacity - ptail % src->ep.capacity,
@@ -325,7 +373,7 @@ static void token_pass(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, struc
     struct a_u64 bit = {.v = pdone ? 1ull << j : 0};
     uint64_t done = ps_reg_exec(x, dp->t_done, t, zs_act_or, &bit);
     if (n > 0) {
-        issue_transfer(dp, x, p, t, th, src, j, chead, ptail, n, held);
+        issue_transfer(dp, x, p, t, th, src, j, chead, ptail, n, held, cheld);
         return;
     }
     if ((done & th->all_done) == th->all_done || stop) {
@@ -345,10 +393,14 @@ static void token_pass(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, struc
         }
     }
     dp->st.tokens_idle++;
-    if ((locks(dp) && owned && avail && !stop) || held) {
+    if ((locks(dp) && owned && go && avail && !stop) || held || cheld) {
         /* took the producer (or a slot), but the consumer is full: give
          * them back (t_xfer / t_ptrs let a timer redo this release) */
-        uint64_t xw = zs_xfer_word(src->p, 0, src->ep.node, held, j);
+        /* a pipeline lane that took the consumer's stream slot but not the
+         * producer (another lane of the consumer holds it) must not write
+         * the producer's tail: that lane moves it */
+        uint32_t gp = locks(dp) && !owned ? ZS_NO_PROD : src->p;
+        uint64_t xw = zs_xfer_word(gp, 0, src->ep.node, held, j, cheld);
         ps_reg_write(x, dp->t_xfer, t, xw);
         ps_reg_write(x, dp->t_ptrs, t, (uint64_t)chead | (uint64_t)ptail << 32);
         struct zs_br nb = zs_release_br(t, xw, ptail);
@@ -501,6 +553,10 @@ static void data_resp(struct zs_dp *dp, struct ps_pass *x, struct pkt *p,
         /* the producer's link is done with this READ: its uplink slot is free */
         struct a_slot sl = {.release = true, .t = t};
         ps_reg_exec(x, dp->n_busy, ce->pu_node % ZS_SLOT_NODES, zs_act_slot, &sl);
+        if (dp->stream) { /* and the consumer's stream slot (thread l * M + c: lane l) */
+            struct a_slot cs = {.release = true, .t = t / dp->nc};
+            ps_reg_exec(x, dp->c_busy, t % dp->nc, zs_act_slot, &cs);
+        }
     }
     const struct zs_thr_ent *th = NULL;
     if (dp->mode == ZS_REPLICATE)
@@ -526,6 +582,8 @@ static void data_resp(struct zs_dp *dp, struct ps_pass *x, struct pkt *p,
     }
     uint64_t xfer = ps_reg_read(x, dp->t_xfer, t);
     uint64_t cva = ps_reg_read(x, dp->t_cva, t);
+    if (resp_last(p->opcode) && dp->mode != ZS_REPLICATE)
+        c_reads_add(dp, x, t % dp->nc, -1);
     uint32_t off = (uint32_t)ps_reg_read(x, dp->t_off, t);
     struct a_phase pa = {.op = PH_PROGRESS, .phase = ZS_PH_READ, .now = now_ns(x)};
     ps_reg_exec(x, dp->t_phase, t, zs_act_phase, &pa);
@@ -696,6 +754,14 @@ static void cons_ack(struct zs_dp *dp, struct ps_pass *x, struct pkt *p,
             uint64_t xfer = ps_reg_read(x, dp->t_xfer, t);
             uint32_t e = (uint32_t)ps_reg_read(x, dp->t_ptrs, t);
             set_phase(dp, x, t, ZS_PH_COMMIT);
+            /* c_exp says PTR from now on, but the head WRITE at its PSN
+             * leaves only after the commit: the pointer timer, still armed
+             * from the lane's last head WRITE (this ACK covers it), must not
+             * send one first (with an older value at that PSN, the real
+             * WRITE would be a duplicate the consumer's NIC drops, and the
+             * consumer would never see its head move) */
+            struct a_pw pw = {.op = PW_DISARM};
+            ps_reg_exec(x, dp->t_pw, t, zs_act_pw, &pw);
             struct zs_br nb = {.type = ZS_BR_COMMIT,
                                .t = (uint16_t)t,
                                .v = e,
@@ -936,8 +1002,12 @@ static void reissue_ptrs(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, str
         uint32_t chead = (uint32_t)ps_reg_read(x, dp->t_ptrs, t);
         if (th->lanes > 1)
             chead = (uint32_t)cmt;
-        arm.op = cw & 1 ? PW_REARM : PW_DISARM;
-        ps_reg_exec(x, dp->t_pw, t, zs_act_pw, &arm);
+        /* only if the timer is still armed: a data ACK may have come
+         * between the timer's pass and this one (lanes: disarmed until the
+         * commit sends the WRITE at that PSN) */
+        arm.op = cw & 1 ? PW_RESEND : PW_DISARM;
+        if (!ps_reg_exec(x, dp->t_pw, t, zs_act_pw, &arm))
+            cw = 0;
         const struct zs_ep_ent *ep = cw & 1 ? ps_table_apply(x, dp->cons, t) : NULL;
         if (!ep) {
             ps_drop(x);
@@ -1294,6 +1364,8 @@ int zs_dp_install(struct zs_dp *dp)
     REG(n_busy, "n_busy", 5, ZS_SLOT_NODES, 64);
     if (dp->lanes > 1)
         REG(c_cmt, "c_cmt", 5, nc, 40);
+    if (dp->stream)
+        REG(c_busy, "c_busy", 5, nc, ZS_MAX_LANES);
     REG(c_head, "c_head", 6, nc, 32);
     REG(t_done, "t_done", 6, nt, 64);
     REG(t_chead, "t_chead", 6, nt, 32);

@@ -13,7 +13,8 @@
  *   4  p_head p_tail c_tail (mirrors; the switch-owned producer tail)
  *   5  p_lock (load balancing, lanes: producer owned by one thread), n_busy
  *      (per producer node, the threads transferring out of it: uplink slots),
- *      c_cmt (lanes: a consumer's committed head, end flag, lanes finished)
+ *      c_cmt (lanes: a consumer's committed head, end flag, lanes finished),
+ *      c_busy (pipeline: the lanes whose READ streams into the consumer)
  *   6  c_head (switch-owned consumer head; picks the batch), t_done, t_chead
  *   7  p_next c_next t_cnext (PSN allocators of the data QPs; c_*: one per
  *      consumer data QP, i.e. per thread)
@@ -33,6 +34,7 @@
 #include "sim/pswitch/pswitch.h"
 
 #define ZS_NO_THREAD 0xffffu
+#define ZS_NO_PROD 0xffffu /* a RELEASE pass with no producer to commit or unlock */
 
 /* connection kinds (table conn) */
 enum { ZS_C_PDATA = 1, ZS_C_PCTL, ZS_C_CDATA, ZS_C_CCTL };
@@ -78,7 +80,7 @@ struct zs_thr_ent {
     uint64_t all_done; /* t_done when every source is done */
     uint16_t lane;     /* shuffle: this thread's lane of consumer c (its data QP) */
     uint16_t lanes;    /* threads (data QPs) consumer c has; > 1: commits in order (c_cmt) */
-    uint32_t pad2;
+    uint32_t stream; /* pipeline: READs streaming into consumer c at once at most (0 = no limit) */
 };
 
 /* Bridged header of switch-thread packets (ps_meta.bridge). */
@@ -113,6 +115,7 @@ struct zs_br {
 #define ZS_BR_WIRE_BYTES 32u /* the fields above, packed */
 #define ZS_BRF_SLOT 1u
 #define ZS_BRF_PTAIL 2u /* RELEASE: the transfer's producer tail WRITE has been sent */
+#define ZS_BRF_CSLOT 4u /* RELEASE: the consumer's stream slot (pipeline) is held */
 
 /* Pointer groups (pairs, shuffle, load balancing): one multicast group per
  * (thread, source slot) with three members, so that one packet becomes the
@@ -151,6 +154,7 @@ struct zs_dp_stats {
     uint64_t tokens_idle; /* attempts that found nothing to move */
     uint64_t lock_busy;   /* load balancing: the producer was held by another thread */
     uint64_t slot_busy;   /* the producer's node had every uplink slot taken */
+    uint64_t stream_busy; /* pipeline: another lane's READ was streaming into the consumer */
     uint64_t reissues_read, reissues_ptr, timeouts, token_restarts;
     uint64_t ptr_ahead; /* pointer WRITEs re-sent ahead of a re-issued op on their QP */
     uint64_t resp_gaps, resp_dups, naks_rx, fatal_naks;
@@ -160,6 +164,8 @@ struct zs_dp_stats {
     uint64_t commit_waits;      /* lanes: commit passes that found an earlier transfer pending */
     uint64_t stray;             /* packets for the switch that match nothing */
     uint64_t phase_ns[ZS_PH_N]; /* time the threads spent in each phase */
+    uint64_t c_noread_ns, c_read_ns; /* consumers' time with no READ / some READ on its way */
+    uint64_t c_reads_max;            /* the most READs on their way to one consumer at once */
 };
 
 struct zs_dp {
@@ -171,14 +177,15 @@ struct zs_dp {
     uint64_t rto_ns;      /* data-QP operation timeout */
     uint64_t poll_rto_ns; /* a poll READ still unanswered after this is sent again */
     bool doorbell;
-    uint32_t lanes; /* shuffle: threads (data QPs) per consumer */
+    uint32_t lanes;  /* shuffle: threads (data QPs) per consumer */
+    uint32_t stream; /* pipeline: lanes of a consumer streaming at once at most (0 = no limit) */
     /* tables */
     struct ps_table *conn, *thr, *ep, *src, *mc, *cons, *prod, *mcc, *eprod;
     /* registers */
     struct ps_reg *p_ctl, *c_ctl, *p_db, *c_db;
     struct ps_reg *t_rr, *t_flags;
     struct ps_reg *p_head, *p_tail, *c_tail;
-    struct ps_reg *p_lock, *n_busy, *c_cmt;
+    struct ps_reg *p_lock, *n_busy, *c_cmt, *c_busy;
     struct ps_reg *c_head, *t_done, *t_chead;
     struct ps_reg *p_next, *c_next, *t_cnext;
     struct ps_reg *p_exp, *c_exp, *t_ack;
@@ -186,6 +193,9 @@ struct zs_dp {
     struct ps_reg *t_psn, *t_phase, *t_pw, *p_pw;
     struct zs_dp_stats st; /* counters (P4 Counter externs) */
     uint64_t *ph_at_ns;    /* measurement only: when each thread entered its phase */
+    uint32_t *c_reads;     /* measurement only: per consumer, READs sent whose last response
+                              has not passed */
+    uint64_t *c_at_ns;     /* ... since when c_reads[c] has its value */
     uint8_t *ph_cur;
 };
 

@@ -84,12 +84,12 @@ uint64_t zs_act_cmt(uint64_t *cell, const void *arg)
     }
 }
 
-/* t_xfer: producer | items << 16 | node << 48 | slot held << 56 | source
- * slot << 57 */
-uint64_t zs_xfer_word(uint32_t p, uint32_t n, uint32_t node, bool held, uint32_t slot)
+/* t_xfer: producer | items << 16 | node << 48 (6 bits) | consumer stream
+ * slot held << 55 | uplink slot held << 56 | source slot << 57 */
+uint64_t zs_xfer_word(uint32_t p, uint32_t n, uint32_t node, bool held, uint32_t slot, bool cheld)
 {
     return (uint64_t)p | (uint64_t)n << 16 | (uint64_t)(node % ZS_SLOT_NODES) << 48 |
-           (uint64_t)held << 56 | (uint64_t)(slot & 0x7f) << 57;
+           (uint64_t)cheld << 55 | (uint64_t)held << 56 | (uint64_t)(slot & 0x7f) << 57;
 }
 uint32_t zs_xfer_slot(uint64_t xfer)
 {
@@ -102,13 +102,14 @@ uint32_t zs_xfer_slot(uint64_t xfer)
 struct zs_br zs_release_br(uint32_t t, uint64_t xfer, uint32_t ptail)
 {
     uint32_t n = (uint32_t)(xfer >> 16);
-    return (struct zs_br){
-        .type = ZS_BR_RELEASE,
-        .phase = (uint8_t)(((xfer >> 56) & 1 ? ZS_BRF_SLOT : 0) | (n ? ZS_BRF_PTAIL : 0)),
-        .t = (uint16_t)t,
-        .p = (uint16_t)(xfer & 0xffff),
-        .v = ptail,
-        .j = (uint16_t)((xfer >> 48) & 0xff)};
+    return (struct zs_br){.type = ZS_BR_RELEASE,
+                          .phase = (uint8_t)(((xfer >> 56) & 1 ? ZS_BRF_SLOT : 0) |
+                                             (n ? ZS_BRF_PTAIL : 0) |
+                                             ((xfer >> 55) & 1 ? ZS_BRF_CSLOT : 0)),
+                          .t = (uint16_t)t,
+                          .p = (uint16_t)(xfer & 0xffff),
+                          .v = ptail,
+                          .j = (uint16_t)((xfer >> 48) & (ZS_SLOT_NODES - 1))};
 }
 uint64_t zs_act_tail(uint64_t *cell, const void *arg)
 {
@@ -261,6 +262,11 @@ uint64_t zs_act_pw(uint64_t *cell, const void *arg)
     case PW_DISARM:
         *cell = 0;
         return 0;
+    case PW_RESEND:
+        if (!(*cell & 1))
+            return 0;
+        *cell = 1 | a->now << 17;
+        return 1;
     default:
         if (!(*cell & 1) || a->now - (*cell >> 17) < a->rto)
             return 0;

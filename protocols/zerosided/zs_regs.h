@@ -160,8 +160,8 @@ struct a_ev {
 /* Pointer timers t_pw (a thread's consumer head WRITE) and p_pw (a
  * producer's tail WRITE): armed 0, time of the last WRITE (ns) 17..63.
  * ARM / REARM (a WRITE sent): now; CHECK (timer): expired -> now again,
- * returns 1 << 16; DISARM. */
-enum { PW_ARM, PW_REARM, PW_CHECK, PW_DISARM };
+ * returns 1 << 16; DISARM; RESEND: if armed, now again and 1, else 0. */
+enum { PW_ARM, PW_REARM, PW_CHECK, PW_DISARM, PW_RESEND };
 struct a_pw {
     uint32_t op;
     uint64_t now, rto;
@@ -194,7 +194,7 @@ uint64_t zs_act_or(uint64_t *cell, const void *arg);
 uint64_t zs_act_lock(uint64_t *cell, const void *arg);
 uint64_t zs_act_slot(uint64_t *cell, const void *arg);
 uint64_t zs_act_cmt(uint64_t *cell, const void *arg);
-uint64_t zs_xfer_word(uint32_t p, uint32_t n, uint32_t node, bool held, uint32_t slot);
+uint64_t zs_xfer_word(uint32_t p, uint32_t n, uint32_t node, bool held, uint32_t slot, bool cheld);
 uint32_t zs_xfer_slot(uint64_t xfer);
 struct zs_br zs_release_br(uint32_t t, uint64_t xfer, uint32_t ptail);
 uint64_t zs_act_tail(uint64_t *cell, const void *arg);

@@ -63,6 +63,7 @@ struct zs_sw {
     uint32_t active;
     int64_t uplink_slots; /* -1: one producer node's share of the threads (shuffle) */
     uint32_t lanes;       /* shuffle: data QPs (threads) per consumer */
+    uint32_t pipeline;    /* --pipeline=W: W lanes, one READ streaming into a consumer at once */
     uint32_t *lane_qpn;   /* the consumer PU's QP of each thread (lanes 1..) */
     struct zs_qos qos;    /* --qos: per-flow rate schedule (n_steps 0: none) */
     uint64_t qos_rate_bps;
@@ -115,8 +116,8 @@ static void usage(void)
             "       [--batch=ITEMS | --batch-bytes=SIZE] [--poll=TIME | --doorbell] [--rto=TIME]\n"
             "       [--tick=TIME] [--mtu=BYTES] [--active=K] [--join=C@TIME,...] "
             "[--leave=C@TIME,...]\n"
-            "       [--uplink-slots=N|auto] [--lanes=N] [--qos=TIME:R1/R2/...,TIME:...] "
-            "[--qos-rate=RATE]\n");
+            "       [--uplink-slots=N|auto] [--lanes=N | --pipeline=W] "
+            "[--qos=TIME:R1/R2/...,TIME:...] [--qos-rate=RATE]\n");
 }
 
 /* --qos=TIME:R1/R2/...,TIME:...: from TIME on (after the start) flow i
@@ -188,6 +189,7 @@ static int parse_args(struct zs_sw *z, int argc, char **argv)
         {"qos", required_argument, 0, 'q'},
         {"qos-rate", required_argument, 0, 'Q'},
         {"lanes", required_argument, 0, 'L'},
+        {"pipeline", required_argument, 0, 'P'}, /* lanes, one READ streaming at a time */
         {0, 0, 0, 0},
     };
     z->mode = -1;
@@ -264,6 +266,11 @@ static int parse_args(struct zs_sw *z, int argc, char **argv)
                 goto bad;
             z->lanes = (uint32_t)v;
             break;
+        case 'P':
+            if (!rc_conn_parse_uint(optarg, 1, ZS_MAX_LANES, &v))
+                goto bad;
+            z->pipeline = (uint32_t)v;
+            break;
         case 'q':
             if (parse_qos(z, optarg))
                 goto bad;
@@ -292,9 +299,17 @@ static int parse_args(struct zs_sw *z, int argc, char **argv)
         fprintf(stderr, PROG ": pairs: --producers must equal --consumers\n");
         return -1;
     }
+    if (z->pipeline > 1 && z->lanes > 1) {
+        fprintf(stderr, PROG ": --pipeline=W already gives each consumer W lanes; give it or "
+                             "--lanes, not both\n");
+        return -1;
+    }
+    if (z->pipeline > 1)
+        z->lanes = z->pipeline;
     if (z->lanes > 1 && z->mode != ZS_SHUFFLE) {
-        fprintf(stderr, PROG ": --lanes needs --mode=shuffle (a consumer with one source "
-                             "has nothing to overlap; load balancing and replication keep one)\n");
+        fprintf(stderr, PROG ": --lanes and --pipeline need --mode=shuffle (a consumer with one "
+                             "source has nothing to overlap; load balancing and replication keep "
+                             "one)\n");
         return -1;
     }
     if (z->mode == ZS_REPLICATE && z->consumers > ZS_MAX_CONSUMERS) {
@@ -508,7 +523,10 @@ static uint32_t uplink_slots(const struct zs_sw *z, uint32_t ns)
             seen[z->pent[p].node % ZS_SLOT_NODES] = true;
             nodes++;
         }
-    return (z->dp.nt + nodes - 1) / nodes;
+    /* pipeline: a consumer has one READ streaming at a time, and a slot is
+     * held only while the READ streams */
+    uint32_t streams = z->dp.stream ? z->consumers * z->dp.stream : z->dp.nt;
+    return (streams + nodes - 1) / nodes;
 }
 
 /* Table entries of thread t (consumer c). */
@@ -538,6 +556,7 @@ static int program_thread(struct zs_sw *z, uint32_t t)
                             .item_bytes = c0->item_bytes,
                             .capacity = c0->capacity,
                             .slots = uplink_slots(z, ns),
+                            .stream = dp->stream,
                             .cbase = c0->base,
                             .all_done = ns >= 64 ? UINT64_MAX : (1ull << ns) - 1};
     for (uint32_t s = 0; s < ns; s++) {
@@ -636,6 +655,14 @@ static void report(struct zs_sw *z, uint64_t t_start_ns, uint32_t fatal)
         {"threads_done", (double)st->threads_done},
         {"lanes", (double)z->lanes},
         {"commit_waits", (double)st->commit_waits},
+        {"pipeline", (double)(z->pipeline > 1 ? z->pipeline : 1)},
+        {"stream_busy", (double)st->stream_busy},
+        /* the consumers' time with a READ on its way to them (request to
+         * last response), of their time since their first READ */
+        {"cons_read_share", st->c_read_ns + st->c_noread_ns
+                                ? (double)st->c_read_ns / (double)(st->c_read_ns + st->c_noread_ns)
+                                : 0.0},
+        {"cons_reads_max", (double)st->c_reads_max},
         {"stray", (double)st->stray},
         {"ingress_passes", (double)pc->ingress_passes},
         {"recirculations", (double)pc->recirculations},
@@ -685,6 +712,7 @@ int zs_switch_main(int argc, char **argv)
     dp->nc = z->consumers;
     dp->nt = z->mode == ZS_REPLICATE ? 1 : z->consumers * z->lanes;
     dp->lanes = z->lanes;
+    dp->stream = z->pipeline > 1 ? 1 : 0;
     dp->rto_ns = z->rto_ns;
     dp->poll_rto_ns = z->poll_ns * 4 > 20000 ? z->poll_ns * 4 : 20000;
     dp->doorbell = z->doorbell;
@@ -699,9 +727,11 @@ int zs_switch_main(int argc, char **argv)
     z->c_started = calloc(dp->nc, sizeof(*z->c_started));
     dp->ph_at_ns = calloc(dp->nt, sizeof(*dp->ph_at_ns));
     dp->ph_cur = calloc(dp->nt, sizeof(*dp->ph_cur));
+    dp->c_reads = calloc(dp->nc, sizeof(*dp->c_reads));
+    dp->c_at_ns = calloc(dp->nc, sizeof(*dp->c_at_ns));
     z->lane_qpn = calloc(dp->nt, sizeof(*z->lane_qpn));
     if (!z->lane_qpn || !z->pdesc || !z->cdesc || !z->pent || !z->cent || !z->c_started ||
-        !dp->ph_at_ns || !dp->ph_cur)
+        !dp->ph_at_ns || !dp->ph_cur || !dp->c_reads || !dp->c_at_ns)
         goto out;
     /* the endpoints present from the start */
     for (uint32_t p = 0; p < dp->np; p++)
@@ -821,6 +851,8 @@ out:
     free(z->lane_qpn);
     free(z->dp.ph_at_ns);
     free(z->dp.ph_cur);
+    free(z->dp.c_reads);
+    free(z->dp.c_at_ns);
     free(z);
     return rc;
 }

@@ -625,6 +625,12 @@ sim_time_t host_mem_overlap(struct host *h, sim_time_t miss_sum_ps, sim_time_t m
 sim_time_t host_mem_copy(struct host *h, uint32_t core, uint32_t socket, uintptr_t dst,
                          uintptr_t src, size_t len)
 {
+    return host_mem_copy_loop(h, core, socket, dst, src, len, 0);
+}
+
+sim_time_t host_mem_copy_loop(struct host *h, uint32_t core, uint32_t socket, uintptr_t dst,
+                              uintptr_t src, size_t len, uint32_t ps_per_byte)
+{
     struct host_mem *m = host_mem_get(h);
     const struct host_cpu_params *cp = &h->cpu;
     if (!len)
@@ -639,6 +645,11 @@ sim_time_t host_mem_copy(struct host *h, uint32_t core, uint32_t socket, uintptr
      * so memory on the other socket streams slower by the latency ratio */
     if ((ws.any_remote_mem || wd.any_remote_mem) && m->p->dram_ps)
         bw = (sim_time_t)((__uint128_t)bw * m->p->remote_dram_ps / m->p->dram_ps);
+    /* a loop slower than the memory streams: the loop's issue rate
+     * bounds the copy, the lines stream behind it */
+    sim_time_t loop = sim_time_mul((sim_time_t)len, ps_per_byte);
+    if (loop > bw)
+        bw = loop;
     sim_time_t first = ws.first_miss_ps > wd.first_miss_ps ? ws.first_miss_ps : wd.first_miss_ps;
     return bw + first + ws.tlb_ps + wd.tlb_ps;
 }

@@ -94,6 +94,12 @@ sim_time_t host_mem_overlap(struct host *h, sim_time_t miss_sum_ps, sim_time_t m
  * first miss of each side that is not in the core's caches. */
 sim_time_t host_mem_copy(struct host *h, uint32_t core, uint32_t socket, uintptr_t dst,
                          uintptr_t src, size_t len);
+/* The same copy done by a loop that stores one byte at a time (a copy
+ * into a volatile destination: no memmove, no vector or merged stores),
+ * which issues at most one byte every `ps_per_byte` ps: the streaming
+ * term is the slower of the two, the first misses as for memcpy. */
+sim_time_t host_mem_copy_loop(struct host *h, uint32_t core, uint32_t socket, uintptr_t dst,
+                              uintptr_t src, size_t len, uint32_t ps_per_byte);
 /* The root complex's read-modify-write time for a NIC write of
  * [addr, addr + len): its first and last lines when the write covers them
  * only partly, each 0 if in the NIC socket's LLC (DDIO merges it there),

@@ -171,6 +171,13 @@ static void test_copy(void)
     CHECK(host_mem_add_range(r.h.mem, at(1 << 20), 4096, 1, false) == 0);
     CHECK_EQ_U64(host_mem_copy(&r.h, 0, 0, at(1 << 20), at(0), 4096),
                  bw * 150 / 90 + 150 * NS); /* 975238 */
+    /* a one-byte-store loop at 543 ps a byte is slower than memcpy's
+     * stream: 4096 x 543 ps, plus the first misses as for memcpy */
+    CHECK_EQ_U64(host_mem_copy_loop(&r.h, 0, 0, at(16384), at(0), 4096, 543),
+                 4096ull * 543 + 90 * NS);
+    CHECK_EQ_U64(host_mem_copy_loop(&r.h, 0, 0, at(16384), at(0), 4096, 543), 4096ull * 543);
+    /* a loop faster than the stream: the stream bounds it (= memcpy) */
+    CHECK_EQ_U64(host_mem_copy_loop(&r.h, 0, 0, at(16384), at(0), 4096, 100), bw);
     rig_fini(&r);
 }
 

@@ -94,6 +94,15 @@ void *host_memcpy(void *dst, const void *src, size_t n)
     return memcpy(dst, src, n);
 }
 
+void host_memcpy_bytewise(volatile void *dst, const void *src, size_t n, uint32_t ps_per_byte)
+{
+    (void)ps_per_byte; /* the loop itself is the cost */
+    volatile uint8_t *d = dst;
+    const uint8_t *s = src;
+    for (size_t i = 0; i < n; i++)
+        d[i] = s[i];
+}
+
 /* ------------------------------------------------------------ CPUs and sockets */
 
 /* The first integer of a sysfs file (or of a list "0-3,8"), or -1. */

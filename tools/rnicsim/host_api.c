@@ -90,6 +90,22 @@ void *host_memcpy(void *dst, const void *src, size_t n)
     return dst;
 }
 
+void host_memcpy_bytewise(volatile void *dst, const void *src, size_t n, uint32_t ps_per_byte)
+{
+    host_note_call();
+    volatile uint8_t *d = dst;
+    const uint8_t *s = src;
+    for (size_t i = 0; i < n; i++)
+        d[i] = s[i];
+    struct host_thread *t = host_thread_current();
+    if (t && n) {
+        uint32_t core, socket;
+        thread_where(t, &core, &socket);
+        host_charge(host_mem_copy_loop(t->host, core, socket, (uintptr_t)dst, (uintptr_t)src, n,
+                                       ps_per_byte));
+    }
+}
+
 void host_touch(const void *addr, size_t len)
 {
     host_note_call();
