@@ -112,6 +112,7 @@ struct mb_opts {
     uint64_t outstanding; /* WRs in flight per client */
     uint64_t post_list;   /* WRs per ibv_post_send */
     uint64_t burst;       /* posts to one QP before the next QP */
+    bool rounds;          /* wait for every WR of a round before the next */
     uint64_t iters, warmup;
     uint64_t working_set; /* server target bytes; 0 = one stride */
     enum mb_access access;
@@ -235,6 +236,9 @@ static void mb_usage(const char *prog)
            "  --outstanding=M     WRs in flight per client, round robin over its QPs (default 16)\n"
            "  --post-list=P       WRs chained per ibv_post_send (default 1)\n"
            "  --burst=B           posts to one QP before moving to the next (default 1)\n"
+           "  --rounds=0|1        1: a round is B posts to each QP; wait for all its\n"
+           "                      completions before the next round (default 0: a QP\n"
+           "                      gets its next posts as soon as it has room)\n"
            "  --iters=I           timed operations per client (default 1000)\n"
            "  --warmup=W          untimed operations per client first (default 16)\n"
            "  --working-set=B     server MR bytes the remote addresses walk (default one stride)\n"
@@ -270,6 +274,7 @@ enum {
     OPT_OUTSTANDING,
     OPT_POST_LIST,
     OPT_BURST,
+    OPT_ROUNDS,
     OPT_ITERS,
     OPT_WARMUP,
     OPT_WORKING_SET,
@@ -347,6 +352,7 @@ static int mb_parse_args(int argc, char **argv, struct mb_opts *o)
         {"outstanding", required_argument, NULL, OPT_OUTSTANDING},
         {"post-list", required_argument, NULL, OPT_POST_LIST},
         {"burst", required_argument, NULL, OPT_BURST},
+        {"rounds", required_argument, NULL, OPT_ROUNDS},
         {"iters", required_argument, NULL, OPT_ITERS},
         {"warmup", required_argument, NULL, OPT_WARMUP},
         {"working-set", required_argument, NULL, OPT_WORKING_SET},
@@ -426,6 +432,12 @@ static int mb_parse_args(int argc, char **argv, struct mb_opts *o)
         case OPT_BURST:
             ok = rc_conn_parse_uint(optarg, 1, 1u << 16, &o->burst);
             break;
+        case OPT_ROUNDS: {
+            uint64_t r = 0;
+            ok = rc_conn_parse_uint(optarg, 0, 1, &r);
+            o->rounds = r != 0;
+            break;
+        }
         case OPT_ITERS:
             ok = rc_conn_parse_uint(optarg, 1, 1ull << 32, &o->iters);
             break;
@@ -489,10 +501,10 @@ static int mb_parse_args(int argc, char **argv, struct mb_opts *o)
 /* FNV-1a over the options every program of the run must agree on. */
 static uint32_t mb_opts_hash(const struct mb_opts *o)
 {
-    uint64_t words[] = {o->test,         o->clients,     o->qps,       o->size,
-                        o->depth,        o->outstanding, o->post_list, o->iters,
-                        o->warmup,       o->working_set, o->access,    o->target,
-                        o->signal_every, o->inline_data, o->mtu_bytes, o->burst};
+    uint64_t words[] = {
+        o->test,         o->clients,     o->qps,       o->size,        o->depth,  o->outstanding,
+        o->post_list,    o->iters,       o->warmup,    o->working_set, o->access, o->target,
+        o->signal_every, o->inline_data, o->mtu_bytes, o->burst,       o->rounds};
     return rc_conn_hash_words(words, sizeof(words) / sizeof(words[0]));
 }
 
@@ -819,10 +831,13 @@ static int mb_client_poll(struct mb *mb, bool timed)
 
 /* One phase (warmup or timed) of n operations.  Batches of P WRs go to the
  * QPs round robin, B batches in a row to each (--burst: a program that
- * posts all of one QP's WRs, then the next QP's).  A WR is signaled when its per-QP sequence is a
- * multiple of C, when the next batch would not fit its QP or the client's
- * window (so every wait has a signaled WR to wait for), or when it is the
- * last WR its QP gets in the phase. */
+ * posts all of one QP's WRs, then the next QP's); with --rounds every WR of
+ * a round (B batches to each of the N QPs) completes before the next round
+ * starts (a program that posts to all its QPs, then polls each of them).
+ * A WR is signaled when its per-QP sequence is a multiple of C, when the
+ * next batch would not fit its QP or the client's window (so every wait
+ * has a signaled WR to wait for), when it ends its QP's burst of a round
+ * (--rounds), or when it is the last WR its QP gets in the phase. */
 static int mb_client_phase(struct mb *mb, uint64_t n, bool timed)
 {
     const struct mb_test_info *t = &mb_tests[mb->o.test];
@@ -837,7 +852,9 @@ static int mb_client_phase(struct mb *mb, uint64_t n, bool timed)
         uint64_t b_next = b % B == B - 1 ? b + (N - 1) * B + 1 : b + 1;
         uint64_t p = n - k < P ? n - k : P;
         struct mb_qp_flow *f = &mb->flow[q];
-        while (f->posted - f->completed + p > D || mb->inflight + p > M) {
+        bool round_start = mb->o.rounds && b > 0 && b % (B * N) == 0;
+        while (f->posted - f->completed + p > D || mb->inflight + p > M ||
+               (round_start && mb->inflight > 0)) {
             int rc = mb_client_poll(mb, timed);
             if (rc)
                 return rc;
@@ -851,8 +868,13 @@ static int mb_client_phase(struct mb *mb, uint64_t n, bool timed)
             uint64_t qp_after = f->posted - f->completed + j + 1;
             uint64_t all_after = mb->inflight + j + 1;
             bool last_on_qp = j == p - 1 && b_next * P >= n;
-            bool sig = seq % mb->o.signal_every == 0 || qp_after + P > D || all_after + P > M ||
-                       last_on_qp;
+            /* the wait before the next batch needs a signalled WR to wait
+             * for: the last of this batch (RC completes in order) */
+            bool batch_end = j == p - 1;
+            bool round_end = mb->o.rounds && batch_end && b % B == B - 1;
+            bool sig = seq % mb->o.signal_every == 0 ||
+                       (batch_end && (qp_after + P > D || all_after + P > M)) || last_on_qp ||
+                       round_end;
             uint64_t raddr = mb_walk(mb, mb->walk_k++, mb->o.id, mb->o.clients, &mb->rng);
             mb->last_addr = raddr;
             struct ibv_sge *s = &sge[j];

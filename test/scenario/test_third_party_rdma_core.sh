@@ -78,6 +78,11 @@ check "rc_pingpong on an InfiniBand port, no -g: exits 0 with LIDs, same round t
 rc=$(link_layer=ib pair ud_ib ud_pingpong '' 'h0')
 check "ud_pingpong on an InfiniBand port, no -g (AH by LID): exits 0 (got $rc)" \
     "[ $rc -eq 0 ] && [ \$(grep -c '1000 iters in' '$scratch/ud_ib.out') -eq 2 ]"
+# with -g 0 on the InfiniBand port the AH is global: the packets carry a GRH
+# and the receive buffer gets the IB GRH (docs/nic.md "Framing")
+rc=$(link_layer=ib pair ud_ibg ud_pingpong '-g, "0"' '-g, "0", h0')
+check "ud_pingpong -g 0 on an InfiniBand port (GRH on the wire): exits 0 (got $rc)" \
+    "[ $rc -eq 0 ] && [ \$(grep -c '1000 iters in' '$scratch/ud_ibg.out') -eq 2 ]"
 
 rc=$(pair rc_e rc_pingpong '-g, "0", -e' '-g, "0", -e, h0')
 ce=$(usec rc_e 1)
