@@ -4,9 +4,12 @@
  * create time), so each UD WR costs no lookup.
  *
  * ibv_init_ah_from_wc / ibv_create_ah_from_wc build the reply path from a
- * UD receive: the 40-byte GRH slot holds, on this RoCEv2/IPv4 port, the
- * IPv4 header in its last 20 bytes (see sim/nic/resp.c build_grh); an IB
- * GRH (IPv6 version 6) is accepted too, as rdma-core does. */
+ * UD receive, as rdma-core's verbs.c does: the sender's LID (wc->slid), SL
+ * and path bits always; with IBV_WC_GRH the GRH too — on a RoCEv2/IPv4 port
+ * the 40-byte slot holds the IPv4 header in its last 20 bytes (see
+ * sim/nic/resp.c build_grh), an IB GRH (IPv6 version 6) is read as such.
+ * A RoCE port needs the GRH; an InfiniBand port (nic.link_layer ib) does
+ * not: a receive without one gives a LID-routed AH. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -71,23 +74,33 @@ static uint16_t ipv4_csum(const uint8_t *h)
     return (uint16_t)~sum;
 }
 
-/* Returns 0 with ah_attr filled from a UD receive (the sender's GID as
- * DGID, our GID index 0, hop limit / traffic class from the header), or
- * -1 with errno: EINVAL for NULL arguments, a bad port or a completion
- * without IBV_WC_GRH (a RoCE port needs one), EPROTONOSUPPORT for a slot
- * that holds neither an IPv4 header nor an IB GRH. */
+/* Returns 0 with ah_attr filled from a UD receive (the sender's LID, SL
+ * and path bits; with a GRH the sender's GID as DGID, our GID index 0, hop
+ * limit / traffic class from the header), or -1 with errno: EINVAL for
+ * NULL arguments, a bad port or, on a RoCE port, a completion without
+ * IBV_WC_GRH; EPROTONOSUPPORT for a slot that holds neither an IPv4 header
+ * nor an IB GRH. */
 int ibv_init_ah_from_wc(struct ibv_context *context, uint8_t port_num, struct ibv_wc *wc,
                         struct ibv_grh *grh, struct ibv_ah_attr *ah_attr)
 {
     host_note_call();
-    if (!context || !wc || !grh || !ah_attr || port_num != SHIM_PORT_NUM ||
-        !(wc->wc_flags & IBV_WC_GRH)) {
+    if (!context || !wc || !ah_attr || port_num != SHIM_PORT_NUM) {
+        errno = EINVAL;
+        return -1;
+    }
+    bool ib = nic_get_params(shim_ctx(context)->nic)->link_layer == NIC_LINK_IB;
+    bool has_grh = (wc->wc_flags & IBV_WC_GRH) != 0;
+    if ((!has_grh && !ib) || (has_grh && !grh)) {
         errno = EINVAL;
         return -1;
     }
     memset(ah_attr, 0, sizeof(*ah_attr));
     ah_attr->port_num = port_num;
     ah_attr->sl = wc->sl;
+    ah_attr->dlid = wc->slid;
+    ah_attr->src_path_bits = wc->dlid_path_bits;
+    if (!has_grh) /* InfiniBand, same subnet: routed by LID */
+        return 0;
     ah_attr->is_global = 1;
     ah_attr->grh.sgid_index = 0;
     const uint8_t *raw = (const uint8_t *)grh;
@@ -106,7 +119,7 @@ int ibv_init_ah_from_wc(struct ibv_context *context, uint8_t port_num, struct ib
     if ((vtf >> 28) == 6) {
         ah_attr->grh.dgid = grh->sgid;
         ah_attr->grh.flow_label = vtf & 0xfffff;
-        ah_attr->grh.hop_limit = grh->hop_limit;
+        ah_attr->grh.hop_limit = 0xff; /* rdma-core: the reply may cross routers */
         ah_attr->grh.traffic_class = (uint8_t)((vtf >> 20) & 0xff);
         return 0;
     }

@@ -636,8 +636,11 @@ sim_time_t host_mem_copy_loop(struct host *h, uint32_t core, uint32_t socket, ui
     if (!len)
         return 0;
     sim_time_t bw = cp->memcpy_bytes_per_s ? sim_bytes_to_ps(len, cp->memcpy_bytes_per_s * 8) : 0;
-    if (!m)
-        return bw;
+    /* a loop slower than the memory streams: the loop's issue rate
+     * bounds the copy, the lines stream behind it */
+    sim_time_t loop = sim_time_mul((sim_time_t)len, ps_per_byte);
+    if (!m) /* no line map (out of memory): the stream or the loop alone */
+        return loop > bw ? loop : bw;
     struct walk ws = {0}, wd = {0};
     walk_lines(h, m, core, socket, src, len, false, &ws);
     walk_lines(h, m, core, socket, dst, len, true, &wd);
@@ -645,9 +648,6 @@ sim_time_t host_mem_copy_loop(struct host *h, uint32_t core, uint32_t socket, ui
      * so memory on the other socket streams slower by the latency ratio */
     if ((ws.any_remote_mem || wd.any_remote_mem) && m->p->dram_ps)
         bw = (sim_time_t)((__uint128_t)bw * m->p->remote_dram_ps / m->p->dram_ps);
-    /* a loop slower than the memory streams: the loop's issue rate
-     * bounds the copy, the lines stream behind it */
-    sim_time_t loop = sim_time_mul((sim_time_t)len, ps_per_byte);
     if (loop > bw)
         bw = loop;
     sim_time_t first = ws.first_miss_ps > wd.first_miss_ps ? ws.first_miss_ps : wd.first_miss_ps;

@@ -331,14 +331,16 @@ void nic_dcqcn_np_rx(struct nic_qp *qp, const struct pkt *p)
     c->opcode = NIC_OPCODE_CNP;
     c->udp_sport = qp->eng->udp_sport;
     c->prio = (uint8_t)(nic->p.cnp_prio & 7);
-    /* RoCEv2 CNP (IBA Annex A17.9.3): BTH + 16 reserved bytes + ICRC */
+    /* RoCEv2 CNP (IBA Annex A17.9.3): BTH + 16 reserved bytes + ICRC.  On an
+     * InfiniBand port the same packet in IB framing stands for the CNP of
+     * IB congestion control (IBA Annex A10), which carries the BECN: the
+     * DCQCN reaction is kept, the frame is the port's */
     c->payload_len = NIC_CNP_RESERVED_BYTES;
     if (!c->no_bytes)
         memset(c->payload, 0, NIC_CNP_RESERVED_BYTES);
-    c->frame_bytes = PKT_ETH_HDR_BYTES + PKT_IPV4_HDR_BYTES + PKT_UDP_HDR_BYTES + PKT_BTH_BYTES +
-                     NIC_CNP_RESERVED_BYTES + PKT_ICRC_BYTES + PKT_ETH_FCS_BYTES;
-    if (c->frame_bytes < 64)
-        c->frame_bytes = 64;
+    c->framing = nic_framing(nic, qp->attr.ah_attr.is_global);
+    c->frame_bytes =
+        pkt_framed_bytes(c->framing, PKT_BTH_BYTES + NIC_CNP_RESERVED_BYTES + PKT_ICRC_BYTES);
     nic->cnt.cnps_tx++;
     nic_tx_ctrl(nic, c);
 }

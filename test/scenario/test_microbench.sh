@@ -46,7 +46,7 @@ for test in write read send faa cas; do
         [ "$test" = cas ] && [ "$qps" = 64 ] && continue
         n="$scratch/$test-$qps"
         scenario "$n.yaml" $test $qps 2 ", --iters=$iters, --warmup=64, --outstanding=32, --working-set=64KiB"
-        timeout 60 "$bin" run "$n.yaml" -o "$n.json" >"$n.out" 2>"$n.err"
+        timeout 300 "$bin" run "$n.yaml" -o "$n.json" >"$n.out" 2>"$n.err"
         rc=$?
         check "$test qps=$qps: exit 0 (got $rc)" "[ $rc -eq 0 ]"
         check "$test qps=$qps: one aggregate row, ops = $iters x 2, plausible numbers" "$py - '$n.json' $test $qps $iters <<'PY'
@@ -87,12 +87,12 @@ PY"
 # ---- 2. large random working set, and doorbell batching
 n="$scratch/ws"
 scenario "$n.yaml" read 4 1 ", --iters=2000, --working-set=16MiB, --access=random, --outstanding=64"
-timeout 60 "$bin" run "$n.yaml" -o "$n.json" >"$n.out" 2>"$n.err"
+timeout 300 "$bin" run "$n.yaml" -o "$n.json" >"$n.out" 2>"$n.err"
 check "read over a 16 MiB random working set: exit 0" "[ $? -eq 0 ]"
 for p in 1 16; do
     n="$scratch/pl$p"
     scenario "$n.yaml" write 1 1 ", --iters=4000, --outstanding=64, --post-list=$p, --signal-every=$p"
-    timeout 60 "$bin" run "$n.yaml" -o "$n.json" >"$n.out" 2>"$n.err"
+    timeout 300 "$bin" run "$n.yaml" -o "$n.json" >"$n.out" 2>"$n.err"
     check "post list $p: exit 0" "[ $? -eq 0 ]"
 done
 check "post list 16 has a higher message rate than 1" "$py - '$scratch/pl1.json' '$scratch/pl16.json' <<'PY'
@@ -105,7 +105,7 @@ PY"
 bad_case() { # NAME EXPECTED-STDERR CLIENT-EXTRA [SERVER-EXTRA]
     local n="$scratch/bad-$1"
     scenario "$n.yaml" write 1 1 "$3" "${4:-$3}"
-    timeout 60 "$bin" run "$n.yaml" -o "$n.json" >"$n.out" 2>"$n.err"
+    timeout 300 "$bin" run "$n.yaml" -o "$n.json" >"$n.out" 2>"$n.err"
     local rc=$?
     check "bad $1: run exit 1 (got $rc)" "[ $rc -eq 1 ]"
     check "bad $1: message '$2'" "grep -qF -- \"$2\" '$n.err'"
@@ -124,7 +124,7 @@ bad_case id "--id=5 is not below --clients=1" ", --id=5"
 # ---- 4. device memory: runs, or fails cleanly with the errno
 n="$scratch/dm"
 scenario "$n.yaml" faa 2 2 ", --target=dm, --iters=200"
-timeout 60 "$bin" run "$n.yaml" -o "$n.json" >"$n.out" 2>"$n.err"
+timeout 300 "$bin" run "$n.yaml" -o "$n.json" >"$n.out" 2>"$n.err"
 rc=$?
 if [ $rc -eq 0 ]; then
     check "dm: target_dm=1 and the counter verified" \
@@ -158,7 +158,7 @@ done
 # and 50 Mops without).  Also: --rounds takes only 0 or 1.
 q="$src/validation/scenarios/qp_scaling.yaml"
 for r in 0 1; do
-    timeout 60 "$bin" run "$q" --quiet --set vars.test=read --set vars.qpc=16 --set vars.out=512 \
+    timeout 300 "$bin" run "$q" --quiet --set vars.test=read --set vars.qpc=16 --set vars.out=512 \
         --set vars.burst=32 --set vars.rounds=$r --set vars.warmup=512 --set vars.iters=1024 \
         --set hardware.host.cpu.doorbell_gap=260ns --set hardware.host.cores=36 \
         -o "$scratch/rounds$r.json" >"$scratch/rounds$r.out" 2>&1
@@ -178,7 +178,7 @@ assert m1 < 0.5 * m0 and r1 > 1.3 * r0
 PY"
 n="$scratch/rounds-bad"
 scenario "$n.yaml" read 1 1 ", --rounds=2"
-timeout 60 "$bin" run "$n.yaml" -o "$n.json" >"$n.out" 2>"$n.err"
+timeout 300 "$bin" run "$n.yaml" -o "$n.json" >"$n.out" 2>"$n.err"
 rc=$?
 check "--rounds=2: rejected (run exit 1, got $rc) with the option named" \
     "[ $rc -eq 1 ] && grep -q 'rounds' '$n.err'"
@@ -188,7 +188,7 @@ check "--rounds=2: rejected (run exit 1, got $rc) with the option named" \
 # (2064 WRs in lists of 8 wrote 1942 CQEs; now 258)
 n="$scratch/pl-signal"
 scenario "$n.yaml" write 1 1 ", --iters=2000, --warmup=64, --outstanding=64, --post-list=8, --signal-every=8"
-timeout 60 "$bin" run "$n.yaml" -o "$n.json" >"$n.out" 2>"$n.err"
+timeout 300 "$bin" run "$n.yaml" -o "$n.json" >"$n.out" 2>"$n.err"
 rc=$?
 check "post list 8: exit 0 (got $rc), about one CQE per list (ops / 8), not one per WR" \
     "[ $rc -eq 0 ] && $py - '$n.json' <<'PY'

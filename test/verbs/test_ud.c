@@ -305,8 +305,58 @@ static void server(void *arg)
     CHECK_EQ_U64(nic_get_counters(s->fx->nic[1])->ud_no_recv, 1);
 }
 
+/* The reply path from a datagram without a GRH: on an InfiniBand port
+ * (nic.link_layer ib) rdma-core gives a LID-routed AH from wc->slid; a
+ * RoCE port needs the GRH (EINVAL). */
+static void ah_from_wc_ib(void *arg)
+{
+    struct fx *fx = arg;
+    struct fx_rc rc;
+    CHECK(fx_rc_open(fx, &rc, NULL) == 0);
+    struct ibv_wc wc = {.status = IBV_WC_SUCCESS, .opcode = IBV_WC_RECV, .slid = 2, .sl = 0};
+    struct ibv_ah_attr aa;
+    memset(&aa, 0xee, sizeof(aa));
+    CHECK(ibv_init_ah_from_wc(rc.ctx, 1, &wc, NULL, &aa) == 0);
+    CHECK(!aa.is_global);
+    CHECK_EQ_U64(aa.dlid, 2);
+    CHECK_EQ_U64(aa.port_num, 1);
+    struct ibv_ah *ah = ibv_create_ah_from_wc(rc.pd, &wc, NULL, 1);
+    CHECK(ah != NULL);
+    if (ah)
+        CHECK(ibv_destroy_ah(ah) == 0);
+    fx_rc_close(&rc);
+}
+
+static void ah_from_wc_roce(void *arg)
+{
+    struct fx *fx = arg;
+    struct fx_rc rc;
+    CHECK(fx_rc_open(fx, &rc, NULL) == 0);
+    struct ibv_wc wc = {.status = IBV_WC_SUCCESS, .opcode = IBV_WC_RECV, .slid = 2};
+    struct ibv_ah_attr aa;
+    errno = 0;
+    CHECK(ibv_init_ah_from_wc(rc.ctx, 1, &wc, NULL, &aa) == -1 && errno == EINVAL);
+    fx_rc_close(&rc);
+}
+
+static void test_ah_from_wc_without_grh(void)
+{
+    struct nic_params np;
+    nic_params_default(&np);
+    np.link_layer = NIC_LINK_IB;
+    struct fx *fx = fx_create(6, &np);
+    fx_spawn(fx, 1, "ib", ah_from_wc_ib, fx);
+    CHECK_EQ_U64(fx_run(fx), SIM_RUN_DONE);
+    fx_destroy(fx);
+    fx = fx_create(6, NULL);
+    fx_spawn(fx, 1, "roce", ah_from_wc_roce, fx);
+    CHECK_EQ_U64(fx_run(fx), SIM_RUN_DONE);
+    fx_destroy(fx);
+}
+
 int main(void)
 {
+    test_ah_from_wc_without_grh();
     struct st s;
     memset(&s, 0, sizeof(s));
     s.fx = fx_create(5, NULL);
