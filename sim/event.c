@@ -846,8 +846,8 @@ void sim_check_invariants(const struct sim *sim)
             what = "the near heap is out of order";
         live++;
     }
-    if (!what && !sim->wheel_on && (sim->wheel_live || sim->wheel_words || sim->near.n ||
-                                    sim->wheel[sim->wheel_cur].n))
+    if (!what && !sim->wheel_on &&
+        (sim->wheel_live || sim->wheel_words || sim->near.n || sim->wheel[sim->wheel_cur].n))
         what = "the wheel is off but holds entries";
     if (!what && live != sim->wheel_live) {
         fprintf(stderr,

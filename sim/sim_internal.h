@@ -54,8 +54,8 @@ struct sim {
      * bucket is drained with fewer than wheel_off_below pending (event.c) */
     bool wheel_on;
     uint32_t wheel_on_at, wheel_off_below;
-    struct sim_bucket near;                  /* binary heap: scheduled into it since */
-    struct sim_went *scratch;                /* for sorting a bucket */
+    struct sim_bucket near;   /* binary heap: scheduled into it since */
+    struct sim_went *scratch; /* for sorting a bucket */
     size_t scratch_cap;
 
     /* Events due now (scheduled with no delay): a FIFO beside the heap
