@@ -89,6 +89,14 @@ void rb2_config_default(struct rb2_config *c, uint32_t slot_bytes, uint32_t slot
         .numa_aware = true,
         .sw_ns = 20, /* estimate: ~50 instructions of pointer arithmetic and checks at 2.3 GHz */
         .sq_depth = 128, /* perftest's tx-depth */
+        /* one ibv_post_send per WR: Algorithm 1 issues the slot
+         * transmission (lines 7-8) before it polls for the previous tail
+         * WRITE's completion and then issues the tail WRITE (lines 10-12),
+         * and the published write-twice code posts its two WRITEs with two
+         * calls (L5RDMA's sendParanoid; SocksDirect's post_rdma_write posts
+         * one WR a call).  On mlx5 each single small WR goes by BlueFlame;
+         * a two-WR list would make the NIC fetch its WQEs by DMA. */
+        .post_each = true,
     };
 }
 
@@ -219,8 +227,9 @@ static int rb2_poll_send(struct rb2 *rb, bool block)
     }
 }
 
-/* Post the WRs queued by this call as one list: one doorbell, as a
- * write-twice layer posts its data and tail WRITEs together. */
+/* Post the WRs queued so far: one WR at a time by default (post_each),
+ * or, with post_each off (--post=list), the WRs of one call as one list
+ * (one doorbell, no BlueFlame on mlx5 for a list of two). */
 static int rb2_submit(struct rb2 *rb)
 {
     if (!rb->npend)
@@ -465,7 +474,8 @@ static void rb2_put_hdr(uint8_t *h, uint32_t len, uint32_t units, uint8_t flags)
 
 /* The receiver-only ring (FaRM): the message from the staging buffer (at
  * the offset it will have in the remote ring) to the remote ring, then its
- * header, both in one post; with sync_send the sender waits for both. */
+ * header (one post each by default, one list with --post=list); with
+ * sync_send the sender waits for both. */
 static int rb2_farm_send(struct rb2 *rb, uint64_t at, uint32_t len, uint32_t units)
 {
     struct rb2_tx *tx = rb->tx;

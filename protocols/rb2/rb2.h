@@ -86,7 +86,7 @@ struct rb2_config {
     uint32_t sw_ns;               /* CPU time of the layer's logic per call that moves a message */
     uint32_t sq_depth;            /* send queue depth (a signaled WR at least every half) */
     uint32_t inline_bytes;        /* data WRITEs of at most this many bytes go inline (<= 220) */
-    bool post_each;               /* one ibv_post_send per WR (else one list per call) */
+    bool post_each;               /* one ibv_post_send per WR (default; else one list per call) */
     bool zero_read;               /* the receiver zeroes every message it processed (L5RDMA's
                                    * receive(): std::fill over header, payload and trailer) */
     uint32_t copy_in_ps_per_byte; /* > 0: the sender's copy into the ring is a loop of
@@ -125,7 +125,7 @@ struct rb2 {
     uint64_t wr_posted, wr_done, wr_last_signaled;
     uint32_t data_inflight; /* SocksDirect: signaled data WRITEs not completed */
     uint64_t rq_posted;     /* receive WQEs posted (poll CQ) */
-    /* WRs of one call, posted as one list (one doorbell) by rb2_submit */
+    /* WRs queued for rb2_submit (one at a time with post_each, else one call's as a list) */
     struct ibv_send_wr pend[RB2_PEND_MAX];
     struct ibv_sge pend_sge[RB2_PEND_MAX];
     int npend;

@@ -130,7 +130,6 @@ static int rb2b_variant(struct rb2b_opts *o, const char *v)
         c->tail = RB2_TAIL_POLL_MSG;
         c->inline_bytes = RB2_MAX_INLINE;
         c->head = RB2_HEAD_PULL_FULL;
-        c->post_each = true;
         c->zero_read = true;
         c->copy_in_ps_per_byte = 543;
     } else {
