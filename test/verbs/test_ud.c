@@ -327,6 +327,62 @@ static void ah_from_wc_ib(void *arg)
     fx_rc_close(&rc);
 }
 
+/* InfiniBand addressing corners, refused as the kernel's IB drivers refuse
+ * them (qib_check_ah / rvt_modify_qp): an AH or a QP path to DLID 0, to a
+ * multicast LID without a GRH (an AH with one is a multicast send), to the
+ * permissive LID 0xFFFF (no QP0 here), with an SL above 15 -> EINVAL; the
+ * largest unicast LID 0xBFFF and SL 15 are fine. */
+static void ib_lid_corners(void *arg)
+{
+    struct fx *fx = arg;
+    struct fx_rc rc;
+    CHECK(fx_rc_open(fx, &rc, NULL) == 0);
+    struct ibv_ah_attr aa = {.dlid = 2, .sl = 15, .port_num = 1};
+    struct ibv_ah *ah = ibv_create_ah(rc.pd, &aa);
+    CHECK(ah != NULL);
+    if (ah)
+        CHECK(ibv_destroy_ah(ah) == 0);
+    aa.dlid = 0xbfff;
+    CHECK((ah = ibv_create_ah(rc.pd, &aa)) != NULL);
+    if (ah)
+        CHECK(ibv_destroy_ah(ah) == 0);
+    static const struct {
+        uint16_t dlid;
+        uint8_t sl;
+    } bad[] = {{0, 0}, {0xc000, 0}, {0xc123, 0}, {0xfffe, 0}, {0xffff, 0}, {2, 16}};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        aa.dlid = bad[i].dlid;
+        aa.sl = bad[i].sl;
+        errno = 0;
+        CHECK(ibv_create_ah(rc.pd, &aa) == NULL && errno == EINVAL);
+    }
+    /* with a GRH to a multicast GID the multicast DLID is fine */
+    struct ibv_ah_attr mc = {.is_global = 1, .dlid = 0xc001, .port_num = 1};
+    mc.grh.dgid.raw[10] = mc.grh.dgid.raw[11] = 0xff;
+    mc.grh.dgid.raw[12] = 0xe0;
+    mc.grh.dgid.raw[15] = 1;
+    CHECK((ah = ibv_create_ah(rc.pd, &mc)) != NULL);
+    if (ah)
+        CHECK(ibv_destroy_ah(ah) == 0);
+    /* a connected QP's path: RTR to such a DLID fails, the QP stays in INIT */
+    CHECK(fx_rc_to_init(&rc) == 0);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct ibv_qp_attr a = {.qp_state = IBV_QPS_RTR,
+                                .path_mtu = IBV_MTU_1024,
+                                .dest_qp_num = rc.qp->qp_num,
+                                .max_dest_rd_atomic = 1,
+                                .min_rnr_timer = 12,
+                                .ah_attr = {.dlid = bad[i].dlid, .sl = bad[i].sl, .port_num = 1}};
+        CHECK_EQ_U64(ibv_modify_qp(rc.qp, &a,
+                                   IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                                       IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+                                       IBV_QP_MIN_RNR_TIMER),
+                     EINVAL);
+        CHECK_EQ_U64(rc.qp->state, IBV_QPS_INIT);
+    }
+    fx_rc_close(&rc);
+}
+
 static void ah_from_wc_roce(void *arg)
 {
     struct fx *fx = arg;
@@ -346,6 +402,10 @@ static void test_ah_from_wc_without_grh(void)
     np.link_layer = NIC_LINK_IB;
     struct fx *fx = fx_create(6, &np);
     fx_spawn(fx, 1, "ib", ah_from_wc_ib, fx);
+    CHECK_EQ_U64(fx_run(fx), SIM_RUN_DONE);
+    fx_destroy(fx);
+    fx = fx_create(6, &np);
+    fx_spawn(fx, 1, "lids", ib_lid_corners, fx);
     CHECK_EQ_U64(fx_run(fx), SIM_RUN_DONE);
     fx_destroy(fx);
     fx = fx_create(6, NULL);
