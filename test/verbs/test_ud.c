@@ -395,6 +395,66 @@ static void ah_from_wc_roce(void *arg)
     fx_rc_close(&rc);
 }
 
+/* The address vector's GRH fields travel with the datagram: on an
+ * InfiniBand port a UD SEND through an AH with hop limit 7, traffic class
+ * 0x48 and flow label 0x12345 arrives with exactly those in its GRH (IPVer
+ * 6, PayLen, NxtHdr 0x1B, the GIDs), as no router is on the way. */
+struct grh_st {
+    struct fx *fx;
+};
+
+static void grh_sender(void *arg)
+{
+    struct grh_st *g = arg;
+    struct fx_rc rc;
+    struct fx_rc_opts o = ud_opts();
+    CHECK(fx_rc_open(g->fx, &rc, &o) == 0);
+    CHECK(fx_rc_connect(&rc, "gs", "gr") == 0);
+    struct ibv_ah_attr aa = {.is_global = 1, .port_num = 1, .sl = 2};
+    aa.grh.dgid = rc.remote.gid;
+    aa.grh.hop_limit = 7;
+    aa.grh.traffic_class = 0x48;
+    aa.grh.flow_label = 0x12345;
+    struct ibv_ah *ah = ibv_create_ah(rc.pd, &aa);
+    CHECK(ah != NULL);
+    if (ah) {
+        if (rc.ah)
+            ibv_destroy_ah(rc.ah);
+        rc.ah = ah;
+    }
+    fx_barrier(g->fx, "grh/posted", "gs", "gr");
+    CHECK(ud_send(&rc, 1, 0, 64, QKEY, false, 0) == 0);
+    expect_sent(&rc, 1);
+    fx_barrier(g->fx, "grh/done", "gs", "gr");
+    fx_rc_close(&rc);
+}
+
+static void grh_receiver(void *arg)
+{
+    struct grh_st *g = arg;
+    struct fx_rc rc;
+    struct fx_rc_opts o = ud_opts();
+    CHECK(fx_rc_open(g->fx, &rc, &o) == 0);
+    CHECK(fx_rc_connect(&rc, "gr", "gs") == 0);
+    CHECK(fx_post_recv(&rc, 9, 0, 40 + 64) == 0);
+    fx_barrier(g->fx, "grh/posted", "gr", "gs");
+    struct ibv_wc wc;
+    CHECK(fx_poll_one(rc.rcq, &wc) == 1);
+    CHECK_EQ_U64(wc.status, IBV_WC_SUCCESS);
+    CHECK(wc.wc_flags & IBV_WC_GRH);
+    CHECK_EQ_U64(wc.byte_len, 40 + 64);
+    const uint8_t *h = rc.buf;
+    uint32_t w0 = (uint32_t)h[0] << 24 | (uint32_t)h[1] << 16 | (uint32_t)h[2] << 8 | h[3];
+    CHECK_EQ_U64(w0, 0x64812345u); /* IPVer 6, TClass 0x48, FlowLabel 0x12345 */
+    CHECK_EQ_U64((uint32_t)h[4] << 8 | h[5], 12 + 8 + 64 + 4); /* PayLen: BTH .. ICRC */
+    CHECK_EQ_U64(h[6], 0x1b);
+    CHECK_EQ_U64(h[7], 7); /* HopLmt as the sender's AH set it */
+    CHECK(memcmp(h + 8, rc.remote.gid.raw, 16) == 0);
+    CHECK(memcmp(h + 24, rc.local.gid.raw, 16) == 0);
+    fx_barrier(g->fx, "grh/done", "gr", "gs");
+    fx_rc_close(&rc);
+}
+
 static void test_ah_from_wc_without_grh(void)
 {
     struct nic_params np;
@@ -408,6 +468,11 @@ static void test_ah_from_wc_without_grh(void)
     fx_spawn(fx, 1, "lids", ib_lid_corners, fx);
     CHECK_EQ_U64(fx_run(fx), SIM_RUN_DONE);
     fx_destroy(fx);
+    struct grh_st g = {.fx = fx_create(7, &np)};
+    fx_spawn(g.fx, 0, "gs", grh_sender, &g);
+    fx_spawn(g.fx, 1, "gr", grh_receiver, &g);
+    CHECK_EQ_U64(fx_run(g.fx), SIM_RUN_DONE);
+    fx_destroy(g.fx);
     fx = fx_create(6, NULL);
     fx_spawn(fx, 1, "roce", ah_from_wc_roce, fx);
     CHECK_EQ_U64(fx_run(fx), SIM_RUN_DONE);
