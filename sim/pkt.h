@@ -153,6 +153,13 @@ struct pkt {
      * times (0 = resume) */
     uint8_t pfc_enable;
     uint16_t pfc_quanta[8];
+    /* The address vector's routing fields (ibv_ah_attr), for the headers a
+     * capture writes (pcap.c) and the GRH a UD receive gets: the GRH hop
+     * limit, traffic class and flow label (IB GRH; RoCEv2 has its own IPv4
+     * TTL / DSCP), and the InfiniBand service level (LRH SL).  In the
+     * padding before the RETH: the packet does not grow. */
+    uint8_t grh_hop_limit;
+    uint32_t grh_flow_label : 20, grh_tclass : 8, ib_sl : 4;
 
     /* RETH */
     uint64_t reth_va;

@@ -212,7 +212,12 @@ static int build_send_wqe(const struct shim_qp *sqp, enum nic_transport pers,
         wqe->xrc_srqn = wr->qp_type.xrc.remote_srqn & 0xffffff;
     if (sqp->qp.qp_type == IBV_QPT_UD) {
         wqe->ud_node = shim_ah(wr->wr.ud.ah)->node;
-        wqe->ud_grh = shim_ah(wr->wr.ud.ah)->attr.is_global != 0;
+        const struct ibv_ah_attr *ua = &shim_ah(wr->wr.ud.ah)->attr;
+        wqe->ud_grh = ua->is_global != 0;
+        wqe->ud_sl = ua->sl;
+        wqe->ud_tclass = ua->grh.traffic_class;
+        wqe->ud_hop_limit = ua->grh.hop_limit;
+        wqe->ud_flow_label = ua->grh.flow_label;
         wqe->ud_qpn = wr->wr.ud.remote_qpn & 0xffffff;
         /* IBA 10.2.4: a WR Q_Key with the high-order bit set means "use
          * the QP's Q_Key" (the privileged-Q_Key rule is not modelled) */

@@ -205,13 +205,23 @@ static inline struct shim_channel *shim_channel(struct ibv_comp_channel *c)
 }
 
 /* The destination of an address vector, or -1 if no node of the fabric
- * answers to it: a GID (mandatory on a RoCE port: GRH required), or on an
- * InfiniBand port (nic.link_layer ib) a unicast LID. */
+ * answers to it (the caller's EINVAL): a GID (mandatory on a RoCE port:
+ * GRH required), or on an InfiniBand port (nic.link_layer ib) a unicast
+ * LID, 0x0001..0xBFFF (IBA 4.1.1).  As the kernel's own InfiniBand
+ * drivers check an AH and a QP's path (qib_check_ah, rvt_modify_qp; mlx4 /
+ * mlx5 leave it to the firmware): an SL above 15, DLID 0 (reserved), a
+ * multicast DLID (0xC000..0xFFFE) without a GRH and the permissive LID
+ * 0xFFFF are refused.  (qib accepts an AH to the permissive LID, which
+ * only directed-route subnet management on QP0 uses; rnicsim has no QP0,
+ * and refuses it.) */
 static inline int64_t shim_av_node(const struct nic *nic, const struct ibv_ah_attr *ah)
 {
+    bool ib = nic_get_params(nic)->link_layer == NIC_LINK_IB;
+    if (ib && ah->sl > 15) /* 4 bits in the LRH (RoCE providers mask it) */
+        return -1;
     if (ah->is_global)
         return ah->grh.sgid_index < SHIM_GID_TBL_LEN ? nic_node_from_gid(&ah->grh.dgid) : -1;
-    if (nic_get_params(nic)->link_layer != NIC_LINK_IB || ah->dlid == 0 || ah->dlid >= 0xc000)
+    if (!ib || ah->dlid == 0 || ah->dlid >= 0xc000)
         return -1;
     return (int64_t)ah->dlid - 1;
 }

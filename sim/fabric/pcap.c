@@ -170,19 +170,13 @@ size_t roce_encode(const struct pkt *p, uint8_t *buf, size_t cap, bool bad_icrc)
     return encode(p, p->reth_va, p->atomic_va, buf, cap, bad_icrc);
 }
 
-/* roce_encode with the RETH / AtomicETH virtual addresses given. */
-static size_t encode(const struct pkt *p, uint64_t reth_va, uint64_t atomic_va, uint8_t *buf,
-                     size_t cap, bool bad_icrc)
+/* The transport part of `p` at `b`: BTH, extension headers, payload and
+ * pad, the same bytes in either framing.  Returns the end (where the ICRC
+ * goes). */
+static uint8_t *put_transport(const struct pkt *p, uint64_t reth_va, uint64_t atomic_va, uint8_t *b)
 {
-    if (p->kind == PKT_PFC)
-        return cap >= ROCE_ETH_MIN_BYTES ? pfc_encode(p, buf) : 0;
     uint32_t len = p->payload_len <= PKT_MAX_PAYLOAD_BYTES ? p->payload_len : PKT_MAX_PAYLOAD_BYTES;
     uint32_t pad = (4u - (len & 3u)) & 3u;
-    if (cap < ROCE_MAX_FRAME_BYTES)
-        return 0;
-
-    /* transport part first (BTH .. payload, pad), then the lengths are known */
-    uint8_t *b = buf + ROCE_OFF_BTH;
     b = put8(b, p->opcode);
     b = put8(b, (uint8_t)((p->se ? 0x80 : 0) | (p->migreq ? 0x40 : 0) | (pad << 4) | 0 /* TVer */));
     b = put16(b, ROCE_P_KEY_DEFAULT);
@@ -227,7 +221,19 @@ static size_t encode(const struct pkt *p, uint64_t reth_va, uint64_t atomic_va, 
         memcpy(b, p->payload, len);
     b += len;
     memset(b, 0, pad);
-    b += pad;
+    return b + pad;
+}
+
+/* roce_encode with the RETH / AtomicETH virtual addresses given. */
+static size_t encode(const struct pkt *p, uint64_t reth_va, uint64_t atomic_va, uint8_t *buf,
+                     size_t cap, bool bad_icrc)
+{
+    if (p->kind == PKT_PFC)
+        return cap >= ROCE_ETH_MIN_BYTES ? pfc_encode(p, buf) : 0;
+    if (cap < ROCE_MAX_FRAME_BYTES)
+        return 0;
+    /* transport part first (BTH .. payload, pad), then the lengths are known */
+    uint8_t *b = put_transport(p, reth_va, atomic_va, buf + ROCE_OFF_BTH);
     size_t icrc_off = (size_t)(b - buf);
     size_t ip_len = icrc_off + PKT_ICRC_BYTES - ROCE_OFF_IP;
 
@@ -269,16 +275,132 @@ static size_t encode(const struct pkt *p, uint64_t reth_va, uint64_t atomic_va, 
     return n;
 }
 
+/* ---------------------------------------------------------------- InfiniBand */
+
+enum {
+    IB_LNH_LOCAL = 0x2,     /* IBA 7.7.7 LNH: BTH follows the LRH ("IBA local") */
+    IB_LNH_GLOBAL = 0x3,    /* a GRH follows ("IBA global") */
+    IB_GRH_NXTHDR = 0x1b,   /* IBA 8.3: NxtHdr of an IBA transport packet */
+    IB_MCAST_LID = 0xc000,  /* IBA 4.1.1: multicast LIDs 0xC000..0xFFFE */
+    IB_VL_PRIOS = PKT_PRIOS /* data VLs the model uses: one per fabric priority */
+};
+
+/* VCRC (IBA 7.8.2): CRC-16, polynomial x^16+x^12+x^3+x+1 (0x100B),
+ * reflected (0xD008), initial value and final XOR 0xFFFF -- as Endace's DAG
+ * software computes it (dagcrc_infiniband_vcrc16_r). */
+uint16_t ib_vcrc(const uint8_t *b, size_t n)
+{
+    uint16_t crc = 0xffffu;
+    for (size_t i = 0; i < n; i++) {
+        crc ^= b[i];
+        for (int k = 0; k < 8; k++)
+            crc = (crc & 1u) ? (uint16_t)((crc >> 1) ^ 0xd008u) : (uint16_t)(crc >> 1);
+    }
+    return (uint16_t)~crc;
+}
+
+uint32_t ib_icrc(const uint8_t *frame, size_t icrc_off)
+{
+    static const uint8_t ones[8] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+    bool global = (frame[1] & 0x3u) == IB_LNH_GLOBAL;
+    size_t bth = PKT_IB_LRH_BYTES + (global ? PKT_IB_GRH_BYTES : 0u);
+    uint8_t hdr[PKT_IB_LRH_BYTES + PKT_IB_GRH_BYTES + PKT_BTH_BYTES];
+    memcpy(hdr, frame, bth + PKT_BTH_BYTES);
+    uint32_t crc = 0xffffffffu;
+    if (global) {
+        /* the whole LRH (a router rewrites it), GRH TClass, FlowLabel and
+         * HopLmt */
+        crc = crc_update(crc, ones, sizeof(ones));
+        hdr[8] |= 0x0f;
+        hdr[9] = hdr[10] = hdr[11] = 0xff;
+        hdr[8 + 7] = 0xff;
+        crc = crc_update(crc, hdr + PKT_IB_LRH_BYTES, PKT_IB_GRH_BYTES);
+    } else {
+        hdr[0] |= 0xf0; /* LRH VL (a switch may change it) */
+        crc = crc_update(crc, hdr, PKT_IB_LRH_BYTES);
+    }
+    hdr[bth + 4] = 0xff; /* BTH FECN, BECN, Resv6a */
+    crc = crc_update(crc, hdr + bth, PKT_BTH_BYTES);
+    crc = crc_update(crc, frame + bth + PKT_BTH_BYTES, icrc_off - bth - PKT_BTH_BYTES);
+    return ~crc;
+}
+
+uint16_t ib_node_lid(uint32_t node)
+{
+    if (pkt_node_is_mcast(node))
+        return (uint16_t)(IB_MCAST_LID + (node & ~PKT_MCAST_NODE) % (0xffffu - IB_MCAST_LID));
+    return (uint16_t)(node + 1);
+}
+
+/* The GID of a node as the verbs layer gives it (nic_gid_of_node): the
+ * IPv4-mapped ::ffff:10.a.b.c of its RoCEv2 address; a multicast group's
+ * ::ffff:224.0.0.0 + group (nic_mcast_group_of_gid). */
+static uint8_t *put_gid(uint8_t *b, uint32_t node)
+{
+    memset(b, 0, 10);
+    b[10] = b[11] = 0xff;
+    uint32_t v4 =
+        pkt_node_is_mcast(node) ? 0xe0000000u | (node & 0x0fffffffu) : roce_node_ipv4(node);
+    return put32(b + 12, v4);
+}
+
+static size_t encode_ib(const struct pkt *p, uint64_t reth_va, uint64_t atomic_va, uint8_t *buf,
+                        size_t cap, bool bad_crc)
+{
+    if (p->kind == PKT_PFC || cap < PCAP_MAX_FRAME_BYTES)
+        return 0;
+    bool global = p->framing == PKT_FRAMING_IB_GLOBAL;
+    size_t bth = PKT_IB_LRH_BYTES + (global ? PKT_IB_GRH_BYTES : 0u);
+    uint8_t *b = put_transport(p, reth_va, atomic_va, buf + bth);
+    size_t icrc_off = (size_t)(b - buf);
+    size_t n = icrc_off + PKT_ICRC_BYTES + PKT_IB_VCRC_BYTES;
+
+    /* LRH (IBA 7.7): VL | LVer 0, SL | LNH, DLID, PktLen (4-byte words from
+     * the LRH to the ICRC), SLID */
+    uint8_t *l = buf;
+    l[0] = (uint8_t)((p->prio % IB_VL_PRIOS) << 4);
+    l[1] = (uint8_t)((p->ib_sl << 4) | (global ? IB_LNH_GLOBAL : IB_LNH_LOCAL));
+    put16(l + 2, ib_node_lid(p->dst_node));
+    put16(l + 4, (uint16_t)(((icrc_off + PKT_ICRC_BYTES) / 4) & 0x7ffu));
+    put16(l + 6, ib_node_lid(p->src_node));
+    if (global) { /* GRH (IBA 8.3) */
+        uint8_t *g = buf + PKT_IB_LRH_BYTES;
+        put32(g, (6u << 28) | ((uint32_t)p->grh_tclass << 20) | p->grh_flow_label);
+        put16(g + 4, (uint16_t)(icrc_off + PKT_ICRC_BYTES - bth)); /* PayLen: BTH .. ICRC */
+        g[6] = IB_GRH_NXTHDR;
+        g[7] = p->grh_hop_limit;
+        put_gid(g + 8, p->src_node);
+        put_gid(g + 24, p->dst_node);
+    }
+    uint32_t icrc = ib_icrc(buf, icrc_off);
+    if (bad_crc)
+        icrc = ~icrc;
+    for (int i = 0; i < 4; i++) /* least significant byte first, as RoCEv2's */
+        buf[icrc_off + (size_t)i] = (uint8_t)(icrc >> (8 * i));
+    uint16_t vcrc = ib_vcrc(buf, icrc_off + PKT_ICRC_BYTES);
+    if (bad_crc)
+        vcrc = (uint16_t)~vcrc;
+    buf[n - 2] = (uint8_t)vcrc;
+    buf[n - 1] = (uint8_t)(vcrc >> 8);
+    return n;
+}
+
+size_t ib_encode(const struct pkt *p, uint8_t *buf, size_t cap, bool bad_crc)
+{
+    return encode_ib(p, p->reth_va, p->atomic_va, buf, cap, bad_crc);
+}
+
 /* ---------------------------------------------------------------- writer */
 
 struct pcap_writer {
     FILE *f;
     char *path;
-    uint64_t frames;
+    enum pcap_link link;
+    uint64_t frames, skipped;
     int err;          /* first errno seen, 0 if none */
     pcap_va_fn va_fn; /* the wire's view of RETH / AtomicETH addresses */
     void *va_ctx;
-    uint8_t buf[PCAP_REC_HDR_BYTES + ROCE_MAX_FRAME_BYTES];
+    uint8_t buf[PCAP_REC_HDR_BYTES + PCAP_ERF_HDR_BYTES + PCAP_MAX_FRAME_BYTES];
 };
 
 static void le32(uint8_t *b, uint32_t v)
@@ -294,6 +416,11 @@ static void le16(uint8_t *b, uint16_t v)
 
 struct pcap_writer *pcap_open(const char *path, char *why, size_t why_len)
 {
+    return pcap_open_link(path, PCAP_LINK_ETHERNET, why, why_len);
+}
+
+struct pcap_writer *pcap_open_link(const char *path, enum pcap_link link, char *why, size_t why_len)
+{
     struct pcap_writer *w = calloc(1, sizeof(*w));
     if (!w || !(w->path = strdup(path))) {
         free(w);
@@ -307,6 +434,7 @@ struct pcap_writer *pcap_open(const char *path, char *why, size_t why_len)
         free(w);
         return NULL;
     }
+    w->link = link;
     uint8_t h[PCAP_FILE_HDR_BYTES];
     le32(h, 0xa1b23c4du); /* pcap, nanosecond timestamps */
     le16(h + 4, 2);       /* version 2.4 */
@@ -314,7 +442,7 @@ struct pcap_writer *pcap_open(const char *path, char *why, size_t why_len)
     le32(h + 8, 0);  /* thiszone */
     le32(h + 12, 0); /* sigfigs */
     le32(h + 16, PCAP_SNAPLEN);
-    le32(h + 20, PCAP_LINKTYPE_ETHERNET);
+    le32(h + 20, link == PCAP_LINK_IB_ERF ? PCAP_LINKTYPE_ERF : PCAP_LINKTYPE_ETHERNET);
     if (fwrite(h, sizeof(h), 1, w->f) != 1)
         w->err = errno ? errno : EIO;
     return w;
@@ -329,9 +457,35 @@ void pcap_write_pkt(struct pcap_writer *w, sim_time_t t_ps, const struct pkt *p,
         reth_va = w->va_fn(w->va_ctx, p, p->reth_rkey, p->reth_va);
     if (w->va_fn && (p->ext_hdrs & PKT_EXT_ATMETH))
         atomic_va = w->va_fn(w->va_ctx, p, p->atomic_rkey, p->atomic_va);
-    size_t n =
-        encode(p, reth_va, atomic_va, w->buf + PCAP_REC_HDR_BYTES, ROCE_MAX_FRAME_BYTES, bad_icrc);
     uint64_t ns = t_ps / SIM_NS;
+    size_t n;
+    if (w->link == PCAP_LINK_IB_ERF) {
+        /* an InfiniBand port carries no PFC frames (they stand in for its
+         * credit flow control, which has no frame here): not written */
+        uint8_t *erf = w->buf + PCAP_REC_HDR_BYTES;
+        n = encode_ib(p, reth_va, atomic_va, erf + PCAP_ERF_HDR_BYTES, PCAP_MAX_FRAME_BYTES,
+                      bad_icrc);
+        if (n == 0) {
+            w->skipped++;
+            return;
+        }
+        /* ERF record header (Endace ERF, type 21 INFINIBAND): timestamp as
+         * seconds . 2^-32 fractions, little-endian; type; flags (varying
+         * record length; RX error for a frame that fails its CRCs); record
+         * length, loss counter, wire length, big-endian */
+        uint64_t frac = ((ns % 1000000000u) << 32) / 1000000000u;
+        le32(erf, (uint32_t)frac);
+        le32(erf + 4, (uint32_t)(ns / 1000000000u));
+        erf[8] = PCAP_ERF_TYPE_INFINIBAND;
+        erf[9] = (uint8_t)(PCAP_ERF_FLAG_VLEN | (bad_icrc ? PCAP_ERF_FLAG_RXERR : 0));
+        put16(erf + 10, (uint16_t)(PCAP_ERF_HDR_BYTES + n));
+        put16(erf + 12, 0);
+        put16(erf + 14, (uint16_t)n);
+        n += PCAP_ERF_HDR_BYTES;
+    } else {
+        n = encode(p, reth_va, atomic_va, w->buf + PCAP_REC_HDR_BYTES, ROCE_MAX_FRAME_BYTES,
+                   bad_icrc);
+    }
     le32(w->buf, (uint32_t)(ns / 1000000000u));
     le32(w->buf + 4, (uint32_t)(ns % 1000000000u));
     le32(w->buf + 8, (uint32_t)n);
@@ -351,6 +505,11 @@ void pcap_set_va_map(struct pcap_writer *w, pcap_va_fn fn, void *ctx)
 uint64_t pcap_frames(const struct pcap_writer *w)
 {
     return w->frames;
+}
+
+uint64_t pcap_skipped(const struct pcap_writer *w)
+{
+    return w->skipped;
 }
 
 const char *pcap_path(const struct pcap_writer *w)

@@ -1,12 +1,15 @@
-/* Packet capture: fabric frames written to pcap files in real RoCEv2
- * encoding, so that Wireshark and tshark dissect them.
+/* Packet capture: fabric frames written to pcap files as the wire carries
+ * them -- RoCEv2 on Ethernet ports, InfiniBand on InfiniBand ports -- so
+ * that Wireshark and tshark dissect them.
  *
  * File: classic pcap with nanosecond timestamps (magic 0xa1b23c4d, version
- * 2.4, LINKTYPE_ETHERNET = 1), little-endian.  Timestamp = simulated time
- * of the capture point (link.h: LINK_TAP_TX / LINK_TAP_RX), truncated to
- * the nanosecond.
+ * 2.4), little-endian, one link type per file: LINKTYPE_ETHERNET (1), or
+ * for an InfiniBand fabric LINKTYPE_ERF (197) with one ERF record of type
+ * INFINIBAND (21) per packet (see "InfiniBand" below).  Timestamp =
+ * simulated time of the capture point (link.h: LINK_TAP_TX / LINK_TAP_RX),
+ * truncated to the nanosecond.
  *
- * Frame (what a port mirror shows; the Ethernet FCS is not written):
+ * RoCEv2 frame (what a port mirror shows; the Ethernet FCS is not written):
  *   Ethernet  dst 02:00:00:vv:vv:vv, src likewise, type 0x0800, where
  *             vvvvvv = node id + 1 (24 bits)
  *   IPv4      20 B, DSCP/ECN 0, id 0, DF, TTL 64, UDP, header checksum,
@@ -22,7 +25,26 @@
  *             checksum all ones, BTH with its FECN/BECN/Resv6a byte all
  *             ones, then the rest of the packet up to the ICRC; stored
  *             least significant byte first (like the Ethernet FCS)
- *   zero bytes up to the Ethernet minimum (60 B without FCS) */
+ *   zero bytes up to the Ethernet minimum (60 B without FCS)
+ *
+ * InfiniBand packet (the whole packet, LRH to VCRC: p->frame_bytes):
+ *   LRH       VL = the packet's priority (pkt.prio, from the SL), LVer 0,
+ *             SL (pkt.ib_sl), LNH 2 (BTH next) or 3 (GRH next), DLID,
+ *             PktLen (4-byte words, LRH .. ICRC), SLID; LID = node + 1
+ *             (nic.h), a multicast group 0xC000 + group
+ *   GRH       (framing ib-grh only) IPVer 6, TClass, FlowLabel, PayLen
+ *             (BTH .. ICRC), NxtHdr 0x1B, HopLmt, SGID, DGID (the GIDs the
+ *             verbs layer gives: ::ffff:10.a.b.c, ::ffff:224.x for a group)
+ *   BTH ...   as above (the same bytes)
+ *   ICRC      CRC-32 as above over: without a GRH the LRH with VL all ones,
+ *             with a GRH 8 bytes of 0xff for the LRH and the GRH with
+ *             TClass, FlowLabel and HopLmt all ones; BTH Resv8a all ones
+ *   VCRC      CRC-16 (ib_vcrc) over LRH .. ICRC
+ * Wireshark (up to at least 4.0) does not read LINKTYPE_INFINIBAND (247:
+ * its wiretap maps no encapsulation to it), while its infiniband dissector
+ * was written for Endace ERF records (packet-infiniband.c, "Infiniband/ERF
+ * Dissection"): hence ERF.  PFC frames, which stand in for InfiniBand's
+ * credit flow control on an IB fabric, are not written (pcap_skipped). */
 #ifndef RNICSIM_FABRIC_PCAP_H
 #define RNICSIM_FABRIC_PCAP_H
 
@@ -34,6 +56,11 @@
 
 enum {
     PCAP_LINKTYPE_ETHERNET = 1,
+    PCAP_LINKTYPE_ERF = 197, /* Endace Extensible Record Format records */
+    PCAP_ERF_HDR_BYTES = 16,
+    PCAP_ERF_TYPE_INFINIBAND = 21,
+    PCAP_ERF_FLAG_VLEN = 0x04,  /* varying record length */
+    PCAP_ERF_FLAG_RXERR = 0x10, /* the frame failed its CRC at the receiver */
     PCAP_SNAPLEN = 65535,
     PCAP_FILE_HDR_BYTES = 24,
     PCAP_REC_HDR_BYTES = 16,
@@ -43,6 +70,17 @@ enum {
      * AtomicAckETH 8, ImmDt 4) + a 4 KiB payload + pad 3 + ICRC 4. */
     ROCE_MAX_FRAME_BYTES =
         14 + 20 + 8 + 12 + 4 + 8 + 16 + 28 + 4 + 8 + 4 + PKT_MAX_PAYLOAD_BYTES + 3 + 4,
+    /* ... and of either framing: IB has LRH 8 + GRH 40 and the VCRC 2 where
+     * RoCEv2 has 42 bytes of Ethernet/IPv4/UDP */
+    PCAP_MAX_FRAME_BYTES = ROCE_MAX_FRAME_BYTES - 42 + 8 + 40 + 2,
+};
+
+/* What a capture file holds: Ethernet frames (RoCEv2, PFC), or InfiniBand
+ * packets in ERF records.  One link type per pcap file: a scenario's
+ * fabric is all one link layer (one hardware.nic for every host). */
+enum pcap_link {
+    PCAP_LINK_ETHERNET = 0,
+    PCAP_LINK_IB_ERF,
 };
 
 /* Offsets in an encoded frame (IPv4, no VLAN). */
@@ -61,6 +99,18 @@ size_t roce_encode(const struct pkt *p, uint8_t *buf, size_t cap, bool bad_icrc)
  * (= 14 + IPv4 total length - 4).  The 4 bytes to store are the value's
  * little-endian bytes. */
 uint32_t roce_icrc(const uint8_t *frame, size_t icrc_off);
+/* Encode `p` as an InfiniBand packet (LRH [GRH] BTH ... ICRC VCRC, framing
+ * from p->framing) into buf (at least PCAP_MAX_FRAME_BYTES); returns its
+ * length, 0 for a PFC frame.  `bad_crc` inverts the ICRC and the VCRC. */
+size_t ib_encode(const struct pkt *p, uint8_t *buf, size_t cap, bool bad_crc);
+/* The ICRC of an encoded IB packet whose ICRC starts at `icrc_off` (stored
+ * least significant byte first) and the VCRC of its first n bytes (LRH ..
+ * ICRC; stored least significant byte first). */
+uint32_t ib_icrc(const uint8_t *frame, size_t icrc_off);
+uint16_t ib_vcrc(const uint8_t *b, size_t n);
+/* The LID a node answers to (node + 1); 0xC000 + group for a multicast
+ * destination (PKT_MCAST_NODE | group). */
+uint16_t ib_node_lid(uint32_t node);
 /* IPv4 header checksum (RFC 791 / RFC 1071) of `hdr` (20 bytes, with its
  * checksum field counted as is: 0 when computing, the stored value when
  * verifying -- a valid header then sums to 0). */
@@ -74,6 +124,9 @@ struct pcap_writer;
 /* Create (truncate) `path` and write the file header.  NULL with a message
  * in `why` on error. */
 struct pcap_writer *pcap_open(const char *path, char *why, size_t why_len);
+/* The same for a file of link type `link` (pcap_open: Ethernet). */
+struct pcap_writer *pcap_open_link(const char *path, enum pcap_link link, char *why,
+                                   size_t why_len);
 /* Append one frame stamped `t_ps`.  Write errors are remembered and
  * reported by pcap_close. */
 void pcap_write_pkt(struct pcap_writer *w, sim_time_t t_ps, const struct pkt *p, bool bad_icrc);
@@ -84,6 +137,9 @@ void pcap_write_pkt(struct pcap_writer *w, sim_time_t t_ps, const struct pkt *p,
 typedef uint64_t (*pcap_va_fn)(void *ctx, const struct pkt *p, uint32_t rkey, uint64_t va);
 void pcap_set_va_map(struct pcap_writer *w, pcap_va_fn fn, void *ctx);
 uint64_t pcap_frames(const struct pcap_writer *w);
+/* Frames not written because the file's link type has no form for them
+ * (PFC frames in an InfiniBand capture). */
+uint64_t pcap_skipped(const struct pcap_writer *w);
 const char *pcap_path(const struct pcap_writer *w);
 /* Flush and close; -1 with `why` filled if anything failed to be written. */
 int pcap_close(struct pcap_writer *w, char *why, size_t why_len);

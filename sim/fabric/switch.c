@@ -14,6 +14,12 @@
  *             tier do not hash alike: no polarisation); port h mod n, or
  *             if that one is down, the (h mod n_up)-th up port -- flows on
  *             healthy ports do not move (resilient hashing)
+ *             On an InfiniBand fabric (packets in IB framing) ecmp is
+ *             what a subnet manager's linear forwarding table does: the
+ *             same with h = DLID - 1 (= dst_node), one path per
+ *             destination LID, the LIDs dealt round robin over the
+ *             equal-cost ports in LID order (as OpenSM's default min-hop
+ *             engine balances them)
  *   static    the same with h = dst_node: one path per destination
  *   spray     an up port uniformly at random per packet (RNG stream
  *             "<switch name>.spray")
@@ -629,7 +635,10 @@ static uint32_t pick_port(struct fswitch *sw, const struct route *r, const struc
     case ROUTE_ECMP:
     case ROUTE_MODE_COUNT:
     default:
-        h = fabric_ecmp_hash(sw->ecmp_seed, p);
+        /* an InfiniBand packet has no 5-tuple: IB switches forward by
+         * DLID through the linear forwarding table the subnet manager
+         * wrote, one port per DLID (LMC 0: one LID per port) */
+        h = p->framing == PKT_FRAMING_ROCEV2 ? fabric_ecmp_hash(sw->ecmp_seed, p) : node;
         break;
     }
     uint32_t port = r->ports[h % r->n];

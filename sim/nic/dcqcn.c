@@ -330,6 +330,7 @@ void nic_dcqcn_np_rx(struct nic_qp *qp, const struct pkt *p)
     c->dest_qpn = qp->attr.dest_qp_num & NIC_PSN_MASK;
     c->opcode = NIC_OPCODE_CNP;
     c->udp_sport = qp->eng->udp_sport;
+    nic_pkt_route_fields(nic, c, &qp->attr.ah_attr);
     c->prio = (uint8_t)(nic->p.cnp_prio & 7);
     /* RoCEv2 CNP (IBA Annex A17.9.3): BTH + 16 reserved bytes + ICRC.  On an
      * InfiniBand port the same packet in IB framing stands for the CNP of

@@ -538,6 +538,21 @@ enum pkt_framing nic_framing(const struct nic *nic, bool grh)
     return grh ? PKT_FRAMING_IB_GLOBAL : PKT_FRAMING_IB_LOCAL;
 }
 
+void nic_pkt_route_fields(const struct nic *nic, struct pkt *p, const struct ibv_ah_attr *ah)
+{
+    p->ib_sl = ah->sl & 0xf;
+    p->grh_tclass = ah->grh.traffic_class;
+    p->grh_flow_label = ah->grh.flow_label & 0xfffff;
+    p->grh_hop_limit = ah->grh.hop_limit;
+    /* priority: on Ethernet the class selector of the QP's DSCP
+     * (traffic_class >> 2), as NICs map DSCP to an 802.1p priority by
+     * default; on InfiniBand the virtual lane of the SL */
+    if (nic->p.link_layer == NIC_LINK_IB)
+        p->prio = nic_ib_sl_vl(p->ib_sl);
+    else
+        p->prio = (ah->grh.traffic_class >> 5) & 7;
+}
+
 void nic_pkt_address(const struct nic_qp *qp, struct pkt *p, uint8_t opcode, uint32_t psn,
                      uint32_t payload_len)
 {
@@ -555,9 +570,7 @@ void nic_pkt_address(const struct nic_qp *qp, struct pkt *p, uint8_t opcode, uin
     p->frame_bytes = nic_frame_bytes(p->framing, opcode, payload_len);
     p->ext_hdrs = nic_opcode(opcode)->mask & NIC_OPF_EXT_HDRS;
     p->udp_sport = qp->eng->udp_sport; /* switches hash the 5-tuple (ECMP) */
-    /* priority: the class selector of the QP's DSCP (traffic_class >> 2),
-     * as NICs map DSCP to an 802.1p priority by default */
-    p->prio = (qp->attr.ah_attr.grh.traffic_class >> 5) & 7;
+    nic_pkt_route_fields(qp->nic, p, &qp->attr.ah_attr);
     if (qp->nic->p.dcqcn)
         p->ecn = PKT_ECN_ECT0; /* ECN-capable: switches may mark it (dcqcn.c) */
 }

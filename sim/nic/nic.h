@@ -298,7 +298,10 @@ struct nic_send_wqe {
     /* UD: destination resolved from the AH, Q_Key to send (already the
      * QP's Q_Key if the WR's had the high bit set) */
     uint32_t ud_node, ud_qpn, ud_qkey;
-    bool ud_grh;       /* UD: the AH is global (is_global): an IB packet carries a GRH */
+    bool ud_grh; /* UD: the AH is global (is_global): an IB packet carries a GRH */
+    /* UD: the AH's SL and GRH fields (pkt.ib_sl, grh_*) */
+    uint8_t ud_sl, ud_tclass, ud_hop_limit;
+    uint32_t ud_flow_label;
     uint32_t xrc_srqn; /* XRC initiator: the target's SRQ (wr.qp_type.xrc.remote_srqn) */
     /* IBV_SEND_INLINE payload (`length` bytes).  In a WQE being posted:
      * the poster's copy.  In the NIC's send queue: the slot's own buffer,

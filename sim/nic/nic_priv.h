@@ -450,6 +450,17 @@ bool nic_op_stale(const struct nic_op *op);
 void nic_tx_src_ready(struct nic *nic, struct nic_txsrc *src);
 /* A NIC-level packet (not tied to QP state) to send next. */
 void nic_tx_ctrl(struct nic *nic, struct pkt *p);
+/* The address vector's routing fields of a packet (pkt.ib_sl, grh_*) and
+ * its priority: on Ethernet the DSCP class selector of the traffic class,
+ * on InfiniBand the VL of the SL (nic_ib_sl_vl). */
+void nic_pkt_route_fields(const struct nic *nic, struct pkt *p, const struct ibv_ah_attr *ah);
+/* The virtual lane of a service level: an SL-to-VL table mapping SL i to
+ * VL i mod 8 (eight data VLs, one per fabric priority; IBA 7.6.6 lets the
+ * subnet manager program any table). */
+static inline uint8_t nic_ib_sl_vl(uint8_t sl)
+{
+    return sl & 7;
+}
 /* Fill the addressing fields of a packet from `qp`. */
 void nic_pkt_address(const struct nic_qp *qp, struct pkt *p, uint8_t opcode, uint32_t psn,
                      uint32_t payload_len);

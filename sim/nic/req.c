@@ -284,6 +284,12 @@ static void build_send_write(struct nic_qp *qp, struct nic_send_wqe *w, uint32_t
         p->udp_sport = nic_roce_udp_sport(qp->qpn, w->ud_qpn);
         p->framing = nic_framing(nic, w->ud_grh);
         p->frame_bytes = nic_frame_bytes(p->framing, p->opcode, plen);
+        p->ib_sl = w->ud_sl & 0xf;
+        p->grh_tclass = w->ud_tclass;
+        p->grh_hop_limit = w->ud_hop_limit;
+        p->grh_flow_label = w->ud_flow_label & 0xfffff;
+        if (nic->p.link_layer == NIC_LINK_IB) /* Ethernet UD: the QP's priority, as before */
+            p->prio = nic_ib_sl_vl(p->ib_sl);
     }
     if (mask & NIC_OPF_RETH) {
         p->reth_va = w->remote_addr;

@@ -697,11 +697,16 @@ static void build_grh(const struct nic *nic, const struct pkt *p, uint8_t *g)
     nic_gid_of_node(nic->node_id, &dg);
     if (p->framing == PKT_FRAMING_IB_GLOBAL) {
         uint32_t paylen = p->frame_bytes - PKT_IB_LRH_BYTES - PKT_IB_GRH_BYTES - PKT_IB_VCRC_BYTES;
-        g[0] = 0x60; /* IPVer 6, TClass 0, FlowLabel 0 */
+        /* IPVer 6, TClass, FlowLabel: the sender's address vector's */
+        uint32_t w0 = (6u << 28) | ((uint32_t)p->grh_tclass << 20) | p->grh_flow_label;
+        g[0] = (uint8_t)(w0 >> 24);
+        g[1] = (uint8_t)(w0 >> 16);
+        g[2] = (uint8_t)(w0 >> 8);
+        g[3] = (uint8_t)w0;
         g[4] = (uint8_t)(paylen >> 8);
         g[5] = (uint8_t)paylen;
-        g[6] = 0x1b; /* NxtHdr: IBA transport */
-        g[7] = 64;   /* HopLmt: the AH's hop limit is not carried; 64 as rc_conn sets */
+        g[6] = 0x1b;             /* NxtHdr: IBA transport */
+        g[7] = p->grh_hop_limit; /* HopLmt as sent (no router on the way decrements it) */
         memcpy(g + 8, sg.raw, 16);
         memcpy(g + 24, dg.raw, 16);
         return;

@@ -354,6 +354,7 @@ static int qp_connect(struct traffic *t, struct nic_qp *qp, uint32_t remote_node
     a.ah_attr.port_num = 1;
     a.ah_attr.grh.hop_limit = 64;
     a.ah_attr.grh.traffic_class = (uint8_t)(t->p.traffic_class << 5); /* DSCP class selector */
+    a.ah_attr.sl = t->p.traffic_class; /* on InfiniBand the priority is the SL's VL */
     nic_gid_of_node(remote_node, &a.ah_attr.grh.dgid);
     if (nic_qp_modify(qp, &a,
                       IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |

@@ -78,19 +78,31 @@ rc=$?
 check "tshark reads the capture (rc $rc)" "[ $rc -eq 0 ] && [ -s h0.tsv ]"
 tshark -r run1/out/up.pcap -T fields -e ip.src -e ip.dst >up.tsv 2>>tshark.err
 
-check "tshark: opcodes, PSNs, MSNs and checksums as RoCEv2 requires" "$py - h0.tsv up.tsv <<'PY'
+# seq.py MODE FRAMES.tsv UP.tsv: the transport as tshark dissected it --
+# opcodes, PSN sequences, READ responses, atomic and plain ACKs -- for a
+# RoCEv2 capture (MODE roce: Ethernet/IPv4/UDP 4791) or an InfiniBand one
+# (MODE ib: ERF records, LRH without a GRH, LID = node + 1).
+cat >seq.py <<'PY'
 import sys
 MTU = 1024
-rows = [l.rstrip('\n').split('\t') for l in open(sys.argv[1])]
+mode = sys.argv[1]
+rows = [l.rstrip('\n').split('\t') for l in open(sys.argv[2])]
 assert len(rows) > 100, len(rows)
 def num(s):
     return int(s, 0) if s else None
 frames = []
 for r in rows:
-    no, src, dport, op, qp, psn, pad, dmalen, msn, ipok, protos = r
+    if mode == 'roce':
+        no, src, dport, op, qp, psn, pad, dmalen, msn, ipok, protos = r
+        assert dport == '4791', r
+        assert ipok == '1', ('bad IPv4 checksum', r)
+    else:
+        no, src, lnh, op, qp, psn, pad, dmalen, msn, pktlen, flen, protos = r
+        assert protos.startswith('erf:infiniband'), ('not an ERF InfiniBand record', r)
+        assert int(lnh, 0) == 2, ('a GRH where the address vector has none', r)
+        assert int(pktlen) * 4 + 2 == int(flen), ('LRH PktLen', r)
+        src = {'1': '10.0.0.1', '2': '10.0.0.2'}[src]  # SLID = node + 1
     assert 'infiniband' in protos, ('not dissected as InfiniBand', r)
-    assert dport == '4791', r
-    assert ipok == '1', ('bad IPv4 checksum', r)
     frames.append(dict(no=int(no), src=src, op=int(op), qp=num(qp), psn=int(psn),
                        pad=int(pad), dmalen=num(dmalen), msn=num(msn)))
 ops = {f['op'] for f in frames}
@@ -146,12 +158,14 @@ for f in frames:
         assert f['psn'] in atomics.get((other[f['src']], f['qp']), set()), ('atomic ACK PSN', f)
 assert seen_read == sum(n for r in reads.values() for n in r.values()), seen_read
 # the single-link capture: exactly h0's transmissions
-up = [l.split() for l in open(sys.argv[2])]
-assert up and all(s == '10.0.0.1' and d == '10.0.0.2' for s, d in up)
+up = [l.split() for l in open(sys.argv[3])]
+h0, h1 = ('10.0.0.1', '10.0.0.2') if mode == 'roce' else ('1', '2')
+assert up and all(s == h0 and d == h1 for s, d in up)
 assert len(up) == sum(1 for f in frames if f['src'] == '10.0.0.1'), (len(up),)
 print('%d frames, %d requests, %d READ response packets, opcodes %s' % (
     len(frames), nreq, seen_read, sorted(hex(o) for o in ops)))
-PY"
+PY
+check "tshark: opcodes, PSNs, MSNs and checksums as RoCEv2 requires" "$py seq.py roce h0.tsv up.tsv"
 
 check "ICRC of every frame is the IBA Annex A17 CRC (zlib), IPv4 length exact" "$py - run1/out/h0.pcap run1/out/all/sw0-to-node1.pcap <<'PY'
 import struct, sys, zlib
@@ -189,6 +203,120 @@ while off < len(data):
     n += 1
 c = json.load(open(sys.argv[2]))['counters']['links']['node0->sw0']
 assert (n, total) == (c['pkts_sent'], c['bytes_sent']), ((n, total), c)
+PY"
+
+# ---------------------------------------------------------------- InfiniBand
+# The same run on InfiniBand ports: what the wire carries is LRH / BTH ...
+# ICRC / VCRC, written as ERF INFINIBAND records (pcap.h: Wireshark reads
+# no LINKTYPE_INFINIBAND); tshark dissects the LRH, the transport matches
+# the RoCE run's checks, both CRCs are recomputed here, the sizes are the
+# link counters'.  Then the traffic generator's QPs (a GRH, SL 3, traffic
+# class 96, hop limit 64) on a 2:1 incast with PFC: GRH fields as set,
+# pause frames (no IB form) left out of the files and only they.
+rm -rf ib && mkdir -p ib
+(cd ib && "$bin" run ../pcap.yaml -o r.json --quiet --set hardware.nic.link_layer=ib >out.txt 2>err.txt)
+rc=$?
+check "InfiniBand: capture scenario exits 0 (got $rc)" "[ $rc -eq 0 ]"
+cat >grh.yaml <<'YAML'
+name: pcap-ib-grh
+seed: 3
+stop_time: 1s
+hardware: {nic: {link_layer: ib}}
+topology: {kind: star, hosts: 3, link: {rate: 100Gbps, delay: 10ns}, pfc: {}}
+traffic: {pattern: incast, senders: 2, receiver: h0, size: 512KiB}
+capture:
+  - {host: h0, file: out/h0.pcap}
+  - {all: out/all}
+YAML
+rm -rf ibg && mkdir -p ibg
+(cd ibg && "$bin" run ../grh.yaml -o r.json --quiet >out.txt 2>err.txt)
+rc=$?
+check "InfiniBand with GRHs (traffic generator, PFC): exits 0 (got $rc)" "[ $rc -eq 0 ]"
+ibfields=(-e frame.number -e infiniband.lrh.slid -e infiniband.lrh.lnh -e infiniband.bth.opcode
+    -e infiniband.bth.destqp -e infiniband.bth.psn -e infiniband.bth.padcnt -e infiniband.reth.dmalen
+    -e infiniband.aeth.msn -e infiniband.lrh.pktlen -e frame.len -e frame.protocols)
+tshark -r ib/out/h0.pcap -T fields -E separator=/t "${ibfields[@]}" >ibh0.tsv 2>tshark.err
+tshark -r ib/out/up.pcap -T fields -e infiniband.lrh.slid -e infiniband.lrh.dlid >ibup.tsv 2>>tshark.err
+check "tshark on InfiniBand (ERF): LRH without GRH, opcodes, PSNs and MSNs as on RoCE" \
+    "$py seq.py ib ibh0.tsv ibup.tsv"
+tshark -r ibg/out/h0.pcap -T fields -E separator=/t -e infiniband.lrh.vl -e infiniband.lrh.sl \
+    -e infiniband.lrh.lnh -e infiniband.lrh.slid -e infiniband.lrh.dlid -e infiniband.grh.ipver \
+    -e infiniband.grh.tclass -e infiniband.grh.flowlabel -e infiniband.grh.hoplmt \
+    -e infiniband.grh.nxthdr -e infiniband.grh.paylen -e infiniband.grh.sgid -e infiniband.grh.dgid \
+    -e infiniband.bth.opcode -e frame.len >ibg.tsv 2>>tshark.err
+check "tshark on InfiniBand GRHs: VL 3 = SL 3, LNH 3, TClass 96, HopLmt 64, GIDs, PayLen" "$py - ibg.tsv <<'PY'
+import sys
+rows = [l.rstrip('\n').split('\t') for l in open(sys.argv[1])]
+assert len(rows) > 100, len(rows)
+ops = set()
+for r in rows:
+    vl, sl, lnh, slid, dlid, ipver, tclass, flow, hop, nxt, paylen, sgid, dgid, op, flen = r
+    assert (int(vl, 0), int(sl), int(lnh, 0)) == (3, 3, 3), r
+    assert (int(ipver), int(tclass), int(flow, 0), int(hop), int(nxt, 0)) == (6, 96, 0, 64, 0x1b), r
+    assert int(paylen) == int(flen) - 8 - 40 - 2, r
+    assert sgid == '::ffff:10.0.0.%d' % int(slid) and dgid == '::ffff:10.0.0.%d' % int(dlid), r
+    assert '1' in (slid, dlid), r
+    ops.add(int(op))
+assert {0x06, 0x08, 0x11} <= ops, ops
+PY"
+check "InfiniBand files: ERF records, LRH PktLen, ICRC and VCRC, sizes and counts = link counters less PFC" \
+    "$py - ib/r.json ibg/r.json ib/out ibg/out ibg/out/all <<'PY'
+import glob, json, struct, sys, zlib
+def vcrc(b):
+    c = 0xffff
+    for x in b:
+        c ^= x
+        for _ in range(8):
+            c = (c >> 1) ^ 0xd008 if c & 1 else c >> 1
+    return c ^ 0xffff
+def frames(path):
+    data = open(path, 'rb').read()
+    magic, vmaj, vmin, _, _, snap, link = struct.unpack('<IHHiIII', data[:24])
+    assert magic == 0xa1b23c4d and link == 197, (path, link)   # LINKTYPE_ERF
+    off, out = 24, []
+    while off < len(data):
+        sec, nsec, incl, orig = struct.unpack('<IIII', data[off:off + 16])
+        rec = data[off + 16:off + 16 + incl]
+        off += 16 + incl
+        frac, esec, typ, flags, rlen, lctr, wlen = struct.unpack('<IIBB', rec[:10]) + struct.unpack('!HHH', rec[10:16])
+        assert (typ, flags, rlen, wlen) == (21, 4, incl, incl - 16), (path, typ, flags, rlen, wlen)
+        assert esec == sec and abs(frac * 10**9 / 2**32 - nsec) < 1, (path, sec, nsec, frac)
+        out.append(rec[16:])
+    return out
+n = 0
+for path in sorted(glob.glob(sys.argv[3] + '/*.pcap') + glob.glob(sys.argv[4] + '/*.pcap') + glob.glob(sys.argv[5] + '/*.pcap')):
+    for fr in frames(path):
+        lnh = fr[1] & 3
+        assert lnh in (2, 3) and fr[0] & 0x0f == 0, (path, fr[:8].hex())
+        assert struct.unpack('!H', fr[4:6])[0] & 0x7ff == (len(fr) - 2) // 4 and len(fr) % 4 == 2
+        bth = 8 if lnh == 2 else 48
+        if lnh == 2:
+            ps = bytes([fr[0] | 0xf0]) + fr[1:8]
+        else:
+            g = bytearray(fr[8:48])
+            g[0] |= 0x0f; g[1:4] = b'\xff\xff\xff'; g[7] = 0xff
+            assert struct.unpack('!H', fr[12:14])[0] == len(fr) - 50
+            ps = b'\xff' * 8 + bytes(g)
+        b = bytearray(fr[bth:bth + 12]); b[4] = 0xff
+        crc = zlib.crc32(ps + bytes(b) + fr[bth + 12:-6]) & 0xffffffff
+        assert struct.pack('<I', crc) == fr[-6:-2], ('bad ICRC', path)
+        assert struct.pack('<H', vcrc(fr[:-2])) == fr[-2:], ('bad VCRC', path)
+        n += 1
+assert n > 1000, n
+# every link's file against its counters: IB frames LRH .. VCRC + 2 bytes
+# of delimiters; PFC frames (64 B + preamble/IFG 20) are not written
+r = json.load(open(sys.argv[2]))['counters']['links']
+pfc = 0
+for name, c in r.items():
+    fs = frames(sys.argv[5] + '/' + name.replace('->', '-to-') + '.pcap')
+    pfc += c['pfc_frames_sent']
+    assert len(fs) == c['pkts_sent'] - c['pfc_frames_sent'], (name, len(fs), c)
+    assert sum(len(f) + 2 for f in fs) == c['bytes_sent'] - 84 * c['pfc_frames_sent'], (name, c)
+assert pfc > 0, 'the incast sent no pause frame: nothing left out'
+up = frames(sys.argv[3] + '/up.pcap')
+c = json.load(open(sys.argv[1]))['counters']['links']['node0->sw0']
+assert (len(up), sum(len(f) + 2 for f in up)) == (c['pkts_sent'], c['bytes_sent']), c
+print('%d IB frames checked, %d pause frames left out' % (n, pfc))
 PY"
 
 # ---------------------------------------------------------------- leaf-spine

@@ -300,6 +300,121 @@ static uint8_t *slurp(const char *path, size_t *n)
     return buf;
 }
 
+/* VCRC the textbook way (IBA 7.8.2: x^16+x^12+x^3+x+1, 0x100B, seed all
+ * ones, inverted): each byte bit-reversed through an MSB-first register,
+ * the result bit-reversed -- the same CRC as the reflected form. */
+static uint8_t rev8(uint8_t b)
+{
+    uint8_t r = 0;
+    for (int i = 0; i < 8; i++)
+        r = (uint8_t)(r << 1 | ((b >> i) & 1));
+    return r;
+}
+static uint16_t vcrc_ref(const uint8_t *b, size_t n)
+{
+    uint16_t crc = 0xffff;
+    for (size_t i = 0; i < n; i++) {
+        crc ^= (uint16_t)(rev8(b[i]) << 8);
+        for (int k = 0; k < 8; k++)
+            crc = (crc & 0x8000) ? (uint16_t)((crc << 1) ^ 0x100b) : (uint16_t)(crc << 1);
+    }
+    uint16_t r = (uint16_t)(rev8((uint8_t)crc) << 8 | rev8((uint8_t)(crc >> 8)));
+    return (uint16_t)~r;
+}
+
+/* InfiniBand encoding (LINKTYPE_ERF records): LRH fields at their bits,
+ * GRH when the packet is global, the same transport bytes as RoCEv2, the
+ * ICRC over the IBA-masked header (recomputed here bitwise), the VCRC over
+ * LRH .. ICRC; the masked fields (VL; GRH TClass / FlowLabel / HopLmt)
+ * leave the ICRC alone, the others do not. */
+static void test_ib_encode(void)
+{
+    CHECK_EQ_U64(ib_vcrc((const uint8_t *)"123456789", 9),
+                 vcrc_ref((const uint8_t *)"123456789", 9));
+    uint8_t fr[PCAP_MAX_FRAME_BYTES], ro[ROCE_MAX_FRAME_BYTES];
+    /* local: RDMA WRITE ONLY, 100 B payload (pad 0), SL 5 on VL 5, node 3 -> 6 */
+    struct pkt *p = mk(0x0a, PKT_EXT_RETH, 100);
+    p->framing = PKT_FRAMING_IB_LOCAL;
+    p->src_node = 3;
+    p->dst_node = 6;
+    p->ib_sl = 5;
+    p->prio = 5;
+    p->dest_qpn = 0x123456;
+    p->psn = 0xabcdef;
+    p->reth_va = 0x1122334455667788ull;
+    p->reth_rkey = 0x99;
+    p->reth_dma_len = 100;
+    size_t n = ib_encode(p, fr, sizeof(fr), false);
+    CHECK_EQ_U64(n, 8 + 12 + 16 + 100 + 4 + 2);
+    CHECK_EQ_U64(fr[0], 0x50);                   /* VL 5, LVer 0 */
+    CHECK_EQ_U64(fr[1], 0x52);                   /* SL 5, LNH 2: BTH next */
+    CHECK_EQ_U64(rd_be(fr + 2, 2), 7);           /* DLID = node + 1 */
+    CHECK_EQ_U64(rd_be(fr + 4, 2), (n - 2) / 4); /* PktLen in words, LRH .. ICRC */
+    CHECK_EQ_U64(rd_be(fr + 6, 2), 4);           /* SLID */
+    size_t rn = roce_encode(p, ro, sizeof(ro), false);
+    CHECK(memcmp(fr + 8, ro + 42, rn - 42 - 4) == 0); /* BTH .. pad: the RoCEv2 bytes */
+    uint8_t ps[8 + 12];
+    memcpy(ps, fr, 20);
+    ps[0] |= 0xf0; /* VL */
+    ps[8 + 4] = 0xff;
+    uint32_t crc = crc_bits(0xffffffffu, ps, sizeof(ps));
+    crc = ~crc_bits(crc, fr + 20, n - 6 - 20);
+    CHECK_EQ_U64(rd_le32(fr + n - 6), crc);
+    uint16_t vcrc = (uint16_t)(fr[n - 2] | fr[n - 1] << 8);
+    CHECK_EQ_U64(vcrc, vcrc_ref(fr, n - 2));
+    fr[0] = 0x70; /* another VL: the ICRC stands, the VCRC does not */
+    CHECK_EQ_U64(ib_icrc(fr, n - 6), crc);
+    CHECK(ib_vcrc(fr, n - 2) != vcrc);
+    fr[1] = 0x32; /* another SL: the ICRC changes */
+    CHECK(ib_icrc(fr, n - 6) != crc);
+    uint8_t bad[PCAP_MAX_FRAME_BYTES];
+    CHECK_EQ_U64(ib_encode(p, bad, sizeof(bad), true), n);
+    CHECK(rd_le32(bad + n - 6) == ~crc);
+
+    /* global: UD SEND ONLY with immediate to a multicast group, 7 B (pad 1) */
+    p = mk(0x65, PKT_EXT_DETH | PKT_EXT_IMMDT, 7);
+    p->framing = PKT_FRAMING_IB_GLOBAL;
+    p->src_node = 0;
+    p->dst_node = PKT_MCAST_NODE | 5;
+    p->dest_qpn = 0xffffff;
+    p->grh_tclass = 0x60;
+    p->grh_flow_label = 0xabcde;
+    p->grh_hop_limit = 1;
+    n = ib_encode(p, fr, sizeof(fr), false);
+    CHECK_EQ_U64(n, 8 + 40 + 12 + 8 + 4 + 8 + 4 + 2);
+    CHECK_EQ_U64(fr[1] & 3, 3);                   /* LNH: GRH next */
+    CHECK_EQ_U64(rd_be(fr + 2, 2), 0xc005);       /* multicast LID */
+    CHECK_EQ_U64(rd_be(fr + 8, 4), 0x660abcdeu);  /* IPVer 6, TClass 0x60, FlowLabel */
+    CHECK_EQ_U64(rd_be(fr + 12, 2), n - 2 - 48);  /* PayLen: BTH .. ICRC */
+    CHECK_EQ_U64(fr[14], 0x1b);                   /* NxtHdr */
+    CHECK_EQ_U64(fr[15], 1);                      /* HopLmt */
+    CHECK_EQ_U64(rd_be(fr + 16 + 10, 2), 0xffff); /* SGID ::ffff:10.0.0.1 */
+    CHECK_EQ_U64(rd_be(fr + 16 + 12, 4), 0x0a000001u);
+    CHECK_EQ_U64(rd_be(fr + 32 + 12, 4), 0xe0000005u); /* DGID ::ffff:224.0.0.5 */
+    CHECK_EQ_U64(fr[48], 0x65);                        /* BTH */
+    CHECK_EQ_U64(fr[49] >> 4 & 3, 1);                  /* PadCnt */
+    uint8_t g[8 + 40 + 12];
+    memset(g, 0xff, 8);
+    memcpy(g + 8, fr + 8, 52);
+    g[8] |= 0x0f;
+    g[9] = g[10] = g[11] = 0xff; /* TClass, FlowLabel */
+    g[15] = 0xff;                /* HopLmt */
+    g[48 + 4] = 0xff;
+    crc = crc_bits(0xffffffffu, g, sizeof(g));
+    crc = ~crc_bits(crc, fr + 60, n - 6 - 60);
+    CHECK_EQ_U64(rd_le32(fr + n - 6), crc);
+    CHECK_EQ_U64((uint32_t)fr[n - 2] | (uint32_t)fr[n - 1] << 8, vcrc_ref(fr, n - 2));
+    fr[15] = 64; /* a router's hop limit, traffic class: the ICRC stands */
+    fr[9] ^= 0x30;
+    fr[0] = 0x30;
+    fr[2] = 0x12; /* a router rewrote the LRH */
+    CHECK_EQ_U64(ib_icrc(fr, n - 6), crc);
+    fr[16 + 15] ^= 1; /* the SGID is covered */
+    CHECK(ib_icrc(fr, n - 6) != crc);
+    p->kind = PKT_PFC;
+    CHECK_EQ_U64(ib_encode(p, fr, sizeof(fr), false), 0);
+}
+
 static void test_pcap_file(void)
 {
     char path[] = "/tmp/rnicsim_pcap_XXXXXX";
@@ -421,6 +536,7 @@ int main(void)
 {
     test_vectors();
     test_encode();
+    test_ib_encode();
     test_pcap_file();
     test_link_taps();
     return test_summary();

@@ -284,6 +284,65 @@ static void test_ecmp_5tuple(void)
     fab_fini(&f);
 }
 
+/* InfiniBand packets are forwarded by DLID, whatever their flow: on a
+ * leaf-spine with 4 spines 160 flows (40 from each of 4 hosts, each its
+ * own UDP source port) to node 5 all cross spine 1, those to node 6 spine
+ * 2 (DLID - 1 mod 4: the LIDs dealt round robin over leaf0's equal-cost
+ * uplinks); the same flows as RoCEv2 packets spread by their 5-tuple over
+ * every spine. */
+static void ib_flows(struct fab *f, uint32_t dst, bool ib)
+{
+    for (uint32_t src = 0; src < 4; src++)
+        for (uint32_t flow = 1; flow <= 40; flow++) {
+            struct pkt *p = pkt_alloc(f->pool);
+            p->src_node = src;
+            p->dst_node = dst;
+            p->frame_bytes = FRAME;
+            p->src_qpn = p->dest_qpn = flow;
+            p->udp_sport = (uint16_t)(0xc000u | (src * 64 + flow));
+            p->framing = ib ? PKT_FRAMING_IB_LOCAL : PKT_FRAMING_ROCEV2;
+            p->t_sent_ps = ++f->seq;
+            link_send(topo_uplink(f->t, src), p);
+        }
+    sim_run(f->sim, SIM_TIME_NEVER);
+}
+
+static void spines_to_leaf1(struct fab *f, uint64_t per[4])
+{
+    for (unsigned k = 0; k < 4; k++) {
+        char name[32];
+        snprintf(name, sizeof(name), "spine%u->leaf1", k);
+        per[k] = sent_on(f, name);
+    }
+}
+
+static void test_ib_dlid(void)
+{
+    struct fab f;
+    fab_init(&f, 1, 2, 4, 4, ROUTE_ECMP, 0);
+    uint64_t a[4], b[4], c[4];
+    ib_flows(&f, 5, true);
+    spines_to_leaf1(&f, a);
+    ib_flows(&f, 6, true);
+    spines_to_leaf1(&f, b);
+    CHECK_EQ_U64(f.rx[5].reordered + f.rx[6].reordered, 0); /* one path per destination */
+    ib_flows(&f, 5, false);
+    spines_to_leaf1(&f, c);
+    CHECK(a[0] == 0 && a[1] == 160 && a[2] == 0 && a[3] == 0);
+    CHECK(b[0] == 0 && b[1] == 160 && b[2] == 160 && b[3] == 0);
+    unsigned used = 0;
+    for (unsigned k = 0; k < 4; k++)
+        used += c[k] > b[k];
+    CHECK_EQ_U64(used, 4); /* RoCEv2: 160 flows hashed over all 4 spines */
+    CHECK_EQ_U64(f.rx[5].n, 320);
+    CHECK_EQ_U64(f.rx[6].n, 160);
+    printf("ib dlid: node 5 via spine 1, node 6 via spine 2; roce to node 5 per spine %llu %llu "
+           "%llu %llu\n",
+           (unsigned long long)(c[0] - b[0]), (unsigned long long)(c[1] - b[1]),
+           (unsigned long long)(c[2] - b[2]), (unsigned long long)(c[3] - b[3]));
+    fab_fini(&f);
+}
+
 static void test_static(void)
 {
     struct fab f;
@@ -682,6 +741,7 @@ int main(void)
     test_all_to_all();
     test_ecmp();
     test_ecmp_5tuple();
+    test_ib_dlid();
     test_static();
     test_spray();
     test_failure_local();

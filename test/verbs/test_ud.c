@@ -327,6 +327,62 @@ static void ah_from_wc_ib(void *arg)
     fx_rc_close(&rc);
 }
 
+/* InfiniBand addressing corners, refused as the kernel's IB drivers refuse
+ * them (qib_check_ah / rvt_modify_qp): an AH or a QP path to DLID 0, to a
+ * multicast LID without a GRH (an AH with one is a multicast send), to the
+ * permissive LID 0xFFFF (no QP0 here), with an SL above 15 -> EINVAL; the
+ * largest unicast LID 0xBFFF and SL 15 are fine. */
+static void ib_lid_corners(void *arg)
+{
+    struct fx *fx = arg;
+    struct fx_rc rc;
+    CHECK(fx_rc_open(fx, &rc, NULL) == 0);
+    struct ibv_ah_attr aa = {.dlid = 2, .sl = 15, .port_num = 1};
+    struct ibv_ah *ah = ibv_create_ah(rc.pd, &aa);
+    CHECK(ah != NULL);
+    if (ah)
+        CHECK(ibv_destroy_ah(ah) == 0);
+    aa.dlid = 0xbfff;
+    CHECK((ah = ibv_create_ah(rc.pd, &aa)) != NULL);
+    if (ah)
+        CHECK(ibv_destroy_ah(ah) == 0);
+    static const struct {
+        uint16_t dlid;
+        uint8_t sl;
+    } bad[] = {{0, 0}, {0xc000, 0}, {0xc123, 0}, {0xfffe, 0}, {0xffff, 0}, {2, 16}};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        aa.dlid = bad[i].dlid;
+        aa.sl = bad[i].sl;
+        errno = 0;
+        CHECK(ibv_create_ah(rc.pd, &aa) == NULL && errno == EINVAL);
+    }
+    /* with a GRH to a multicast GID the multicast DLID is fine */
+    struct ibv_ah_attr mc = {.is_global = 1, .dlid = 0xc001, .port_num = 1};
+    mc.grh.dgid.raw[10] = mc.grh.dgid.raw[11] = 0xff;
+    mc.grh.dgid.raw[12] = 0xe0;
+    mc.grh.dgid.raw[15] = 1;
+    CHECK((ah = ibv_create_ah(rc.pd, &mc)) != NULL);
+    if (ah)
+        CHECK(ibv_destroy_ah(ah) == 0);
+    /* a connected QP's path: RTR to such a DLID fails, the QP stays in INIT */
+    CHECK(fx_rc_to_init(&rc) == 0);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct ibv_qp_attr a = {.qp_state = IBV_QPS_RTR,
+                                .path_mtu = IBV_MTU_1024,
+                                .dest_qp_num = rc.qp->qp_num,
+                                .max_dest_rd_atomic = 1,
+                                .min_rnr_timer = 12,
+                                .ah_attr = {.dlid = bad[i].dlid, .sl = bad[i].sl, .port_num = 1}};
+        CHECK_EQ_U64(ibv_modify_qp(rc.qp, &a,
+                                   IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                                       IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+                                       IBV_QP_MIN_RNR_TIMER),
+                     EINVAL);
+        CHECK_EQ_U64(rc.qp->state, IBV_QPS_INIT);
+    }
+    fx_rc_close(&rc);
+}
+
 static void ah_from_wc_roce(void *arg)
 {
     struct fx *fx = arg;
@@ -339,6 +395,66 @@ static void ah_from_wc_roce(void *arg)
     fx_rc_close(&rc);
 }
 
+/* The address vector's GRH fields travel with the datagram: on an
+ * InfiniBand port a UD SEND through an AH with hop limit 7, traffic class
+ * 0x48 and flow label 0x12345 arrives with exactly those in its GRH (IPVer
+ * 6, PayLen, NxtHdr 0x1B, the GIDs), as no router is on the way. */
+struct grh_st {
+    struct fx *fx;
+};
+
+static void grh_sender(void *arg)
+{
+    struct grh_st *g = arg;
+    struct fx_rc rc;
+    struct fx_rc_opts o = ud_opts();
+    CHECK(fx_rc_open(g->fx, &rc, &o) == 0);
+    CHECK(fx_rc_connect(&rc, "gs", "gr") == 0);
+    struct ibv_ah_attr aa = {.is_global = 1, .port_num = 1, .sl = 2};
+    aa.grh.dgid = rc.remote.gid;
+    aa.grh.hop_limit = 7;
+    aa.grh.traffic_class = 0x48;
+    aa.grh.flow_label = 0x12345;
+    struct ibv_ah *ah = ibv_create_ah(rc.pd, &aa);
+    CHECK(ah != NULL);
+    if (ah) {
+        if (rc.ah)
+            ibv_destroy_ah(rc.ah);
+        rc.ah = ah;
+    }
+    fx_barrier(g->fx, "grh/posted", "gs", "gr");
+    CHECK(ud_send(&rc, 1, 0, 64, QKEY, false, 0) == 0);
+    expect_sent(&rc, 1);
+    fx_barrier(g->fx, "grh/done", "gs", "gr");
+    fx_rc_close(&rc);
+}
+
+static void grh_receiver(void *arg)
+{
+    struct grh_st *g = arg;
+    struct fx_rc rc;
+    struct fx_rc_opts o = ud_opts();
+    CHECK(fx_rc_open(g->fx, &rc, &o) == 0);
+    CHECK(fx_rc_connect(&rc, "gr", "gs") == 0);
+    CHECK(fx_post_recv(&rc, 9, 0, 40 + 64) == 0);
+    fx_barrier(g->fx, "grh/posted", "gr", "gs");
+    struct ibv_wc wc;
+    CHECK(fx_poll_one(rc.rcq, &wc) == 1);
+    CHECK_EQ_U64(wc.status, IBV_WC_SUCCESS);
+    CHECK(wc.wc_flags & IBV_WC_GRH);
+    CHECK_EQ_U64(wc.byte_len, 40 + 64);
+    const uint8_t *h = rc.buf;
+    uint32_t w0 = (uint32_t)h[0] << 24 | (uint32_t)h[1] << 16 | (uint32_t)h[2] << 8 | h[3];
+    CHECK_EQ_U64(w0, 0x64812345u); /* IPVer 6, TClass 0x48, FlowLabel 0x12345 */
+    CHECK_EQ_U64((uint32_t)h[4] << 8 | h[5], 12 + 8 + 64 + 4); /* PayLen: BTH .. ICRC */
+    CHECK_EQ_U64(h[6], 0x1b);
+    CHECK_EQ_U64(h[7], 7); /* HopLmt as the sender's AH set it */
+    CHECK(memcmp(h + 8, rc.remote.gid.raw, 16) == 0);
+    CHECK(memcmp(h + 24, rc.local.gid.raw, 16) == 0);
+    fx_barrier(g->fx, "grh/done", "gr", "gs");
+    fx_rc_close(&rc);
+}
+
 static void test_ah_from_wc_without_grh(void)
 {
     struct nic_params np;
@@ -348,6 +464,15 @@ static void test_ah_from_wc_without_grh(void)
     fx_spawn(fx, 1, "ib", ah_from_wc_ib, fx);
     CHECK_EQ_U64(fx_run(fx), SIM_RUN_DONE);
     fx_destroy(fx);
+    fx = fx_create(6, &np);
+    fx_spawn(fx, 1, "lids", ib_lid_corners, fx);
+    CHECK_EQ_U64(fx_run(fx), SIM_RUN_DONE);
+    fx_destroy(fx);
+    struct grh_st g = {.fx = fx_create(7, &np)};
+    fx_spawn(g.fx, 0, "gs", grh_sender, &g);
+    fx_spawn(g.fx, 1, "gr", grh_receiver, &g);
+    CHECK_EQ_U64(fx_run(g.fx), SIM_RUN_DONE);
+    fx_destroy(g.fx);
     fx = fx_create(6, NULL);
     fx_spawn(fx, 1, "roce", ah_from_wc_roce, fx);
     CHECK_EQ_U64(fx_run(fx), SIM_RUN_DONE);

@@ -88,8 +88,8 @@ static uint64_t capture_va(void *ctx, const struct pkt *p, uint32_t rkey, uint64
 }
 
 /* The writer of `path` (opened once, shared by every tap that names it). */
-static struct pcap_writer *capture_file(struct world *w, const char *path, char *why,
-                                        size_t why_len)
+static struct pcap_writer *capture_file(struct world *w, const char *path, enum pcap_link link,
+                                        char *why, size_t why_len)
 {
     for (size_t i = 0; i < w->npcaps; i++)
         if (strcmp(pcap_path(w->pcaps[i]), path) == 0)
@@ -105,7 +105,7 @@ static struct pcap_writer *capture_file(struct world *w, const char *path, char 
         if (rc)
             return NULL;
     }
-    struct pcap_writer *pw = pcap_open(path, why, why_len);
+    struct pcap_writer *pw = pcap_open_link(path, link, why, why_len);
     if (!pw)
         return NULL;
     pcap_set_va_map(pw, capture_va, w);
@@ -125,6 +125,9 @@ static int tap_or_fail(struct link *l, struct pcap_writer *pw, enum link_tap whe
 
 static int setup_captures(struct world *w, const struct scenario *s, char *why, size_t why_len)
 {
+    /* what the fabric's ports carry: one link layer for every host */
+    enum pcap_link link =
+        s->hw.nic.link_layer == NIC_LINK_IB ? PCAP_LINK_IB_ERF : PCAP_LINK_ETHERNET;
     for (size_t i = 0; i < s->ncaptures; i++) {
         const struct scn_capture *c = &s->captures[i];
         struct pcap_writer *pw;
@@ -140,14 +143,14 @@ static int setup_captures(struct world *w, const struct scenario *s, char *why, 
                 char *file = arrow ? xasprintf("%s/%.*s-to-%s.pcap", c->path, (int)(arrow - name),
                                                name, arrow + 2)
                                    : xasprintf("%s/%s.pcap", c->path, name);
-                pw = capture_file(w, file, why, why_len);
+                pw = capture_file(w, file, link, why, why_len);
                 free(file);
                 if (!pw || tap_or_fail(l, pw, LINK_TAP_TX, why, why_len))
                     return -1;
             }
             continue;
         }
-        if (!(pw = capture_file(w, c->path, why, why_len)))
+        if (!(pw = capture_file(w, c->path, link, why, why_len)))
             return -1;
         if (c->kind == CAPTURE_HOST) {
             /* what the NIC port sees: its transmissions, and arrivals */
