@@ -80,6 +80,7 @@ oc = t['order_check']
 assert oc and all(r['messages_checked'] > 0 for r in oc), oc
 sw = t['zs_switch'][0]
 assert sw['fatal_naks'] == 0 and sw['threads_done'] > 0, sw
+assert sw['slots_left'] == 0, ('slot bits left set', sw)
 lost = sum(l['pkts_lost'] for l in d['counters']['links'].values())
 assert lost > 0, 'no frame was lost: the test tests nothing'
 assert sw['reissues_read'] + sw['reissues_ptr'] + sw['timeouts'] > 0, sw
@@ -186,6 +187,24 @@ for seed in 2 13; do
     lossy "pipe-$seed" flows.yaml --set vars.mode=shuffle --set vars.pipe=2 \
         --set topology.link.loss=1e-2 --set vars.item=64 --set seed=$seed
 done
+# ---- 2g. slots come free only after p_exp's verdict on a READ's last
+# response (a SLOTREL pass): under loss a last response that follows a lost
+# one (the READ is re-issued) or duplicates an older READ's must not free
+# the consumer's stream slot or the producer node's uplink slot.  Freed
+# before the verdict (as they were), the pipeline runs above had two READs
+# on their way into one consumer (cons_reads_max 2) and the shuffle below
+# two out of one producer node with one slot (node_reads_max 2; seed 2 hung
+# outright).  No slot bit may be left set at the end (slots_left).
+lossy slots-2 flows.yaml --set vars.mode=shuffle --set topology.link.loss=1e-2 \
+    --set vars.item=64 --set seed=2
+check "slots: one READ per consumer (pipeline) / per node (one slot) under loss, none left set" \
+    "$py - pipe-2.json pipe-13.json slots-2.json <<'PY'
+import json, sys
+p2, p13, s = (json.load(open(f))['tables']['zs_switch'][0] for f in sys.argv[1:4])
+for p in (p2, p13):
+    assert p['cons_reads_max'] == 1 and p['slot_releases'] > 0 and p['slots_left'] == 0, p
+assert s['node_reads_max'] == 1 and s['slot_busy'] > 0 and s['slots_left'] == 0, s
+PY"
 # ---- 2d. the programmable switch as leaf 0 of a leaf-spine (2 leaves x 2
 # spines): producers h0 (leaf0) and h2 (leaf1), consumers h1 (leaf0) and h3
 # (leaf1).  Every other switch holds a host route to the switch's own
