@@ -206,6 +206,19 @@ static void c_reads_add(struct zs_dp *dp, const struct ps_pass *x, uint32_t c, i
     }
 }
 
+/* Measurement only: producer node slot k has one READ more (+1) or less
+ * (-1) on its way out (request to last response in order). */
+static void n_reads_add(struct zs_dp *dp, uint32_t k, int d)
+{
+    if (!dp->n_reads)
+        return;
+    k %= ZS_SLOT_NODES;
+    if (d > 0 && ++dp->n_reads[k] > dp->st.n_reads_max)
+        dp->st.n_reads_max = dp->n_reads[k];
+    else if (d < 0 && dp->n_reads[k])
+        dp->n_reads[k]--;
+}
+
 /* ---------------------------------------------------------------- step 1: the token */
 
 /* Stages 7-10 and the READ, once the batch is picked (pairs, shuffle, lb). */
@@ -237,6 +250,7 @@ static void issue_transfer(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, u
     dp->st.items += n;
     dp->st.bytes += bytes;
     c_reads_add(dp, x, th->c, 1);
+    n_reads_add(dp, src->ep.node, 1);
     emit_read(dp, x, p, &src->ep, false, pfirst,
               src->ep.base + ZS_HDR_BYTES + (uint64_t)(ptail % src->ep.capacity) * item,
               (uint32_t)bytes);
@@ -355,6 +369,16 @@ static void token_pass(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, struc
         held = ps_reg_exec(x, dp->n_busy, src->ep.node % ZS_SLOT_NODES, zs_act_slot, &sl) != 0;
         if (!held)
             dp->st.slot_busy++;
+    } else if (combined && (b.phase & ZS_BRF_SLOT)) {
+        /* a combined release of a give-back that held the slot, and this
+         * attempt does not take it again (nothing to move, or stopped): the
+         * slot must come free here, or it stays the thread's for good.
+         * Unreachable today -- a release pass is combined only when the
+         * thread has one source (the round robin's next slot is the one
+         * just given back), and uplink slots exist only with several --
+         * kept so that no configuration can leak a slot */
+        struct a_slot sl = {.release = true, .t = t};
+        ps_reg_exec(x, dp->n_busy, b.j, zs_act_slot, &sl);
     }
     /* lanes: lane 0 ends the consumer's stream once the other lanes have
      * finished (then every transfer is committed) */
@@ -549,15 +573,6 @@ static void data_resp(struct zs_dp *dp, struct ps_pass *x, struct pkt *p,
         return;
     }
     uint32_t t = owner_of(dp, x, ce);
-    if (resp_last(p->opcode) && t != ZS_NO_THREAD && dp->mode != ZS_REPLICATE) {
-        /* the producer's link is done with this READ: its uplink slot is free */
-        struct a_slot sl = {.release = true, .t = t};
-        ps_reg_exec(x, dp->n_busy, ce->pu_node % ZS_SLOT_NODES, zs_act_slot, &sl);
-        if (dp->stream) { /* and the consumer's stream slot (thread l * M + c: lane l) */
-            struct a_slot cs = {.release = true, .t = t / dp->nc};
-            ps_reg_exec(x, dp->c_busy, t % dp->nc, zs_act_slot, &cs);
-        }
-    }
     const struct zs_thr_ent *th = NULL;
     if (dp->mode == ZS_REPLICATE)
         th = ps_table_apply(x, dp->thr, t);
@@ -582,8 +597,10 @@ static void data_resp(struct zs_dp *dp, struct ps_pass *x, struct pkt *p,
     }
     uint64_t xfer = ps_reg_read(x, dp->t_xfer, t);
     uint64_t cva = ps_reg_read(x, dp->t_cva, t);
-    if (resp_last(p->opcode) && dp->mode != ZS_REPLICATE)
+    if (resp_last(p->opcode) && dp->mode != ZS_REPLICATE) {
         c_reads_add(dp, x, t % dp->nc, -1);
+        n_reads_add(dp, ce->pu_node, -1);
+    }
     uint32_t off = (uint32_t)ps_reg_read(x, dp->t_off, t);
     struct a_phase pa = {.op = PH_PROGRESS, .phase = ZS_PH_READ, .now = now_ns(x)};
     ps_reg_exec(x, dp->t_phase, t, zs_act_phase, &pa);
@@ -617,7 +634,47 @@ static void data_resp(struct zs_dp *dp, struct ps_pass *x, struct pkt *p,
         p->reth_dma_len = n * c->item_bytes;
     }
     ps_roce_address(dp->ps, p, c->node, c->pu_data_qpn, c->sw_data_qpn, psn);
+    bool held = (xfer >> 56) & 1, cheld = (xfer >> 55) & 1;
+    if (last && (held || cheld)) {
+        /* The READ's last response, in order (p_exp's verdict above): its
+         * uplink slot and the consumer's stream slot are free now.  Both
+         * arrays sit in stage 5, before p_exp (stage 8), so this pass
+         * cannot release them after the verdict: the thread's pointer
+         * group sends the WRITE to the consumer and a copy (truncated in
+         * egress) around for a SLOTREL pass.  A lost copy (recirculation
+         * buffer full) only delays the release to the transfer's RELEASE
+         * pass, which gives the slots back too (ZS_BRF_SLOT / CSLOT).  The
+         * copy is in the recirculation FIFO ahead of every later pass of
+         * this thread (they follow the consumer's ACK of this WRITE), so
+         * it never clears a slot the thread has taken again. */
+        struct zs_br b = {.type = ZS_BR_SLOTREL,
+                          .phase = (uint8_t)((held ? ZS_BRF_SLOT : 0) | (cheld ? ZS_BRF_CSLOT : 0)),
+                          .t = (uint16_t)t,
+                          .j = (uint16_t)((xfer >> 48) & (ZS_SLOT_NODES - 1)),
+                          .keep = ZS_K_CHEAD | ZS_K_RECIRC};
+        struct ps_meta *m = ps_pass_meta(x);
+        memcpy(m->bridge, &b, sizeof(b));
+        m->bridge_bytes = ZS_BR_WIRE_BYTES;
+        ps_mcast(x, ZS_GRP_PTR(t, zs_xfer_slot(xfer), dp->n_src));
+        return;
+    }
     ps_fwd(x, c->node);
+}
+
+/* A SLOTREL pass (data_resp): give back the slots the transfer held. */
+static void slotrel_pass(struct zs_dp *dp, struct ps_pass *x, struct zs_br b,
+                         const struct zs_thr_ent *th)
+{
+    dp->st.slot_releases++;
+    if (b.phase & ZS_BRF_SLOT) {
+        struct a_slot sl = {.release = true, .t = b.t};
+        ps_reg_exec(x, dp->n_busy, b.j, zs_act_slot, &sl);
+    }
+    if (b.phase & ZS_BRF_CSLOT) { /* thread l * M + c: lane l */
+        struct a_slot cs = {.release = true, .t = th->lane};
+        ps_reg_exec(x, dp->c_busy, th->c, zs_act_slot, &cs);
+    }
+    ps_drop(x);
 }
 
 /* ---------------------------------------------------------------- steps 3-5: ACKs */
@@ -1245,6 +1302,9 @@ static void zs_ingress(struct ps_pass *x, struct pkt *p, void *prog)
             return;
         case ZS_BR_FIN:
             fin_pass(dp, x, p, b, th);
+            return;
+        case ZS_BR_SLOTREL:
+            slotrel_pass(dp, x, b, th);
             return;
         default:
             ps_drop(x);

@@ -93,6 +93,9 @@ enum zs_br_type {
     ZS_BR_COMMIT,    /* lanes: the data are ACKed; commit [ptail, v) into the consumer's
                         head once every earlier transfer has, then the pointer WRITEs */
     ZS_BR_FIN,       /* lanes: a lane other than 0 has finished its stream */
+    ZS_BR_SLOTREL,   /* a READ's last response passed in order (p_exp's verdict): give
+                        back its uplink slot (n_busy) and the consumer's stream slot
+                        (c_busy), which sit in a stage before p_exp */
 };
 
 /* REISSUE of a pointer WRITE whose timer expired (not thread phases): the
@@ -166,6 +169,8 @@ struct zs_dp_stats {
     uint64_t phase_ns[ZS_PH_N]; /* time the threads spent in each phase */
     uint64_t c_noread_ns, c_read_ns; /* consumers' time with no READ / some READ on its way */
     uint64_t c_reads_max;            /* the most READs on their way to one consumer at once */
+    uint64_t n_reads_max;   /* the most READs on their way out of one producer node at once */
+    uint64_t slot_releases; /* SLOTREL passes (a READ's last response, after the verdict) */
 };
 
 struct zs_dp {
@@ -179,6 +184,7 @@ struct zs_dp {
     bool doorbell;
     uint32_t lanes;  /* shuffle: threads (data QPs) per consumer */
     uint32_t stream; /* pipeline: lanes of a consumer streaming at once at most (0 = no limit) */
+    uint32_t n_src;  /* source slots per thread (pointer groups ZS_GRP_PTR) */
     /* tables */
     struct ps_table *conn, *thr, *ep, *src, *mc, *cons, *prod, *mcc, *eprod;
     /* registers */
@@ -196,6 +202,8 @@ struct zs_dp {
     uint32_t *c_reads;     /* measurement only: per consumer, READs sent whose last response
                               has not passed */
     uint64_t *c_at_ns;     /* ... since when c_reads[c] has its value */
+    uint32_t *n_reads;     /* measurement only: per producer node (n_busy index), READs sent
+                              whose last response has not passed */
     uint8_t *ph_cur;
 };
 

@@ -715,6 +715,7 @@ static uint64_t total_bytes(const struct pu *u)
 struct cons_st {
     uint64_t t_first, t_last, next_series, first_bytes;
     uint64_t t_head; /* when the head was last seen to move */
+    uint64_t step;   /* items taken (and freed) per step at most */
     uint32_t tail, head;
     bool done;
 };
@@ -737,8 +738,8 @@ static int consume_step(struct pu *u, struct cons_st *cs)
         cs->head = h;
         cs->t_head = host_now_ns();
     }
-    if (n > u->chunk)
-        n = (uint32_t)u->chunk;
+    if (n > cs->step)
+        n = (uint32_t)cs->step;
     uint32_t first = cs->tail % r->cap, run = r->cap - first;
     if (run < n)
         n = run; /* one contiguous piece per step */
@@ -808,7 +809,7 @@ static void consumer_report(struct pu *u, const struct cons_st *cs)
 
 static int run_consumer(struct pu *u)
 {
-    struct cons_st cs = {0};
+    struct cons_st cs = {.step = u->chunk};
     while (!cs.done) {
         int r = consume_step(u, &cs);
         if (r < 0)
@@ -822,10 +823,20 @@ static int run_consumer(struct pu *u)
 
 /* A worker thread both produces (its shuffle rings) and consumes (its
  * ring), as the paper's CPU workers do (Fig. 9). */
+/* A worker is a producer and a consumer in one thread, which pushes and
+ * pops item by item in the paper (head++ / tail++ per item).  The model
+ * alternates a produce step and a consume step, so the two steps must be
+ * alike: a 256 KiB produce step (a whole 256 KiB consumer ring) between
+ * consume steps leaves the worker's own ring unread -- full, as the
+ * switch sees it -- for a whole ring's copy time.  Both steps are 1/16 of
+ * the consumer ring, the producers' publication rule (prod_start). */
 static int run_worker(struct pu *u)
 {
     struct prod_st ps = prod_start(u);
-    struct cons_st cs = {0};
+    struct cons_st cs = {.step = u->chunk};
+    uint32_t cap = u->rings[u->cons_ring].cap;
+    if (!u->chunk_set && cap / 16 && cap / 16 < cs.step)
+        cs.step = ps.pub_items = cap / 16;
     bool drained = false;
     while (!cs.done || !drained) {
         bool did = !drained && produce_step(u, &ps);

@@ -615,6 +615,17 @@ static double per_xfer_us(const struct zs_dp_stats *st, uint32_t phase)
     return st->transfers ? (double)st->phase_ns[phase] / 1e3 / (double)st->transfers : 0;
 }
 
+/* Uplink-slot and stream-slot bits still set (measurement, at the end). */
+static uint32_t slots_left(const struct zs_dp *dp)
+{
+    uint32_t n = 0;
+    for (uint32_t k = 0; k < ZS_SLOT_NODES; k++)
+        n += (uint32_t)__builtin_popcountll(ps_reg_peek(dp->n_busy, k));
+    for (uint32_t c = 0; dp->c_busy && c < dp->nc; c++)
+        n += (uint32_t)__builtin_popcountll(ps_reg_peek(dp->c_busy, c));
+    return n;
+}
+
 static void report(struct zs_sw *z, uint64_t t_start_ns, uint32_t fatal)
 {
     const struct zs_dp_stats *st = &z->dp.st;
@@ -663,6 +674,13 @@ static void report(struct zs_sw *z, uint64_t t_start_ns, uint32_t fatal)
                                 ? (double)st->c_read_ns / (double)(st->c_read_ns + st->c_noread_ns)
                                 : 0.0},
         {"cons_reads_max", (double)st->c_reads_max},
+        /* the most READs on their way out of one producer node (at most the
+         * uplink slots when they are used), the SLOTREL passes that gave
+         * slots back after a READ's last response, and the slot bits still
+         * set when the program ends (0: none leaked) */
+        {"node_reads_max", (double)st->n_reads_max},
+        {"slot_releases", (double)st->slot_releases},
+        {"slots_left", (double)slots_left(&z->dp)},
         {"stray", (double)st->stray},
         {"ingress_passes", (double)pc->ingress_passes},
         {"recirculations", (double)pc->recirculations},
@@ -713,6 +731,7 @@ int zs_switch_main(int argc, char **argv)
     dp->nt = z->mode == ZS_REPLICATE ? 1 : z->consumers * z->lanes;
     dp->lanes = z->lanes;
     dp->stream = z->pipeline > 1 ? 1 : 0;
+    dp->n_src = n_src_of(z);
     dp->rto_ns = z->rto_ns;
     dp->poll_rto_ns = z->poll_ns * 4 > 20000 ? z->poll_ns * 4 : 20000;
     dp->doorbell = z->doorbell;
@@ -729,9 +748,10 @@ int zs_switch_main(int argc, char **argv)
     dp->ph_cur = calloc(dp->nt, sizeof(*dp->ph_cur));
     dp->c_reads = calloc(dp->nc, sizeof(*dp->c_reads));
     dp->c_at_ns = calloc(dp->nc, sizeof(*dp->c_at_ns));
+    dp->n_reads = calloc(ZS_SLOT_NODES, sizeof(*dp->n_reads));
     z->lane_qpn = calloc(dp->nt, sizeof(*z->lane_qpn));
     if (!z->lane_qpn || !z->pdesc || !z->cdesc || !z->pent || !z->cent || !z->c_started ||
-        !dp->ph_at_ns || !dp->ph_cur || !dp->c_reads || !dp->c_at_ns)
+        !dp->ph_at_ns || !dp->ph_cur || !dp->c_reads || !dp->c_at_ns || !dp->n_reads)
         goto out;
     /* the endpoints present from the start */
     for (uint32_t p = 0; p < dp->np; p++)
@@ -853,6 +873,7 @@ out:
     free(z->dp.ph_cur);
     free(z->dp.c_reads);
     free(z->dp.c_at_ns);
+    free(z->dp.n_reads);
     free(z);
     return rc;
 }

@@ -247,9 +247,24 @@ void switch_forward(struct fswitch *sw, struct pkt *p);
 /* A frame the hook consumes or drops leaves the switch: its ingress port's
  * PFC accounting lets its bytes go; then it is freed. */
 void switch_drop(struct fswitch *sw, struct pkt *p);
-/* Multicast group membership (a packet to PKT_MCAST_NODE | group is copied
- * to the route of every member node). */
-void switch_mcast_join(struct fswitch *sw, uint32_t group, uint32_t node, bool join);
+/* Multicast forwarding on a tree (the topology computes it, topo_mcast_join):
+ * a packet to PKT_MCAST_NODE | group is copied to every port of the
+ * switch's entry for the group but the one towards its source, judged by
+ * the source's rack: a port to a member host always; a port down to a
+ * switch above racks [lo, hi) unless the source's rack is among them; the
+ * port up the tree unless the source's rack is not below this switch
+ * (racks [lo, hi) of switch_mcast_set).  So on a tree every member gets
+ * each packet once, and no copy goes back where it came from. */
+enum switch_mc_kind { SWITCH_MC_HOST, SWITCH_MC_DOWN, SWITCH_MC_UP };
+struct switch_mc_port {
+    uint32_t port;
+    uint32_t lo, hi; /* SWITCH_MC_DOWN: the racks below that port */
+    enum switch_mc_kind kind;
+};
+/* Replace the group's entry (n 0: the switch drops the group's packets);
+ * [lo, hi): the racks below this switch. */
+void switch_mcast_set(struct fswitch *sw, uint32_t group, const struct switch_mc_port *ports,
+                      uint32_t n, uint32_t lo, uint32_t hi);
 
 struct switch_counters {
     uint64_t pkts_forwarded, pkts_dropped_no_route;
@@ -284,10 +299,13 @@ struct topo_params {
      * leaves stop (resume) using paths through it this much later
      * (routing convergence); the switch at the failed port reacts at once. */
     sim_time_t reroute_delay_ps;
-    /* Switch 0 (rack 0: the star's switch, leaf 0, edge switch 0) is a
-     * programmable switch with an address of its own, node id n_nodes:
-     * every other switch routes it as a host of rack 0. */
-    bool switch0_node;
+    /* Switch switch_node_at (any switch: the star's, a leaf or spine, an
+     * edge, aggregation or core switch, a ring switch; topo_switch_index
+     * names them) is a programmable switch with an address of its own,
+     * node id n_nodes: every other switch has a host route to it along
+     * the shortest paths over the links that are up. */
+    bool switch_node;
+    unsigned switch_node_at;
 };
 
 struct topology;
@@ -299,6 +317,11 @@ void fabric_defaults(struct topo_params *p);
  * `spines` spines (n_nodes = leaves x hosts_per_leaf). */
 void fabric_leaf_spine(struct topo_params *p, unsigned leaves, unsigned spines,
                        unsigned hosts_per_leaf);
+
+/* The index of the switch called `name` ("sw0", "leaf<l>", "spine<s>",
+ * "edge<e>", "agg<a>", "core<c>", "ring<i>") in a topology built from p,
+ * or -1 if it has none of that name. */
+int topo_switch_index(const struct topo_params *p, const char *name);
 
 /* Build links (and the switch).  Node i's egress link is topo_uplink(t, i);
  * packets for node i are delivered to the sink given by topo_attach(). */
@@ -328,9 +351,10 @@ void topo_recompute_routes(struct topology *t);
 /* Bytes of routing state: every switch's table and the shared prefix maps. */
 size_t topo_route_table_bytes(const struct topology *t);
 /* Node `node` joins (leaves) multicast group `group` (IGMP / the IB subnet
- * manager's job): every switch copies the group's packets to it.  -1
- * (ENOTSUP) on a leaf-spine, fat tree or ring, whose switches would each copy a packet again
- * (no multicast tree is built). */
+ * manager's job): the group's tree is rebuilt (topology.c "multicast": a
+ * shared tree from one top-level switch; on a star, the switch copies to
+ * every member), and again whenever routes are recomputed.  -1 (ENOTSUP)
+ * on a ring, which has no up-down hierarchy to build a tree on. */
 int topo_mcast_join(struct topology *t, uint32_t group, uint32_t node, bool join);
 
 /* PFC deadlock detection (topology.c; on when the switches run PFC): a

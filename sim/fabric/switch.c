@@ -132,8 +132,9 @@ struct fswitch {
 
 struct mcast_group {
     uint32_t id;
-    uint32_t *nodes;
+    struct switch_mc_port *ports; /* switch_mcast_set */
     uint32_t n;
+    uint32_t lo, hi; /* the racks below this switch */
 };
 
 static void *xrealloc(void *p, size_t bytes)
@@ -212,7 +213,7 @@ void switch_destroy(struct fswitch *sw)
     free(sw->lazy);
     free(sw->lazy_at);
     for (uint32_t i = 0; i < sw->n_mgroups; i++)
-        free(sw->mgroups[i].nodes);
+        free(sw->mgroups[i].ports);
     free(sw->mgroups);
     free(sw->ports);
     free(sw->name);
@@ -688,25 +689,54 @@ static void forward_node(struct fswitch *sw, struct pkt *p, uint32_t node)
         sw->c.pkts_forwarded++;
 }
 
-/* A multicast packet: a copy routed to every member node (the original to
- * the last); dst_node keeps naming the group, which the NICs look up. */
+/* Whether a group's packet from a host of src_rack leaves on port m: not
+ * back towards its source (a frame with no rack, not from a host, goes
+ * down only). */
+static bool mc_sends(const struct mcast_group *g, const struct switch_mc_port *m, uint32_t src_rack)
+{
+    bool below = src_rack != SWITCH_NO_RACK && src_rack >= g->lo && src_rack < g->hi;
+    switch (m->kind) {
+    case SWITCH_MC_HOST:
+        return true;
+    case SWITCH_MC_DOWN:
+        return !(src_rack >= m->lo && src_rack < m->hi);
+    case SWITCH_MC_UP:
+        return below;
+    }
+    return false;
+}
+
+/* A multicast packet: a copy to every port of the group's tree entry but
+ * the one it came from (fabric.h, switch_mcast_set; the original to the
+ * last); dst_node keeps naming the group, which the NICs look up. */
 static void forward_mcast(struct fswitch *sw, struct pkt *p)
 {
     const struct mcast_group *g = NULL;
     for (uint32_t i = 0; i < sw->n_mgroups && !g; i++)
         if (sw->mgroups[i].id == (p->dst_node & ~PKT_MCAST_NODE))
             g = &sw->mgroups[i];
-    if (!g || g->n == 0) {
+    uint32_t src_rack = p->src_node < sw->map_nodes ? sw->rack_of[p->src_node] : SWITCH_NO_RACK;
+    uint32_t n = 0;
+    for (uint32_t i = 0; g && i < g->n; i++)
+        n += mc_sends(g, &g->ports[i], src_rack);
+    if (n == 0) {
         sw->c.pkts_dropped_no_route++;
         trace_drop(sw, p, "switch: multicast group without members");
         pkt_free(sw->pool, p);
         return;
     }
-    for (uint32_t i = 0; i < g->n; i++) {
-        struct pkt *c = p;
-        if (i + 1 < g->n)
-            c = pkt_clone(sw->pool, p);
-        forward_node(sw, c, g->nodes[i]);
+    for (uint32_t i = 0, k = 0; k < n; i++) {
+        const struct switch_mc_port *m = &g->ports[i];
+        if (!mc_sends(g, m, src_rack))
+            continue;
+        struct pkt *c = ++k < n ? pkt_clone(sw->pool, p) : p;
+        if (!port_up(sw, m->port)) {
+            sw->c.pkts_dropped_down++;
+            trace_drop(sw, c, "switch: the multicast tree's port is down");
+            pkt_free(sw->pool, c);
+        } else if (link_send(sw->ports[m->port], c)) {
+            sw->c.pkts_forwarded++;
+        }
     }
 }
 
@@ -840,28 +870,25 @@ void switch_drop(struct fswitch *sw, struct pkt *p)
     pkt_free(sw->pool, p);
 }
 
-void switch_mcast_join(struct fswitch *sw, uint32_t group, uint32_t node, bool join)
+void switch_mcast_set(struct fswitch *sw, uint32_t group, const struct switch_mc_port *ports,
+                      uint32_t n, uint32_t lo, uint32_t hi)
 {
     struct mcast_group *g = NULL;
     for (uint32_t i = 0; i < sw->n_mgroups && !g; i++)
         if (sw->mgroups[i].id == group)
             g = &sw->mgroups[i];
     if (!g) {
-        if (!join)
+        if (!n)
             return;
         sw->mgroups = xrealloc(sw->mgroups, (sw->n_mgroups + 1) * sizeof(*sw->mgroups));
         g = &sw->mgroups[sw->n_mgroups++];
         memset(g, 0, sizeof(*g));
         g->id = group;
     }
-    for (uint32_t i = 0; i < g->n; i++)
-        if (g->nodes[i] == node) {
-            if (!join)
-                g->nodes[i] = g->nodes[--g->n];
-            return;
-        }
-    if (!join)
-        return;
-    g->nodes = xrealloc(g->nodes, (g->n + 1) * sizeof(*g->nodes));
-    g->nodes[g->n++] = node;
+    g->ports = n ? xrealloc(g->ports, n * sizeof(*g->ports)) : (free(g->ports), NULL);
+    if (n)
+        memcpy(g->ports, ports, n * sizeof(*ports));
+    g->n = n;
+    g->lo = lo;
+    g->hi = hi;
 }

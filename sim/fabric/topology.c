@@ -52,6 +52,7 @@
  * below).  Nodes never forward.  Routes are recomputed reroute_delay_ps
  * after every link state change (topo_set_link_up). */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -128,6 +129,14 @@ struct topology {
     uint8_t *level;
     uint32_t *below_lo, *below_hi;
     uint8_t *affected; /* by rack: routes must be searched (a failure) */
+    /* UD multicast groups (topo_mcast_join): member nodes in join order */
+    struct topo_mgroup *mgroups;
+    uint32_t n_mgroups;
+};
+
+struct topo_mgroup {
+    uint32_t id;
+    uint32_t *nodes, n;
 };
 
 void fabric_defaults(struct topo_params *p)
@@ -519,12 +528,13 @@ static int build_hierarchy(struct topology *t)
 {
     const struct topo_params *p = &t->p;
     uint32_t n = p->n_nodes;
-    /* entry n: switch 0's own address (switch0_node), a host of rack 0 */
+    /* entry n: a programmable switch's own address (switch_node), in no
+     * rack: every switch holds a host route to it (route_switch_node) */
     t->rack_home = calloc(n + 1, sizeof(*t->rack_home));
     t->rack_of = calloc(n + 1, sizeof(*t->rack_of));
     if (!t->rack_home || !t->rack_of)
         return -1;
-    t->rack_home[n] = t->rack_of[n] = p->switch0_node && t->n_switches ? 0 : SWITCH_NO_RACK;
+    t->rack_home[n] = t->rack_of[n] = SWITCH_NO_RACK;
     for (uint32_t i = 0; i < n; i++) {
         uint32_t a = t->edges[link_trace_id(t->nodes[i].downlink)].from_v;
         t->rack_home[i] = a >= n ? a - n : SWITCH_NO_RACK; /* back-to-back: none */
@@ -572,7 +582,7 @@ static int build_hierarchy(struct topology *t)
         }
     }
     for (unsigned s = 0; s < t->n_switches; s++)
-        switch_set_prefix_map(t->switches[s], t->rack_of, p->switch0_node ? n + 1 : n, t->pod_of);
+        switch_set_prefix_map(t->switches[s], t->rack_of, n, t->pod_of);
     return 0;
 }
 
@@ -812,6 +822,9 @@ void topo_destroy(struct topology *t)
     free(t->in_start);
     free(t->in_edges);
     free(t->up);
+    for (uint32_t i = 0; i < t->n_mgroups; i++)
+        free(t->mgroups[i].nodes);
+    free(t->mgroups);
     free(t->rack_home);
     free(t->rack_of);
     free(t->pod_of);
@@ -867,10 +880,13 @@ static void sort_ports(uint32_t *ports, unsigned np)
         }
 }
 
-/* Shortest-path routes towards rack a (its up hosts) at every other switch,
- * as rack entries; `blackhole`: an explicit empty entry where a switch has
- * none (it must shadow a less specific default). */
-static void search_rack(struct topology *t, unsigned a, uint32_t *ports, bool blackhole)
+/* Shortest-path routes towards switch a at every other switch: as rack
+ * entries (a's up hosts), or, with `node` != NO_VERTEX, as host routes to
+ * that node (a programmable switch's own address, held by switch a);
+ * `blackhole`: an explicit empty entry where a switch has none (it must
+ * shadow a less specific default). */
+static void search_to(struct topology *t, unsigned a, uint32_t node, uint32_t *ports,
+                      bool blackhole)
 {
     uint32_t n = t->p.n_nodes;
     size_t nv = (size_t)n + t->n_switches;
@@ -903,12 +919,15 @@ static void search_rack(struct topology *t, unsigned a, uint32_t *ports, bool bl
                 ports[np++] = t->edges[e].port;
         }
         struct fswitch *sw = t->switches[s];
-        if (np) {
+        if (np)
             sort_ports(ports, np);
-            switch_route_rack(sw, a, switch_new_route_set(sw, ports, np));
-        } else if (blackhole) {
-            switch_route_rack(sw, a, switch_new_route_set(sw, NULL, 0));
-        }
+        if (!np && !blackhole)
+            continue;
+        uint32_t set = switch_new_route_set(sw, np ? ports : NULL, np);
+        if (node != NO_VERTEX)
+            switch_use_route_set(sw, node, set);
+        else
+            switch_route_rack(sw, a, set);
     }
 }
 
@@ -955,6 +974,125 @@ static void mark_racks(struct topology *t, uint32_t lo, uint32_t hi, bool inside
     for (uint32_t r = 0; r < t->n_racks; r++)
         if ((r >= lo && r < hi) == inside)
             t->affected[r] = 1;
+}
+
+/* ---------------------------------------------------------------- multicast */
+
+/* UD multicast on a tree.  A group's tree is rooted at one switch of the
+ * top level (the star's switch, a spine, a core; the group id picks which,
+ * so groups spread over them) and spans every switch reachable from it
+ * going down over links that are up both ways, each switch hanging off the
+ * first parent the breadth-first search meets (lowest port).  The root is
+ * the first, from that pick on, that reaches every member's rack.  Each
+ * switch of the tree gets an entry (switch_mcast_set): its member hosts,
+ * its children with members below them, and its parent if members are
+ * outside its subtree.  A packet then goes up the tree from its sender's
+ * rack and down every branch with members, never back: every member gets
+ * it once, and no frame loops.  Racks the tree misses (no such root)
+ * drop the group's packets.  This is the shared tree of PIM-SM-style
+ * datacenter multicast, and what a subnet manager builds for an
+ * InfiniBand multicast group (a spanning tree per MLID, IBA 18.2.4.3). */
+static void mcast_tree(struct topology *t, unsigned root, uint32_t *parent, uint32_t *down_e,
+                       uint32_t *up_e)
+{
+    uint32_t n = t->p.n_nodes;
+    for (unsigned s = 0; s < t->n_switches; s++)
+        parent[s] = NO_VERTEX;
+    size_t head = 0, tail = 0;
+    parent[root] = root;
+    t->queue[tail++] = root;
+    while (head < tail) {
+        uint32_t u = t->queue[head++];
+        for (uint32_t k = t->out_start[n + u]; k < t->out_start[n + u + 1]; k++) {
+            uint32_t e = t->out_edges[k], v = t->edges[e].to_v;
+            if (v < n || parent[v - n] != NO_VERTEX || t->level[v - n] >= t->level[u] ||
+                !link_is_up(t->links[e]))
+                continue;
+            uint32_t rev = NO_VERTEX; /* the cable's way back up */
+            for (uint32_t j = t->out_start[v]; j < t->out_start[v + 1] && rev == NO_VERTEX; j++)
+                if (t->edges[t->out_edges[j]].to_v == n + u)
+                    rev = t->out_edges[j];
+            if (rev == NO_VERTEX || !link_is_up(t->links[rev]))
+                continue;
+            parent[v - n] = u;
+            down_e[v - n] = e;
+            up_e[v - n] = rev;
+            t->queue[tail++] = v - n;
+        }
+    }
+}
+
+static void mcast_build(struct topology *t, const struct topo_mgroup *g)
+{
+    uint32_t n = t->p.n_nodes, ns = t->n_switches;
+    if (!ns || !t->hierarchical)
+        return;
+    uint32_t *parent = calloc(ns, sizeof(*parent)), *down_e = calloc(ns, sizeof(*down_e));
+    uint32_t *up_e = calloc(ns, sizeof(*up_e)), *cnt = calloc(ns, sizeof(*cnt));
+    struct switch_mc_port *out = calloc(t->n_links + 1, sizeof(*out));
+    if (!parent || !down_e || !up_e || !cnt || !out) {
+        fprintf(stderr, "rnicsim: topology: out of memory building a multicast tree\n");
+        abort();
+    }
+    uint8_t top = 0;
+    unsigned n_top = 0;
+    for (unsigned s = 0; s < ns; s++)
+        top = t->level[s] > top ? t->level[s] : top;
+    for (unsigned s = 0; s < ns; s++)
+        n_top += t->level[s] == top;
+    bool ok = false;
+    for (unsigned i = 0; i < n_top && !ok; i++) {
+        unsigned want = (g->id + i) % n_top, root = 0;
+        for (unsigned s = 0, k = 0; s < ns; s++)
+            if (t->level[s] == top && k++ == want)
+                root = s;
+        mcast_tree(t, root, parent, down_e, up_e);
+        ok = true;
+        for (uint32_t j = 0; j < g->n && ok; j++) {
+            uint32_t r = t->rack_of[g->nodes[j]];
+            ok = r == SWITCH_NO_RACK || parent[r] != NO_VERTEX;
+        }
+        if (ok)
+            parent[root] = NO_VERTEX - 1; /* the root: no parent, in the tree */
+    }
+    uint32_t m = 0; /* members below each switch of the tree, and in all */
+    for (uint32_t j = 0; ok && j < g->n; j++) {
+        uint32_t r = t->rack_of[g->nodes[j]];
+        if (r == SWITCH_NO_RACK)
+            continue;
+        m++;
+        for (uint32_t s = r; s != NO_VERTEX - 1; s = parent[s])
+            cnt[s]++;
+    }
+    for (unsigned s = 0; s < ns; s++) {
+        uint32_t k = 0;
+        if (!ok || parent[s] == NO_VERTEX) {
+            switch_mcast_set(t->switches[s], g->id, NULL, 0, 0, 0);
+            continue;
+        }
+        for (uint32_t j = 0; j < g->n; j++)
+            if (t->rack_of[g->nodes[j]] == s)
+                out[k++] = (struct switch_mc_port){
+                    .port = t->edges[link_trace_id(t->nodes[g->nodes[j]].downlink)].port,
+                    .kind = SWITCH_MC_HOST};
+        for (uint32_t j = t->out_start[n + s]; j < t->out_start[n + s + 1]; j++) {
+            uint32_t e = t->out_edges[j], v = t->edges[e].to_v;
+            if (v >= n && parent[v - n] == s && down_e[v - n] == e && cnt[v - n])
+                out[k++] = (struct switch_mc_port){.port = t->edges[e].port,
+                                                   .lo = t->below_lo[v - n],
+                                                   .hi = t->below_hi[v - n],
+                                                   .kind = SWITCH_MC_DOWN};
+        }
+        if (parent[s] != NO_VERTEX - 1 && cnt[s] < m)
+            out[k++] =
+                (struct switch_mc_port){.port = t->edges[up_e[s]].port, .kind = SWITCH_MC_UP};
+        switch_mcast_set(t->switches[s], g->id, out, k, t->below_lo[s], t->below_hi[s]);
+    }
+    free(parent);
+    free(down_e);
+    free(up_e);
+    free(cnt);
+    free(out);
 }
 
 void topo_recompute_routes(struct topology *t)
@@ -1021,8 +1159,12 @@ void topo_recompute_routes(struct topology *t)
     for (unsigned a = 0; a < t->n_racks; a++) {
         if (!search[a] || !reach[a])
             continue;
-        search_rack(t, a, ports, t->hierarchical);
+        search_to(t, a, NO_VERTEX, ports, t->hierarchical);
     }
+    /* a programmable switch's own address: host routes along the shortest
+     * paths to its switch (the one a searched rack gets; O(cables)) */
+    if (t->p.switch_node && t->p.switch_node_at < t->n_switches)
+        search_to(t, t->p.switch_node_at, n, ports, true);
     if (!t->hierarchical) /* at its rack, each node through its downlink */
         for (uint32_t d = 0; d < n; d++)
             if (t->rack_of[d] != SWITCH_NO_RACK)
@@ -1030,6 +1172,8 @@ void topo_recompute_routes(struct topology *t)
                                  t->edges[link_trace_id(t->nodes[d].downlink)].port);
     free(ports);
     free(search);
+    for (uint32_t i = 0; i < t->n_mgroups; i++) /* trees over the links now up */
+        mcast_build(t, &t->mgroups[i]);
 }
 
 size_t topo_route_table_bytes(const struct topology *t)
@@ -1100,6 +1244,56 @@ int topo_schedule_link_state(struct topology *t, struct link *l, sim_time_t at_p
 }
 
 /* ---------------------------------------------------------------- access */
+
+int topo_switch_index(const struct topo_params *p, const char *name)
+{
+    static const struct {
+        const char *prefix;
+        enum topo_kind kind;
+    } names[] = {{"sw", TOPO_STAR},       {"leaf", TOPO_LEAF_SPINE}, {"spine", TOPO_LEAF_SPINE},
+                 {"edge", TOPO_FAT_TREE}, {"agg", TOPO_FAT_TREE},    {"core", TOPO_FAT_TREE},
+                 {"ring", TOPO_RING}};
+    for (size_t i = 0; name && i < sizeof(names) / sizeof(names[0]); i++) {
+        size_t len = strlen(names[i].prefix);
+        if (p->kind != names[i].kind || strncmp(name, names[i].prefix, len) != 0)
+            continue;
+        const char *d = name + len;
+        char *end;
+        if (*d < '0' || *d > '9' || (d[0] == '0' && d[1]))
+            return -1; /* digits only, no leading zero */
+        unsigned long k = strtoul(d, &end, 10);
+        const unsigned long h = p->fat_tree_k / 2, n_edge = (unsigned long)p->fat_tree_k * h;
+        unsigned long lo = 0, count = 0;
+        switch (i) {
+        case 0:
+            count = 1;
+            break;
+        case 1:
+            count = p->n_leaves;
+            break;
+        case 2:
+            lo = p->n_leaves;
+            count = p->n_spines;
+            break;
+        case 3:
+            count = n_edge;
+            break;
+        case 4:
+            lo = n_edge;
+            count = n_edge;
+            break;
+        case 5:
+            lo = 2 * n_edge;
+            count = h * h;
+            break;
+        default:
+            count = p->n_nodes;
+            break;
+        }
+        return *end || k >= count ? -1 : (int)(lo + k);
+    }
+    return -1;
+}
 
 void topo_attach(struct topology *t, uint32_t node, struct fabric_sink sink)
 {
@@ -1185,11 +1379,40 @@ const struct topo_node_counters *topo_node_counters(const struct topology *t, ui
 
 int topo_mcast_join(struct topology *t, uint32_t group, uint32_t node, bool join)
 {
-    if (t->p.kind == TOPO_LEAF_SPINE || t->p.kind == TOPO_FAT_TREE || t->p.kind == TOPO_RING) {
-        errno = ENOTSUP;
+    if (t->n_switches && !t->hierarchical) {
+        errno = ENOTSUP; /* a ring has no tree to build */
         return -1;
     }
-    for (unsigned i = 0; i < t->n_switches; i++)
-        switch_mcast_join(t->switches[i], group & ~PKT_MCAST_NODE, node, join);
+    group &= ~PKT_MCAST_NODE;
+    struct topo_mgroup *g = NULL;
+    for (uint32_t i = 0; i < t->n_mgroups && !g; i++)
+        if (t->mgroups[i].id == group)
+            g = &t->mgroups[i];
+    if (!g) {
+        if (!join)
+            return 0;
+        struct topo_mgroup *ng = realloc(t->mgroups, (t->n_mgroups + 1) * sizeof(*ng));
+        if (!ng)
+            return -1;
+        t->mgroups = ng;
+        g = &t->mgroups[t->n_mgroups++];
+        *g = (struct topo_mgroup){.id = group};
+    }
+    uint32_t i = 0;
+    while (i < g->n && g->nodes[i] != node)
+        i++;
+    if (join == (i < g->n))
+        return 0; /* already in (out) */
+    if (join) {
+        uint32_t *nn = realloc(g->nodes, (g->n + 1) * sizeof(*nn));
+        if (!nn)
+            return -1;
+        g->nodes = nn;
+        g->nodes[g->n++] = node;
+    } else {
+        memmove(g->nodes + i, g->nodes + i + 1, (g->n - i - 1) * sizeof(*g->nodes));
+        g->n--;
+    }
+    mcast_build(t, g);
     return 0;
 }

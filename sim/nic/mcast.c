@@ -59,9 +59,12 @@ int nic_mcast_attach(struct nic_qp *qp, uint32_t group)
         nic->cap_mcast = cap;
     }
     bool first = members(nic, group) == 0;
+    if (first && nic->mcast_notify) {
+        int rc = nic->mcast_notify(nic->mcast_ctx, nic->node_id, group, true);
+        if (rc)
+            return rc; /* the fabric cannot deliver the group here */
+    }
     nic->mcast[nic->n_mcast++] = (struct nic_mcast_att){group, qp->qpn};
-    if (first && nic->mcast_notify)
-        nic->mcast_notify(nic->mcast_ctx, nic->node_id, group, true);
     return 0;
 }
 

@@ -617,12 +617,14 @@ void nic_peer_mem_remove(struct nic *nic, void *base);
  * nic_mcast_group_of_gid(); a UD QP attached to a group receives a copy of
  * every packet sent to PKT_MCAST_NODE | group with destination QP 0xFFFFFF.
  * The NIC tells the fabric (set with nic_set_mcast_notify) when its first
- * QP joins a group and its last leaves.  attach: EINVAL (not UD / bad GID),
- * ENOMEM; detach: EINVAL (not attached). */
+ * QP joins a group and its last leaves; a join the fabric refuses fails
+ * the attach with the notifier's errno (ENOTSUP: a ring has no multicast
+ * tree).  attach: EINVAL (not UD / bad GID), ENOMEM, ENOTSUP; detach:
+ * EINVAL (not attached). */
 int64_t nic_mcast_group_of_gid(const union ibv_gid *gid);
 int nic_mcast_attach(struct nic_qp *qp, uint32_t group);
 int nic_mcast_detach(struct nic_qp *qp, uint32_t group);
-typedef void (*nic_mcast_notify_fn)(void *ctx, uint32_t node, uint32_t group, bool join);
+typedef int (*nic_mcast_notify_fn)(void *ctx, uint32_t node, uint32_t group, bool join);
 void nic_set_mcast_notify(struct nic *nic, nic_mcast_notify_fn fn, void *ctx);
 #define NIC_MCAST_QPN 0xffffffu
 

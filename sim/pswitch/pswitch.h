@@ -203,6 +203,9 @@ int ps_table_add(struct ps_table *t, uint64_t key, const void *data); /* ENOSPC 
 int ps_table_del(struct ps_table *t, uint64_t key);                   /* ENOENT */
 int ps_reg_set(struct ps_reg *r, uint32_t idx, uint64_t v);           /* EINVAL idx */
 uint64_t ps_reg_get(struct ps_reg *r, uint32_t idx);
+/* A cell's value for a program's end-of-run report (a measurement, not a
+ * switch operation: free, and nothing a control plane could act on). */
+uint64_t ps_reg_peek(const struct ps_reg *r, uint32_t idx);
 struct ps_mcast_member {
     uint32_t node; /* egress: the port towards this node, or PS_PORT_RECIRC: the copy
                     * goes through egress (seeing its rid), then around to ingress */

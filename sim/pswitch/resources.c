@@ -358,6 +358,11 @@ uint64_t ps_reg_get(struct ps_reg *r, uint32_t idx)
     return r->cells[idx];
 }
 
+uint64_t ps_reg_peek(const struct ps_reg *r, uint32_t idx)
+{
+    return r && idx < r->entries ? r->cells[idx] : 0;
+}
+
 /* ---------------------------------------------------------------- resource report */
 
 uint32_t ps_n_resources(const struct pswitch *ps)

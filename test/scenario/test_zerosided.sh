@@ -80,6 +80,7 @@ oc = t['order_check']
 assert oc and all(r['messages_checked'] > 0 for r in oc), oc
 sw = t['zs_switch'][0]
 assert sw['fatal_naks'] == 0 and sw['threads_done'] > 0, sw
+assert sw['slots_left'] == 0, ('slot bits left set', sw)
 lost = sum(l['pkts_lost'] for l in d['counters']['links'].values())
 assert lost > 0, 'no frame was lost: the test tests nothing'
 assert sw['reissues_read'] + sw['reissues_ptr'] + sw['timeouts'] > 0, sw
@@ -186,12 +187,30 @@ for seed in 2 13; do
     lossy "pipe-$seed" flows.yaml --set vars.mode=shuffle --set vars.pipe=2 \
         --set topology.link.loss=1e-2 --set vars.item=64 --set seed=$seed
 done
+# ---- 2g. slots come free only after p_exp's verdict on a READ's last
+# response (a SLOTREL pass): under loss a last response that follows a lost
+# one (the READ is re-issued) or duplicates an older READ's must not free
+# the consumer's stream slot or the producer node's uplink slot.  Freed
+# before the verdict (as they were), the pipeline runs above had two READs
+# on their way into one consumer (cons_reads_max 2) and the shuffle below
+# two out of one producer node with one slot (node_reads_max 2; seed 2 hung
+# outright).  No slot bit may be left set at the end (slots_left).
+lossy slots-2 flows.yaml --set vars.mode=shuffle --set topology.link.loss=1e-2 \
+    --set vars.item=64 --set seed=2
+check "slots: one READ per consumer (pipeline) / per node (one slot) under loss, none left set" \
+    "$py - pipe-2.json pipe-13.json slots-2.json <<'PY'
+import json, sys
+p2, p13, s = (json.load(open(f))['tables']['zs_switch'][0] for f in sys.argv[1:4])
+for p in (p2, p13):
+    assert p['cons_reads_max'] == 1 and p['slot_releases'] > 0 and p['slots_left'] == 0, p
+assert s['node_reads_max'] == 1 and s['slot_busy'] > 0 and s['slots_left'] == 0, s
+PY"
 # ---- 2d. the programmable switch as leaf 0 of a leaf-spine (2 leaves x 2
 # spines): producers h0 (leaf0) and h2 (leaf1), consumers h1 (leaf0) and h3
-# (leaf1).  Every other switch routes the switch's own address as a host of
-# leaf 0, so h2 and h3 reach it across the spines; its replication engine's
-# copies to h3 leave through them too.  Without that route the PUs on leaf1
-# never reach the switch and the run hangs.
+# (leaf1).  Every other switch holds a host route to the switch's own
+# address (towards leaf 0), so h2 and h3 reach it across the spines; its
+# replication engine's copies to h3 leave through them too.  Without that
+# route the PUs on leaf1 never reach the switch and the run hangs.
 sed -e 's/^  kind: star$/  kind: leaf-spine\n  leaves: 2\n  spines: 2\n  hosts_per_leaf: 2/' \
     -e '/^  hosts: 4$/d' -e 's/host: h1, program: zs_pu, args: \[--flow=t, --role=producer/host: hP, program: zs_pu, args: [--flow=t, --role=producer/' \
     -e 's/host: h2, program: zs_pu, args: \[--flow=t, --role=consumer/host: h1, program: zs_pu, args: [--flow=t, --role=consumer/' \
@@ -206,6 +225,33 @@ down = sum(v['pkts_sent'] for k, v in L.items() if k.startswith('spine') and k.e
 assert up > 1000 and down > 1000, (up, down)
 PY"
 done
+# ---- 2f. the programmable switch anywhere: on leaf1 and on spine1 of a
+# 3-leaf x 2-spine leaf-spine, PUs on leaves 0 and 2 (h0, h5 produce; h2, h4
+# consume).  Every other switch holds a host route to the switch's address
+# along the shortest paths to wherever it sits; a spine sees all of it.
+# A name that is not a switch of the topology is refused with its place.
+sed -e 's/^  kind: star$/  kind: leaf-spine\n  leaves: 3\n  spines: 2\n  hosts_per_leaf: 2/' \
+    -e '/^  hosts: 4$/d' \
+    -e 's/host: h1, program: zs_pu, args: \[--flow=t, --role=producer/host: h5, program: zs_pu, args: [--flow=t, --role=producer/' \
+    -e 's/host: h3, program: zs_pu, args: \[--flow=t, --role=consumer/host: h4, program: zs_pu, args: [--flow=t, --role=consumer/' \
+    flows.yaml >ls3.yaml
+for at in leaf1 spine1; do
+    lossy "at-$at" ls3.yaml --set vars.mode=shuffle --set topology.switch.programmable=$at
+    check "at-$at: the switch's own traffic went to $at" "$py - at-$at.json $at <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+L, at = d['counters']['links'], sys.argv[2]
+into = sum(v['pkts_sent'] for k, v in L.items() if k.endswith('->' + at))
+other = 'spine0' if at == 'spine1' else 'leaf0'
+assert into > 2000, into
+if at == 'spine1':  # every PU frame to the switch crosses spine1, none spine0
+    assert sum(v['pkts_sent'] for k, v in L.items() if k.startswith('spine0->')) < 50, L
+PY"
+done
+"$bin" run ls3.yaml --set topology.switch.programmable=spine2 -o /dev/null >bad-at.out 2>&1
+rc=$?
+check "a switch the topology lacks: exit 2, the error names the choices" \
+    "[ $rc -eq 2 ] && grep -q \"programmable': expected true, false or the name of a switch of this topology (leaf0..leaf2 or spine0..spine1), got 'spine2'\" bad-at.out"
 check "replicate: both consumers saw one global order" "$py - replicate.json <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
@@ -300,5 +346,48 @@ assert 'order_violation' not in t
 oc = t['order_check']
 assert len(oc) == 3 and len({r['messages_checked'] for r in oc}) == 1 and oc[0]['messages_checked'] > 1000, oc
 PY"
+
+# ---- 6b. UD multicast on two-tier fabrics: the same replication with the
+# source and one receiver under one leaf (edge), the others under other
+# leaves (pods).  The fabric forwards the group on a tree (docs/fabric.md
+# "Multicast"): every receiver gets every tuple once, in the sequencer's
+# order, so all receivers' NICs take in the same number of frames; no
+# frame crosses a switch-to-switch cable twice.
+sed -e 's/^  kind: star$/  kind: leaf-spine\n  leaves: 3\n  spines: 2\n  hosts_per_leaf: 2/' \
+    -e '/^  hosts: 4$/d' -e 's/host: h2, program/host: h3, program/' \
+    -e 's/host: h3, program: zs_dfirepl, args: \[--flow=r, --role=target, --index=2/host: h5, program: zs_dfirepl, args: [--flow=r, --role=target, --index=2/' \
+    "$Z/fig12-dfi.yaml" >dfi-ls.yaml
+sed -e 's/^  kind: leaf-spine$/  kind: fat-tree\n  k: 4/' -e '/^  leaves: 3$/d' -e '/^  spines: 2$/d' \
+    -e '/^  hosts_per_leaf: 2$/d' -e 's/host: h3, program/host: h9, program/' \
+    -e 's/host: h5, program/host: h14, program/' dfi-ls.yaml >dfi-ft.yaml
+for f in ls ft; do
+    "$bin" run dfi-$f.yaml --set vars.order=--ordered --set vars.bytes=1MiB -o dfi-$f.json \
+        --quiet >dfi-$f.out 2>&1
+    rc=$?
+    check "UD multicast on $f: exit 0 (got $rc)" "[ $rc -eq 0 ] || { tail -5 dfi-$f.out; false; }"
+    check "UD multicast on $f: each receiver every tuple once, in order; one copy per cable" \
+        "$py - dfi-$f.json <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+t = d['tables']
+assert 'order_violation' not in t
+oc = t['order_check']
+assert len(oc) == 3 and {r['messages_checked'] for r in oc} == {16384}, oc
+H = d['counters']['hosts']
+rx = [h['nic']['pkts_rx'] for n, h in H.items() if h['nic']['pkts_tx'] and n != 'h0']
+assert len(rx) == 3, rx
+L = d['counters']['links']
+# the sequencer (h1) multicasts every tuple: its frames reach the other
+# two receivers' racks, so the busiest cable between switches carries
+# about that many frames, not a multiple
+inner = [v['pkts_sent'] for k, v in L.items() if not k.startswith('node') and '->node' not in k]
+assert max(inner) <= max(rx) + 20, (max(inner), rx)
+PY"
+done
+"$bin" run "$Z/fig12-dfi.yaml" --set topology.kind=ring --set vars.bytes=64KiB -o /dev/null \
+    >dfi-ring.out 2>&1
+rc=$?
+check "UD multicast on a ring: ibv_attach_mcast fails (ENOTSUP) with a clear message" \
+    "[ $rc -ne 0 ] && grep -q 'a ring has no multicast tree' dfi-ring.out"
 
 finish

@@ -38,6 +38,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdarg.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <stdio.h>
@@ -299,6 +300,51 @@ static int read_failures(struct scenario *s, struct cfg_node *seq, struct name_c
     return 0;
 }
 
+/* topology.switch.programmable: true (the first switch: the star's sw0,
+ * leaf0, edge0, ring0), false, or the name of the switch to make
+ * programmable (leaf1, spine0, core2, ...). */
+static int read_programmable(struct scenario *s, struct cfg_node *sw, struct cfg_error *err)
+{
+    struct cfg_node *pn = cfg_child(sw, "programmable");
+    s->pswitch = false;
+    if (!pn)
+        return 0;
+    int at = pn->kind == CFG_SCALAR ? topo_switch_index(&s->topo, pn->scalar) : -1;
+    if (at < 0) {
+        static const char *const words[] = {"true", "false", "yes", "no", "on", "off"};
+        bool word = false;
+        for (size_t i = 0; pn->kind == CFG_SCALAR && i < sizeof(words) / sizeof(words[0]); i++)
+            word = word || strcasecmp(pn->scalar, words[i]) == 0;
+        if (!word) {
+            const struct topo_params *tp = &s->topo;
+            unsigned h = tp->fat_tree_k / 2, ne = tp->fat_tree_k * h;
+            char names[160];
+            if (tp->kind == TOPO_LEAF_SPINE)
+                snprintf(names, sizeof(names), "leaf0..leaf%u or spine0..spine%u", tp->n_leaves - 1,
+                         tp->n_spines - 1);
+            else if (tp->kind == TOPO_FAT_TREE)
+                snprintf(names, sizeof(names), "edge0..edge%u, agg0..agg%u or core0..core%u",
+                         ne - 1, ne - 1, h * h - 1);
+            else if (tp->kind == TOPO_RING)
+                snprintf(names, sizeof(names), "ring0..ring%u", tp->n_nodes - 1);
+            else
+                snprintf(names, sizeof(names), "sw0");
+            return cfg_errorf(err, pn,
+                              "'topology.switch.programmable': expected true, false or the name "
+                              "of a switch of this topology (%s), got '%s'",
+                              names, pn->kind == CFG_SCALAR ? pn->scalar : cfg_kind_name(pn));
+        }
+        if (cfg_get_bool(sw, "programmable", false, &s->pswitch, err))
+            return -1;
+        at = 0;
+    } else {
+        s->pswitch = true;
+    }
+    s->topo.switch_node = s->pswitch;
+    s->topo.switch_node_at = (unsigned)at;
+    return 0;
+}
+
 static int read_topology(struct scenario *s, struct cfg_node *root, struct name_check *nc,
                          struct cfg_error *err)
 {
@@ -426,14 +472,9 @@ static int read_topology(struct scenario *s, struct cfg_node *root, struct name_
              cfg_check_range(bn, bn->path, CFG_Q_SIZE, s->topo.sw.port_buffer_bytes, 0,
                              MAX_SWITCH_BUFFER_BYTES, err)) ||
             cfg_get_enum(sw, "forwarding", fwd_modes, 0, &fwd, err) ||
-            cfg_get_bool(sw, "programmable", false, &s->pswitch, err))
+            read_programmable(s, sw, err))
             return -1;
         s->topo.sw.store_and_forward = fwd == 1;
-        if (s->pswitch && s->topo.kind != TOPO_STAR && s->topo.kind != TOPO_LEAF_SPINE)
-            return cfg_errorf(err, cfg_child(sw, "programmable"),
-                              "'topology.switch.programmable': only the switch of a star, "
-                              "or leaf 0 of a leaf-spine, can be programmable");
-        s->topo.switch0_node = s->pswitch;
     }
     struct cfg_node *rt = cfg_child(topo, "routing");
     if (rt && s->topo.kind == TOPO_BACK_TO_BACK)

@@ -219,10 +219,19 @@ static int setup_links(struct world *w, const struct scenario *s, char *why, siz
 
 /* A NIC's first QP joined a multicast group, or its last left: the
  * switches copy the group's packets to it (IGMP's job). */
-static void mcast_notify(void *ctx, uint32_t node, uint32_t group, bool join)
+/* A NIC's first QP joined a group, or its last left: the fabric's trees
+ * follow (ibv_attach_mcast fails with ENOTSUP on a ring). */
+static int mcast_notify(void *ctx, uint32_t node, uint32_t group, bool join)
 {
-    if (topo_mcast_join(ctx, group, node, join))
-        fprintf(stderr, "rnicsim: UD multicast needs a star or back-to-back topology\n");
+    if (topo_mcast_join(ctx, group, node, join) == 0)
+        return 0;
+    int e = errno ? errno : ENOMEM;
+    if (join)
+        fprintf(stderr, "rnicsim: ibv_attach_mcast on node %u: %s\n", node,
+                e == ENOTSUP ? "UD multicast needs a star, leaf-spine, fat-tree or back-to-back "
+                               "topology (a ring has no multicast tree)"
+                             : "out of memory");
+    return e;
 }
 
 /* Every host's peer devices (hardware gpu.*, fpga.*): a PCIe link each,
@@ -267,8 +276,9 @@ struct world *world_build(const struct scenario *s, char *why, size_t why_len)
         world_free(w);
         return NULL;
     }
-    if (s->pswitch && !(w->pswitch = ps_create(w->sim, topo_switch(w->topo, 0), s->topo.n_nodes,
-                                               &s->hw.pswitch, &s->hw.cpu, w->pool))) {
+    if (s->pswitch &&
+        !(w->pswitch = ps_create(w->sim, topo_switch(w->topo, s->topo.switch_node_at),
+                                 s->topo.n_nodes, &s->hw.pswitch, &s->hw.cpu, w->pool))) {
         snprintf(why, why_len,
                  "cannot create the programmable switch (pswitch.stages 1..32, "
                  "rates above 0)");
