@@ -31,17 +31,27 @@ PROTOS = ["send_send", "send_write", "write_send", "write_write", "read"]
 LINE_GBPS = 56.0
 ABS = {"m1": "M:1", "1m": "1:M", "mm": "M:M"}
 
-# figure -> (scenario, x var, values, extra --set lists)
+# figure -> (scenario, x var, values, extra --set lists[, protocols, fixed
+# vars]).  "figNN~tag" sweeps add their points to figure figNN: points
+# whose first round of R x QPs requests lasts longer than the scenario's
+# warm-up get their own (round 1 grows with R: R = 256 doubles R = 128's;
+# 1:M READ at S = 16 takes 77 ms at R = 128, docs/huang.md "The window
+# matters"); a point whose window still opens inside round 1 is reported.
 SWEEPS = {
-    "fig8a": ("m1_R", "R", [1, 2, 4, 8, 16, 32, 64, 128, 256], {}),
+    "fig8a": ("m1_R", "R", [1, 2, 4, 8, 16, 32, 64, 128], {}),
+    "fig8a~256": ("m1_R", "R", [256], {}, PROTOS, {"warmup": "20ms"}),
     "fig8b": ("m1_S", "S", [1, 2, 4, 8, 16], {}),
     "fig8c": ("m1_nodes", "P", [1, 2, 4, 8, 16, 28], {}),
     "fig9": ("m1_V", "V", [365, 1024, 2048, 4096, 8192, 16384, 32768, 65536], {"R": [4, 128]}),
-    "fig10a": ("1m_R", "R", [1, 2, 4, 8, 16, 32, 64, 128, 256], {}),
+    "fig10a": ("1m_R", "R", [1, 2, 4, 8, 16, 32, 64, 128], {}, PROTOS[:4]),
+    "fig10a~256": ("1m_R", "R", [256], {}, PROTOS[:4], {"warmup": "40ms"}),
+    "fig10a~read": ("1m_R", "R", [1, 2, 4, 8, 16, 32, 64, 128], {}, ["read"], {"warmup": "90ms"}),
+    "fig10a~read256": ("1m_R", "R", [256], {}, ["read"], {"warmup": "170ms"}),
     "fig10b": ("1m_S", "S", [1, 2, 4, 8, 16], {}),
     "fig10c": ("1m_nodes", "Q", [1, 2, 4, 8, 16, 28], {}),
     "fig11": ("1m_V", "V", [365, 1024, 2048, 4096, 8192, 16384, 32768, 65536], {"R": [4, 128]}),
-    "fig12a": ("mm_R", "R", [1, 2, 4, 8, 16, 32, 64, 128, 256], {}),
+    "fig12a": ("mm_R", "R", [1, 2, 4, 8, 16, 32, 64, 128], {}),
+    "fig12a~256": ("mm_R", "R", [256], {}, PROTOS, {"warmup": "10ms"}),
     "fig12b": ("mm_S", "S", [1, 2, 4, 8], {}),
     "fig12c": ("mm_nodes", "N", [2, 4, 8, 16, 28], {}),
     "fig13": ("mm_V", "V", [365, 1024, 2048, 4096, 8192, 16384, 32768, 65536], {"R": [4, 128]}),
@@ -171,6 +181,25 @@ def run_sweep(binary, scen_dir, out, spec, jobs):
     return pts, wall, " ".join(shown), rounds
 
 
+def run_label():
+    """What a figure was run on: the source tree's commit (git describe,
+    '+dirty' with local changes) and the machine's load averages."""
+    try:
+        rev = subprocess.run(["git", "-C", SRC, "describe", "--always", "--dirty=+dirty",
+                              "--abbrev=7"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                             text=True).stdout.strip()
+    except OSError:
+        rev = ""
+    rev = rev or "unknown"
+    try:  # the main commit under it (a helper branch is main plus its own commits)
+        base = subprocess.run(["git", "-C", SRC, "merge-base", "HEAD", "main"],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                              text=True).stdout.strip()[:7]
+    except OSError:
+        base = ""
+    return f"{rev} (main {base})" if base and not rev.startswith(base) else rev
+
+
 def to_us(t):
     """'4ms' -> 4000.0 (the scenario's time units)."""
     for suf, f in (("ns", 1e-3), ("us", 1.0), ("ms", 1e3), ("s", 1e6)):
@@ -269,11 +298,12 @@ def checks(r):
     return out
 
 
-def plot(fig, spec, pts, outdir):
+def plot(fig, spec, pts, outdir, label=""):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     scen, x, xs, extra = spec
+    xs = sorted(set(xs) | {k[1] for k in pts})  # with the figure's "~tag" sweeps' points
     panels = [()] if not extra else [(v,) for v in list(extra.values())[0]]
     fig_, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4), squeeze=False)
     for ax, pan in zip(axes[0], panels):
@@ -289,6 +319,8 @@ def plot(fig, spec, pts, outdir):
         t = f"{fig} ({ABS[scen[:2]]})" + (f", {list(extra)[0]}={pan[0]}" if pan else "")
         ax.set_title(t + ("; x = paper" if PAPER.get(fig) else "; the paper gives no numbers"))
         ax.legend(fontsize=7)
+    if label:
+        fig_.text(0.995, 0.005, label, ha="right", va="bottom", fontsize=6, color="grey")
     fig_.tight_layout()
     fig_.savefig(os.path.join(outdir, fig + ".png"), dpi=90)
     plt.close(fig_)
@@ -415,7 +447,10 @@ def main():
                                      {**(v[5] if len(v) > 5 else {}), **extra})
                   for k, v in sweeps.items()}
     if a.only:
-        sweeps = {k: v for k, v in sweeps.items() if k in a.only.split(",")}
+        only = a.only.split(",")
+        # a figure's name takes its "figNN~tag" sweeps along
+        sweeps = {k: v for k, v in sweeps.items()
+                  if k in only or (not a.checks and k.split("~")[0] in only)}
     if a.protos:
         want = a.protos.split(",")
         sweeps = {k: tuple(v[:4]) + ([p for p in (v[4] if len(v) > 4 else PROTOS) if p in want],)
@@ -433,27 +468,8 @@ def main():
         parse = lambda d: {(k.split("/")[0],) + tuple(int(x) for x in k.split("/")[1:]): v
                            for k, v in d.items()}
         kept = {f: (parse(prev.get("points", {}).get(f, {})),
-                    parse(prev.get("round1_us", {}).get(f, {}))) for f in sweeps}
-    res, wall, cmds, rounds = {}, {}, {}, {}
-    with tempfile.TemporaryDirectory() as tmp:
-        for fig, spec in sweeps.items():
-            pts, w, c, r1 = run_sweep(binary, a.scenarios, os.path.join(tmp, fig), spec, a.jobs)
-            print(f"{fig}: {len(pts)} points, {w:.0f} s", file=sys.stderr)
-            tag = fig + ("~" + a.protos if partial else "")
-            wall[tag], cmds[tag] = w, c
-            if partial:
-                old_pts, old_r1 = kept.get(fig, ({}, {}))
-                pts = {**{k: v for k, v in old_pts.items() if k[0] not in spec[4]}, **pts}
-                r1 = {**{k: v for k, v in old_r1.items() if k[0] not in spec[4]}, **r1}
-            res[fig], rounds[fig] = pts, r1
-            if not a.checks and not a.summary:
-                plot(fig, spec[:4], res[fig], a.output)
-    out = {"quick": a.quick, "wall_seconds": wall, "commands": cmds,
-           "points": {f: {f"{k[0]}/" + "/".join(map(str, k[1:])): v for k, v in d.items()}
-                      for f, d in res.items()},
-           "round1_us": {f: {f"{k[0]}/" + "/".join(map(str, k[1:])): v for k, v in d.items()}
-                         for f, d in rounds.items()}}
-    rc = 0
+                    parse(prev.get("round1_us", {}).get(f, {})))
+                for f in {k.split("~")[0] for k in sweeps}}
     path = os.path.join(a.output, "summary.json" if a.summary else
                         "checks.json" if a.checks else "results.json")
     old = {}
@@ -461,8 +477,56 @@ def main():
     if os.path.exists(path) and (not a.checks or a.only):
         with open(path) as f:
             old = json.load(f)
-    for k in ("wall_seconds", "commands", "points", "round1_us"):
-        out[k] = {**old.get(k, {}), **out[k]}
+    key_s = lambda k: f"{k[0]}/" + "/".join(map(str, k[1:]))
+
+    def collect():
+        out = {"quick": a.quick, "wall_seconds": wall, "commands": cmds, "run_on": runon,
+               "points": {f: {key_s(k): v for k, v in d.items()} for f, d in res.items()},
+               "round1_us": {f: {key_s(k): v for k, v in d.items()} for f, d in rounds.items()}}
+        for k in ("wall_seconds", "commands", "run_on", "points", "round1_us"):
+            out[k] = {**old.get(k, {}), **out[k]}
+        if not a.checks and not a.summary:  # the ratio figures from every point so far
+            out["ratios"] = ratios({f: {(k.split("/")[0],) + tuple(int(x) for x in k.split("/")[1:]): v
+                                        for k, v in d.items()} for f, d in out["points"].items()})
+        return out
+
+    def save(out):
+        with open(path + ".tmp", "w") as f:
+            json.dump(out, f, indent=1, sort_keys=True)
+        os.replace(path + ".tmp", path)
+
+    res, wall, cmds, rounds, runon = {}, {}, {}, {}, {}
+    rev = run_label()
+    with tempfile.TemporaryDirectory() as tmp:
+        for fig, spec in sweeps.items():
+            load0 = os.getloadavg()[0]
+            t_start = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+            pts, w, c, r1 = run_sweep(binary, a.scenarios, os.path.join(tmp, fig), spec, a.jobs)
+            load1 = os.getloadavg()[0]
+            print(f"{fig}: {len(pts)} points, {w:.0f} s (load {load0:.1f} -> {load1:.1f}, "
+                  f"on {rev})", file=sys.stderr)
+            tag = fig + ("~" + a.protos if partial else "")
+            wall[tag], cmds[tag] = w, c
+            # what it ran on: the commit, when, the 1-minute load average
+            # at its start and end (2 cores shared with other jobs)
+            runon[tag] = {"commit": rev, "started": t_start, "jobs": a.jobs,
+                          "load_start": round(load0, 1), "load_end": round(load1, 1)}
+            # "figNN~tag" sweeps (points with their own warm-up) add to figNN
+            base = fig if a.checks else fig.split("~")[0]
+            if partial:
+                old_pts, old_r1 = kept.pop(base, ({}, {}))
+                pts = {**{k: v for k, v in old_pts.items() if k[0] not in spec[4]}, **pts}
+                r1 = {**{k: v for k, v in old_r1.items() if k[0] not in spec[4]}, **r1}
+            res.setdefault(base, {}).update(pts)
+            rounds.setdefault(base, {}).update(r1)
+            if not a.checks and not a.summary and base in SWEEPS:
+                mins = sum(v for k, v in wall.items() if k.split("~")[0] == base) / 60
+                plot(base, SWEEPS[base][:4], res[base], a.output,
+                     f"rnicsim {rev}, {t_start}, {mins:.0f} min at -j {a.jobs}, "
+                     f"load {load0:.0f}-{load1:.0f}")
+                save(collect())  # after each sweep: a long figure run keeps what it ran
+    out = collect()
+    rc = 0
     if a.checks:
         merged = {}
         for f, d in out["points"].items():
@@ -480,17 +544,12 @@ def main():
             if not got.get(x):
                 print(f"plot_huang.py: check {x} does not hold", file=sys.stderr)
                 rc = 1
-    elif a.summary:
-        pass  # from every point run so far, below
-    else:
-        out["ratios"] = ratios(res)
     if a.summary:
         allres = {f: {(k.split("/")[0], int(k.split("/")[1])): v for k, v in d.items()}
                   for f, d in out["points"].items()}
         out["summary"] = summary(allres)
         plot_summary(out["summary"], a.output)
-    with open(path, "w") as f:
-        json.dump(out, f, indent=1, sort_keys=True)
+    save(out)
     return rc
 
 
