@@ -37,25 +37,67 @@ ABS = {"m1": "M:1", "1m": "1:M", "mm": "M:M"}
 # warm-up get their own (round 1 grows with R: R = 256 doubles R = 128's;
 # 1:M READ at S = 16 takes 77 ms at R = 128, docs/huang.md "The window
 # matters"); a point whose window still opens inside round 1 is reported.
+VS = [365, 1024, 2048, 4096, 8192, 16384, 32768, 65536]
 SWEEPS = {
     "fig8a": ("m1_R", "R", [1, 2, 4, 8, 16, 32, 64, 128], {}),
     "fig8a~256": ("m1_R", "R", [256], {}, PROTOS, {"warmup": "20ms"}),
     "fig8b": ("m1_S", "S", [1, 2, 4, 8, 16], {}),
     "fig8c": ("m1_nodes", "P", [1, 2, 4, 8, 16, 28], {}),
-    "fig9": ("m1_V", "V", [365, 1024, 2048, 4096, 8192, 16384, 32768, 65536], {"R": [4, 128]}),
+    "fig9": ("m1_V", "V", VS, {"R": [4]}),
     "fig10a": ("1m_R", "R", [1, 2, 4, 8, 16, 32, 64, 128], {}, PROTOS[:4]),
     "fig10a~256": ("1m_R", "R", [256], {}, PROTOS[:4], {"warmup": "40ms"}),
     "fig10a~read": ("1m_R", "R", [1, 2, 4, 8, 16, 32, 64, 128], {}, ["read"], {"warmup": "90ms"}),
     "fig10a~read256": ("1m_R", "R", [256], {}, ["read"], {"warmup": "170ms"}),
     "fig10b": ("1m_S", "S", [1, 2, 4, 8, 16], {}),
     "fig10c": ("1m_nodes", "Q", [1, 2, 4, 8, 16, 28], {}),
-    "fig11": ("1m_V", "V", [365, 1024, 2048, 4096, 8192, 16384, 32768, 65536], {"R": [4, 128]}),
+    "fig11": ("1m_V", "V", VS, {"R": [4]}),
     "fig12a": ("mm_R", "R", [1, 2, 4, 8, 16, 32, 64, 128], {}),
     "fig12a~256": ("mm_R", "R", [256], {}, PROTOS, {"warmup": "10ms"}),
     "fig12b": ("mm_S", "S", [1, 2, 4, 8], {}),
     "fig12c": ("mm_nodes", "N", [2, 4, 8, 16, 28], {}),
-    "fig13": ("mm_V", "V", [365, 1024, 2048, 4096, 8192, 16384, 32768, 65536], {"R": [4, 128]}),
+    "fig13": ("mm_V", "V", VS, {"R": [4]}),
 }
+
+
+def v_round_ms(ab, V, R=128):
+    """The first round of a V sweep point at R: R x QPs values of V + 6
+    bytes through the one 54.5 Gb/s link that bounds the abstraction (M:1:
+    the responder's 448 QPs at S = 16; 1:M: the requester's 448; M:M: a
+    node's 27 at S = 1), in ms, with a quarter more for what else the round
+    waits on."""
+    qps = {"m1": 448, "1m": 448, "mm": 27}[ab]
+    return 1.25 * R * qps * (V + 6) * 8 / 54.5e9 * 1e3
+
+
+# The V sweeps (Figs. 9, 11, 13; R = 4 and 128): a point whose first round
+# (v_round_ms) is longer than the scenario's warm-up gets a sweep of its
+# own, warmed up past it: R = 4 beyond 8 KiB in M:1 and 1:M; at R = 128
+# every V, from the R sweeps' warm-up at 365 B (1:M READ: its 90 ms) to
+# 0.7 s at 64 KiB in M:1 and 1:M.  The buffers are (V + 6) x R x QPs bytes
+# per node: at R = 128 and 64 KiB 3.7 GB on the M:1 responder and on the
+# 1:M requester, 226 MB on each of the 28 M:M nodes (docs/huang.md "Run
+# times").
+for _fig, _scen, _ab, _w4, _w128 in (("fig9", "m1_V", "m1", 4, 10), ("fig11", "1m_V", "1m", 4, 20),
+                                     ("fig13", "mm_V", "mm", 2, 5)):
+    _own = []
+    for _r, _wd in ((4, _w4), (128, _w128)):
+        for _v in VS:
+            _w = int(v_round_ms(_ab, _v, _r)) + 1
+            if _r == 4 and _w <= _wd:
+                continue  # in the figure's own sweep, at the scenario's warm-up
+            _w = max(_w, _wd)
+            if _ab == "1m":  # READ's first round is the slowest here (77 ms at R = 128)
+                SWEEPS[f"{_fig}~{_r}v{_v}"] = (_scen, "V", [_v], {"R": [_r]}, PROTOS[:4],
+                                               {"warmup": f"{_w}ms"})
+                SWEEPS[f"{_fig}~{_r}v{_v}read"] = (_scen, "V", [_v], {"R": [_r]}, ["read"],
+                                                   {"warmup": f"{max(_w, 90 if _r == 128 else 4)}ms"})
+            else:
+                SWEEPS[f"{_fig}~{_r}v{_v}"] = (_scen, "V", [_v], {"R": [_r]}, PROTOS,
+                                               {"warmup": f"{_w}ms"})
+            if _r == 4:
+                _own.append(_v)
+    SWEEPS[_fig] = (_scen, "V", [v for v in VS if v not in _own], {"R": [4]})
+
 # the points the headline checks (spec 3.8) need, as sweeps; --quick:
 # the cheap ones (S = 1 and the READs, a few seconds each), for tests.
 # Each point's warm-up covers its first round of R x QPs requests (the
@@ -304,7 +346,7 @@ def plot(fig, spec, pts, outdir, label=""):
     import matplotlib.pyplot as plt
     scen, x, xs, extra = spec
     xs = sorted(set(xs) | {k[1] for k in pts})  # with the figure's "~tag" sweeps' points
-    panels = [()] if not extra else [(v,) for v in list(extra.values())[0]]
+    panels = [()] if not extra else sorted({k[2:] for k in pts} | {(v,) for v in list(extra.values())[0]})
     fig_, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4), squeeze=False)
     for ax, pan in zip(axes[0], panels):
         for p in PROTOS:
@@ -429,6 +471,8 @@ def main():
                     "windows, say so next to the figure)")
     ap.add_argument("--protos", default=None, help="comma list of protocols to run (default: "
                     "the sweep's; e.g. the four non-READ ones while the READ model moves)")
+    ap.add_argument("--skip", default="", help="comma list of sweeps not to run (e.g. "
+                    "fig13~128v65536: a point this machine has no memory or time for)")
     ap.add_argument("--rnicsim", default=None)
     ap.add_argument("--scenarios", default=os.path.join(SRC, "scenarios", "huang"))
     a = ap.parse_args()
@@ -451,6 +495,8 @@ def main():
         # a figure's name takes its "figNN~tag" sweeps along
         sweeps = {k: v for k, v in sweeps.items()
                   if k in only or (not a.checks and k.split("~")[0] in only)}
+    if a.skip:
+        sweeps = {k: v for k, v in sweeps.items() if k not in a.skip.split(",")}
     if a.protos:
         want = a.protos.split(",")
         sweeps = {k: tuple(v[:4]) + ([p for p in (v[4] if len(v) > 4 else PROTOS) if p in want],)
