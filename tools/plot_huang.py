@@ -471,6 +471,8 @@ def main():
                     "windows, say so next to the figure)")
     ap.add_argument("--protos", default=None, help="comma list of protocols to run (default: "
                     "the sweep's; e.g. the four non-READ ones while the READ model moves)")
+    ap.add_argument("--x", default=None, help="comma list of x values to run (part of a "
+                    "figure: the points at other x stay as they are in results.json)")
     ap.add_argument("--skip", default="", help="comma list of sweeps not to run (e.g. "
                     "fig13~128v65536: a point this machine has no memory or time for)")
     ap.add_argument("--rnicsim", default=None)
@@ -495,6 +497,11 @@ def main():
         # a figure's name takes its "figNN~tag" sweeps along
         sweeps = {k: v for k, v in sweeps.items()
                   if k in only or (not a.checks and k.split("~")[0] in only)}
+    if a.x:
+        xw = [int(v) for v in a.x.split(",")]
+        sweeps = {k: v[:2] + ([x for x in v[2] if x in xw],) + tuple(v[3:])
+                  for k, v in sweeps.items()}
+        sweeps = {k: v for k, v in sweeps.items() if v[2]}
     if a.skip:
         sweeps = {k: v for k, v in sweeps.items() if k not in a.skip.split(",")}
     if a.protos:
@@ -502,10 +509,12 @@ def main():
         sweeps = {k: tuple(v[:4]) + ([p for p in (v[4] if len(v) > 4 else PROTOS) if p in want],)
                   + tuple(v[5:]) for k, v in sweeps.items()}
         sweeps = {k: v for k, v in sweeps.items() if v[4]}
-    # A figure run for some protocols only (--protos) adds its points to the
-    # figure's others in results.json (e.g. the READ points with their own,
-    # longer warm-up); its wall time and command are kept under "fig~protos".
-    partial = bool(a.protos) and not a.checks and not a.summary
+
+    # A figure run for some protocols or x values only (--protos, --x) adds
+    # its points to the figure's others in results.json (e.g. the READ
+    # points with their own, longer warm-up); its wall time and command are
+    # kept under "fig~protos~xVALUES".
+    partial = bool(a.protos or a.x) and not a.checks and not a.summary
     kept = {}
     rpath = os.path.join(a.output, "results.json")
     if partial and os.path.exists(rpath):
@@ -551,7 +560,8 @@ def main():
             load1 = os.getloadavg()[0]
             print(f"{fig}: {len(pts)} points, {w:.0f} s (load {load0:.1f} -> {load1:.1f}, "
                   f"on {rev})", file=sys.stderr)
-            tag = fig + ("~" + a.protos if partial else "")
+            tag = fig + ("~" + a.protos if a.protos and partial else "") + \
+                ("~x" + a.x if a.x and partial else "")
             wall[tag], cmds[tag] = w, c
             # what it ran on: the commit, when, the 1-minute load average
             # at its start and end (2 cores shared with other jobs)
@@ -560,9 +570,10 @@ def main():
             # "figNN~tag" sweeps (points with their own warm-up) add to figNN
             base = fig if a.checks else fig.split("~")[0]
             if partial:
+                # what this run measured replaces, the rest of the figure stays
                 old_pts, old_r1 = kept.pop(base, ({}, {}))
-                pts = {**{k: v for k, v in old_pts.items() if k[0] not in spec[4]}, **pts}
-                r1 = {**{k: v for k, v in old_r1.items() if k[0] not in spec[4]}, **r1}
+                pts = {**old_pts, **pts}
+                r1 = {**old_r1, **r1}
             res.setdefault(base, {}).update(pts)
             rounds.setdefault(base, {}).update(r1)
             if not a.checks and not a.summary and base in SWEEPS:
