@@ -46,8 +46,11 @@ SWEEPS = {
     "fig9": ("m1_V", "V", VS, {"R": [4]}),
     "fig10a": ("1m_R", "R", [1, 2, 4, 8, 16, 32, 64, 128], {}, PROTOS[:4]),
     "fig10a~256": ("1m_R", "R", [256], {}, PROTOS[:4], {"warmup": "40ms"}),
-    "fig10a~read": ("1m_R", "R", [1, 2, 4, 8, 16, 32, 64, 128], {}, ["read"], {"warmup": "90ms"}),
-    "fig10a~read256": ("1m_R", "R", [256], {}, ["read"], {"warmup": "170ms"}),
+    # 1:M READ's first round: 77 ms at R = 128 (0.6 ms per unit of R)
+    "fig10a~read": ("1m_R", "R", [1, 2, 4, 8, 16, 32], {}, ["read"], {"warmup": "25ms"}),
+    "fig10a~read64": ("1m_R", "R", [64], {}, ["read"], {"warmup": "45ms"}),
+    "fig10a~read128": ("1m_R", "R", [128], {}, ["read"], {"warmup": "90ms"}),
+    "fig10a~read256": ("1m_R", "R", [256], {}, ["read"], {"warmup": "180ms"}),
     "fig10b": ("1m_S", "S", [1, 2, 4, 8, 16], {}),
     "fig10c": ("1m_nodes", "Q", [1, 2, 4, 8, 16, 28], {}),
     "fig11": ("1m_V", "V", VS, {"R": [4]}),
