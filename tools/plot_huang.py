@@ -19,6 +19,7 @@ import argparse
 import csv
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -195,7 +196,7 @@ def run_sweep(binary, scen_dir, out, spec, jobs):
     if p.returncode != 0:
         print(f"{scen}: {' '.join(cmd[1:])} exited {p.returncode}:\n{p.stderr[-600:]}",
               file=sys.stderr)
-    pts, rounds = {}, {}
+    pts, rounds, walls = {}, {}, {}
     for r in rows:
         if r.get("exit") != "0" or not r.get("huang.bw_gbps"):
             continue
@@ -204,6 +205,14 @@ def run_sweep(binary, scen_dir, out, spec, jobs):
         key = (col("proto", protos), int(col(x, xs))) + tuple(int(col(k, v))
                                                           for k, v in extra.items())
         pts[key] = float(r["huang.bw_gbps"])
+        # the run's own wall time (its log's last line: "... wall 12.5 s")
+        try:
+            with open(os.path.join(out, f"run-{r['run']}.log")) as f:
+                m = re.search(r"wall ([0-9.]+) s", f.read())
+            if m:
+                walls[key] = float(m.group(1))
+        except (OSError, KeyError):
+            pass
         # the window must open after the first round of R x QPs requests
         # (docs/huang.md "The window matters"): the program's round1_us
         r1 = r.get("huang.round1_us")
@@ -223,7 +232,7 @@ def run_sweep(binary, scen_dir, out, spec, jobs):
     shown = ["rnicsim"] + [c if c != binary else "rnicsim" for c in cmd[1:]]
     shown = [os.path.relpath(c, SRC) if c.startswith(SRC + "/") else c for c in shown]
     shown[-1] = "OUT"  # the -o directory: a temporary one, not worth recording
-    return pts, wall, " ".join(shown), rounds
+    return pts, wall, " ".join(shown), rounds, walls
 
 
 def run_label():
@@ -540,9 +549,13 @@ def main():
     def collect():
         out = {"quick": a.quick, "wall_seconds": wall, "commands": cmds, "run_on": runon,
                "points": {f: {key_s(k): v for k, v in d.items()} for f, d in res.items()},
-               "round1_us": {f: {key_s(k): v for k, v in d.items()} for f, d in rounds.items()}}
-        for k in ("wall_seconds", "commands", "run_on", "points", "round1_us"):
+               "round1_us": {f: {key_s(k): v for k, v in d.items()} for f, d in rounds.items()},
+               "run_wall_s": {f: {key_s(k): v for k, v in d.items()} for f, d in runwall.items()}}
+        for k in ("wall_seconds", "commands", "run_on", "points", "round1_us", "run_wall_s"):
             out[k] = {**old.get(k, {}), **out[k]}
+        # a run's wall time stays with its point when part of a figure runs again
+        out["run_wall_s"] = {f: {**old.get("run_wall_s", {}).get(f, {}), **d}
+                             for f, d in out["run_wall_s"].items()}
         if not a.checks and not a.summary:  # the ratio figures from every point so far
             out["ratios"] = ratios({f: {(k.split("/")[0],) + tuple(int(x) for x in k.split("/")[1:]): v
                                         for k, v in d.items()} for f, d in out["points"].items()})
@@ -553,13 +566,14 @@ def main():
             json.dump(out, f, indent=1, sort_keys=True)
         os.replace(path + ".tmp", path)
 
-    res, wall, cmds, rounds, runon = {}, {}, {}, {}, {}
+    res, wall, cmds, rounds, runon, runwall = {}, {}, {}, {}, {}, {}
     rev = run_label()
     with tempfile.TemporaryDirectory() as tmp:
         for fig, spec in sweeps.items():
             load0 = os.getloadavg()[0]
             t_start = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-            pts, w, c, r1 = run_sweep(binary, a.scenarios, os.path.join(tmp, fig), spec, a.jobs)
+            pts, w, c, r1, rw = run_sweep(binary, a.scenarios, os.path.join(tmp, fig), spec,
+                                          a.jobs)
             load1 = os.getloadavg()[0]
             print(f"{fig}: {len(pts)} points, {w:.0f} s (load {load0:.1f} -> {load1:.1f}, "
                   f"on {rev})", file=sys.stderr)
@@ -579,6 +593,7 @@ def main():
                 r1 = {**old_r1, **r1}
             res.setdefault(base, {}).update(pts)
             rounds.setdefault(base, {}).update(r1)
+            runwall.setdefault(base, {}).update(rw)
             if not a.checks and not a.summary and base in SWEEPS:
                 mins = sum(v for k, v in wall.items() if k.split("~")[0] == base) / 60
                 plot(base, SWEEPS[base][:4], res[base], a.output,
