@@ -239,9 +239,13 @@ def run_label():
     """What a figure was run on: the source tree's commit (git describe,
     '+dirty' with local changes) and the machine's load averages."""
     try:
-        rev = subprocess.run(["git", "-C", SRC, "describe", "--always", "--dirty=+dirty",
-                              "--abbrev=7"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                             text=True).stdout.strip()
+        git = lambda *args: subprocess.run(["git", "-C", SRC, *args], stdout=subprocess.PIPE,
+                                           stderr=subprocess.DEVNULL, text=True).stdout.strip()
+        rev = git("describe", "--always", "--abbrev=7")
+        # changes outside docs/ (the figures themselves live there) mark it
+        if rev and git("status", "--porcelain", "--untracked-files=no", "--", ".",
+                       ":(exclude)docs"):
+            rev += "+dirty"
     except OSError:
         rev = ""
     rev = rev or "unknown"
