@@ -40,6 +40,11 @@ void host_cpu_params_default(struct host_cpu_params *p)
     /* mlx5 (ConnectX-4 and later) gives threads their own BlueFlame
      * registers; libmlx4 (ConnectX-3) posts under one lock per context */
     p->bf_lock_context = false;
+    /* rdma-core's mlx5 provider flushes the BlueFlame register after every
+     * post (mlx5_post_send: mmio_flush_writes()), so doorbell_gap_ps applies
+     * to every post and the uncached store below is unused */
+    p->post_provider = HOST_PROVIDER_MLX5;
+    p->uc_doorbell_gap_ps = 100 * SIM_NS;
     p->post_recv_ps = 80 * SIM_NS;
     p->poll_cq_ps = 30 * SIM_NS;
     p->poll_cqe_ps = 20 * SIM_NS;
@@ -393,17 +398,37 @@ void host_observed(void)
         thread_observed(t);
 }
 
-void host_doorbell(void)
+const char *const host_post_provider_names[] = {"mlx5", "mlx4", NULL};
+
+/* The running thread's doorbell store: wait until its previous one has
+ * drained, then occupy the path for gap_ps. */
+static void doorbell_store(sim_time_t gap_ps)
 {
     struct host_thread *t = host_thread_current();
-    if (!t || !t->host->cpu.doorbell_gap_ps)
+    if (!t)
         return;
     sim_time_t now = sim_now(t->host->sim);
     if (now < t->db_free_ps) {
         sim_proc_sleep(t->db_free_ps - now); /* spinning in the store fence */
         now = t->db_free_ps;
     }
-    t->db_free_ps = now + t->host->cpu.doorbell_gap_ps;
+    t->db_free_ps = now + gap_ps;
+}
+
+void host_doorbell(void)
+{
+    struct host_thread *t = host_thread_current();
+    if (!t || !t->host->cpu.doorbell_gap_ps)
+        return;
+    doorbell_store(t->host->cpu.doorbell_gap_ps);
+}
+
+void host_doorbell_uc(void)
+{
+    struct host_thread *t = host_thread_current();
+    if (!t || (!t->host->cpu.uc_doorbell_gap_ps && !t->host->cpu.doorbell_gap_ps))
+        return;
+    doorbell_store(t->host->cpu.uc_doorbell_gap_ps);
 }
 
 void host_doorbell_locked(sim_time_t *lock_free_ps, uint32_t *last_core)

@@ -72,6 +72,14 @@ struct host_mem_params {
     sim_time_t tlb_walk_ps;     /* a page walk, its page-table line in the L2 or nearer */
 };
 
+/* The verbs provider whose ibv_post_send costs are modelled
+ * (host.cpu.provider; verbs_shim/post.c decides per post). */
+enum host_post_provider {
+    HOST_PROVIDER_MLX5 = 0, /* rdma-core providers/mlx5: ConnectX-4 and later */
+    HOST_PROVIDER_MLX4 = 1, /* rdma-core providers/mlx4 (libmlx4): ConnectX-3 */
+};
+extern const char *const host_post_provider_names[]; /* "mlx5", "mlx4", NULL */
+
 /* CPU time charged for verbs calls and declared work (host profile), and
  * the host's topology and memory.  Each default's source is in host.c,
  * sim/host/cpu.c and sim/host/mem.c. */
@@ -87,6 +95,15 @@ struct host_cpu_params {
      * ConnectX-3 provider: ctx->bf_lock); false: per thread (mlx5 gives
      * each QP's thread its own BlueFlame register). */
     bool bf_lock_context;
+    /* The verbs provider whose post path is charged (host_post_provider):
+     * mlx5 writes every post's doorbell through the write-combining
+     * BlueFlame register and flushes it (doorbell_gap_ps); mlx4 (libmlx4,
+     * ConnectX-3) does that only for a single BlueFlame-eligible WR and
+     * rings an uncached doorbell store for the rest (uc_doorbell_gap_ps). */
+    uint32_t post_provider;
+    /* Occupancy of that uncached doorbell store (mlx4 provider only): the
+     * thread's next doorbell waits this long after it. */
+    sim_time_t uc_doorbell_gap_ps;
     sim_time_t post_recv_ps;     /* ibv_post_recv, per WR */
     sim_time_t poll_cq_ps;       /* one ibv_poll_cq call */
     sim_time_t poll_cqe_ps;      /* extra per CQE returned */
@@ -323,6 +340,10 @@ void host_charge_private(sim_time_t ps);
  * time) until its previous doorbell store has drained
  * (host_cpu_params.doorbell_gap_ps). */
 void host_doorbell(void);
+/* The same for an uncached doorbell store without a write-combining flush
+ * (libmlx4's plain send doorbell): the thread's next doorbell waits
+ * host_cpu_params.uc_doorbell_gap_ps after it. */
+void host_doorbell_uc(void);
 /* The same for a BlueFlame post under a lock shared by the threads of one
  * verbs context (host.cpu.bf_lock_context): the store waits until the
  * lock is free (*lock_free_ps) and holds it for the drain, plus the lock's

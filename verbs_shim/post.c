@@ -8,7 +8,9 @@
  * call is charged host.cpu.post_send_ps once plus post_send_wqe_ps per WR
  * attempted (post_recv_ps per WR for receives), and the doorbell waits
  * until the thread's previous one has drained (host.cpu.doorbell_gap,
- * sim/host.c host_doorbell).
+ * sim/host.c host_doorbell) -- with host.cpu.provider mlx4 only a
+ * BlueFlame post flushes; the others ring an uncached doorbell
+ * (host.cpu.uc_doorbell_gap, post_is_blueflame below).
  * The receive queue has no doorbell: the NIC reads it when a message
  * arrives.
  *
@@ -240,6 +242,69 @@ static uint32_t sge_bytes(const struct ibv_sge *sg, int n)
     return total > UINT32_MAX ? UINT32_MAX : (uint32_t)total;
 }
 
+/* The provider's post path (host.cpu.provider, docs/host.md "Posting per
+ * provider").  libmlx4 -- rdma-core providers/mlx4/qp.c mlx4_post_send, and
+ * the same test in MLNX_OFED's libmlx4 (__ring_db) -- copies the WQE
+ * through the write-combining BlueFlame register and flushes it only when
+ * one WR was posted (nreq == 1), that WR is "inl" and its WQE is more than
+ * one and at most bf_buf_size / 16 16-byte units.  "inl" is set by inline
+ * data, by an RDMA READ (libmlx4 commit 662a765, 2007: "Use BlueFlame for
+ * RDMA_READ work requests too") and by an RDMA WRITE without a
+ * scatter/gather entry (ef656a5, 2012).  Every other post -- a post list, a
+ * non-inline SEND or WRITE, an atomic -- writes the send doorbell with one
+ * uncached 32-bit store (mmio_write32_be(ctx->uar + MLX4_SEND_DOORBELL))
+ * and no flush.  bf_buf_size is half the BlueFlame register
+ * (mlx4_init_context: bf_buf_size = bf_reg_size / 2): 256 B of ConnectX-3's
+ * 512 B register. */
+enum { MLX4_BF_BUF_BYTES = 256, MLX4_INLINE_ALIGN = 64, MLX4_INLINE_SEG_BYTES = 4 };
+
+/* The size of libmlx4's WQE for w in 16-byte units (fence_size): the
+ * control segment, the remote address (READ/WRITE) or remote address and
+ * atomic segments, UD's datagram segment, then inline data in segments of a
+ * 4-byte header that never cross a 64-byte boundary, or 16 B per SGE. */
+static unsigned mlx4_wqe_units(enum ibv_qp_type t, const struct ibv_send_wr *w)
+{
+    unsigned hdr = 16; /* struct mlx4_wqe_ctrl_seg */
+    if (t == IBV_QPT_UD)
+        hdr += 48; /* struct mlx4_wqe_datagram_seg */
+    else if (w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD)
+        hdr += 16 + 16; /* raddr + atomic segments */
+    else if (w->opcode == IBV_WR_RDMA_READ || w->opcode == IBV_WR_RDMA_WRITE ||
+             w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
+        hdr += 16; /* struct mlx4_wqe_raddr_seg */
+    if (!(w->send_flags & IBV_SEND_INLINE) || w->num_sge <= 0)
+        return hdr / 16 + (unsigned)(w->num_sge > 0 ? w->num_sge : 0);
+    uint32_t inl = sge_bytes(w->sg_list, w->num_sge), len = inl;
+    unsigned off = (hdr + MLX4_INLINE_SEG_BYTES) % MLX4_INLINE_ALIGN, nseg = 0;
+    while (len >= MLX4_INLINE_ALIGN - off) { /* a segment filled to the boundary */
+        len -= MLX4_INLINE_ALIGN - off;
+        nseg++;
+        off = MLX4_INLINE_SEG_BYTES;
+    }
+    if (len)
+        nseg++;
+    return hdr / 16 + (unsigned)((inl + nseg * MLX4_INLINE_SEG_BYTES + 15) / 16);
+}
+
+/* Does this post (posted WRs from head) go through the BlueFlame register
+ * with a write-combining flush?  mlx5: every post flushes; its BlueFlame
+ * copy (the WQE with the doorbell) is the NIC's decision (nic_sq_doorbell). */
+static bool post_is_blueflame(const struct host *h, enum ibv_qp_type t,
+                              const struct ibv_send_wr *head, unsigned posted)
+{
+    if (!h || h->cpu.post_provider != HOST_PROVIDER_MLX4)
+        return true;
+    if (posted != 1)
+        return false;
+    bool inl = ((head->send_flags & IBV_SEND_INLINE) && head->num_sge > 0 &&
+                sge_bytes(head->sg_list, head->num_sge) > 0) ||
+               head->opcode == IBV_WR_RDMA_READ ||
+               ((head->opcode == IBV_WR_RDMA_WRITE || head->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) &&
+                head->num_sge == 0);
+    unsigned units = mlx4_wqe_units(t, head);
+    return inl && units > 1 && units <= MLX4_BF_BUF_BYTES / 16;
+}
+
 /* ops.post_send.  Returns 0 or an errno with *bad_wr at the first WR not
  * posted: EINVAL (QP in RESET/INIT/RTR, opcode not valid on the QP type
  * (UC: no READ/atomics; UD: SEND only), UD without an AH, too many
@@ -300,12 +365,22 @@ static int post_send(struct shim_qp *sqp, struct ibv_send_wr *wr, struct ibv_sen
             sim_time_add(h->cpu.post_send_ps, sim_time_mul(attempted, h->cpu.post_send_wqe_ps)));
     if (posted) {
         struct shim_context *sctx = shim_ctx(qp->context);
-        if (h && h->cpu.bf_lock_context && posted == 1 && head &&
-            (head->send_flags & IBV_SEND_INLINE))
+        bool mlx4 = h && h->cpu.post_provider == HOST_PROVIDER_MLX4;
+        bool bf = post_is_blueflame(h, qp->qp_type, head, posted);
+        /* the BlueFlame lock: libmlx4 takes it around every BlueFlame copy
+         * (READs too); for mlx5 the model keeps it to single inline WRs */
+        bool locked = h && h->cpu.bf_lock_context && posted == 1 &&
+                      (mlx4 ? bf : (head->send_flags & IBV_SEND_INLINE) != 0);
+        if (locked)
             host_doorbell_locked(&sctx->bf_free_ps, &sctx->bf_core);
-        else
+        else if (bf)
             host_doorbell(); /* the previous doorbell store of this thread drained */
-        nic_sq_doorbell(sqp->nqp);
+        else
+            host_doorbell_uc(); /* libmlx4's uncached send doorbell, no flush */
+        if (mlx4)
+            nic_sq_ring(sqp->nqp, bf); /* the WQE came with the doorbell only if BlueFlame */
+        else
+            nic_sq_doorbell(sqp->nqp);
     }
     if (h && sim_trace_on(h->sim, TRACE_G_HOST)) /* the call's span: WRs posted, errno */
         host_trace_call(

@@ -68,6 +68,14 @@ void nic_sq_doorbell(struct nic_qp *nqp)
     doorbell(nqp->nic->ctx);
 }
 
+/* The provider's BlueFlame decision (verbs_shim/post.c) needs a simulated
+ * host; an emulated process has none, so the daemon's NIC decides. */
+void nic_sq_ring(struct nic_qp *nqp, bool wqe_with_doorbell)
+{
+    (void)wqe_with_doorbell;
+    nic_sq_doorbell(nqp);
+}
+
 int nic_rq_append(struct nic_qp *nqp, const struct nic_recv_wqe *wqe)
 {
     struct cl_qp *qp = cl_container_of(nqp, struct cl_qp, nqp);

@@ -34,6 +34,7 @@ void host_charge(sim_time_t ps)
 /* The doorbell occupancy of a simulated thread (host.cpu.doorbell_gap): a
  * real process's stores take what they take. */
 void host_doorbell(void) {}
+void host_doorbell_uc(void) {}
 void host_doorbell_locked(sim_time_t *lock_free_ps, uint32_t *last_core)
 {
     (void)lock_free_ps, (void)last_core;

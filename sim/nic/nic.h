@@ -712,6 +712,11 @@ void nic_aq_set_flags(struct nic_aq *aq, uint32_t flags);
  * crosses PCIe (carrying the WQE itself when BlueFlame applies) and the
  * requester starts when it arrives. */
 void nic_sq_doorbell(struct nic_qp *qp);
+/* The same when the provider decided how it rang: wqe_with_doorbell = the
+ * WQE came through the BlueFlame register (libmlx4 does that only for a
+ * single BlueFlame-eligible WR, sized in its own WQE format; otherwise the
+ * NIC fetches the WQE).  The NIC still needs nic.blueflame and one WQE. */
+void nic_sq_ring(struct nic_qp *qp, bool wqe_with_doorbell);
 /* Per-QP rate limit (IBV_QP_RATE_LIMIT, ibv_modify_qp_rate_limit):
  * pacing of the QP's requester packets at `rate_bps` (0 = none); the
  * rate in force is also bounded by DCQCN's (ratelimit.c). */

@@ -227,7 +227,21 @@ void nic_sq_doorbell(struct nic_qp *qp)
     if (!n)
         return;
     uint32_t sz = wqe_fetch_bytes(&nic->p, nic_sq_wqe(qp, qp->sq_tail - 1));
-    bool bf = nic->p.blueflame && n == 1 && sz <= NIC_BF_MAX_BYTES;
+    nic_sq_ring(qp, sz <= NIC_BF_MAX_BYTES);
+}
+
+void nic_sq_ring(struct nic_qp *qp, bool wqe_with_doorbell)
+{
+    struct nic *nic = qp->nic;
+    uint64_t n = qp->sq_tail - qp->sq_db;
+    if (!n)
+        return;
+    uint32_t sz = wqe_fetch_bytes(&nic->p, nic_sq_wqe(qp, qp->sq_tail - 1));
+    /* the provider sized the WQE in its own format (libmlx4's fits the
+     * BlueFlame buffer); the store carries at most that buffer */
+    bool bf = nic->p.blueflame && wqe_with_doorbell && n == 1;
+    if (bf && sz > NIC_BF_MAX_BYTES)
+        sz = NIC_BF_MAX_BYTES;
     struct nic_op *op = nic_op_alloc(nic, NIC_OP_DOORBELL, qp);
     op->v = qp->sq_tail;
     op->flag = bf;

@@ -176,6 +176,12 @@ static const struct {
     {"host.cpu.bf_lock_context",
      "host.c default: mlx5 (ConnectX-4 and later) gives threads their own BlueFlame registers, no "
      "per-context lock (rdma-core providers/mlx5); libmlx4 (ConnectX-3) takes one (docs/host.md)"},
+    {"host.cpu.provider", "host.c default: rdma-core providers/mlx5 writes every post through the "
+                          "BlueFlame register and flushes it (mlx5_post_send: "
+                          "mmio_flush_writes()), so host.cpu.doorbell_gap applies to every post"},
+    {"host.cpu.uc_doorbell_gap",
+     "host.c default, estimate: an uncached posted 32-bit store is done once the root complex "
+     "takes it, half of pcie.mmio_latency; used only with provider mlx4"},
     {"host.cpu.post_recv", "host.c default: receive WQE write, no doorbell MMIO"},
     {"host.cpu.poll_cq", "host.c default: an empty mlx5 poll is ~20-50 ns"},
     {"host.cpu.poll_cqe", "host.c default: parsing one CQE"},
