@@ -198,6 +198,10 @@ def run_sweep(binary, scen_dir, out, spec, jobs):
         print(f"{scen}: {' '.join(cmd[1:])} exited {p.returncode}:\n{p.stderr[-600:]}",
               file=sys.stderr)
     pts, rounds, walls = {}, {}, {}
+    # the scenario's own warm-up, for points that do not set one
+    with open(os.path.join(scen_dir, scen + ".yaml")) as f:
+        m = re.search(r"\bwarmup: *([0-9.]+[mun]?s)\b", f.read())
+    scen_warm = m.group(1) if m else None
     for r in rows:
         if r.get("exit") != "0" or not r.get("huang.bw_gbps"):
             continue
@@ -219,7 +223,7 @@ def run_sweep(binary, scen_dir, out, spec, jobs):
         r1 = r.get("huang.round1_us")
         if r1 not in (None, ""):
             rounds[key] = float(r1)
-            warm = r.get("vars.warmup") or fixed.get("warmup")
+            warm = r.get("vars.warmup") or fixed.get("warmup") or scen_warm
             if float(r1) < 0 or (warm and float(r1) > to_us(warm)):
                 print(f"{scen} {key}: the window opens before the first round was answered "
                       f"(round 1: {float(r1):.0f} us, warm-up {warm})", file=sys.stderr)
