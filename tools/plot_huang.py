@@ -19,6 +19,7 @@ import argparse
 import csv
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -31,21 +32,77 @@ PROTOS = ["send_send", "send_write", "write_send", "write_write", "read"]
 LINE_GBPS = 56.0
 ABS = {"m1": "M:1", "1m": "1:M", "mm": "M:M"}
 
-# figure -> (scenario, x var, values, extra --set lists)
+# figure -> (scenario, x var, values, extra --set lists[, protocols, fixed
+# vars]).  "figNN~tag" sweeps add their points to figure figNN: points
+# whose first round of R x QPs requests lasts longer than the scenario's
+# warm-up get their own (round 1 grows with R: R = 256 doubles R = 128's;
+# 1:M READ at S = 16 takes 77 ms at R = 128, docs/huang.md "The window
+# matters"); a point whose window still opens inside round 1 is reported.
+VS = [365, 1024, 2048, 4096, 8192, 16384, 32768, 65536]
 SWEEPS = {
-    "fig8a": ("m1_R", "R", [1, 2, 4, 8, 16, 32, 64, 128, 256], {}),
+    "fig8a": ("m1_R", "R", [1, 2, 4, 8, 16, 32, 64, 128], {}),
+    "fig8a~256": ("m1_R", "R", [256], {}, PROTOS, {"warmup": "20ms"}),
     "fig8b": ("m1_S", "S", [1, 2, 4, 8, 16], {}),
     "fig8c": ("m1_nodes", "P", [1, 2, 4, 8, 16, 28], {}),
-    "fig9": ("m1_V", "V", [365, 1024, 2048, 4096, 8192, 16384, 32768, 65536], {"R": [4, 128]}),
-    "fig10a": ("1m_R", "R", [1, 2, 4, 8, 16, 32, 64, 128, 256], {}),
+    "fig9": ("m1_V", "V", VS, {"R": [4]}),
+    "fig10a": ("1m_R", "R", [1, 2, 4, 8, 16, 32, 64, 128], {}, PROTOS[:4]),
+    "fig10a~256": ("1m_R", "R", [256], {}, PROTOS[:4], {"warmup": "40ms"}),
+    # 1:M READ's first round: 77 ms at R = 128 (0.6 ms per unit of R)
+    "fig10a~read": ("1m_R", "R", [1, 2, 4, 8, 16, 32], {}, ["read"], {"warmup": "25ms"}),
+    "fig10a~read64": ("1m_R", "R", [64], {}, ["read"], {"warmup": "45ms"}),
+    "fig10a~read128": ("1m_R", "R", [128], {}, ["read"], {"warmup": "90ms"}),
+    "fig10a~read256": ("1m_R", "R", [256], {}, ["read"], {"warmup": "180ms"}),
     "fig10b": ("1m_S", "S", [1, 2, 4, 8, 16], {}),
     "fig10c": ("1m_nodes", "Q", [1, 2, 4, 8, 16, 28], {}),
-    "fig11": ("1m_V", "V", [365, 1024, 2048, 4096, 8192, 16384, 32768, 65536], {"R": [4, 128]}),
-    "fig12a": ("mm_R", "R", [1, 2, 4, 8, 16, 32, 64, 128, 256], {}),
+    "fig11": ("1m_V", "V", VS, {"R": [4]}),
+    "fig12a": ("mm_R", "R", [1, 2, 4, 8, 16, 32, 64, 128], {}),
+    "fig12a~256": ("mm_R", "R", [256], {}, PROTOS, {"warmup": "10ms"}),
     "fig12b": ("mm_S", "S", [1, 2, 4, 8], {}),
     "fig12c": ("mm_nodes", "N", [2, 4, 8, 16, 28], {}),
-    "fig13": ("mm_V", "V", [365, 1024, 2048, 4096, 8192, 16384, 32768, 65536], {"R": [4, 128]}),
+    "fig13": ("mm_V", "V", VS, {"R": [4]}),
 }
+
+
+def v_round_ms(ab, V, R=128):
+    """The first round of a V sweep point at R: R x QPs values of V + 6
+    bytes through the one 54.5 Gb/s link that bounds the abstraction (M:1:
+    the responder's 448 QPs at S = 16; 1:M: the requester's 448; M:M: a
+    node's 27 at S = 1), in ms, times 2.5 for what else the round waits on
+    (measured in M:M at R = 128: 5.2 ms at 4 KiB, 7.2-8.2 ms at 8 KiB, about
+    twice the link time; 1.25x left those points inside round 1)."""
+    qps = {"m1": 448, "1m": 448, "mm": 27}[ab]
+    return 2.5 * R * qps * (V + 6) * 8 / 54.5e9 * 1e3
+
+
+# The V sweeps (Figs. 9, 11, 13; R = 4 and 128): a point whose first round
+# (v_round_ms) is longer than the scenario's warm-up gets a sweep of its
+# own, warmed up past it: R = 4 beyond 8 KiB in M:1 and 1:M; at R = 128
+# every V, from the R sweeps' warm-up at 365 B (1:M READ: its 90 ms) to
+# 0.7 s at 64 KiB in M:1 and 1:M.  The buffers are (V + 6) x R x QPs bytes
+# per node: at R = 128 and 64 KiB 3.7 GB on the M:1 responder and on the
+# 1:M requester, 226 MB on each of the 28 M:M nodes (docs/huang.md "Run
+# times").
+for _fig, _scen, _ab, _w4, _w128 in (("fig9", "m1_V", "m1", 4, 10), ("fig11", "1m_V", "1m", 4, 20),
+                                     ("fig13", "mm_V", "mm", 2, 5)):
+    _own = []
+    for _r, _wd in ((4, _w4), (128, _w128)):
+        for _v in VS:
+            _w = int(v_round_ms(_ab, _v, _r)) + 1
+            if _r == 4 and _w <= _wd:
+                continue  # in the figure's own sweep, at the scenario's warm-up
+            _w = max(_w, _wd)
+            if _ab == "1m":  # READ's first round is the slowest here (77 ms at R = 128)
+                SWEEPS[f"{_fig}~{_r}v{_v}"] = (_scen, "V", [_v], {"R": [_r]}, PROTOS[:4],
+                                               {"warmup": f"{_w}ms"})
+                SWEEPS[f"{_fig}~{_r}v{_v}read"] = (_scen, "V", [_v], {"R": [_r]}, ["read"],
+                                                   {"warmup": f"{max(_w, 90 if _r == 128 else 4)}ms"})
+            else:
+                SWEEPS[f"{_fig}~{_r}v{_v}"] = (_scen, "V", [_v], {"R": [_r]}, PROTOS,
+                                               {"warmup": f"{_w}ms"})
+            if _r == 4:
+                _own.append(_v)
+    SWEEPS[_fig] = (_scen, "V", [v for v in VS if v not in _own], {"R": [4]})
+
 # the points the headline checks (spec 3.8) need, as sweeps; --quick:
 # the cheap ones (S = 1 and the READs, a few seconds each), for tests.
 # Each point's warm-up covers its first round of R x QPs requests (the
@@ -140,7 +197,11 @@ def run_sweep(binary, scen_dir, out, spec, jobs):
     if p.returncode != 0:
         print(f"{scen}: {' '.join(cmd[1:])} exited {p.returncode}:\n{p.stderr[-600:]}",
               file=sys.stderr)
-    pts, rounds = {}, {}
+    pts, rounds, walls = {}, {}, {}
+    # the scenario's own warm-up, for points that do not set one
+    with open(os.path.join(scen_dir, scen + ".yaml")) as f:
+        m = re.search(r"\bwarmup: *([0-9.]+[mun]?s)\b", f.read())
+    scen_warm = m.group(1) if m else None
     for r in rows:
         if r.get("exit") != "0" or not r.get("huang.bw_gbps"):
             continue
@@ -149,12 +210,20 @@ def run_sweep(binary, scen_dir, out, spec, jobs):
         key = (col("proto", protos), int(col(x, xs))) + tuple(int(col(k, v))
                                                           for k, v in extra.items())
         pts[key] = float(r["huang.bw_gbps"])
+        # the run's own wall time (its log's last line: "... wall 12.5 s")
+        try:
+            with open(os.path.join(out, f"run-{r['run']}.log")) as f:
+                m = re.search(r"wall ([0-9.]+) s", f.read())
+            if m:
+                walls[key] = float(m.group(1))
+        except (OSError, KeyError):
+            pass
         # the window must open after the first round of R x QPs requests
         # (docs/huang.md "The window matters"): the program's round1_us
         r1 = r.get("huang.round1_us")
         if r1 not in (None, ""):
             rounds[key] = float(r1)
-            warm = r.get("vars.warmup") or fixed.get("warmup")
+            warm = r.get("vars.warmup") or fixed.get("warmup") or scen_warm
             if float(r1) < 0 or (warm and float(r1) > to_us(warm)):
                 print(f"{scen} {key}: the window opens before the first round was answered "
                       f"(round 1: {float(r1):.0f} us, warm-up {warm})", file=sys.stderr)
@@ -168,7 +237,30 @@ def run_sweep(binary, scen_dir, out, spec, jobs):
     shown = ["rnicsim"] + [c if c != binary else "rnicsim" for c in cmd[1:]]
     shown = [os.path.relpath(c, SRC) if c.startswith(SRC + "/") else c for c in shown]
     shown[-1] = "OUT"  # the -o directory: a temporary one, not worth recording
-    return pts, wall, " ".join(shown), rounds
+    return pts, wall, " ".join(shown), rounds, walls
+
+
+def run_label():
+    """What a figure was run on: the source tree's commit (git describe,
+    '+dirty' with local changes) and the machine's load averages."""
+    try:
+        git = lambda *args: subprocess.run(["git", "-C", SRC, *args], stdout=subprocess.PIPE,
+                                           stderr=subprocess.DEVNULL, text=True).stdout.strip()
+        rev = git("describe", "--always", "--abbrev=7")
+        # changes outside docs/ (the figures themselves live there) mark it
+        if rev and git("status", "--porcelain", "--untracked-files=no", "--", ".",
+                       ":(exclude)docs"):
+            rev += "+dirty"
+    except OSError:
+        rev = ""
+    rev = rev or "unknown"
+    try:  # the main commit under it (a helper branch is main plus its own commits)
+        base = subprocess.run(["git", "-C", SRC, "merge-base", "HEAD", "main"],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                              text=True).stdout.strip()[:7]
+    except OSError:
+        base = ""
+    return f"{rev} (main {base})" if base and not rev.startswith(base) else rev
 
 
 def to_us(t):
@@ -269,12 +361,13 @@ def checks(r):
     return out
 
 
-def plot(fig, spec, pts, outdir):
+def plot(fig, spec, pts, outdir, label=""):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     scen, x, xs, extra = spec
-    panels = [()] if not extra else [(v,) for v in list(extra.values())[0]]
+    xs = sorted(set(xs) | {k[1] for k in pts})  # with the figure's "~tag" sweeps' points
+    panels = [()] if not extra else sorted({k[2:] for k in pts} | {(v,) for v in list(extra.values())[0]})
     fig_, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4), squeeze=False)
     for ax, pan in zip(axes[0], panels):
         for p in PROTOS:
@@ -289,6 +382,8 @@ def plot(fig, spec, pts, outdir):
         t = f"{fig} ({ABS[scen[:2]]})" + (f", {list(extra)[0]}={pan[0]}" if pan else "")
         ax.set_title(t + ("; x = paper" if PAPER.get(fig) else "; the paper gives no numbers"))
         ax.legend(fontsize=7)
+    if label:
+        fig_.text(0.995, 0.005, label, ha="right", va="bottom", fontsize=6, color="grey")
     fig_.tight_layout()
     fig_.savefig(os.path.join(outdir, fig + ".png"), dpi=90)
     plt.close(fig_)
@@ -397,6 +492,10 @@ def main():
                     "windows, say so next to the figure)")
     ap.add_argument("--protos", default=None, help="comma list of protocols to run (default: "
                     "the sweep's; e.g. the four non-READ ones while the READ model moves)")
+    ap.add_argument("--x", default=None, help="comma list of x values to run (part of a "
+                    "figure: the points at other x stay as they are in results.json)")
+    ap.add_argument("--skip", default="", help="comma list of sweeps not to run (e.g. "
+                    "fig13~128v65536: a point this machine has no memory or time for)")
     ap.add_argument("--rnicsim", default=None)
     ap.add_argument("--scenarios", default=os.path.join(SRC, "scenarios", "huang"))
     a = ap.parse_args()
@@ -415,16 +514,28 @@ def main():
                                      {**(v[5] if len(v) > 5 else {}), **extra})
                   for k, v in sweeps.items()}
     if a.only:
-        sweeps = {k: v for k, v in sweeps.items() if k in a.only.split(",")}
+        only = a.only.split(",")
+        # a figure's name takes its "figNN~tag" sweeps along
+        sweeps = {k: v for k, v in sweeps.items()
+                  if k in only or (not a.checks and k.split("~")[0] in only)}
+    if a.x:
+        xw = [int(v) for v in a.x.split(",")]
+        sweeps = {k: v[:2] + ([x for x in v[2] if x in xw],) + tuple(v[3:])
+                  for k, v in sweeps.items()}
+        sweeps = {k: v for k, v in sweeps.items() if v[2]}
+    if a.skip:
+        sweeps = {k: v for k, v in sweeps.items() if k not in a.skip.split(",")}
     if a.protos:
         want = a.protos.split(",")
         sweeps = {k: tuple(v[:4]) + ([p for p in (v[4] if len(v) > 4 else PROTOS) if p in want],)
                   + tuple(v[5:]) for k, v in sweeps.items()}
         sweeps = {k: v for k, v in sweeps.items() if v[4]}
-    # A figure run for some protocols only (--protos) adds its points to the
-    # figure's others in results.json (e.g. the READ points with their own,
-    # longer warm-up); its wall time and command are kept under "fig~protos".
-    partial = bool(a.protos) and not a.checks and not a.summary
+
+    # A figure run for some protocols or x values only (--protos, --x) adds
+    # its points to the figure's others in results.json (e.g. the READ
+    # points with their own, longer warm-up); its wall time and command are
+    # kept under "fig~protos~xVALUES".
+    partial = bool(a.protos or a.x) and not a.checks and not a.summary
     kept = {}
     rpath = os.path.join(a.output, "results.json")
     if partial and os.path.exists(rpath):
@@ -433,27 +544,8 @@ def main():
         parse = lambda d: {(k.split("/")[0],) + tuple(int(x) for x in k.split("/")[1:]): v
                            for k, v in d.items()}
         kept = {f: (parse(prev.get("points", {}).get(f, {})),
-                    parse(prev.get("round1_us", {}).get(f, {}))) for f in sweeps}
-    res, wall, cmds, rounds = {}, {}, {}, {}
-    with tempfile.TemporaryDirectory() as tmp:
-        for fig, spec in sweeps.items():
-            pts, w, c, r1 = run_sweep(binary, a.scenarios, os.path.join(tmp, fig), spec, a.jobs)
-            print(f"{fig}: {len(pts)} points, {w:.0f} s", file=sys.stderr)
-            tag = fig + ("~" + a.protos if partial else "")
-            wall[tag], cmds[tag] = w, c
-            if partial:
-                old_pts, old_r1 = kept.get(fig, ({}, {}))
-                pts = {**{k: v for k, v in old_pts.items() if k[0] not in spec[4]}, **pts}
-                r1 = {**{k: v for k, v in old_r1.items() if k[0] not in spec[4]}, **r1}
-            res[fig], rounds[fig] = pts, r1
-            if not a.checks and not a.summary:
-                plot(fig, spec[:4], res[fig], a.output)
-    out = {"quick": a.quick, "wall_seconds": wall, "commands": cmds,
-           "points": {f: {f"{k[0]}/" + "/".join(map(str, k[1:])): v for k, v in d.items()}
-                      for f, d in res.items()},
-           "round1_us": {f: {f"{k[0]}/" + "/".join(map(str, k[1:])): v for k, v in d.items()}
-                         for f, d in rounds.items()}}
-    rc = 0
+                    parse(prev.get("round1_us", {}).get(f, {})))
+                for f in {k.split("~")[0] for k in sweeps}}
     path = os.path.join(a.output, "summary.json" if a.summary else
                         "checks.json" if a.checks else "results.json")
     old = {}
@@ -461,8 +553,64 @@ def main():
     if os.path.exists(path) and (not a.checks or a.only):
         with open(path) as f:
             old = json.load(f)
-    for k in ("wall_seconds", "commands", "points", "round1_us"):
-        out[k] = {**old.get(k, {}), **out[k]}
+    key_s = lambda k: f"{k[0]}/" + "/".join(map(str, k[1:]))
+
+    def collect():
+        out = {"quick": a.quick, "wall_seconds": wall, "commands": cmds, "run_on": runon,
+               "points": {f: {key_s(k): v for k, v in d.items()} for f, d in res.items()},
+               "round1_us": {f: {key_s(k): v for k, v in d.items()} for f, d in rounds.items()},
+               "run_wall_s": {f: {key_s(k): v for k, v in d.items()} for f, d in runwall.items()}}
+        for k in ("wall_seconds", "commands", "run_on", "points", "round1_us", "run_wall_s"):
+            out[k] = {**old.get(k, {}), **out[k]}
+        # a run's wall time stays with its point when part of a figure runs again
+        out["run_wall_s"] = {f: {**old.get("run_wall_s", {}).get(f, {}), **d}
+                             for f, d in out["run_wall_s"].items()}
+        if not a.checks and not a.summary:  # the ratio figures from every point so far
+            out["ratios"] = ratios({f: {(k.split("/")[0],) + tuple(int(x) for x in k.split("/")[1:]): v
+                                        for k, v in d.items()} for f, d in out["points"].items()})
+        return out
+
+    def save(out):
+        with open(path + ".tmp", "w") as f:
+            json.dump(out, f, indent=1, sort_keys=True)
+        os.replace(path + ".tmp", path)
+
+    res, wall, cmds, rounds, runon, runwall = {}, {}, {}, {}, {}, {}
+    rev = run_label()
+    with tempfile.TemporaryDirectory() as tmp:
+        for fig, spec in sweeps.items():
+            load0 = os.getloadavg()[0]
+            t_start = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+            pts, w, c, r1, rw = run_sweep(binary, a.scenarios, os.path.join(tmp, fig), spec,
+                                          a.jobs)
+            load1 = os.getloadavg()[0]
+            print(f"{fig}: {len(pts)} points, {w:.0f} s (load {load0:.1f} -> {load1:.1f}, "
+                  f"on {rev})", file=sys.stderr)
+            tag = fig + ("~" + a.protos if a.protos and partial else "") + \
+                ("~x" + a.x if a.x and partial else "")
+            wall[tag], cmds[tag] = w, c
+            # what it ran on: the commit, when, the 1-minute load average
+            # at its start and end (2 cores shared with other jobs)
+            runon[tag] = {"commit": rev, "started": t_start, "jobs": a.jobs,
+                          "load_start": round(load0, 1), "load_end": round(load1, 1)}
+            # "figNN~tag" sweeps (points with their own warm-up) add to figNN
+            base = fig if a.checks else fig.split("~")[0]
+            if partial:
+                # what this run measured replaces, the rest of the figure stays
+                old_pts, old_r1 = kept.pop(base, ({}, {}))
+                pts = {**old_pts, **pts}
+                r1 = {**old_r1, **r1}
+            res.setdefault(base, {}).update(pts)
+            rounds.setdefault(base, {}).update(r1)
+            runwall.setdefault(base, {}).update(rw)
+            if not a.checks and not a.summary and base in SWEEPS:
+                mins = sum(v for k, v in wall.items() if k.split("~")[0] == base) / 60
+                plot(base, SWEEPS[base][:4], res[base], a.output,
+                     f"rnicsim {rev}, {t_start}, {mins:.0f} min at -j {a.jobs}, "
+                     f"load {load0:.0f}-{load1:.0f}")
+                save(collect())  # after each sweep: a long figure run keeps what it ran
+    out = collect()
+    rc = 0
     if a.checks:
         merged = {}
         for f, d in out["points"].items():
@@ -480,17 +628,12 @@ def main():
             if not got.get(x):
                 print(f"plot_huang.py: check {x} does not hold", file=sys.stderr)
                 rc = 1
-    elif a.summary:
-        pass  # from every point run so far, below
-    else:
-        out["ratios"] = ratios(res)
     if a.summary:
         allres = {f: {(k.split("/")[0], int(k.split("/")[1])): v for k, v in d.items()}
                   for f, d in out["points"].items()}
         out["summary"] = summary(allres)
         plot_summary(out["summary"], a.output)
-    with open(path, "w") as f:
-        json.dump(out, f, indent=1, sort_keys=True)
+    save(out)
     return rc
 
 

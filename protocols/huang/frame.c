@@ -53,11 +53,30 @@ uint8_t hg_key_byte(uint64_t tag, uint32_t j)
     return (uint8_t)(x ^ x >> 29 ^ x >> 47);
 }
 
+/* The pattern byte at position j (where a value carries the pattern). */
+static inline uint8_t pattern_byte(uint32_t j)
+{
+    return (uint8_t)((j * 167u + 0x3du) ^ (j >> 8) ^ 0x5au);
+}
+
 uint8_t hg_value_byte(uint32_t j, uint32_t V)
 {
     if (V > HG_DENSE_VALUE && j >= HG_PATTERN_EDGE && j < V - HG_PATTERN_EDGE)
         return 0;
-    return (uint8_t)((j * 167u + 0x3du) ^ (j >> 8) ^ 0x5au);
+    return pattern_byte(j);
+}
+
+/* The body's patterned runs: [HG_HDR_BYTES, *e0) and [*b1, V) (empty
+ * when *b1 == V); the bytes between are zeros. */
+static void body_runs(uint32_t V, uint32_t *e0, uint32_t *b1)
+{
+    if (V > HG_DENSE_VALUE) {
+        *e0 = HG_PATTERN_EDGE;
+        *b1 = V - HG_PATTERN_EDGE;
+    } else {
+        *e0 = V > HG_HDR_BYTES ? V : HG_HDR_BYTES;
+        *b1 = *e0;
+    }
 }
 
 void hg_put_hdr(uint8_t *p, uint64_t tag, uint32_t link, uint32_t slot)
@@ -83,11 +102,12 @@ void hg_fill_request(uint8_t *p, uint32_t L, uint64_t tag, uint32_t link, uint32
 
 void hg_fill_value_body(uint8_t *p, uint32_t V)
 {
-    for (uint32_t j = HG_HDR_BYTES; j < V; j++) {
-        if (V > HG_DENSE_VALUE && j == HG_PATTERN_EDGE)
-            j = V - HG_PATTERN_EDGE; /* zeros between: leave them untouched */
-        p[j] = hg_value_byte(j, V);
-    }
+    uint32_t e0, b1; /* zeros between the runs: left untouched */
+    body_runs(V, &e0, &b1);
+    for (uint32_t j = HG_HDR_BYTES; j < e0; j++)
+        p[j] = pattern_byte(j);
+    for (uint32_t j = b1; j < V; j++)
+        p[j] = pattern_byte(j);
 }
 
 void hg_frame_set(uint8_t *m, uint32_t B)
@@ -143,14 +163,17 @@ uint32_t hg_check_value(const uint8_t *p, uint32_t V, uint64_t tag, uint32_t lin
     uint32_t bad = check_hdr(p, tag, link, slot, "value", why, why_len);
     if (bad)
         return bad;
-    for (uint32_t j = HG_HDR_BYTES; j < V; j++) {
-        if (V > HG_DENSE_VALUE && j == HG_PATTERN_EDGE)
-            j = V - HG_PATTERN_EDGE;
-        if (p[j] != hg_value_byte(j, V)) {
-            snprintf(why, why_len, "value byte %" PRIu32 " is 0x%02x, expected 0x%02x", j, p[j],
-                     hg_value_byte(j, V));
-            return j + 1;
-        }
-    }
+    uint32_t e0, b1, j;
+    body_runs(V, &e0, &b1);
+    for (j = HG_HDR_BYTES; j < e0; j++)
+        if (p[j] != pattern_byte(j))
+            goto wrong;
+    for (j = b1; j < V; j++)
+        if (p[j] != pattern_byte(j))
+            goto wrong;
     return 0;
+wrong:
+    snprintf(why, why_len, "value byte %" PRIu32 " is 0x%02x, expected 0x%02x", j, p[j],
+             pattern_byte(j));
+    return j + 1;
 }

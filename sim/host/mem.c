@@ -152,10 +152,19 @@ static uint32_t map_find(const struct host_mem *m, uintptr_t page)
     return i;
 }
 
-static struct host_line_page *page_get(struct host_mem *m, uintptr_t page)
+static struct host_line_page *page_get_slow(struct host_mem *m, uintptr_t page);
+
+/* The entry of `page`, created when new (NULL: out of memory); the last
+ * page looked up is found without hashing. */
+static inline struct host_line_page *page_get(struct host_mem *m, uintptr_t page)
 {
     if (m->last && m->pages[m->last - 1].page == page)
         return &m->pages[m->last - 1];
+    return page_get_slow(m, page);
+}
+
+static struct host_line_page *page_get_slow(struct host_mem *m, uintptr_t page)
+{
     if (2 * (m->npages + 1) > m->nslots && map_grow(m))
         return NULL;
     uint32_t i = map_find(m, page);
@@ -225,6 +234,7 @@ struct host_mem *host_mem_get(struct host *h)
     m->cores = tp->sockets * tp->cores_per_socket;
     m->core_seq = calloc(m->cores, sizeof(*m->core_seq));
     m->all_huge = h->hugepages;
+    m->range_gen = 1;
     if (!m->core_seq || map_grow(m) || host_tlb_init(&m->tlb, m->p, m->cores)) {
         host_tlb_fini(&m->tlb);
         free(m->core_seq);
@@ -304,6 +314,8 @@ int host_mem_add_range(struct host_mem *m, uintptr_t start, size_t len, uint32_t
     m->nranges++;
     if (socket != m->nic_socket)
         m->nremote++;
+    if (!++m->range_gen) /* 0 marks a page never worked out */
+        m->range_gen = 1;
     drop_pages(m, start, start + len);
     return 0;
 }
@@ -327,6 +339,8 @@ void host_mem_remove_range(struct host_mem *m, uintptr_t start)
         m->nremote--;
     memmove(&m->ranges[r], &m->ranges[r + 1], (m->nranges - r - 1) * sizeof(*m->ranges));
     m->nranges--;
+    if (!++m->range_gen) /* 0 marks a page never worked out */
+        m->range_gen = 1;
 }
 
 /* ---------------------------------------------------------------- DMA */
@@ -480,7 +494,7 @@ static void line_touch(struct host_mem *m, struct host_line_page *pg, unsigned i
  * 2 MiB pages in the order they were first touched).  *huge: the page is
  * part of a 2 MiB page (its range's, or every page's with
  * host.hugepages). */
-static uint64_t vpage_of(const struct host_mem *m, const struct host_line_page *pg, bool *huge)
+static uint64_t vpage_find(const struct host_mem *m, const struct host_line_page *pg, bool *huge)
 {
     uintptr_t a = pg->page << HOST_PAGE_SHIFT;
     uint32_t r = range_at(m, a);
@@ -490,6 +504,18 @@ static uint64_t vpage_of(const struct host_mem *m, const struct host_line_page *
         return m->ranges[r].vstart + (a - m->ranges[r].start);
     }
     return ((uint64_t)1 << 44) + ((uint64_t)pg->vid << HOST_PAGE_SHIFT);
+}
+
+/* vpage_find, kept in the page until the ranges change (it depends on the
+ * page and the ranges only). */
+static inline uint64_t vpage_of(const struct host_mem *m, struct host_line_page *pg, bool *huge)
+{
+    if (pg->vgen != m->range_gen) {
+        pg->vpage = vpage_find(m, pg, &pg->vhuge);
+        pg->vgen = m->range_gen;
+    }
+    *huge = pg->vhuge;
+    return pg->vpage;
 }
 
 /* Core c of socket sc translates the page of vpn: nothing in the DTLB, an
@@ -609,6 +635,27 @@ void host_mem_access_acc(struct host *h, uint32_t core, uint32_t socket, uintptr
         return;
     struct walk w = {0};
     walk_lines(h, m, core, socket, addr, len, write, &w);
+    *hits_ps += w.hits_ps;
+    *miss_sum_ps += w.miss_sum_ps;
+    if (w.miss_max_ps > *miss_max_ps)
+        *miss_max_ps = w.miss_max_ps;
+}
+
+void host_mem_access_acc_n(struct host *h, uint32_t core, uint32_t socket, uintptr_t addr,
+                           size_t len, size_t stride, size_t count, bool write, sim_time_t *hits_ps,
+                           sim_time_t *miss_sum_ps, sim_time_t *miss_max_ps)
+{
+    struct host_mem *m = host_mem_get(h);
+    if (!m || !len)
+        return;
+    /* One walk for all: the sums and the maximum add up as over separate
+     * walks, and the page translated last carries over — after any
+     * lookup that page is the DTLB's most recently used of its set
+     * (host_tlb_lookup), so looking it up again at the next access, as a
+     * separate walk would, changes nothing and costs nothing. */
+    struct walk w = {0};
+    for (size_t i = 0; i < count; i++)
+        walk_lines(h, m, core, socket, addr + i * stride, len, write, &w);
     *hits_ps += w.hits_ps;
     *miss_sum_ps += w.miss_sum_ps;
     if (w.miss_max_ps > *miss_max_ps)

@@ -16,11 +16,14 @@
 
 /* The 64 lines of one 4 KiB page that the CPUs or the NIC touched. */
 struct host_line_page {
-    uintptr_t page;    /* address >> HOST_PAGE_SHIFT */
-    uint64_t dma;      /* lines last written by the NIC, not read by a CPU since */
-    uint64_t dirty;    /* lines last written by a CPU (modified in its owner's caches) */
-    uint64_t dma_seq;  /* host DMA line count after the page's last DMA write (DDIO age) */
-    uint8_t socket;    /* the memory's socket */
+    uintptr_t page;   /* address >> HOST_PAGE_SHIFT */
+    uint64_t dma;     /* lines last written by the NIC, not read by a CPU since */
+    uint64_t dirty;   /* lines last written by a CPU (modified in its owner's caches) */
+    uint64_t dma_seq; /* host DMA line count after the page's last DMA write (DDIO age) */
+    uint8_t socket;   /* the memory's socket */
+    bool vhuge;       /* vpage, vhuge: the page as the TLB sees it (vpage_of in mem.c), */
+    uint32_t vgen;    /* valid while vgen == host_mem.range_gen (0: not worked out) */
+    uint64_t vpage;
     uint32_t vid;      /* the page's number in touch order (its TLB page outside ranges) */
     uint8_t owner[64]; /* core that last accessed each line, HOST_LINE_NONE: never */
     uint32_t seq[64];  /* the owner's access count then (capacity age) */
@@ -51,6 +54,7 @@ struct host_mem {
     struct host_mem_range *ranges;
     uint32_t nranges, cap_ranges, nremote;
     uint64_t next_vstart; /* the next range's vstart */
+    uint32_t range_gen;   /* bumped when the ranges change (a page's vpage is then stale) */
     uint32_t next_vid;    /* the next page's vid */
     /* the inter-socket link: free from then, per direction (to, from the
      * NIC's socket) */
@@ -87,6 +91,12 @@ sim_time_t host_mem_access(struct host *h, uint32_t core, uint32_t socket, uintp
 void host_mem_access_acc(struct host *h, uint32_t core, uint32_t socket, uintptr_t addr, size_t len,
                          bool write, sim_time_t *hits_ps, sim_time_t *miss_sum_ps,
                          sim_time_t *miss_max_ps);
+/* host_mem_access_acc of [addr + i stride, + len) for i = 0 .. count - 1,
+ * in order: the same costs and line states as `count` calls, for the
+ * price of one (a scan loop over message slots). */
+void host_mem_access_acc_n(struct host *h, uint32_t core, uint32_t socket, uintptr_t addr,
+                           size_t len, size_t stride, size_t count, bool write, sim_time_t *hits_ps,
+                           sim_time_t *miss_sum_ps, sim_time_t *miss_max_ps);
 /* max(miss_max_ps, miss_sum_ps / host.mem.mlp) */
 sim_time_t host_mem_overlap(struct host *h, sim_time_t miss_sum_ps, sim_time_t miss_max_ps);
 /* memcpy(dst, src, len) by that core: len at host.cpu.memcpy_rate

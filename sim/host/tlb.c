@@ -94,6 +94,10 @@ enum host_tlb_hit host_tlb_lookup(struct host_tlb *t, uint32_t core, uint64_t vp
     if (core >= t->cores)
         return HOST_TLB_L1;
     struct host_tlb_core *c = &t->core[core];
+    uint64_t last = (vpn << 1 | huge) + 1;
+    if (c->last == last)
+        return HOST_TLB_L1;
+    c->last = last;
     if (!c->inited) {
         c->inited = true;
         if (level_init(&c->l1_4k, t->l1_4k_entries, HOST_TLB_L1_WAYS) ||

@@ -26,6 +26,11 @@ struct host_tlb_level {
 struct host_tlb_core {
     struct host_tlb_level l1_4k, l1_2m, st;
     bool inited, oom; /* levels allocated on the core's first lookup; out of memory */
+    /* the core's last lookup ((vpn << 1 | huge) + 1; 0: none): after any
+     * lookup that page is the most recently used of its DTLB set, so
+     * looking it up again hits the DTLB and changes nothing (a scan loop
+     * translates the same page for every slot) */
+    uint64_t last;
 };
 
 struct host_tlb {

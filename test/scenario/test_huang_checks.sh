@@ -118,6 +118,26 @@ print('mops without lock', off, 'with', on)
 assert 1.9 <= on <= 1e3 / 439 + 0.001, on
 assert off >= 2 * on, (off, on)
 PY"
+    # the figure runner (tools/plot_huang.py, docs/huang.md "One command per
+    # figure"): a figure's "~tag" sweep (R = 256, its own warm-up) adds its
+    # points to the figure, --x runs part of a figure and keeps the rest, and
+    # each figure records the commit it ran on.  M:M READ on 2 nodes, short
+    # windows: a few seconds.
+    fo="$scratch/fig"
+    for x in 1,256 2; do
+        $py "$src/tools/plot_huang.py" --only fig12a --x $x --protos read --set N=2 \
+            --set warmup=100us --set duration=50us --rnicsim "$bin" -j 2 -o "$fo" >/dev/null 2>"$fo.err"
+        check "plot_huang.py --only fig12a --x $x runs" "[ $? -eq 0 ] && [ -s '$fo/fig12a.png' ]"
+    done
+    check "fig12a holds R = 1, 2 and the R = 256 sweep's point, with the commit it ran on" "$py - '$fo/results.json' <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+pts = d['points']['fig12a']
+assert set(pts) == {'read/1', 'read/2', 'read/256'}, pts
+assert all(v > 0 for v in pts.values()), pts
+assert set(d['run_on']) == {'fig12a~read~x1,256', 'fig12a~256~read~x1,256', 'fig12a~read~x2'}, d['run_on']
+assert all(r['commit'] and 'load_start' in r for r in d['run_on'].values()), d['run_on']
+PY"
 fi
 # check 9: the marker framing is clean under strict DMA order and torn under
 # relaxed order for a WRITE-framed protocol, never for SEND/SEND (the CQE

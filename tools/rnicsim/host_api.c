@@ -138,13 +138,8 @@ void host_touch_add(struct host_touches *b, const void *addr, size_t len, size_t
         return;
     uint32_t core, socket;
     thread_where(t, &core, &socket);
-    sim_time_t hits = b->hits_ps, sum = b->miss_sum_ps, max = b->miss_max_ps;
-    for (size_t i = 0; i < count; i++)
-        host_mem_access_acc(t->host, core, socket, (uintptr_t)addr + i * stride, len, write != 0,
-                            &hits, &sum, &max);
-    b->hits_ps = hits;
-    b->miss_sum_ps = sum;
-    b->miss_max_ps = max;
+    host_mem_access_acc_n(t->host, core, socket, (uintptr_t)addr, len, stride, count, write != 0,
+                          &b->hits_ps, &b->miss_sum_ps, &b->miss_max_ps);
     if (write)
         b->wrote = 1;
 }
