@@ -29,6 +29,14 @@
  *    (perftest issue 132: ib_write_bw 2.64 Mpps): 1 / 2.64 M = 379 ns
  *    between doorbells of one thread.  With post lists one doorbell covers
  *    many WRs, so the NIC's 133 ns per WQE (7.5 M/s) becomes the limit.
+ *  - post_provider: mlx5 (rdma-core providers/mlx5 flushes after every
+ *    post, so doorbell_gap_ps applies to all); mlx4 (libmlx4) flushes
+ *    only a single BlueFlame-eligible WR and rings an uncached doorbell
+ *    for the rest (verbs_shim/post.c post_is_blueflame).
+ *  - uc_doorbell_gap_ps: that uncached store's occupancy, estimate: a
+ *    posted uncached store is done once the root complex takes it (no
+ *    PCIe round trip), half of pcie.mmio_latency (200 ns); no Ivy Bridge
+ *    measurement found (docs/huang_mechanisms.md).
  * Other data-path costs are the order of magnitude measured for mlx5
  * userspace verbs (an empty poll ~20-50 ns); each is settable per scenario
  * (host.cpu.*).  memcpy: CALIBRATION.md "Host" row, ~7 GB/s per core. */
