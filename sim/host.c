@@ -52,6 +52,7 @@ void host_cpu_params_default(struct host_cpu_params *p)
      * post (mlx5_post_send: mmio_flush_writes()), so doorbell_gap_ps applies
      * to every post and the uncached store below is unused */
     p->post_provider = HOST_PROVIDER_MLX5;
+    p->bf_dedicated = 0; /* with bf_lock_context: rdma-core's libmlx4 locks every QP */
     p->uc_doorbell_gap_ps = 100 * SIM_NS;
     p->post_recv_ps = 80 * SIM_NS;
     p->poll_cq_ps = 30 * SIM_NS;

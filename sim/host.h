@@ -95,6 +95,9 @@ struct host_cpu_params {
      * ConnectX-3 provider: ctx->bf_lock); false: per thread (mlx5 gives
      * each QP's thread its own BlueFlame register). */
     bool bf_lock_context;
+    /* BlueFlame registers of their own that a verbs context hands to its
+     * first QPs (MLNX_OFED's libmlx4: 7); those QPs' posts take no lock */
+    uint32_t bf_dedicated;
     /* The verbs provider whose post path is charged (host_post_provider):
      * mlx5 writes every post's doorbell through the write-combining
      * BlueFlame register and flushes it (doorbell_gap_ps); mlx4 (libmlx4,

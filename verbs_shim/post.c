@@ -369,7 +369,7 @@ static int post_send(struct shim_qp *sqp, struct ibv_send_wr *wr, struct ibv_sen
         bool bf = post_is_blueflame(h, qp->qp_type, head, posted);
         /* the BlueFlame lock: libmlx4 takes it around every BlueFlame copy
          * (READs too); for mlx5 the model keeps it to single inline WRs */
-        bool locked = h && h->cpu.bf_lock_context && posted == 1 &&
+        bool locked = h && h->cpu.bf_lock_context && posted == 1 && !sqp->bf_dedicated &&
                       (mlx4 ? bf : (head->send_flags & IBV_SEND_INLINE) != 0);
         if (locked)
             host_doorbell_locked(&sctx->bf_free_ps, &sctx->bf_core);

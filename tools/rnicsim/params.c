@@ -259,6 +259,8 @@ const struct param_def hw_params[] = {
       "occupancy: a thread's next doorbell MMIO waits this long after its previous one"),
     P("host.cpu.bf_lock_context", PARAM_BOOL, cpu, bf_lock_context,
       "BlueFlame posts of one verbs context share one lock (libmlx4, ConnectX-3)"),
+    P("host.cpu.bf_dedicated", PARAM_COUNT, cpu, bf_dedicated,
+      "BlueFlame registers of their own for a context's first QPs: no lock (MLNX libmlx4: 7)"),
     PE("host.cpu.provider", cpu, post_provider, host_post_provider_names,
        "verbs provider's post path: mlx5 (every post flushes) or mlx4 (only BlueFlame posts do)"),
     P("host.cpu.uc_doorbell_gap", PARAM_TIME, cpu, uc_doorbell_gap_ps,
