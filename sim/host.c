@@ -407,7 +407,7 @@ void host_observed(void)
         thread_observed(t);
 }
 
-const char *const host_post_provider_names[] = {"mlx5", "mlx4", NULL};
+const char *const host_post_provider_names[] = {"mlx5", "mlx4", "mlx4-ofed", NULL};
 
 /* The running thread's doorbell store: wait until its previous one has
  * drained, then occupy the path for gap_ps. */
