@@ -29,6 +29,14 @@
  *    (perftest issue 132: ib_write_bw 2.64 Mpps): 1 / 2.64 M = 379 ns
  *    between doorbells of one thread.  With post lists one doorbell covers
  *    many WRs, so the NIC's 133 ns per WQE (7.5 M/s) becomes the limit.
+ *  - post_provider: mlx5 (rdma-core providers/mlx5 flushes after every
+ *    post, so doorbell_gap_ps applies to all); mlx4 (libmlx4) flushes
+ *    only a single BlueFlame-eligible WR and rings an uncached doorbell
+ *    for the rest (verbs_shim/post.c post_is_blueflame).
+ *  - uc_doorbell_gap_ps: that uncached store's occupancy, estimate: a
+ *    posted uncached store is done once the root complex takes it (no
+ *    PCIe round trip), half of pcie.mmio_latency (200 ns); no Ivy Bridge
+ *    measurement found (docs/huang_mechanisms.md).
  * Other data-path costs are the order of magnitude measured for mlx5
  * userspace verbs (an empty poll ~20-50 ns); each is settable per scenario
  * (host.cpu.*).  memcpy: CALIBRATION.md "Host" row, ~7 GB/s per core. */
@@ -44,6 +52,7 @@ void host_cpu_params_default(struct host_cpu_params *p)
      * post (mlx5_post_send: mmio_flush_writes()), so doorbell_gap_ps applies
      * to every post and the uncached store below is unused */
     p->post_provider = HOST_PROVIDER_MLX5;
+    p->bf_dedicated = 0; /* with bf_lock_context: rdma-core's libmlx4 locks every QP */
     p->uc_doorbell_gap_ps = 100 * SIM_NS;
     p->post_recv_ps = 80 * SIM_NS;
     p->poll_cq_ps = 30 * SIM_NS;
@@ -398,7 +407,7 @@ void host_observed(void)
         thread_observed(t);
 }
 
-const char *const host_post_provider_names[] = {"mlx5", "mlx4", NULL};
+const char *const host_post_provider_names[] = {"mlx5", "mlx4", "mlx4-ofed", NULL};
 
 /* The running thread's doorbell store: wait until its previous one has
  * drained, then occupy the path for gap_ps. */

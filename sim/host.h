@@ -77,8 +77,11 @@ struct host_mem_params {
 enum host_post_provider {
     HOST_PROVIDER_MLX5 = 0, /* rdma-core providers/mlx5: ConnectX-4 and later */
     HOST_PROVIDER_MLX4 = 1, /* rdma-core providers/mlx4 (libmlx4): ConnectX-3 */
+    /* MLNX_OFED's libmlx4: prefer_bf on unless MLX4_POST_SEND_PREFER_BF=0,
+     * so any single WR whose WQE fits goes through BlueFlame */
+    HOST_PROVIDER_MLX4_OFED = 2,
 };
-extern const char *const host_post_provider_names[]; /* "mlx5", "mlx4", NULL */
+extern const char *const host_post_provider_names[]; /* "mlx5", "mlx4", "mlx4-ofed", NULL */
 
 /* CPU time charged for verbs calls and declared work (host profile), and
  * the host's topology and memory.  Each default's source is in host.c,
@@ -95,6 +98,9 @@ struct host_cpu_params {
      * ConnectX-3 provider: ctx->bf_lock); false: per thread (mlx5 gives
      * each QP's thread its own BlueFlame register). */
     bool bf_lock_context;
+    /* BlueFlame registers of their own that a verbs context hands to its
+     * first QPs (MLNX_OFED's libmlx4: 7); those QPs' posts take no lock */
+    uint32_t bf_dedicated;
     /* The verbs provider whose post path is charged (host_post_provider):
      * mlx5 writes every post's doorbell through the write-combining
      * BlueFlame register and flushes it (doorbell_gap_ps); mlx4 (libmlx4,

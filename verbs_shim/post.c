@@ -260,7 +260,10 @@ static uint32_t sge_bytes(const struct ibv_sge *sg, int n)
  * uncached 32-bit store (mmio_write32_be(ctx->uar + MLX4_SEND_DOORBELL))
  * and no flush.  bf_buf_size is half the BlueFlame register
  * (mlx4_init_context: bf_buf_size = bf_reg_size / 2): 256 B of ConnectX-3's
- * 512 B register. */
+ * 512 B register.  MLNX_OFED's libmlx4 (__ring_db) tests (inl || prefer_bf)
+ * and turns prefer_bf on unless MLX4_POST_SEND_PREFER_BF=0
+ * (read_init_vars), so there any single WR whose WQE fits goes through
+ * BlueFlame: provider mlx4-ofed. */
 enum { MLX4_BF_BUF_BYTES = 256, MLX4_INLINE_ALIGN = 64, MLX4_INLINE_SEG_BYTES = 4 };
 
 /* The size of libmlx4's WQE for w in 16-byte units (fence_size): the
@@ -297,11 +300,15 @@ static unsigned mlx4_wqe_units(enum ibv_qp_type t, const struct ibv_send_wr *w)
 static bool post_is_blueflame(const struct host *h, enum ibv_qp_type t,
                               const struct ibv_send_wr *head, unsigned posted)
 {
-    if (!h || h->cpu.post_provider != HOST_PROVIDER_MLX4)
+    if (!h || h->cpu.post_provider == HOST_PROVIDER_MLX5)
         return true;
     if (posted != 1)
         return false;
-    bool inl = ((head->send_flags & IBV_SEND_INLINE) && head->num_sge > 0 &&
+    /* MLNX_OFED's libmlx4 tests (inl || prefer_bf), prefer_bf on by
+     * default (read_init_vars: MLX4_POST_SEND_PREFER_BF unset -> 1) */
+    bool prefer_bf = h->cpu.post_provider == HOST_PROVIDER_MLX4_OFED;
+    bool inl = prefer_bf ||
+               ((head->send_flags & IBV_SEND_INLINE) && head->num_sge > 0 &&
                 sge_bytes(head->sg_list, head->num_sge) > 0) ||
                head->opcode == IBV_WR_RDMA_READ ||
                ((head->opcode == IBV_WR_RDMA_WRITE || head->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) &&
@@ -370,11 +377,11 @@ static int post_send(struct shim_qp *sqp, struct ibv_send_wr *wr, struct ibv_sen
             sim_time_add(h->cpu.post_send_ps, sim_time_mul(attempted, h->cpu.post_send_wqe_ps)));
     if (posted) {
         struct shim_context *sctx = shim_ctx(qp->context);
-        bool mlx4 = h && h->cpu.post_provider == HOST_PROVIDER_MLX4;
+        bool mlx4 = h && h->cpu.post_provider != HOST_PROVIDER_MLX5;
         bool bf = post_is_blueflame(h, qp->qp_type, head, posted);
         /* the BlueFlame lock: libmlx4 takes it around every BlueFlame copy
          * (READs too); for mlx5 the model keeps it to single inline WRs */
-        bool locked = h && h->cpu.bf_lock_context && posted == 1 &&
+        bool locked = h && h->cpu.bf_lock_context && posted == 1 && !sqp->bf_dedicated &&
                       (mlx4 ? bf : (head->send_flags & IBV_SEND_INLINE) != 0);
         if (locked)
             host_doorbell_locked(&sctx->bf_free_ps, &sctx->bf_core);

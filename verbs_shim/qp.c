@@ -415,6 +415,13 @@ struct shim_qp *shim_qp_create(struct ibv_context *ctx, struct ibv_pd *pd,
     pthread_cond_init(&qp->cond, NULL);
     qp->events_completed = 0;
 
+    /* MLNX_OFED's libmlx4 (mlx4_exp_create_qp) gives the first QPs of a
+     * context a dedicated BlueFlame register while any is free */
+    const struct host *h = spd->ctx->host;
+    if (h && init->qp_type != IBV_QPT_XRC_RECV && spd->ctx->bf_dedic_used < h->cpu.bf_dedicated) {
+        sqp->bf_dedicated = true;
+        spd->ctx->bf_dedic_used++;
+    }
     spd->n_qps++;
     sqp->send_cq->n_qps++;
     if (sqp->recv_cq)
@@ -445,6 +452,8 @@ int ibv_destroy_qp(struct ibv_qp *qp)
         return rc;
     }
     shim_async_drop(sqp->ctx, qp);
+    if (sqp->bf_dedicated) /* the register is free again (mlx4_destroy_qp) */
+        sqp->ctx->bf_dedic_used--;
     if (sqp->pd)
         sqp->pd->n_qps--;
     if (sqp->send_cq)

@@ -64,6 +64,8 @@ struct shim_context {
      * last held by core - 1 */
     sim_time_t bf_free_ps;
     uint32_t bf_core;
+    /* dedicated BlueFlame registers in use (host.cpu.bf_dedicated) */
+    uint32_t bf_dedic_used;
     struct verbs_context vctx; /* must be last: context is its last member */
 };
 
@@ -158,6 +160,7 @@ struct shim_qp {
     struct nic_qp *nqp;
     struct ibv_qp_cap cap; /* what was granted */
     bool sq_sig_all;
+    bool bf_dedicated; /* posts through a BlueFlame register of its own: no lock */
 };
 
 struct shim_ah {

@@ -176,6 +176,8 @@ static const struct {
     {"host.cpu.bf_lock_context",
      "host.c default: mlx5 (ConnectX-4 and later) gives threads their own BlueFlame registers, no "
      "per-context lock (rdma-core providers/mlx5); libmlx4 (ConnectX-3) takes one (docs/host.md)"},
+    {"host.cpu.bf_dedicated", "host.c default: with bf_lock_context every QP takes the lock "
+                              "(rdma-core libmlx4); used only with bf_lock_context"},
     {"host.cpu.provider", "host.c default: rdma-core providers/mlx5 writes every post through the "
                           "BlueFlame register and flushes it (mlx5_post_send: "
                           "mmio_flush_writes()), so host.cpu.doorbell_gap applies to every post"},

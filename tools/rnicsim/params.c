@@ -259,8 +259,11 @@ const struct param_def hw_params[] = {
       "occupancy: a thread's next doorbell MMIO waits this long after its previous one"),
     P("host.cpu.bf_lock_context", PARAM_BOOL, cpu, bf_lock_context,
       "BlueFlame posts of one verbs context share one lock (libmlx4, ConnectX-3)"),
+    P("host.cpu.bf_dedicated", PARAM_COUNT, cpu, bf_dedicated,
+      "BlueFlame registers of their own for a context's first QPs: no lock (MLNX libmlx4: 7)"),
     PE("host.cpu.provider", cpu, post_provider, host_post_provider_names,
-       "verbs provider's post path: mlx5 (every post flushes) or mlx4 (only BlueFlame posts do)"),
+       "verbs provider's post path: mlx5 (every post flushes), mlx4 / mlx4-ofed (only BlueFlame "
+       "posts)"),
     P("host.cpu.uc_doorbell_gap", PARAM_TIME, cpu, uc_doorbell_gap_ps,
       "mlx4: occupancy of the uncached doorbell store of a post that is not BlueFlame"),
     P("host.cpu.post_recv", PARAM_TIME, cpu, post_recv_ps, "ibv_post_recv, per WR"),
