@@ -638,8 +638,14 @@ static uint32_t pick_port(struct fswitch *sw, const struct route *r, const struc
     default:
         /* an InfiniBand packet has no 5-tuple: IB switches forward by
          * DLID through the linear forwarding table the subnet manager
-         * wrote, one port per DLID (LMC 0: one LID per port) */
-        h = p->framing == PKT_FRAMING_ROCEV2 ? fabric_ecmp_hash(sw->ecmp_seed, p) : node;
+         * wrote, one port per DLID (LMC 0: one LID per port).  The table's
+         * entry is a hash of the DLID with the switch's own seed, so each
+         * tier of a fat tree chooses independently of the tier below (the
+         * DLID itself, modulo the fan-out, would pick with the same low
+         * bits at every tier and leave half the cores of a k = 4 fat tree
+         * idle) */
+        h = p->framing == PKT_FRAMING_ROCEV2 ? fabric_ecmp_hash(sw->ecmp_seed, p)
+                                             : fmix32(sw->ecmp_seed ^ (node + 1u));
         break;
     }
     uint32_t port = r->ports[h % r->n];

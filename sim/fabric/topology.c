@@ -529,7 +529,8 @@ static int build_hierarchy(struct topology *t)
     const struct topo_params *p = &t->p;
     uint32_t n = p->n_nodes;
     /* entry n: a programmable switch's own address (switch_node), in no
-     * rack: every switch holds a host route to it (route_switch_node) */
+     * rack: every switch holds a host route to it (search_to with that node, in
+     * topo_recompute_routes) */
     t->rack_home = calloc(n + 1, sizeof(*t->rack_home));
     t->rack_of = calloc(n + 1, sizeof(*t->rack_of));
     if (!t->rack_home || !t->rack_of)
@@ -1040,21 +1041,47 @@ static void mcast_build(struct topology *t, const struct topo_mgroup *g)
         top = t->level[s] > top ? t->level[s] : top;
     for (unsigned s = 0; s < ns; s++)
         n_top += t->level[s] == top;
+    /* The root: the first top switch (from one picked by the group id)
+     * whose tree reaches every rack with a host, so that a sender which is
+     * not a member (a send-only UD sender) still reaches the group after a
+     * link failure; failing that, one that reaches every member's rack. */
     bool ok = false;
-    for (unsigned i = 0; i < n_top && !ok; i++) {
-        unsigned want = (g->id + i) % n_top, root = 0;
-        for (unsigned s = 0, k = 0; s < ns; s++)
-            if (t->level[s] == top && k++ == want)
-                root = s;
-        mcast_tree(t, root, parent, down_e, up_e);
-        ok = true;
-        for (uint32_t j = 0; j < g->n && ok; j++) {
-            uint32_t r = t->rack_of[g->nodes[j]];
-            ok = r == SWITCH_NO_RACK || parent[r] != NO_VERTEX;
+    for (unsigned pass = 0; pass < 2 && !ok; pass++)
+        for (unsigned i = 0; i < n_top && !ok; i++) {
+            unsigned want = (g->id + i) % n_top, root = 0;
+            for (unsigned s = 0, k = 0; s < ns; s++)
+                if (t->level[s] == top && k++ == want)
+                    root = s;
+            mcast_tree(t, root, parent, down_e, up_e);
+            ok = true;
+            for (uint32_t j = 0; j < (pass ? g->n : n) && ok; j++) {
+                uint32_t r = t->rack_of[pass ? g->nodes[j] : j];
+                ok = r == SWITCH_NO_RACK || parent[r] != NO_VERTEX;
+            }
+            if (ok)
+                parent[root] = NO_VERTEX - 1; /* the root: no parent, in the tree */
         }
-        if (ok)
-            parent[root] = NO_VERTEX - 1; /* the root: no parent, in the tree */
+    /* members by rack (their order kept), so each switch finds its own
+     * without scanning the group: O(members + switches) */
+    uint32_t *mstart = calloc(ns + 1, sizeof(*mstart));
+    uint32_t *mlist = calloc(g->n ? g->n : 1, sizeof(*mlist));
+    if (!mstart || !mlist) {
+        fprintf(stderr, "rnicsim: topology: out of memory building a multicast tree\n");
+        abort();
     }
+    for (uint32_t j = 0; j < g->n; j++) {
+        uint32_t r = t->rack_of[g->nodes[j]];
+        if (r != SWITCH_NO_RACK && r < ns)
+            mstart[r + 1]++;
+    }
+    for (unsigned s = 0; s < ns; s++)
+        mstart[s + 1] += mstart[s];
+    for (uint32_t j = 0, *fill = cnt; j < g->n; j++) { /* cnt as the cursor, reset below */
+        uint32_t r = t->rack_of[g->nodes[j]];
+        if (r != SWITCH_NO_RACK && r < ns)
+            mlist[mstart[r] + fill[r]++] = g->nodes[j];
+    }
+    memset(cnt, 0, ns * sizeof(*cnt));
     uint32_t m = 0; /* members below each switch of the tree, and in all */
     for (uint32_t j = 0; ok && j < g->n; j++) {
         uint32_t r = t->rack_of[g->nodes[j]];
@@ -1070,11 +1097,10 @@ static void mcast_build(struct topology *t, const struct topo_mgroup *g)
             switch_mcast_set(t->switches[s], g->id, NULL, 0, 0, 0);
             continue;
         }
-        for (uint32_t j = 0; j < g->n; j++)
-            if (t->rack_of[g->nodes[j]] == s)
-                out[k++] = (struct switch_mc_port){
-                    .port = t->edges[link_trace_id(t->nodes[g->nodes[j]].downlink)].port,
-                    .kind = SWITCH_MC_HOST};
+        for (uint32_t j = mstart[s]; j < mstart[s + 1]; j++)
+            out[k++] = (struct switch_mc_port){
+                .port = t->edges[link_trace_id(t->nodes[mlist[j]].downlink)].port,
+                .kind = SWITCH_MC_HOST};
         for (uint32_t j = t->out_start[n + s]; j < t->out_start[n + s + 1]; j++) {
             uint32_t e = t->out_edges[j], v = t->edges[e].to_v;
             if (v >= n && parent[v - n] == s && down_e[v - n] == e && cnt[v - n])
@@ -1093,6 +1119,8 @@ static void mcast_build(struct topology *t, const struct topo_mgroup *g)
     free(up_e);
     free(cnt);
     free(out);
+    free(mstart);
+    free(mlist);
 }
 
 void topo_recompute_routes(struct topology *t)

@@ -22,9 +22,10 @@ struct host_line_page {
     uint64_t dma_seq; /* host DMA line count after the page's last DMA write (DDIO age) */
     uint8_t socket;   /* the memory's socket */
     bool vhuge;       /* vpage, vhuge: the page as the TLB sees it (vpage_of in mem.c), */
-    uint32_t vgen;    /* valid while vgen == host_mem.range_gen (0: not worked out) */
+    uint32_t vid;     /* the page's number in touch order (its TLB page outside ranges) */
+    uint64_t
+        vgen; /* valid while vgen == host_mem.range_gen (0: not worked out; 64 bits: never wraps) */
     uint64_t vpage;
-    uint32_t vid;      /* the page's number in touch order (its TLB page outside ranges) */
     uint8_t owner[64]; /* core that last accessed each line, HOST_LINE_NONE: never */
     uint32_t seq[64];  /* the owner's access count then (capacity age) */
 };
@@ -54,7 +55,7 @@ struct host_mem {
     struct host_mem_range *ranges;
     uint32_t nranges, cap_ranges, nremote;
     uint64_t next_vstart; /* the next range's vstart */
-    uint32_t range_gen;   /* bumped when the ranges change (a page's vpage is then stale) */
+    uint64_t range_gen;   /* bumped when the ranges change (a page's vpage is then stale) */
     uint32_t next_vid;    /* the next page's vid */
     /* the inter-socket link: free from then, per direction (to, from the
      * NIC's socket) */

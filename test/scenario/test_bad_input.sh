@@ -80,7 +80,7 @@ expect bad_param_value 's/tx_pkt_proc: 5ns/tx_pkt_proc: 5/' \
 expect unknown_profile 's/cx5-100g/cx5-10g/' \
     "unknown_profile.yaml:2:10: unknown profile 'cx5-10g' (did you mean 'cx5-100g'?)"
 expect back_to_back_switch 's/^  link:/  switch: {latency: 300ns}\n  link:/' \
-    "back_to_back_switch.yaml:6:11: 'topology.switch': only a star topology has a switch"
+    "back_to_back_switch.yaml:6:11: 'topology.switch': back-to-back has no switch"
 expect bad_kind 's/back-to-back/bus/' \
     "bad_kind.yaml:4:9: bad value 'bus' for 'topology.kind': expected one of star, back-to-back"
 expect huge_leaf_spine 's/^  kind: back-to-back/  kind: leaf-spine\n  leaves: 4096\n  spines: 1024\n  hosts_per_leaf: 1/; /^  hosts: 2/d' \

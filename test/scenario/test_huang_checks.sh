@@ -126,6 +126,7 @@ PY"
     # each figure records the commit it ran on.  M:M READ on 2 nodes, short
     # windows: a few seconds.
     fo="$scratch/fig"
+    rm -rf "$fo" # a previous run's PNG and results.json must not pass for this one's
     for x in 1,256 2; do
         $py "$src/tools/plot_huang.py" --only fig12a --x $x --protos read --set N=2 \
             --set warmup=100us --set duration=50us --rnicsim "$bin" -j 2 -o "$fo" >/dev/null 2>"$fo.err"

@@ -15,6 +15,7 @@
 # Args: rnicsim binary, source dir, scratch dir (test/scenario/lib.sh).
 set -u
 . "$(dirname "$0")/lib.sh"
+rm -f "$scratch"/*.json # a failed run leaves its -o file alone: never read an old one
 
 run() { # name provider test inline [size]
     timeout 120 "$bin" run "$src/validation/scenarios/perftest.yaml" --quiet \
@@ -22,7 +23,7 @@ run() { # name provider test inline [size]
         --set vars.mode=bw --set vars.size=${5:-64} --set vars.inline=$4 --set vars.iters=4000 \
         -o "$scratch/$1.json" >"$scratch/$1.out" 2>&1
     local rc=$?
-    check "$1: exit 0 (got $rc)" "[ $rc -eq 0 ] || tail -3 '$scratch/$1.out'"
+    check "$1: exit 0 (got $rc)" "[ $rc -eq 0 ] || { tail -3 '$scratch/$1.out'; false; }"
 }
 run mlx4_write mlx4 write 0
 run mlx4_write_inl mlx4 write 220
@@ -75,6 +76,8 @@ done
 timeout 120 "$bin" run "$src/scenarios/huang/1m_S.yaml" --quiet --set vars.proto=write_write \
     --set vars.S=4 --set vars.Q=4 --set vars.R=16 --set vars.warmup=500us --set vars.duration=1ms \
     -o "$scratch/nolock.json" >"$scratch/nolock.out" 2>&1
+rc=$?
+check "1:M S=4, lock off: exit 0 (got $rc)" "[ $rc -eq 0 ]"
 check "dedicated registers bypass the lock: 16 of them post as without the lock, none > 2x slower" \
     "$py - '$scratch' <<'PY'
 import json, sys

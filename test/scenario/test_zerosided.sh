@@ -226,14 +226,17 @@ assert up > 1000 and down > 1000, (up, down)
 PY"
 done
 # ---- 2f. the programmable switch anywhere: on leaf1 and on spine1 of a
-# 3-leaf x 2-spine leaf-spine, PUs on leaves 0 and 2 (h0, h5 produce; h2, h4
-# consume).  Every other switch holds a host route to the switch's address
-# along the shortest paths to wherever it sits; a spine sees all of it.
+# 3-leaf x 2-spine leaf-spine, PUs on leaves 0 and 2 only (h0, h5 produce;
+# h1, h4 consume), none under leaf1.  Every other switch holds a host route
+# to the switch's address along the shortest paths to wherever it sits: on
+# leaf1, everything that enters leaf1 is the switch's own traffic (with the
+# switch on leaf0 nothing would); on spine1, a spine sees all of it.
 # A name that is not a switch of the topology is refused with its place.
 sed -e 's/^  kind: star$/  kind: leaf-spine\n  leaves: 3\n  spines: 2\n  hosts_per_leaf: 2/' \
     -e '/^  hosts: 4$/d' \
     -e 's/host: h1, program: zs_pu, args: \[--flow=t, --role=producer/host: h5, program: zs_pu, args: [--flow=t, --role=producer/' \
     -e 's/host: h3, program: zs_pu, args: \[--flow=t, --role=consumer/host: h4, program: zs_pu, args: [--flow=t, --role=consumer/' \
+    -e 's/host: h2, program: zs_pu, args: \[--flow=t, --role=consumer/host: h1, program: zs_pu, args: [--flow=t, --role=consumer/' \
     flows.yaml >ls3.yaml
 for at in leaf1 spine1; do
     lossy "at-$at" ls3.yaml --set vars.mode=shuffle --set topology.switch.programmable=$at
@@ -242,8 +245,9 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 L, at = d['counters']['links'], sys.argv[2]
 into = sum(v['pkts_sent'] for k, v in L.items() if k.endswith('->' + at))
-other = 'spine0' if at == 'spine1' else 'leaf0'
 assert into > 2000, into
+if at == 'leaf1':  # no PU under leaf1: its hosts' cables stay idle
+    assert sum(v['pkts_sent'] for k, v in L.items() if k.startswith('leaf1->h')) == 0, L
 if at == 'spine1':  # every PU frame to the switch crosses spine1, none spine0
     assert sum(v['pkts_sent'] for k, v in L.items() if k.startswith('spine0->')) < 50, L
 PY"

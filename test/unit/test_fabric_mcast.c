@@ -167,6 +167,42 @@ static void test_leaf_spine(void)
     fab_fini(&f);
 }
 
+/* A sender that is not a member (a send-only UD sender) on a rack with no
+ * members: when the root spine's cable to that rack fails, the tree moves
+ * to a root that still reaches it, so its frames keep reaching every
+ * member (a tree that only reached the members' racks dropped them). */
+static void test_nonmember_rack(void)
+{
+    struct topo_params p;
+    fabric_leaf_spine(&p, 4, 3, 2); /* h0 h1 | h2 h3 | h4 h5 | h6 h7 */
+    struct fab f;
+    if (!fab_init(&f, &p))
+        return;
+    const uint32_t g = 5;
+    bool member[MAX_NODES] = {0};
+    const uint32_t m[] = {1, 2, 3, 5}; /* leaves 0, 1, 2; none on leaf 3 */
+    for (unsigned i = 0; i < 4; i++) {
+        CHECK(topo_mcast_join(f.t, g, m[i], true) == 0);
+        member[m[i]] = true;
+    }
+    mc_round(&f, g, member, 1);
+    unsigned root = 3;
+    for (unsigned s = 0; s < 3; s++) {
+        char name[32];
+        snprintf(name, sizeof(name), "spine%u->leaf1", s);
+        if (link_get_counters(topo_find_link(f.t, name))->pkts_sent)
+            root = s;
+    }
+    CHECK(root < 3);
+    char name[32];
+    snprintf(name, sizeof(name), "spine%u->leaf3", root);
+    topo_set_link_up(f.t, topo_find_link(f.t, name), false);
+    snprintf(name, sizeof(name), "leaf3->spine%u", root);
+    topo_set_link_up(f.t, topo_find_link(f.t, name), false);
+    mc_round(&f, g, member, 2); /* h6, h7 on leaf 3 still reach every member once */
+    fab_fini(&f);
+}
+
 static void test_fat_tree(void)
 {
     struct topo_params p;
@@ -309,6 +345,7 @@ static void test_placement(void)
 int main(void)
 {
     test_leaf_spine();
+    test_nonmember_rack();
     test_fat_tree();
     test_star_and_ring();
     test_placement();

@@ -183,7 +183,7 @@ static const struct {
                           "mmio_flush_writes()), so host.cpu.doorbell_gap applies to every post"},
     {"host.cpu.uc_doorbell_gap",
      "host.c default, estimate: an uncached posted 32-bit store is done once the root complex "
-     "takes it, half of pcie.mmio_latency; used only with provider mlx4"},
+     "takes it, half of pcie.mmio_latency; used only with provider mlx4 or mlx4-ofed"},
     {"host.cpu.post_recv", "host.c default: receive WQE write, no doorbell MMIO"},
     {"host.cpu.poll_cq", "host.c default: an empty mlx5 poll is ~20-50 ns"},
     {"host.cpu.poll_cqe", "host.c default: parsing one CQE"},

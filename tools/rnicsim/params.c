@@ -265,7 +265,7 @@ const struct param_def hw_params[] = {
        "verbs provider's post path: mlx5 (every post flushes), mlx4 / mlx4-ofed (only BlueFlame "
        "posts)"),
     P("host.cpu.uc_doorbell_gap", PARAM_TIME, cpu, uc_doorbell_gap_ps,
-      "mlx4: occupancy of the uncached doorbell store of a post that is not BlueFlame"),
+      "mlx4 / mlx4-ofed: occupancy of the uncached doorbell store of a post that is not BlueFlame"),
     P("host.cpu.post_recv", PARAM_TIME, cpu, post_recv_ps, "ibv_post_recv, per WR"),
     P("host.cpu.poll_cq", PARAM_TIME, cpu, poll_cq_ps, "one ibv_poll_cq call"),
     P("host.cpu.poll_cqe", PARAM_TIME, cpu, poll_cqe_ps, "extra per CQE returned by ibv_poll_cq"),

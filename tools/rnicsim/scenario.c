@@ -452,8 +452,8 @@ static int read_topology(struct scenario *s, struct cfg_node *root, struct name_
     struct cfg_node *sw = cfg_child(topo, "switch");
     if (sw && s->topo.kind == TOPO_BACK_TO_BACK)
         return cfg_errorf(err, sw,
-                          "'topology.switch': only a star topology has a switch (and a "
-                          "leaf-spine its leaves and spines); back-to-back has none");
+                          "'topology.switch': back-to-back has no switch (star, leaf-spine, "
+                          "fat-tree and ring topologies have)");
     s->topo.sw.latency_ps = DEFAULT_SWITCH_LATENCY_PS;
     s->topo.sw.port_buffer_bytes = DEFAULT_SWITCH_BUFFER_BYTES;
     if (sw) {
