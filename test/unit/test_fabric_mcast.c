@@ -113,20 +113,29 @@ static uint64_t mc_round(struct fab *f, uint32_t g, const bool *member, unsigned
     return inner;
 }
 
-static void test_leaf_spine(void)
+/* A 4-leaf x 3-spine leaf-spine, 2 hosts a leaf (h0 h1 | h2 h3 | h4 h5 |
+ * h6 h7), and group 5 with members on leaves 0, 1, 2 and none on leaf 3. */
+static bool ls_group(struct fab *f, uint32_t g, bool *member)
 {
     struct topo_params p;
-    fabric_leaf_spine(&p, 4, 3, 2); /* h0 h1 | h2 h3 | h4 h5 | h6 h7 */
-    struct fab f;
-    if (!fab_init(&f, &p))
-        return;
-    const uint32_t g = 5;
-    bool member[MAX_NODES] = {0};
-    const uint32_t m[] = {1, 2, 3, 5}; /* leaves 0, 1, 2; none on leaf 3 */
+    fabric_leaf_spine(&p, 4, 3, 2);
+    if (!fab_init(f, &p))
+        return false;
+    const uint32_t m[] = {1, 2, 3, 5};
     for (unsigned i = 0; i < 4; i++) {
-        CHECK(topo_mcast_join(f.t, g, m[i], true) == 0);
+        CHECK(topo_mcast_join(f->t, g, m[i], true) == 0);
         member[m[i]] = true;
     }
+    return true;
+}
+
+static void test_leaf_spine(void)
+{
+    struct fab f;
+    const uint32_t g = 5;
+    bool member[MAX_NODES] = {0};
+    if (!ls_group(&f, g, member))
+        return;
     CHECK(topo_mcast_join(f.t, g, 2, true) == 0); /* joining twice: once */
     uint64_t inner = mc_round(&f, g, member, 3);
     /* on the tree (one spine, 4 leaves): up from each of 4 leaves, down to
@@ -173,18 +182,11 @@ static void test_leaf_spine(void)
  * member (a tree that only reached the members' racks dropped them). */
 static void test_nonmember_rack(void)
 {
-    struct topo_params p;
-    fabric_leaf_spine(&p, 4, 3, 2); /* h0 h1 | h2 h3 | h4 h5 | h6 h7 */
     struct fab f;
-    if (!fab_init(&f, &p))
-        return;
     const uint32_t g = 5;
     bool member[MAX_NODES] = {0};
-    const uint32_t m[] = {1, 2, 3, 5}; /* leaves 0, 1, 2; none on leaf 3 */
-    for (unsigned i = 0; i < 4; i++) {
-        CHECK(topo_mcast_join(f.t, g, m[i], true) == 0);
-        member[m[i]] = true;
-    }
+    if (!ls_group(&f, g, member))
+        return;
     mc_round(&f, g, member, 1);
     unsigned root = 3;
     for (unsigned s = 0; s < 3; s++) {
