@@ -219,32 +219,27 @@ dropped=$(nic f7-l5-8 rx_drops)
 check "8 L5 pairs $b Gb/s >= 0.8 x 8 x one pair $a; READs held $held, dropped $dropped" \
     "ge $b $a 6.4 && ge $held 1 1 && [ '$dropped' = 0 ]"
 
-# ---- 6: Case#1, network function (time = messages / rate)
-for v in rb2 farm sd l5; do
-    run "nf-$v" "$s/case_nf.yaml" --set vars.variant=$v --set vars.messages=2000
-done
-n=$(val nf-rb2 rb2_bw mmsgs)
-for v in sd l5; do
-    x=$(val nf-$v rb2_bw mmsgs)
-    check "NF: RB² $n Mmsg/s >= 1.7 x $v $x" "ge $n $x 1.7"
-done
-x=$(val nf-farm rb2_bw mmsgs)
-check "NF: RB² $n Mmsg/s >= 3 x FaRM $x" "ge $n $x 3"
-
+# ---- 6: the case studies against the rivals: RB² >= 1.7x SocksDirect and
+# L5, >= 3x FaRM (check 10)
+versus_rivals() { # versus_rivals LABEL TAG SCENARIO COUNT TABLE COLUMN UNIT
+    local label=$1 tag=$2 scn=$3 count=$4 tab=$5 col=$6 unit=$7 v n x
+    for v in rb2 farm sd l5; do
+        run "$tag-$v" "$s/$scn" --set vars.variant=$v --set "$count"
+    done
+    n=$(val "$tag-rb2" "$tab" "$col")
+    for v in sd l5; do
+        x=$(val "$tag-$v" "$tab" "$col")
+        check "$label: RB² $n $unit >= 1.7 x $v $x" "ge $n $x 1.7"
+    done
+    x=$(val "$tag-farm" "$tab" "$col")
+    check "$label: RB² $n $unit >= 3 x FaRM $x" "ge $n $x 3"
+}
+# Case#1, network function (time = messages / rate)
+versus_rivals NF nf case_nf.yaml vars.messages=2000 rb2_bw mmsgs Mmsg/s
 # Case#2, YCSB-C through a request and a response DRB (check 10's DB):
-# RB² >= 1.7x SocksDirect and L5, >= 3x FaRM, whose data and length-word
-# WRITEs are two posts a message (with one two-WR list, --post=list,
-# FaRM is only 1.6x slower than RB² and this fails)
-for v in rb2 farm sd l5; do
-    run "db-$v" "$s/case_db.yaml" --set vars.variant=$v --set vars.requests=2000
-done
-n=$(val db-rb2 rb2_rpc mreq_s)
-for v in sd l5; do
-    x=$(val db-$v rb2_rpc mreq_s)
-    check "DB: RB² $n Mreq/s >= 1.7 x $v $x" "ge $n $x 1.7"
-done
-x=$(val db-farm rb2_rpc mreq_s)
-check "DB: RB² $n Mreq/s >= 3 x FaRM $x" "ge $n $x 3"
+# FaRM's data and length-word WRITEs are two posts a message (with one
+# two-WR list, --post=list, FaRM is only 1.6x slower than RB² and this fails)
+versus_rivals DB db case_db.yaml vars.requests=2000 rb2_rpc mreq_s Mreq/s
 
 # ---- 7: ordering (write twice needs in-order placement of two WRITEs)
 co() { # co NAME TAIL RUNS: check-order under relaxed DMA ordering, 16 KiB ping-pong
