@@ -57,7 +57,17 @@ SWEEPS = {
     "fig11": ("1m_V", "V", VS, {"R": [4]}),
     "fig12a": ("mm_R", "R", [1, 2, 4, 8, 16, 32, 64, 128], {}),
     "fig12a~256": ("mm_R", "R", [256], {}, PROTOS, {"warmup": "10ms"}),
-    "fig12b": ("mm_S", "S", [1, 2, 4, 8], {}),
+    # M:M vs S: each S past its round 1 (R x S x 27 requests a node; measured
+    # on main 0a0dc96: S = 1, 2 2.7-4.0 ms; S = 4 5.0-6.8 ms, READ 13.8;
+    # S = 8 7.7-10.7 ms, READ 40.7) and a window of at least ROUNDS_MIN
+    # rounds of the slowest node (S = 1 WRITE/WRITE: a round of 1.5 ms, one
+    # thread turn; READ at S = 8: 40 ms, 2 Gb/s a node)
+    "fig12b": ("mm_S", "S", [1], {}, PROTOS, {"warmup": "5ms", "duration": "6ms"}),
+    "fig12b~2": ("mm_S", "S", [2], {}, PROTOS, {"warmup": "6ms", "duration": "10ms"}),
+    "fig12b~4": ("mm_S", "S", [4], {}, PROTOS[:4], {"warmup": "10ms", "duration": "20ms"}),
+    "fig12b~4read": ("mm_S", "S", [4], {}, ["read"], {"warmup": "18ms", "duration": "40ms"}),
+    "fig12b~8read": ("mm_S", "S", [8], {}, ["read"], {"warmup": "45ms", "duration": "125ms"}),
+    "fig12b~8": ("mm_S", "S", [8], {}, PROTOS[:4], {"warmup": "14ms", "duration": "30ms"}),
     "fig12c": ("mm_nodes", "N", [2, 4, 8, 16, 28], {}),
     "fig13": ("mm_V", "V", VS, {"R": [4]}),
 }
@@ -197,7 +207,7 @@ def run_sweep(binary, scen_dir, out, spec, jobs):
     if p.returncode != 0:
         print(f"{scen}: {' '.join(cmd[1:])} exited {p.returncode}:\n{p.stderr[-600:]}",
               file=sys.stderr)
-    pts, rounds, walls = {}, {}, {}
+    pts, rounds, walls, nrounds = {}, {}, {}, {}
     # the scenario's own warm-up, for points that do not set one
     with open(os.path.join(scen_dir, scen + ".yaml")) as f:
         m = re.search(r"\bwarmup: *([0-9.]+[mun]?s)\b", f.read())
@@ -234,10 +244,40 @@ def run_sweep(binary, scen_dir, out, spec, jobs):
             print(f"{scen} {key}: a requesting thread polled only {float(polls):.0f} times in "
                   f"the window (longest gap {float(r.get('huang.poll_gap_max_us') or 0):.0f} us)",
                   file=sys.stderr)
+        # how many rounds (R x its QPs responses) the slowest requesting node
+        # completed in the window, from the run's own row: fewer than
+        # ROUNDS_MIN is reported (the window saw too little of each thread's
+        # cycle of finding and re-posting a round)
+        nr = window_rounds(r)
+        if nr is not None:
+            nrounds[key] = round(nr, 2)
+            if nr < ROUNDS_MIN:
+                print(f"{scen} {key}: the slowest requesting node completed only {nr:.1f} "
+                      f"rounds in the window (fewer than {ROUNDS_MIN}; lengthen its duration)",
+                      file=sys.stderr)
     shown = ["rnicsim"] + [c if c != binary else "rnicsim" for c in cmd[1:]]
     shown = [os.path.relpath(c, SRC) if c.startswith(SRC + "/") else c for c in shown]
     shown[-1] = "OUT"  # the -o directory: a temporary one, not worth recording
-    return pts, wall, " ".join(shown), rounds, walls
+    return pts, wall, " ".join(shown), rounds, walls, nrounds
+
+
+# A point's window must hold at least this many rounds of its slowest
+# requesting node (window_rounds)
+ROUNDS_MIN = 3
+
+
+def window_rounds(r):
+    """Rounds the slowest requesting node completed in the window, from a
+    sweep row's huang columns: node_min_gbps x duration in value bytes,
+    over the requests that node had outstanding (R x its requesting QPs:
+    M:1 S, 1:M Q x S, M:M S x (N - 1); protocols/huang/layout.c)."""
+    try:
+        g = lambda k: float(r["huang." + k])
+        ab, S, R, V = int(g("abstraction")), g("S"), g("R"), g("V")
+        qps = {0: S, 1: g("Q") * S, 2: S * (g("N") - 1)}[ab]
+        return g("node_min_gbps") * 1e9 * g("duration_us") * 1e-6 / (8 * V) / (R * qps)
+    except (KeyError, ValueError, TypeError):
+        return None
 
 
 def run_label():
@@ -559,12 +599,16 @@ def main():
         out = {"quick": a.quick, "wall_seconds": wall, "commands": cmds, "run_on": runon,
                "points": {f: {key_s(k): v for k, v in d.items()} for f, d in res.items()},
                "round1_us": {f: {key_s(k): v for k, v in d.items()} for f, d in rounds.items()},
-               "run_wall_s": {f: {key_s(k): v for k, v in d.items()} for f, d in runwall.items()}}
-        for k in ("wall_seconds", "commands", "run_on", "points", "round1_us", "run_wall_s"):
+               "run_wall_s": {f: {key_s(k): v for k, v in d.items()} for f, d in runwall.items()},
+               # rounds of the slowest requesting node in each point's window
+               "window_rounds": {f: {key_s(k): v for k, v in d.items()}
+                                 for f, d in winrounds.items()}}
+        for k in ("wall_seconds", "commands", "run_on", "points", "round1_us", "run_wall_s",
+                  "window_rounds"):
             out[k] = {**old.get(k, {}), **out[k]}
         # a run's wall time stays with its point when part of a figure runs again
-        out["run_wall_s"] = {f: {**old.get("run_wall_s", {}).get(f, {}), **d}
-                             for f, d in out["run_wall_s"].items()}
+        for k in ("run_wall_s", "window_rounds"):
+            out[k] = {f: {**old.get(k, {}).get(f, {}), **d} for f, d in out[k].items()}
         if not a.checks and not a.summary:  # the ratio figures from every point so far
             out["ratios"] = ratios({f: {(k.split("/")[0],) + tuple(int(x) for x in k.split("/")[1:]): v
                                         for k, v in d.items()} for f, d in out["points"].items()})
@@ -575,13 +619,13 @@ def main():
             json.dump(out, f, indent=1, sort_keys=True)
         os.replace(path + ".tmp", path)
 
-    res, wall, cmds, rounds, runon, runwall = {}, {}, {}, {}, {}, {}
+    res, wall, cmds, rounds, runon, runwall, winrounds = {}, {}, {}, {}, {}, {}, {}
     rev = run_label()
     with tempfile.TemporaryDirectory() as tmp:
         for fig, spec in sweeps.items():
             load0 = os.getloadavg()[0]
             t_start = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-            pts, w, c, r1, rw = run_sweep(binary, a.scenarios, os.path.join(tmp, fig), spec,
+            pts, w, c, r1, rw, nr = run_sweep(binary, a.scenarios, os.path.join(tmp, fig), spec,
                                           a.jobs)
             load1 = os.getloadavg()[0]
             print(f"{fig}: {len(pts)} points, {w:.0f} s (load {load0:.1f} -> {load1:.1f}, "
@@ -603,6 +647,7 @@ def main():
             res.setdefault(base, {}).update(pts)
             rounds.setdefault(base, {}).update(r1)
             runwall.setdefault(base, {}).update(rw)
+            winrounds.setdefault(base, {}).update(nr)
             if not a.checks and not a.summary and base in SWEEPS:
                 mins = sum(v for k, v in wall.items() if k.split("~")[0] == base) / 60
                 plot(base, SWEEPS[base][:4], res[base], a.output,
