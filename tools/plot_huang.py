@@ -135,18 +135,18 @@ CHECK_SWEEPS = {
     "1m_S~16": ("1m_S", "S", [16], {}, PROTOS[:4], {"warmup": "20ms"}),
     "1m_S~read": ("1m_S", "S", [16], {}, ["read"], {"warmup": "90ms"}),
     # M:M S = 1 and 2 with Fig. 12b's windows (the same runs: at least 3
-    # rounds of every node); READ at S = 8 past its 40.7 ms round 1 (35 ms
-    # until the fifth session opened it inside), with a 1 ms window (Fig.
-    # 12b's is 125 ms: the same number if the window is long enough)
+    # rounds of every node), and READ at S = 8 (mm_S8, last) past its 40.7 ms
+    # round 1 (35 ms until the fifth session opened it inside) with Fig.
+    # 12b's 3 rounds: a figure that ran them already lends its points
     "mm_S": ("mm_S", "S", [1], {}, PROTOS, {"warmup": "5ms", "duration": "6ms"}),
     "mm_S~2": ("mm_S", "S", [2], {}, PROTOS, {"warmup": "6ms", "duration": "10ms"}),
-    "mm_S8": ("mm_S", "S", [8], {}, ["read"], {"warmup": "45ms"}),
     # checks 6 and 8 (the points at 28 nodes, R = 128 are those above)
     "m1_nodes": ("m1_nodes", "P", [8, 28], {}, ["read"], {"warmup": "8ms"}),
     "1m_nodes": ("1m_nodes", "Q", [1], {}, ["read"]),
     "mm_nodes": ("mm_nodes", "N", [4, 8, 16], {}, PROTOS, {"warmup": "5ms"}),
     "1m_R": ("1m_R", "R", [16, 64], {}, PROTOS[:4], {"warmup": "20ms"}),
     "mm_R": ("mm_R", "R", [2, 4, 8, 16, 32, 64], {}, ["read"], {"warmup": "5ms"}),
+    "mm_S8": ("mm_S", "S", [8], {}, ["read"], {"warmup": "45ms", "duration": "125ms"}),
 }
 QUICK_SWEEPS = {
     "m1_S": ("m1_S", "S", [1], {}, PROTOS, {"warmup": "1ms", "duration": "1ms"}),
@@ -191,7 +191,9 @@ PAPER = {
 }
 
 
-def run_sweep(binary, scen_dir, out, spec, jobs):
+def sweep_cmd(binary, scen_dir, out, spec, jobs):
+    """The `rnicsim sweep` command of a sweep spec, and how results.json
+    shows it (rnicsim for the binary, paths relative, OUT for -o)."""
     scen, x, xs, extra = spec[:4]
     protos = spec[4] if len(spec) > 4 else PROTOS
     fixed = spec[5] if len(spec) > 5 else {}
@@ -203,6 +205,53 @@ def run_sweep(binary, scen_dir, out, spec, jobs):
     for k, val in fixed.items():
         cmd += ["--set", f"vars.{k}={val}"]
     cmd += ["-j", str(jobs), "-o", out]
+    shown = ["rnicsim"] + [c if c != binary else "rnicsim" for c in cmd[1:]]
+    shown = [os.path.relpath(c, SRC) if c.startswith(SRC + "/") else c for c in shown]
+    shown[-1] = "OUT"  # the -o directory: a temporary one, not worth recording
+    return cmd, " ".join(shown)
+
+
+def same_model(commit):
+    """True when the tree at `commit` (a run_on label: 'abc1234 (main ...)')
+    simulates what this work tree does: no difference between
+    the two outside docs/, test/ and this script (git diff of the commit
+    against the work tree)."""
+    rev = commit.split()[0] if commit else ""
+    if not rev or rev.endswith("+dirty"):
+        return False
+    p = subprocess.run(["git", "-C", SRC, "diff", "--quiet", rev, "--", ".",
+                        ":(exclude)docs", ":(exclude)test", ":(exclude)tools/plot_huang.py"],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return p.returncode == 0
+
+
+def reuse_figure_run(figs, binary, scen_dir, spec):
+    """A check sweep that a figure already ran with the same command (but
+    -j) on the same model: its points from results.json, as run_sweep
+    returns them (wall 0), or None.  Deterministic runs: the same bytes."""
+    want = re.sub(r" -j \d+ ", " ", sweep_cmd(binary, scen_dir, "OUT", spec, 1)[1])
+    for tag, c in figs.get("commands", {}).items():
+        if re.sub(r" -j \d+ ", " ", c) != want:
+            continue
+        if not same_model(figs.get("run_on", {}).get(tag, {}).get("commit", "")):
+            continue
+        f = tag.split("~")[0]
+        protos = spec[4] if len(spec) > 4 else PROTOS
+        keep = lambda k: k.split("/")[0] in protos and int(k.split("/")[1]) in spec[2]
+        parse = lambda d: {(k.split("/")[0],) + tuple(int(x) for x in k.split("/")[1:]): v
+                           for k, v in d.items() if keep(k)}
+        got = [parse(figs.get(n, {}).get(f, {})) for n in
+               ("points", "round1_us", "run_wall_s", "window_rounds")]
+        if got[0]:
+            return got[0], 0.0, c, got[1], got[2], got[3], tag
+    return None
+
+
+def run_sweep(binary, scen_dir, out, spec, jobs):
+    scen, x, xs, extra = spec[:4]
+    protos = spec[4] if len(spec) > 4 else PROTOS
+    fixed = spec[5] if len(spec) > 5 else {}
+    cmd, shown = sweep_cmd(binary, scen_dir, out, spec, jobs)
     t0 = time.monotonic()
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     wall = time.monotonic() - t0
@@ -262,10 +311,7 @@ def run_sweep(binary, scen_dir, out, spec, jobs):
                 print(f"{scen} {key}: the slowest requesting node completed only {nr:.1f} "
                       f"rounds in the window (fewer than {ROUNDS_MIN}; lengthen its duration)",
                       file=sys.stderr)
-    shown = ["rnicsim"] + [c if c != binary else "rnicsim" for c in cmd[1:]]
-    shown = [os.path.relpath(c, SRC) if c.startswith(SRC + "/") else c for c in shown]
-    shown[-1] = "OUT"  # the -o directory: a temporary one, not worth recording
-    return pts, wall, " ".join(shown), rounds, walls, nrounds
+    return pts, wall, shown, rounds, walls, nrounds
 
 
 # A point's window must hold at least this many rounds of its slowest
@@ -627,11 +673,32 @@ def main():
         os.replace(path + ".tmp", path)
 
     res, wall, cmds, rounds, runon, runwall, winrounds = {}, {}, {}, {}, {}, {}, {}
+    figs = {}  # the figures' results.json, for --checks to reuse identical runs
+    fpath = os.path.join(a.output, "results.json")
+    if a.checks and not a.quick and os.path.exists(fpath):
+        with open(fpath) as f:
+            figs = json.load(f)
     rev = run_label()
     with tempfile.TemporaryDirectory() as tmp:
         for fig, spec in sweeps.items():
             load0 = os.getloadavg()[0]
             t_start = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+            # --checks: a sweep a figure already ran, same command and model,
+            # is taken from results.json (its commit recorded), not run again
+            got = reuse_figure_run(figs, binary, a.scenarios, spec) if a.checks else None
+            if got:
+                pts, w, c, r1, rw, nr, ftag = got
+                print(f"{fig}: {len(pts)} points from results.json's {ftag} "
+                      f"(same command, same model, {figs['run_on'][ftag]['commit']})",
+                      file=sys.stderr)
+                wall[fig], cmds[fig] = w, c
+                runon[fig] = {**figs["run_on"][ftag], "reused_from": ftag}
+                res.setdefault(fig, {}).update(pts)
+                rounds.setdefault(fig, {}).update(r1)
+                runwall.setdefault(fig, {}).update(rw)
+                winrounds.setdefault(fig, {}).update(nr)
+                save(collect())
+                continue
             pts, w, c, r1, rw, nr = run_sweep(binary, a.scenarios, os.path.join(tmp, fig), spec,
                                           a.jobs)
             load1 = os.getloadavg()[0]
@@ -661,6 +728,8 @@ def main():
                      f"rnicsim {rev}, {t_start}, {mins:.0f} min at -j {a.jobs}, "
                      f"load {load0:.0f}-{load1:.0f}")
                 save(collect())  # after each sweep: a long figure run keeps what it ran
+            elif a.checks:
+                save(collect())  # the check points so far (--only adds the rest later)
     out = collect()
     rc = 0
     if a.checks:
