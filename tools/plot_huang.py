@@ -675,9 +675,6 @@ def main():
     res, wall, cmds, rounds, runon, runwall, winrounds = {}, {}, {}, {}, {}, {}, {}
     figs = {}  # the figures' results.json, for --checks to reuse identical runs
     fpath = os.path.join(a.output, "results.json")
-    if a.checks and not a.quick and os.path.exists(fpath):
-        with open(fpath) as f:
-            figs = json.load(f)
     rev = run_label()
     with tempfile.TemporaryDirectory() as tmp:
         for fig, spec in sweeps.items():
@@ -685,6 +682,9 @@ def main():
             t_start = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
             # --checks: a sweep a figure already ran, same command and model,
             # is taken from results.json (its commit recorded), not run again
+            if a.checks and not a.quick and os.path.exists(fpath):  # read again: a figure
+                with open(fpath) as f:                               # run may have added to it
+                    figs = json.load(f)
             got = reuse_figure_run(figs, binary, a.scenarios, spec) if a.checks else None
             if got:
                 pts, w, c, r1, rw, nr, ftag = got
