@@ -340,9 +340,10 @@ def run_label():
         git = lambda *args: subprocess.run(["git", "-C", SRC, *args], stdout=subprocess.PIPE,
                                            stderr=subprocess.DEVNULL, text=True).stdout.strip()
         rev = git("describe", "--always", "--abbrev=7")
-        # changes outside docs/ (the figures themselves live there) mark it
+        # changes outside docs/ (the figures themselves live there) and
+        # test/ (not what a figure runs) mark it
         if rev and git("status", "--porcelain", "--untracked-files=no", "--", ".",
-                       ":(exclude)docs"):
+                       ":(exclude)docs", ":(exclude)test"):
             rev += "+dirty"
     except OSError:
         rev = ""

@@ -153,6 +153,25 @@ err = open(sys.argv[2]).read()
 low = [l for l in err.splitlines() if 'rounds in the window' in l]
 assert len(low) == 1 and '256)' in low[0], low
 PY"
+    # --checks takes a check sweep a figure already ran (the same command but
+    # -j, the same model) from results.json instead of running it again:
+    # Fig. 12b's S = 1 run is check sweep mm_S
+    $py "$src/tools/plot_huang.py" --only fig12b --x 1 --protos read --set N=2 \
+        --set warmup=100us --set duration=50us --rnicsim "$bin" -j 2 -o "$fo" >/dev/null 2>"$fo.err2"
+    $py "$src/tools/plot_huang.py" --checks --only mm_S --protos read --set N=2 \
+        --set warmup=100us --set duration=50us --rnicsim "$bin" -j 1 -o "$fo" >/dev/null 2>"$fo.err3"
+    # (a work tree with local changes to what runs, "+dirty", never lends)
+    if grep -q "+dirty" "$fo.err2"; then
+        check "--checks does not reuse a run of a changed tree" "! grep -q 'from results.json' '$fo.err3'"
+    else
+        check "--checks reuses Fig. 12b's identical run" "grep -q \"mm_S: 1 points from results.json's fig12b\" '$fo.err3' && $py - '$fo' <<'PY'
+import json, sys
+f = json.load(open(sys.argv[1] + '/results.json'))
+c = json.load(open(sys.argv[1] + '/checks.json'))
+assert c['points']['mm_S'] == {'read/1': f['points']['fig12b']['read/1']}, (c['points'], f['points'])
+assert c['run_on']['mm_S']['reused_from'].startswith('fig12b'), c['run_on']
+PY"
+    fi
 fi
 # check 9: the marker framing is clean under strict DMA order and torn under
 # relaxed order for a WRITE-framed protocol, never for SEND/SEND (the CQE
