@@ -160,8 +160,9 @@ PY"
         --set warmup=100us --set duration=50us --rnicsim "$bin" -j 2 -o "$fo" >/dev/null 2>"$fo.err2"
     $py "$src/tools/plot_huang.py" --checks --only mm_S --protos read --set N=2 \
         --set warmup=100us --set duration=50us --rnicsim "$bin" -j 1 -o "$fo" >/dev/null 2>"$fo.err3"
-    # (a work tree with local changes to what runs, "+dirty", never lends)
-    if grep -q "+dirty" "$fo.err2"; then
+    # (a work tree with local changes to what runs, "+dirty", or outside git,
+    # "unknown", never lends)
+    if grep -q "+dirty\|on unknown" "$fo.err2"; then
         check "--checks does not reuse a run of a changed tree" "! grep -q 'from results.json' '$fo.err3'"
     else
         check "--checks reuses Fig. 12b's identical run" "grep -q \"mm_S: 1 points from results.json's fig12b\" '$fo.err3' && $py - '$fo' <<'PY'
