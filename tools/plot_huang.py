@@ -57,7 +57,17 @@ SWEEPS = {
     "fig11": ("1m_V", "V", VS, {"R": [4]}),
     "fig12a": ("mm_R", "R", [1, 2, 4, 8, 16, 32, 64, 128], {}),
     "fig12a~256": ("mm_R", "R", [256], {}, PROTOS, {"warmup": "10ms"}),
-    "fig12b": ("mm_S", "S", [1, 2, 4, 8], {}),
+    # M:M vs S: each S past its round 1 (R x S x 27 requests a node; measured
+    # on main 0a0dc96: S = 1, 2 2.7-4.0 ms; S = 4 5.0-6.8 ms, READ 13.8;
+    # S = 8 7.7-10.7 ms, READ 40.7) and a window of at least ROUNDS_MIN
+    # rounds of the slowest node (S = 1 WRITE/WRITE: a round of 1.5 ms, one
+    # thread turn; READ at S = 8: 40 ms, 2 Gb/s a node)
+    "fig12b": ("mm_S", "S", [1], {}, PROTOS, {"warmup": "5ms", "duration": "6ms"}),
+    "fig12b~2": ("mm_S", "S", [2], {}, PROTOS, {"warmup": "6ms", "duration": "10ms"}),
+    "fig12b~4": ("mm_S", "S", [4], {}, PROTOS[:4], {"warmup": "10ms", "duration": "20ms"}),
+    "fig12b~4read": ("mm_S", "S", [4], {}, ["read"], {"warmup": "18ms", "duration": "40ms"}),
+    "fig12b~8read": ("mm_S", "S", [8], {}, ["read"], {"warmup": "45ms", "duration": "125ms"}),
+    "fig12b~8": ("mm_S", "S", [8], {}, PROTOS[:4], {"warmup": "14ms", "duration": "30ms"}),
     "fig12c": ("mm_nodes", "N", [2, 4, 8, 16, 28], {}),
     "fig13": ("mm_V", "V", VS, {"R": [4]}),
 }
@@ -67,11 +77,13 @@ def v_round_ms(ab, V, R=128):
     """The first round of a V sweep point at R: R x QPs values of V + 6
     bytes through the one 54.5 Gb/s link that bounds the abstraction (M:1:
     the responder's 448 QPs at S = 16; 1:M: the requester's 448; M:M: a
-    node's 27 at S = 1), in ms, times 2.5 for what else the round waits on
-    (measured in M:M at R = 128: 5.2 ms at 4 KiB, 7.2-8.2 ms at 8 KiB, about
-    twice the link time; 1.25x left those points inside round 1)."""
+    node's 27 at S = 1), in ms, times what else the round waits on: M:M
+    2.5 (measured at R = 128: 5.2 ms at 4 KiB, 7.2-8.2 ms at 8 KiB, about
+    twice the link time; 1.25x left those points inside round 1); M:1 and
+    1:M 1.5 (measured at R = 4 and 64 KiB, WRITE/WRITE, main 31ef8f8:
+    19.3 and 20.9 ms against 17.2 ms of link time)."""
     qps = {"m1": 448, "1m": 448, "mm": 27}[ab]
-    return 2.5 * R * qps * (V + 6) * 8 / 54.5e9 * 1e3
+    return {"mm": 2.5}.get(ab, 1.5) * R * qps * (V + 6) * 8 / 54.5e9 * 1e3
 
 
 # The V sweeps (Figs. 9, 11, 13; R = 4 and 128): a point whose first round
@@ -122,14 +134,22 @@ CHECK_SWEEPS = {
     "1m_S": ("1m_S", "S", [1], {}),
     "1m_S~16": ("1m_S", "S", [16], {}, PROTOS[:4], {"warmup": "20ms"}),
     "1m_S~read": ("1m_S", "S", [16], {}, ["read"], {"warmup": "90ms"}),
-    "mm_S": ("mm_S", "S", [1, 2], {}, PROTOS, {"warmup": "5ms"}),
-    "mm_S8": ("mm_S", "S", [8], {}, ["read"], {"warmup": "35ms"}),
+    # M:M S = 1 and 2 with Fig. 12b's windows (the same runs: at least 3
+    # rounds of every node), and READ at S = 8 (mm_S8, last) past its 40.7 ms
+    # round 1 (35 ms until the fifth session opened it inside) with a 1 ms
+    # window (1,927 polls of each thread; 0.03 of its 40 ms round: Fig. 12b's
+    # full window of 3 rounds is 125 ms, 6 minutes more): a figure that ran
+    # the same command already lends its points (fig12b~8read --set
+    # duration=1ms)
+    "mm_S": ("mm_S", "S", [1], {}, PROTOS, {"warmup": "5ms", "duration": "6ms"}),
+    "mm_S~2": ("mm_S", "S", [2], {}, PROTOS, {"warmup": "6ms", "duration": "10ms"}),
     # checks 6 and 8 (the points at 28 nodes, R = 128 are those above)
     "m1_nodes": ("m1_nodes", "P", [8, 28], {}, ["read"], {"warmup": "8ms"}),
     "1m_nodes": ("1m_nodes", "Q", [1], {}, ["read"]),
     "mm_nodes": ("mm_nodes", "N", [4, 8, 16], {}, PROTOS, {"warmup": "5ms"}),
     "1m_R": ("1m_R", "R", [16, 64], {}, PROTOS[:4], {"warmup": "20ms"}),
     "mm_R": ("mm_R", "R", [2, 4, 8, 16, 32, 64], {}, ["read"], {"warmup": "5ms"}),
+    "mm_S8": ("mm_S", "S", [8], {}, ["read"], {"warmup": "45ms", "duration": "1ms"}),
 }
 QUICK_SWEEPS = {
     "m1_S": ("m1_S", "S", [1], {}, PROTOS, {"warmup": "1ms", "duration": "1ms"}),
@@ -174,7 +194,9 @@ PAPER = {
 }
 
 
-def run_sweep(binary, scen_dir, out, spec, jobs):
+def sweep_cmd(binary, scen_dir, out, spec, jobs):
+    """The `rnicsim sweep` command of a sweep spec, and how results.json
+    shows it (rnicsim for the binary, paths relative, OUT for -o)."""
     scen, x, xs, extra = spec[:4]
     protos = spec[4] if len(spec) > 4 else PROTOS
     fixed = spec[5] if len(spec) > 5 else {}
@@ -186,6 +208,53 @@ def run_sweep(binary, scen_dir, out, spec, jobs):
     for k, val in fixed.items():
         cmd += ["--set", f"vars.{k}={val}"]
     cmd += ["-j", str(jobs), "-o", out]
+    shown = ["rnicsim"] + [c if c != binary else "rnicsim" for c in cmd[1:]]
+    shown = [os.path.relpath(c, SRC) if c.startswith(SRC + "/") else c for c in shown]
+    shown[-1] = "OUT"  # the -o directory: a temporary one, not worth recording
+    return cmd, " ".join(shown)
+
+
+def same_model(commit):
+    """True when the tree at `commit` (a run_on label: 'abc1234 (main ...)')
+    simulates what this work tree does: no difference between
+    the two outside docs/, test/ and this script (git diff of the commit
+    against the work tree)."""
+    rev = commit.split()[0] if commit else ""
+    if not rev or rev.endswith("+dirty"):
+        return False
+    p = subprocess.run(["git", "-C", SRC, "diff", "--quiet", rev, "--", ".",
+                        ":(exclude)docs", ":(exclude)test", ":(exclude)tools/plot_huang.py"],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return p.returncode == 0
+
+
+def reuse_figure_run(figs, binary, scen_dir, spec):
+    """A check sweep that a figure already ran with the same command (but
+    -j) on the same model: its points from results.json, as run_sweep
+    returns them (wall 0), or None.  Deterministic runs: the same bytes."""
+    want = re.sub(r" -j \d+ ", " ", sweep_cmd(binary, scen_dir, "OUT", spec, 1)[1])
+    for tag, c in figs.get("commands", {}).items():
+        if re.sub(r" -j \d+ ", " ", c) != want:
+            continue
+        if not same_model(figs.get("run_on", {}).get(tag, {}).get("commit", "")):
+            continue
+        f = tag.split("~")[0]
+        protos = spec[4] if len(spec) > 4 else PROTOS
+        keep = lambda k: k.split("/")[0] in protos and int(k.split("/")[1]) in spec[2]
+        parse = lambda d: {(k.split("/")[0],) + tuple(int(x) for x in k.split("/")[1:]): v
+                           for k, v in d.items() if keep(k)}
+        got = [parse(figs.get(n, {}).get(f, {})) for n in
+               ("points", "round1_us", "run_wall_s", "window_rounds")]
+        if got[0]:
+            return got[0], 0.0, c, got[1], got[2], got[3], tag
+    return None
+
+
+def run_sweep(binary, scen_dir, out, spec, jobs):
+    scen, x, xs, extra = spec[:4]
+    protos = spec[4] if len(spec) > 4 else PROTOS
+    fixed = spec[5] if len(spec) > 5 else {}
+    cmd, shown = sweep_cmd(binary, scen_dir, out, spec, jobs)
     t0 = time.monotonic()
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     wall = time.monotonic() - t0
@@ -197,7 +266,7 @@ def run_sweep(binary, scen_dir, out, spec, jobs):
     if p.returncode != 0:
         print(f"{scen}: {' '.join(cmd[1:])} exited {p.returncode}:\n{p.stderr[-600:]}",
               file=sys.stderr)
-    pts, rounds, walls = {}, {}, {}
+    pts, rounds, walls, nrounds = {}, {}, {}, {}
     # the scenario's own warm-up, for points that do not set one
     with open(os.path.join(scen_dir, scen + ".yaml")) as f:
         m = re.search(r"\bwarmup: *([0-9.]+[mun]?s)\b", f.read())
@@ -234,10 +303,37 @@ def run_sweep(binary, scen_dir, out, spec, jobs):
             print(f"{scen} {key}: a requesting thread polled only {float(polls):.0f} times in "
                   f"the window (longest gap {float(r.get('huang.poll_gap_max_us') or 0):.0f} us)",
                   file=sys.stderr)
-    shown = ["rnicsim"] + [c if c != binary else "rnicsim" for c in cmd[1:]]
-    shown = [os.path.relpath(c, SRC) if c.startswith(SRC + "/") else c for c in shown]
-    shown[-1] = "OUT"  # the -o directory: a temporary one, not worth recording
-    return pts, wall, " ".join(shown), rounds, walls
+        # how many rounds (R x its QPs responses) the slowest requesting node
+        # completed in the window, from the run's own row: fewer than
+        # ROUNDS_MIN is reported (the window saw too little of each thread's
+        # cycle of finding and re-posting a round)
+        nr = window_rounds(r)
+        if nr is not None:
+            nrounds[key] = round(nr, 2)
+            if nr < ROUNDS_MIN:
+                print(f"{scen} {key}: the slowest requesting node completed only {nr:.1f} "
+                      f"rounds in the window (fewer than {ROUNDS_MIN}; lengthen its duration)",
+                      file=sys.stderr)
+    return pts, wall, shown, rounds, walls, nrounds
+
+
+# A point's window must hold at least this many rounds of its slowest
+# requesting node (window_rounds)
+ROUNDS_MIN = 3
+
+
+def window_rounds(r):
+    """Rounds the slowest requesting node completed in the window, from a
+    sweep row's huang columns: node_min_gbps x duration in value bytes,
+    over the requests that node had outstanding (R x its requesting QPs:
+    M:1 S, 1:M Q x S, M:M S x (N - 1); protocols/huang/layout.c)."""
+    try:
+        g = lambda k: float(r["huang." + k])
+        ab, S, R, V = int(g("abstraction")), g("S"), g("R"), g("V")
+        qps = {0: S, 1: g("Q") * S, 2: S * (g("N") - 1)}[ab]
+        return g("node_min_gbps") * 1e9 * g("duration_us") * 1e-6 / (8 * V) / (R * qps)
+    except (KeyError, ValueError, TypeError):
+        return None
 
 
 def run_label():
@@ -247,9 +343,10 @@ def run_label():
         git = lambda *args: subprocess.run(["git", "-C", SRC, *args], stdout=subprocess.PIPE,
                                            stderr=subprocess.DEVNULL, text=True).stdout.strip()
         rev = git("describe", "--always", "--abbrev=7")
-        # changes outside docs/ (the figures themselves live there) mark it
+        # changes outside docs/ (the figures themselves live there) and
+        # test/ (not what a figure runs) mark it
         if rev and git("status", "--porcelain", "--untracked-files=no", "--", ".",
-                       ":(exclude)docs"):
+                       ":(exclude)docs", ":(exclude)test"):
             rev += "+dirty"
     except OSError:
         rev = ""
@@ -559,12 +656,16 @@ def main():
         out = {"quick": a.quick, "wall_seconds": wall, "commands": cmds, "run_on": runon,
                "points": {f: {key_s(k): v for k, v in d.items()} for f, d in res.items()},
                "round1_us": {f: {key_s(k): v for k, v in d.items()} for f, d in rounds.items()},
-               "run_wall_s": {f: {key_s(k): v for k, v in d.items()} for f, d in runwall.items()}}
-        for k in ("wall_seconds", "commands", "run_on", "points", "round1_us", "run_wall_s"):
+               "run_wall_s": {f: {key_s(k): v for k, v in d.items()} for f, d in runwall.items()},
+               # rounds of the slowest requesting node in each point's window
+               "window_rounds": {f: {key_s(k): v for k, v in d.items()}
+                                 for f, d in winrounds.items()}}
+        for k in ("wall_seconds", "commands", "run_on", "points", "round1_us", "run_wall_s",
+                  "window_rounds"):
             out[k] = {**old.get(k, {}), **out[k]}
         # a run's wall time stays with its point when part of a figure runs again
-        out["run_wall_s"] = {f: {**old.get("run_wall_s", {}).get(f, {}), **d}
-                             for f, d in out["run_wall_s"].items()}
+        for k in ("run_wall_s", "window_rounds"):
+            out[k] = {f: {**old.get(k, {}).get(f, {}), **d} for f, d in out[k].items()}
         if not a.checks and not a.summary:  # the ratio figures from every point so far
             out["ratios"] = ratios({f: {(k.split("/")[0],) + tuple(int(x) for x in k.split("/")[1:]): v
                                         for k, v in d.items()} for f, d in out["points"].items()})
@@ -575,13 +676,34 @@ def main():
             json.dump(out, f, indent=1, sort_keys=True)
         os.replace(path + ".tmp", path)
 
-    res, wall, cmds, rounds, runon, runwall = {}, {}, {}, {}, {}, {}
+    res, wall, cmds, rounds, runon, runwall, winrounds = {}, {}, {}, {}, {}, {}, {}
+    figs = {}  # the figures' results.json, for --checks to reuse identical runs
+    fpath = os.path.join(a.output, "results.json")
     rev = run_label()
     with tempfile.TemporaryDirectory() as tmp:
         for fig, spec in sweeps.items():
             load0 = os.getloadavg()[0]
             t_start = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-            pts, w, c, r1, rw = run_sweep(binary, a.scenarios, os.path.join(tmp, fig), spec,
+            # --checks: a sweep a figure already ran, same command and model,
+            # is taken from results.json (its commit recorded), not run again
+            if a.checks and not a.quick and os.path.exists(fpath):  # read again: a figure
+                with open(fpath) as f:                               # run may have added to it
+                    figs = json.load(f)
+            got = reuse_figure_run(figs, binary, a.scenarios, spec) if a.checks else None
+            if got:
+                pts, w, c, r1, rw, nr, ftag = got
+                print(f"{fig}: {len(pts)} points from results.json's {ftag} "
+                      f"(same command, same model, {figs['run_on'][ftag]['commit']})",
+                      file=sys.stderr)
+                wall[fig], cmds[fig] = w, c
+                runon[fig] = {**figs["run_on"][ftag], "reused_from": ftag}
+                res.setdefault(fig, {}).update(pts)
+                rounds.setdefault(fig, {}).update(r1)
+                runwall.setdefault(fig, {}).update(rw)
+                winrounds.setdefault(fig, {}).update(nr)
+                save(collect())
+                continue
+            pts, w, c, r1, rw, nr = run_sweep(binary, a.scenarios, os.path.join(tmp, fig), spec,
                                           a.jobs)
             load1 = os.getloadavg()[0]
             print(f"{fig}: {len(pts)} points, {w:.0f} s (load {load0:.1f} -> {load1:.1f}, "
@@ -603,12 +725,15 @@ def main():
             res.setdefault(base, {}).update(pts)
             rounds.setdefault(base, {}).update(r1)
             runwall.setdefault(base, {}).update(rw)
+            winrounds.setdefault(base, {}).update(nr)
             if not a.checks and not a.summary and base in SWEEPS:
                 mins = sum(v for k, v in wall.items() if k.split("~")[0] == base) / 60
                 plot(base, SWEEPS[base][:4], res[base], a.output,
                      f"rnicsim {rev}, {t_start}, {mins:.0f} min at -j {a.jobs}, "
                      f"load {load0:.0f}-{load1:.0f}")
                 save(collect())  # after each sweep: a long figure run keeps what it ran
+            elif a.checks:
+                save(collect())  # the check points so far (--only adds the rest later)
     out = collect()
     rc = 0
     if a.checks:

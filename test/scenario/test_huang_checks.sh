@@ -126,10 +126,10 @@ PY"
     # each figure records the commit it ran on.  M:M READ on 2 nodes, short
     # windows: a few seconds.
     fo="$scratch/fig"
-    rm -rf "$fo" # a previous run's PNG and results.json must not pass for this one's
+    rm -rf "$fo" "$fo.err" # a previous run's PNG, results.json and report must not pass for this one's
     for x in 1,256 2; do
         $py "$src/tools/plot_huang.py" --only fig12a --x $x --protos read --set N=2 \
-            --set warmup=100us --set duration=50us --rnicsim "$bin" -j 2 -o "$fo" >/dev/null 2>"$fo.err"
+            --set warmup=100us --set duration=50us --rnicsim "$bin" -j 2 -o "$fo" >/dev/null 2>>"$fo.err"
         check "plot_huang.py --only fig12a --x $x runs" "[ $? -eq 0 ] && [ -s '$fo/fig12a.png' ]"
     done
     check "fig12a holds R = 1, 2 and the R = 256 sweep's point, with the commit it ran on" "$py - '$fo/results.json' <<'PY'
@@ -141,6 +141,38 @@ assert all(v > 0 for v in pts.values()), pts
 assert set(d['run_on']) == {'fig12a~read~x1,256', 'fig12a~256~read~x1,256', 'fig12a~read~x2'}, d['run_on']
 assert all(r['commit'] and 'load_start' in r for r in d['run_on'].values()), d['run_on']
 PY"
+    # each point's rounds of its slowest requesting node in the window: R = 1
+    # and 2 turn over dozens of times in 50 us, R = 256 (256 requests
+    # outstanding, 0.5 rounds) not, and only it is reported
+    check "fig12a records each point's window rounds and reports R = 256's few" "$py - '$fo/results.json' '$fo.err' <<'PY'
+import json, sys
+w = json.load(open(sys.argv[1]))['window_rounds']['fig12a']
+assert set(w) == {'read/1', 'read/2', 'read/256'}, w
+assert w['read/1'] >= 3 and w['read/2'] >= 3 and w['read/256'] < 3, w
+err = open(sys.argv[2]).read()
+low = [l for l in err.splitlines() if 'rounds in the window' in l]
+assert len(low) == 1 and '256)' in low[0], low
+PY"
+    # --checks takes a check sweep a figure already ran (the same command but
+    # -j, the same model) from results.json instead of running it again:
+    # Fig. 12b's S = 1 run is check sweep mm_S
+    $py "$src/tools/plot_huang.py" --only fig12b --x 1 --protos read --set N=2 \
+        --set warmup=100us --set duration=50us --rnicsim "$bin" -j 2 -o "$fo" >/dev/null 2>"$fo.err2"
+    $py "$src/tools/plot_huang.py" --checks --only mm_S --protos read --set N=2 \
+        --set warmup=100us --set duration=50us --rnicsim "$bin" -j 1 -o "$fo" >/dev/null 2>"$fo.err3"
+    # (a work tree with local changes to what runs, "+dirty", or outside git,
+    # "unknown", never lends)
+    if grep -q "+dirty\|on unknown" "$fo.err2"; then
+        check "--checks does not reuse a run of a changed tree" "! grep -q 'from results.json' '$fo.err3'"
+    else
+        check "--checks reuses Fig. 12b's identical run" "grep -q \"mm_S: 1 points from results.json's fig12b\" '$fo.err3' && $py - '$fo' <<'PY'
+import json, sys
+f = json.load(open(sys.argv[1] + '/results.json'))
+c = json.load(open(sys.argv[1] + '/checks.json'))
+assert c['points']['mm_S'] == {'read/1': f['points']['fig12b']['read/1']}, (c['points'], f['points'])
+assert c['run_on']['mm_S']['reused_from'].startswith('fig12b'), c['run_on']
+PY"
+    fi
 fi
 # check 9: the marker framing is clean under strict DMA order and torn under
 # relaxed order for a WRITE-framed protocol, never for SEND/SEND (the CQE
