@@ -218,6 +218,10 @@ void switch_use_route_set(struct fswitch *sw, uint32_t dst_node, uint32_t set);
 #define SWITCH_NO_RACK UINT32_MAX
 void switch_set_prefix_map(struct fswitch *sw, const uint32_t *rack_of_node, uint32_t n_nodes,
                            const uint32_t *pod_of_rack);
+/* The racks multicast forwarding judges a frame's source by: the wiring's,
+ * which stay while a host's downlink is down (shared, not copied; unset:
+ * rack_of_node). */
+void switch_set_home_racks(struct fswitch *sw, const uint32_t *rack_home_of_node);
 void switch_route_rack(struct fswitch *sw, uint32_t rack, uint32_t set);
 void switch_route_pod(struct fswitch *sw, uint32_t pod, uint32_t set);
 void switch_route_default(struct fswitch *sw, uint32_t set);

@@ -97,8 +97,10 @@ struct fswitch {
     uint32_t default_set;    /* set index + 1, 0 = none */
     const uint32_t *rack_of; /* by node: its rack, SWITCH_NO_RACK = unreachable */
     uint32_t map_nodes;
-    const uint32_t *pod_of; /* by rack: its pod, NULL = no pods */
-    uint32_t *rr;           /* by dst_node: spray-rr position (spray-rr only) */
+    const uint32_t *pod_of;    /* by rack: its pod, NULL = no pods */
+    const uint32_t *rack_home; /* by node: its rack from the wiring, links up or
+                                * not (multicast sources, switch_set_home_racks) */
+    uint32_t *rr;              /* by dst_node: spray-rr position (spray-rr only) */
     size_t n_rr;
     struct route *sets;
     uint32_t n_sets, cap_sets;
@@ -422,6 +424,11 @@ void switch_set_prefix_map(struct fswitch *sw, const uint32_t *rack_of_node, uin
     sw->pod_of = pod_of_rack;
 }
 
+void switch_set_home_racks(struct fswitch *sw, const uint32_t *rack_home_of_node)
+{
+    sw->rack_home = rack_home_of_node;
+}
+
 void switch_use_route_set(struct fswitch *sw, uint32_t dst_node, uint32_t set)
 {
     rtab_set(&sw->hosts, dst_node, entry(sw, set));
@@ -721,7 +728,11 @@ static void forward_mcast(struct fswitch *sw, struct pkt *p)
     for (uint32_t i = 0; i < sw->n_mgroups && !g; i++)
         if (sw->mgroups[i].id == (p->dst_node & ~PKT_MCAST_NODE))
             g = &sw->mgroups[i];
-    uint32_t src_rack = p->src_node < sw->map_nodes ? sw->rack_of[p->src_node] : SWITCH_NO_RACK;
+    /* The sender's rack as wired: a host whose downlink is down can still
+     * send, and its frames come up from its rack (rack_of, the unicast
+     * map, says "unreachable" for it, which would keep them in the rack). */
+    const uint32_t *racks = sw->rack_home ? sw->rack_home : sw->rack_of;
+    uint32_t src_rack = p->src_node < sw->map_nodes ? racks[p->src_node] : SWITCH_NO_RACK;
     uint32_t n = 0;
     for (uint32_t i = 0; g && i < g->n; i++)
         n += mc_sends(g, &g->ports[i], src_rack);

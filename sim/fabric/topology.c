@@ -582,8 +582,10 @@ static int build_hierarchy(struct topology *t)
             t->below_hi[c] = n_edge;
         }
     }
-    for (unsigned s = 0; s < t->n_switches; s++)
+    for (unsigned s = 0; s < t->n_switches; s++) {
         switch_set_prefix_map(t->switches[s], t->rack_of, n, t->pod_of);
+        switch_set_home_racks(t->switches[s], t->rack_home);
+    }
     return 0;
 }
 
@@ -1055,7 +1057,9 @@ static void mcast_build(struct topology *t, const struct topo_mgroup *g)
             mcast_tree(t, root, parent, down_e, up_e);
             ok = true;
             for (uint32_t j = 0; j < (pass ? g->n : n) && ok; j++) {
-                uint32_t r = t->rack_of[pass ? g->nodes[j] : j];
+                /* a sender's rack as wired (its downlink may be down);
+                 * a member's as reachable */
+                uint32_t r = pass ? t->rack_of[g->nodes[j]] : t->rack_home[j];
                 ok = r == SWITCH_NO_RACK || parent[r] != NO_VERTEX;
             }
             if (ok)

@@ -7,7 +7,8 @@
  * member too, as on a star), a non-member none, no link carries a frame
  * twice (no loops: the simulation drains), and only the tree's links carry
  * them.  After the tree's link to a member's leaf fails, the rebuilt tree
- * delivers exactly once again; members that leave stop receiving.  A ring
+ * delivers exactly once again; a member whose downlink fails still reaches
+ * every other member; members that leave stop receiving.  A ring
  * refuses to join (ENOTSUP).
  *
  * Placement: with switch_node set on a spine, a fat-tree core or an edge,
@@ -205,6 +206,26 @@ static void test_nonmember_rack(void)
     fab_fini(&f);
 }
 
+/* A member whose downlink fails keeps sending: its frames still come up
+ * from its rack (the wiring's rack, not the unicast map's "unreachable")
+ * and reach every other member once, on every leaf; it gets none.  Before,
+ * the switch judged such a sender as having no rack and kept its frames on
+ * its own leaf. */
+static void test_sender_downlink_down(void)
+{
+    struct fab f;
+    const uint32_t g = 5;
+    bool member[MAX_NODES] = {0};
+    if (!ls_group(&f, g, member))
+        return;
+    topo_set_link_up(f.t, topo_find_link(f.t, "leaf1->node3"), false);
+    member[3] = false; /* it cannot receive: mc_round expects nothing there */
+    mc_round(&f, g, member, 2);
+    CHECK_EQ_U64(f.rx[5].from[3], 2); /* h5 on leaf 2 got h3's frames */
+    CHECK_EQ_U64(f.rx[1].from[3], 2); /* and h1 on leaf 0 */
+    fab_fini(&f);
+}
+
 static void test_fat_tree(void)
 {
     struct topo_params p;
@@ -348,6 +369,7 @@ int main(void)
 {
     test_leaf_spine();
     test_nonmember_rack();
+    test_sender_downlink_down();
     test_fat_tree();
     test_star_and_ring();
     test_placement();
