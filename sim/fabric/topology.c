@@ -511,8 +511,12 @@ static int pair_peers(struct topology *t)
         }
         for (uint32_t k = t->out_start[u]; k < t->out_start[u + 1]; k++) {
             uint32_t e = t->out_edges[k], v = t->edges[e].to_v;
-            if (stamp[v] == u + 1)
-                link_set_peer(t->links[e], t->links[first[v]]);
+            if (stamp[v] != u + 1)
+                continue;
+            link_set_peer(t->links[e], t->links[first[v]]);
+            if (v >= t->p.n_nodes) /* multicast never sends back over the cable */
+                switch_set_back_port(t->switches[v - t->p.n_nodes], t->links[e],
+                                     t->edges[first[v]].port);
         }
     }
     free(first);
@@ -582,10 +586,8 @@ static int build_hierarchy(struct topology *t)
             t->below_hi[c] = n_edge;
         }
     }
-    for (unsigned s = 0; s < t->n_switches; s++) {
+    for (unsigned s = 0; s < t->n_switches; s++)
         switch_set_prefix_map(t->switches[s], t->rack_of, n, t->pod_of);
-        switch_set_home_racks(t->switches[s], t->rack_home);
-    }
     return 0;
 }
 
@@ -1098,7 +1100,7 @@ static void mcast_build(struct topology *t, const struct topo_mgroup *g)
     for (unsigned s = 0; s < ns; s++) {
         uint32_t k = 0;
         if (!ok || parent[s] == NO_VERTEX) {
-            switch_mcast_set(t->switches[s], g->id, NULL, 0, 0, 0);
+            switch_mcast_set(t->switches[s], g->id, NULL, 0);
             continue;
         }
         for (uint32_t j = mstart[s]; j < mstart[s + 1]; j++)
@@ -1108,15 +1110,13 @@ static void mcast_build(struct topology *t, const struct topo_mgroup *g)
         for (uint32_t j = t->out_start[n + s]; j < t->out_start[n + s + 1]; j++) {
             uint32_t e = t->out_edges[j], v = t->edges[e].to_v;
             if (v >= n && parent[v - n] == s && down_e[v - n] == e && cnt[v - n])
-                out[k++] = (struct switch_mc_port){.port = t->edges[e].port,
-                                                   .lo = t->below_lo[v - n],
-                                                   .hi = t->below_hi[v - n],
-                                                   .kind = SWITCH_MC_DOWN};
+                out[k++] =
+                    (struct switch_mc_port){.port = t->edges[e].port, .kind = SWITCH_MC_DOWN};
         }
         if (parent[s] != NO_VERTEX - 1 && cnt[s] < m)
             out[k++] =
                 (struct switch_mc_port){.port = t->edges[up_e[s]].port, .kind = SWITCH_MC_UP};
-        switch_mcast_set(t->switches[s], g->id, out, k, t->below_lo[s], t->below_hi[s]);
+        switch_mcast_set(t->switches[s], g->id, out, k);
     }
     free(parent);
     free(down_e);

@@ -8,7 +8,8 @@
  * twice (no loops: the simulation drains), and only the tree's links carry
  * them.  After the tree's link to a member's leaf fails, the rebuilt tree
  * delivers exactly once again; a member whose downlink fails still reaches
- * every other member; members that leave stop receiving.  A ring
+ * every other member; a frame a switch makes itself reaches every member
+ * once; members that leave stop receiving.  A ring
  * refuses to join (ENOTSUP).
  *
  * Placement: with switch_node set on a spine, a fat-tree core or an edge,
@@ -226,6 +227,39 @@ static void test_sender_downlink_down(void)
     fab_fini(&f);
 }
 
+/* A frame a switch makes itself (a programmable switch's program: it came
+ * in on no port) goes to every branch of the group's tree there, up
+ * included: from leaf 0 each member on leaves 0, 1 and 2 gets it once.
+ * Judged by the source's rack, as before, it went only down (h1 alone). */
+static void test_switch_origin(void)
+{
+    struct fab f;
+    const uint32_t g = 5;
+    bool member[MAX_NODES] = {0};
+    if (!ls_group(&f, g, member))
+        return;
+    struct topo_params p;
+    fabric_leaf_spine(&p, 4, 3, 2);
+    int leaf0 = topo_switch_index(&p, "leaf0");
+    CHECK(leaf0 >= 0);
+    if (leaf0 < 0) {
+        fab_fini(&f);
+        return;
+    }
+    for (unsigned j = 0; j < 3; j++) {
+        struct pkt *q = pkt_alloc(f.pool);
+        q->src_node = f.n; /* the switch's own node id */
+        q->dst_node = PKT_MCAST_NODE | g;
+        q->frame_bytes = FRAME;
+        q->src_qpn = q->dest_qpn = 900 + j;
+        switch_forward(topo_switch(f.t, (unsigned)leaf0), q);
+    }
+    CHECK(sim_run(f.sim, sim_now(f.sim) + 1000 * SIM_US) == SIM_RUN_DONE);
+    for (uint32_t d = 0; d < f.n; d++)
+        CHECK_EQ_U64(f.rx[d].n, member[d] ? 3 : 0);
+    fab_fini(&f);
+}
+
 static void test_fat_tree(void)
 {
     struct topo_params p;
@@ -370,6 +404,7 @@ int main(void)
     test_leaf_spine();
     test_nonmember_rack();
     test_sender_downlink_down();
+    test_switch_origin();
     test_fat_tree();
     test_star_and_ring();
     test_placement();
