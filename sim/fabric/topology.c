@@ -984,9 +984,11 @@ static void mark_racks(struct topology *t, uint32_t lo, uint32_t hi, bool inside
 /* ---------------------------------------------------------------- multicast */
 
 /* UD multicast on a tree.  A group's tree is rooted at one switch of the
- * top level (the star's switch, a spine, a core; the group id picks which,
- * so groups spread over them) and spans every switch reachable from it
- * going down over links that are up both ways, each switch hanging off the
+ * top level (the star's switch, a spine, a core; on a ring, which has no
+ * levels, any switch; the group id picks which, so groups spread over
+ * them) and spans every switch reachable from it going down (on a ring:
+ * both ways round, so the tree is the ring cut opposite the root) over
+ * links that are up both ways, each switch hanging off the
  * first parent the breadth-first search meets (lowest port).  The root is
  * the first, from that pick on, that reaches every member's rack.  Each
  * switch of the tree gets an entry (switch_mcast_set): its member hosts,
@@ -1010,8 +1012,9 @@ static void mcast_tree(struct topology *t, unsigned root, uint32_t *parent, uint
         uint32_t u = t->queue[head++];
         for (uint32_t k = t->out_start[n + u]; k < t->out_start[n + u + 1]; k++) {
             uint32_t e = t->out_edges[k], v = t->edges[e].to_v;
-            if (v < n || parent[v - n] != NO_VERTEX || t->level[v - n] >= t->level[u] ||
-                !link_is_up(t->links[e]))
+            /* a hierarchy: down only; a ring (no levels): either way round */
+            if (v < n || parent[v - n] != NO_VERTEX ||
+                (t->hierarchical && t->level[v - n] >= t->level[u]) || !link_is_up(t->links[e]))
                 continue;
             uint32_t rev = NO_VERTEX; /* the cable's way back up */
             for (uint32_t j = t->out_start[v]; j < t->out_start[v + 1] && rev == NO_VERTEX; j++)
@@ -1030,7 +1033,7 @@ static void mcast_tree(struct topology *t, unsigned root, uint32_t *parent, uint
 static void mcast_build(struct topology *t, const struct topo_mgroup *g)
 {
     uint32_t n = t->p.n_nodes, ns = t->n_switches;
-    if (!ns || !t->hierarchical)
+    if (!ns)
         return;
     uint32_t *parent = calloc(ns, sizeof(*parent)), *down_e = calloc(ns, sizeof(*down_e));
     uint32_t *up_e = calloc(ns, sizeof(*up_e)), *cnt = calloc(ns, sizeof(*cnt));
@@ -1411,10 +1414,6 @@ const struct topo_node_counters *topo_node_counters(const struct topology *t, ui
 
 int topo_mcast_join(struct topology *t, uint32_t group, uint32_t node, bool join)
 {
-    if (t->n_switches && !t->hierarchical) {
-        errno = ENOTSUP; /* a ring has no tree to build */
-        return -1;
-    }
     group &= ~PKT_MCAST_NODE;
     struct topo_mgroup *g = NULL;
     for (uint32_t i = 0; i < t->n_mgroups && !g; i++)

@@ -9,8 +9,8 @@
  * them.  After the tree's link to a member's leaf fails, the rebuilt tree
  * delivers exactly once again; a member whose downlink fails still reaches
  * every other member; a frame a switch makes itself reaches every member
- * once; members that leave stop receiving.  A ring
- * refuses to join (ENOTSUP).
+ * once; members that leave stop receiving.  On a ring the tree is the ring
+ * cut opposite its root, rebuilt the other way round when a cable fails.
  *
  * Placement: with switch_node set on a spine, a fat-tree core or an edge,
  * every other switch's route to the switch's node id leads there along the
@@ -301,13 +301,32 @@ static void test_star_and_ring(void)
     CHECK(topo_mcast_join(f.t, 1, 2, true) == 0);
     mc_round(&f, 1, member, 2); /* the sender, a member, gets its own copy */
     fab_fini(&f);
+    /* a ring of 6: the tree is the ring cut opposite its root; every
+     * member once, no cable twice (mc_round), also after a ring cable
+     * fails (the tree is rebuilt round the other way) and after a second
+     * group joins with another root */
     fabric_defaults(&p);
     p.kind = TOPO_RING;
-    p.n_nodes = 4;
+    p.n_nodes = 6;
     if (!fab_init(&f, &p))
         return;
-    errno = 0;
-    CHECK(topo_mcast_join(f.t, 1, 0, true) == -1 && errno == ENOTSUP);
+    bool rm[MAX_NODES] = {0};
+    const uint32_t rmem[] = {0, 2, 3, 5};
+    for (unsigned i = 0; i < 4; i++) {
+        CHECK(topo_mcast_join(f.t, 1, rmem[i], true) == 0);
+        rm[rmem[i]] = true;
+    }
+    uint64_t inner = mc_round(&f, 1, rm, 2);
+    CHECK(inner > 0 && inner <= 6 * 2 * 5); /* a tree of 5 cables, each at most once a frame */
+    topo_set_link_up(f.t, topo_find_link(f.t, "ring1->ring2"), false);
+    topo_set_link_up(f.t, topo_find_link(f.t, "ring2->ring1"), false);
+    mc_round(&f, 1, rm, 2);
+    bool rm2[MAX_NODES] = {0};
+    CHECK(topo_mcast_join(f.t, 4, 1, true) == 0);
+    CHECK(topo_mcast_join(f.t, 4, 4, true) == 0);
+    rm2[1] = rm2[4] = true;
+    mc_round(&f, 4, rm2, 1);
+    mc_round(&f, 1, rm, 1);
     fab_fini(&f);
 }
 
