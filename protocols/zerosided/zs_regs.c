@@ -192,8 +192,12 @@ uint64_t zs_act_pexp(uint64_t *cell, const void *arg)
         if (st == X_READ || st == X_FAILED)
             return V_REISSUE | (uint64_t)ZS_PH_READ << 8;
         return V_DROP;
-    case EV_REISSUE_PTRS: /* the tail WRITE to send again, if it is out unacknowledged */
-        return st == X_PTAIL ? 1 | (uint64_t)exp << 8 : 0;
+    case EV_REISSUE_PTRS:
+        /* the tail WRITE to send again, if it is out unacknowledged (1);
+         * X_AWAIT: its PSN is reserved and the data ACK's pass may already
+         * have armed its timer, with the egress that marks it X_PTAIL still
+         * to come (2: keep the timer armed) */
+        return st == X_PTAIL ? 1 | (uint64_t)exp << 8 : st == X_AWAIT ? 2 : 0;
     default:
         return V_FATAL;
     }

@@ -249,22 +249,25 @@ void switch_forward(struct fswitch *sw, struct pkt *p);
 void switch_drop(struct fswitch *sw, struct pkt *p);
 /* Multicast forwarding on a tree (the topology computes it, topo_mcast_join):
  * a packet to PKT_MCAST_NODE | group is copied to every port of the
- * switch's entry for the group but the one towards its source, judged by
- * the source's rack: a port to a member host always; a port down to a
- * switch above racks [lo, hi) unless the source's rack is among them; the
- * port up the tree unless the source's rack is not below this switch
- * (racks [lo, hi) of switch_mcast_set).  So on a tree every member gets
- * each packet once, and no copy goes back where it came from. */
+ * switch's entry for the group but the one back over the cable it came in
+ * on (switch_set_back_port): to member hosts always (a member's own frames
+ * come back to it, as on IB), to child switches with members below and up
+ * to the parent if members are outside this switch's subtree.  A packet the
+ * switch itself made (a programmable switch's, in_port 0) goes to every
+ * port of the entry.  So on a tree every member gets each packet once, and
+ * no copy goes back where it came from. */
 enum switch_mc_kind { SWITCH_MC_HOST, SWITCH_MC_DOWN, SWITCH_MC_UP };
 struct switch_mc_port {
     uint32_t port;
-    uint32_t lo, hi; /* SWITCH_MC_DOWN: the racks below that port */
     enum switch_mc_kind kind;
 };
-/* Replace the group's entry (n 0: the switch drops the group's packets);
- * [lo, hi): the racks below this switch. */
+/* Replace the group's entry (n 0: the switch drops the group's packets). */
 void switch_mcast_set(struct fswitch *sw, uint32_t group, const struct switch_mc_port *ports,
-                      uint32_t n, uint32_t lo, uint32_t hi);
+                      uint32_t n);
+/* The egress port back over the cable whose receiving link is `in` (the
+ * topology's wiring; multicast never sends a frame back that way). */
+#define SWITCH_NO_PORT UINT32_MAX
+void switch_set_back_port(struct fswitch *sw, const struct link *in, uint32_t port);
 
 struct switch_counters {
     uint64_t pkts_forwarded, pkts_dropped_no_route;

@@ -130,11 +130,19 @@ struct fswitch {
     uint32_t n_mgroups;
 };
 
+/* One ingress port's sink context. */
+struct switch_in {
+    struct fswitch *sw;
+    uint16_t port;         /* index + 1 */
+    const struct link *in; /* the link it receives from */
+    uint32_t back;         /* the egress port back over the same cable, or
+                            * SWITCH_NO_PORT (switch_set_back_port) */
+};
+
 struct mcast_group {
     uint32_t id;
     struct switch_mc_port *ports; /* switch_mcast_set */
     uint32_t n;
-    uint32_t lo, hi; /* the racks below this switch */
 };
 
 static void *xrealloc(void *p, size_t bytes)
@@ -695,21 +703,14 @@ static void forward_node(struct fswitch *sw, struct pkt *p, uint32_t node)
         sw->c.pkts_forwarded++;
 }
 
-/* Whether a group's packet from a host of src_rack leaves on port m: not
- * back towards its source (a frame with no rack, not from a host, goes
- * down only). */
-static bool mc_sends(const struct mcast_group *g, const struct switch_mc_port *m, uint32_t src_rack)
+/* Whether a group's packet leaves on port m: to a member host always (a
+ * member's own frames come back to it, as on IB), to a switch of the tree
+ * unless it came from there (`back`: the port back over the cable it came
+ * in on; SWITCH_NO_PORT: it did not come in on a port -- the switch's own
+ * program made it -- so every branch). */
+static bool mc_sends(const struct switch_mc_port *m, uint32_t back)
 {
-    bool below = src_rack != SWITCH_NO_RACK && src_rack >= g->lo && src_rack < g->hi;
-    switch (m->kind) {
-    case SWITCH_MC_HOST:
-        return true;
-    case SWITCH_MC_DOWN:
-        return !(src_rack >= m->lo && src_rack < m->hi);
-    case SWITCH_MC_UP:
-        return below;
-    }
-    return false;
+    return m->kind == SWITCH_MC_HOST || m->port != back;
 }
 
 /* A multicast packet: a copy to every port of the group's tree entry but
@@ -721,10 +722,14 @@ static void forward_mcast(struct fswitch *sw, struct pkt *p)
     for (uint32_t i = 0; i < sw->n_mgroups && !g; i++)
         if (sw->mgroups[i].id == (p->dst_node & ~PKT_MCAST_NODE))
             g = &sw->mgroups[i];
-    uint32_t src_rack = p->src_node < sw->map_nodes ? sw->rack_of[p->src_node] : SWITCH_NO_RACK;
+    /* Where it came from decides where it does not go back to: on a tree
+     * every member then gets it once (a sender whose downlink is down
+     * too: its frames come in on its uplink like anyone's) */
+    uint32_t back =
+        p->in_port && p->in_port <= sw->n_in ? sw->in_ctx[p->in_port - 1]->back : SWITCH_NO_PORT;
     uint32_t n = 0;
     for (uint32_t i = 0; g && i < g->n; i++)
-        n += mc_sends(g, &g->ports[i], src_rack);
+        n += mc_sends(&g->ports[i], back);
     if (n == 0) {
         sw->c.pkts_dropped_no_route++;
         trace_drop(sw, p, "switch: multicast group without members");
@@ -733,7 +738,7 @@ static void forward_mcast(struct fswitch *sw, struct pkt *p)
     }
     for (uint32_t i = 0, k = 0; k < n; i++) {
         const struct switch_mc_port *m = &g->ports[i];
-        if (!mc_sends(g, m, src_rack))
+        if (!mc_sends(m, back))
             continue;
         struct pkt *c = ++k < n ? pkt_clone(sw->pool, p) : p;
         if (!port_up(sw, m->port)) {
@@ -767,12 +772,6 @@ static void fwd_ready(struct sim *sim, struct sim_event *ev)
 }
 
 static void switch_rx(struct sim *sim, void *ctx, struct pkt *p);
-
-/* One ingress port's sink context. */
-struct switch_in {
-    struct fswitch *sw;
-    uint16_t port; /* index + 1 */
-};
 
 static void switch_rx_port(struct sim *sim, void *ctx, struct pkt *p)
 {
@@ -812,6 +811,8 @@ struct fabric_sink switch_ingress_sink(struct fswitch *sw, struct link *in)
     }
     ctx->sw = sw;
     ctx->port = (uint16_t)(sw->n_in + 1);
+    ctx->in = in;
+    ctx->back = SWITCH_NO_PORT;
     sw->in[sw->n_in] = pt;
     sw->in_ctx[sw->n_in] = ctx;
     sw->n_in++;
@@ -853,6 +854,13 @@ static void switch_rx(struct sim *sim, void *ctx, struct pkt *p)
         sim_schedule_at(sim, &sw->fwd_ev, ready);
 }
 
+void switch_set_back_port(struct fswitch *sw, const struct link *in, uint32_t port)
+{
+    for (unsigned i = 0; i < sw->n_in; i++)
+        if (sw->in_ctx[i]->in == in)
+            sw->in_ctx[i]->back = port;
+}
+
 struct fabric_sink switch_sink(struct fswitch *sw)
 {
     return (struct fabric_sink){.rx = switch_rx, .ctx = sw};
@@ -877,7 +885,7 @@ void switch_drop(struct fswitch *sw, struct pkt *p)
 }
 
 void switch_mcast_set(struct fswitch *sw, uint32_t group, const struct switch_mc_port *ports,
-                      uint32_t n, uint32_t lo, uint32_t hi)
+                      uint32_t n)
 {
     struct mcast_group *g = NULL;
     for (uint32_t i = 0; i < sw->n_mgroups && !g; i++)
@@ -895,6 +903,4 @@ void switch_mcast_set(struct fswitch *sw, uint32_t group, const struct switch_mc
     if (n)
         memcpy(g->ports, ports, n * sizeof(*ports));
     g->n = n;
-    g->lo = lo;
-    g->hi = hi;
 }

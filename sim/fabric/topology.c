@@ -511,8 +511,12 @@ static int pair_peers(struct topology *t)
         }
         for (uint32_t k = t->out_start[u]; k < t->out_start[u + 1]; k++) {
             uint32_t e = t->out_edges[k], v = t->edges[e].to_v;
-            if (stamp[v] == u + 1)
-                link_set_peer(t->links[e], t->links[first[v]]);
+            if (stamp[v] != u + 1)
+                continue;
+            link_set_peer(t->links[e], t->links[first[v]]);
+            if (v >= t->p.n_nodes) /* multicast never sends back over the cable */
+                switch_set_back_port(t->switches[v - t->p.n_nodes], t->links[e],
+                                     t->edges[first[v]].port);
         }
     }
     free(first);
@@ -980,9 +984,11 @@ static void mark_racks(struct topology *t, uint32_t lo, uint32_t hi, bool inside
 /* ---------------------------------------------------------------- multicast */
 
 /* UD multicast on a tree.  A group's tree is rooted at one switch of the
- * top level (the star's switch, a spine, a core; the group id picks which,
- * so groups spread over them) and spans every switch reachable from it
- * going down over links that are up both ways, each switch hanging off the
+ * top level (the star's switch, a spine, a core; on a ring, which has no
+ * levels, any switch; the group id picks which, so groups spread over
+ * them) and spans every switch reachable from it going down (on a ring:
+ * both ways round, so the tree is the ring cut opposite the root) over
+ * links that are up both ways, each switch hanging off the
  * first parent the breadth-first search meets (lowest port).  The root is
  * the first, from that pick on, that reaches every member's rack.  Each
  * switch of the tree gets an entry (switch_mcast_set): its member hosts,
@@ -1006,8 +1012,9 @@ static void mcast_tree(struct topology *t, unsigned root, uint32_t *parent, uint
         uint32_t u = t->queue[head++];
         for (uint32_t k = t->out_start[n + u]; k < t->out_start[n + u + 1]; k++) {
             uint32_t e = t->out_edges[k], v = t->edges[e].to_v;
-            if (v < n || parent[v - n] != NO_VERTEX || t->level[v - n] >= t->level[u] ||
-                !link_is_up(t->links[e]))
+            /* a hierarchy: down only; a ring (no levels): either way round */
+            if (v < n || parent[v - n] != NO_VERTEX ||
+                (t->hierarchical && t->level[v - n] >= t->level[u]) || !link_is_up(t->links[e]))
                 continue;
             uint32_t rev = NO_VERTEX; /* the cable's way back up */
             for (uint32_t j = t->out_start[v]; j < t->out_start[v + 1] && rev == NO_VERTEX; j++)
@@ -1026,7 +1033,7 @@ static void mcast_tree(struct topology *t, unsigned root, uint32_t *parent, uint
 static void mcast_build(struct topology *t, const struct topo_mgroup *g)
 {
     uint32_t n = t->p.n_nodes, ns = t->n_switches;
-    if (!ns || !t->hierarchical)
+    if (!ns)
         return;
     uint32_t *parent = calloc(ns, sizeof(*parent)), *down_e = calloc(ns, sizeof(*down_e));
     uint32_t *up_e = calloc(ns, sizeof(*up_e)), *cnt = calloc(ns, sizeof(*cnt));
@@ -1055,7 +1062,9 @@ static void mcast_build(struct topology *t, const struct topo_mgroup *g)
             mcast_tree(t, root, parent, down_e, up_e);
             ok = true;
             for (uint32_t j = 0; j < (pass ? g->n : n) && ok; j++) {
-                uint32_t r = t->rack_of[pass ? g->nodes[j] : j];
+                /* a sender's rack as wired (its downlink may be down);
+                 * a member's as reachable */
+                uint32_t r = pass ? t->rack_of[g->nodes[j]] : t->rack_home[j];
                 ok = r == SWITCH_NO_RACK || parent[r] != NO_VERTEX;
             }
             if (ok)
@@ -1094,7 +1103,7 @@ static void mcast_build(struct topology *t, const struct topo_mgroup *g)
     for (unsigned s = 0; s < ns; s++) {
         uint32_t k = 0;
         if (!ok || parent[s] == NO_VERTEX) {
-            switch_mcast_set(t->switches[s], g->id, NULL, 0, 0, 0);
+            switch_mcast_set(t->switches[s], g->id, NULL, 0);
             continue;
         }
         for (uint32_t j = mstart[s]; j < mstart[s + 1]; j++)
@@ -1104,15 +1113,13 @@ static void mcast_build(struct topology *t, const struct topo_mgroup *g)
         for (uint32_t j = t->out_start[n + s]; j < t->out_start[n + s + 1]; j++) {
             uint32_t e = t->out_edges[j], v = t->edges[e].to_v;
             if (v >= n && parent[v - n] == s && down_e[v - n] == e && cnt[v - n])
-                out[k++] = (struct switch_mc_port){.port = t->edges[e].port,
-                                                   .lo = t->below_lo[v - n],
-                                                   .hi = t->below_hi[v - n],
-                                                   .kind = SWITCH_MC_DOWN};
+                out[k++] =
+                    (struct switch_mc_port){.port = t->edges[e].port, .kind = SWITCH_MC_DOWN};
         }
         if (parent[s] != NO_VERTEX - 1 && cnt[s] < m)
             out[k++] =
                 (struct switch_mc_port){.port = t->edges[up_e[s]].port, .kind = SWITCH_MC_UP};
-        switch_mcast_set(t->switches[s], g->id, out, k, t->below_lo[s], t->below_hi[s]);
+        switch_mcast_set(t->switches[s], g->id, out, k);
     }
     free(parent);
     free(down_e);
@@ -1407,10 +1414,6 @@ const struct topo_node_counters *topo_node_counters(const struct topology *t, ui
 
 int topo_mcast_join(struct topology *t, uint32_t group, uint32_t node, bool join)
 {
-    if (t->n_switches && !t->hierarchical) {
-        errno = ENOTSUP; /* a ring has no tree to build */
-        return -1;
-    }
     group &= ~PKT_MCAST_NODE;
     struct topo_mgroup *g = NULL;
     for (uint32_t i = 0; i < t->n_mgroups && !g; i++)

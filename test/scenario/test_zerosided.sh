@@ -1,3 +1,11 @@
+# ---- 6b. UD multicast on two-tier fabrics and a ring: the same replication
+# with the source and one receiver under one leaf (edge), the others under
+# other leaves (pods); on a ring of 4, each host on its own ring switch.
+# The fabric forwards the group on a tree (docs/fabric.md "Multicast";
+# on a ring, the ring cut opposite the tree's root): every receiver gets
+# every tuple once, in the sequencer's order, so all receivers' NICs take
+# in the same number of frames; no frame crosses a switch-to-switch cable
+# twice.
 #!/usr/bin/env bash
 # The programmable switch (docs/pswitch.md) and zero-sided RDMA
 # (docs/zero-sided.md, check 1 of its headline checks):
@@ -205,6 +213,15 @@ for p in (p2, p13):
     assert p['cons_reads_max'] == 1 and p['slot_releases'] > 0 and p['slots_left'] == 0, p
 assert s['node_reads_max'] == 1 and s['slot_busy'] > 0 and s['slots_left'] == 0, s
 PY"
+# ---- 2h. a producer's tail-WRITE timer stays armed while the data are in
+# (p_exp AWAIT): a timer pass that fired on an older, ACKed tail WRITE and
+# ran between the data ACK's pass (which arms the timer for the new tail
+# WRITE) and that WRITE's egress (which marks it sent) disarmed it; the
+# WRITE was then lost and never sent again, and the producer waited on a
+# ring it saw full.  Seed 40 hung so (tools/zs_seeds.py found it: 1 of 300
+# seeds; lanes 2, seed 218, too).
+lossy ptail-40 flows.yaml --set vars.mode=shuffle --set topology.link.loss=1e-2 \
+    --set vars.item=64 --set seed=40
 # ---- 2d. the programmable switch as leaf 0 of a leaf-spine (2 leaves x 2
 # spines): producers h0 (leaf0) and h2 (leaf1), consumers h1 (leaf0) and h3
 # (leaf1).  Every other switch holds a host route to the switch's own
@@ -351,9 +368,9 @@ oc = t['order_check']
 assert len(oc) == 3 and len({r['messages_checked'] for r in oc}) == 1 and oc[0]['messages_checked'] > 1000, oc
 PY"
 
-# ---- 6b. UD multicast on two-tier fabrics: the same replication with the
-# source and one receiver under one leaf (edge), the others under other
-# leaves (pods).  The fabric forwards the group on a tree (docs/fabric.md
+# ---- 6b. UD multicast on two-tier fabrics and a ring: the same replication
+# with the source and one receiver under one leaf (edge), the others under
+# other leaves (pods); on a ring of 4 each host on its own switch.  The fabric forwards the group on a tree (docs/fabric.md
 # "Multicast"): every receiver gets every tuple once, in the sequencer's
 # order, so all receivers' NICs take in the same number of frames; no
 # frame crosses a switch-to-switch cable twice.
@@ -364,7 +381,8 @@ sed -e 's/^  kind: star$/  kind: leaf-spine\n  leaves: 3\n  spines: 2\n  hosts_p
 sed -e 's/^  kind: leaf-spine$/  kind: fat-tree\n  k: 4/' -e '/^  leaves: 3$/d' -e '/^  spines: 2$/d' \
     -e '/^  hosts_per_leaf: 2$/d' -e 's/host: h3, program/host: h9, program/' \
     -e 's/host: h5, program/host: h14, program/' dfi-ls.yaml >dfi-ft.yaml
-for f in ls ft; do
+sed -e 's/^  kind: star$/  kind: ring/' "$Z/fig12-dfi.yaml" >dfi-ring.yaml
+for f in ls ft ring; do
     "$bin" run dfi-$f.yaml --set vars.order=--ordered --set vars.bytes=1MiB -o dfi-$f.json \
         --quiet >dfi-$f.out 2>&1
     rc=$?
@@ -388,10 +406,5 @@ inner = [v['pkts_sent'] for k, v in L.items() if not k.startswith('node') and '-
 assert max(inner) <= max(rx) + 20, (max(inner), rx)
 PY"
 done
-"$bin" run "$Z/fig12-dfi.yaml" --set topology.kind=ring --set vars.bytes=64KiB -o /dev/null \
-    >dfi-ring.out 2>&1
-rc=$?
-check "UD multicast on a ring: ibv_attach_mcast fails (ENOTSUP) with a clear message" \
-    "[ $rc -ne 0 ] && grep -q 'a ring has no multicast tree' dfi-ring.out"
 
 finish

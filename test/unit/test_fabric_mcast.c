@@ -7,8 +7,10 @@
  * member too, as on a star), a non-member none, no link carries a frame
  * twice (no loops: the simulation drains), and only the tree's links carry
  * them.  After the tree's link to a member's leaf fails, the rebuilt tree
- * delivers exactly once again; members that leave stop receiving.  A ring
- * refuses to join (ENOTSUP).
+ * delivers exactly once again; a member whose downlink fails still reaches
+ * every other member; a frame a switch makes itself reaches every member
+ * once; members that leave stop receiving.  On a ring the tree is the ring
+ * cut opposite its root, rebuilt the other way round when a cable fails.
  *
  * Placement: with switch_node set on a spine, a fat-tree core or an edge,
  * every other switch's route to the switch's node id leads there along the
@@ -205,6 +207,59 @@ static void test_nonmember_rack(void)
     fab_fini(&f);
 }
 
+/* A member whose downlink fails keeps sending: its frames still come up
+ * from its rack (the wiring's rack, not the unicast map's "unreachable")
+ * and reach every other member once, on every leaf; it gets none.  Before,
+ * the switch judged such a sender as having no rack and kept its frames on
+ * its own leaf. */
+static void test_sender_downlink_down(void)
+{
+    struct fab f;
+    const uint32_t g = 5;
+    bool member[MAX_NODES] = {0};
+    if (!ls_group(&f, g, member))
+        return;
+    topo_set_link_up(f.t, topo_find_link(f.t, "leaf1->node3"), false);
+    member[3] = false; /* it cannot receive: mc_round expects nothing there */
+    mc_round(&f, g, member, 2);
+    CHECK_EQ_U64(f.rx[5].from[3], 2); /* h5 on leaf 2 got h3's frames */
+    CHECK_EQ_U64(f.rx[1].from[3], 2); /* and h1 on leaf 0 */
+    fab_fini(&f);
+}
+
+/* A frame a switch makes itself (a programmable switch's program: it came
+ * in on no port) goes to every branch of the group's tree there, up
+ * included: from leaf 0 each member on leaves 0, 1 and 2 gets it once.
+ * Judged by the source's rack, as before, it went only down (h1 alone). */
+static void test_switch_origin(void)
+{
+    struct fab f;
+    const uint32_t g = 5;
+    bool member[MAX_NODES] = {0};
+    if (!ls_group(&f, g, member))
+        return;
+    struct topo_params p;
+    fabric_leaf_spine(&p, 4, 3, 2);
+    int leaf0 = topo_switch_index(&p, "leaf0");
+    CHECK(leaf0 >= 0);
+    if (leaf0 < 0) {
+        fab_fini(&f);
+        return;
+    }
+    for (unsigned j = 0; j < 3; j++) {
+        struct pkt *q = pkt_alloc(f.pool);
+        q->src_node = f.n; /* the switch's own node id */
+        q->dst_node = PKT_MCAST_NODE | g;
+        q->frame_bytes = FRAME;
+        q->src_qpn = q->dest_qpn = 900 + j;
+        switch_forward(topo_switch(f.t, (unsigned)leaf0), q);
+    }
+    CHECK(sim_run(f.sim, sim_now(f.sim) + 1000 * SIM_US) == SIM_RUN_DONE);
+    for (uint32_t d = 0; d < f.n; d++)
+        CHECK_EQ_U64(f.rx[d].n, member[d] ? 3 : 0);
+    fab_fini(&f);
+}
+
 static void test_fat_tree(void)
 {
     struct topo_params p;
@@ -246,13 +301,32 @@ static void test_star_and_ring(void)
     CHECK(topo_mcast_join(f.t, 1, 2, true) == 0);
     mc_round(&f, 1, member, 2); /* the sender, a member, gets its own copy */
     fab_fini(&f);
+    /* a ring of 6: the tree is the ring cut opposite its root; every
+     * member once, no cable twice (mc_round), also after a ring cable
+     * fails (the tree is rebuilt round the other way) and after a second
+     * group joins with another root */
     fabric_defaults(&p);
     p.kind = TOPO_RING;
-    p.n_nodes = 4;
+    p.n_nodes = 6;
     if (!fab_init(&f, &p))
         return;
-    errno = 0;
-    CHECK(topo_mcast_join(f.t, 1, 0, true) == -1 && errno == ENOTSUP);
+    bool rm[MAX_NODES] = {0};
+    const uint32_t rmem[] = {0, 2, 3, 5};
+    for (unsigned i = 0; i < 4; i++) {
+        CHECK(topo_mcast_join(f.t, 1, rmem[i], true) == 0);
+        rm[rmem[i]] = true;
+    }
+    uint64_t inner = mc_round(&f, 1, rm, 2);
+    CHECK(inner > 0 && inner <= 6 * 2 * 5); /* a tree of 5 cables, each at most once a frame */
+    topo_set_link_up(f.t, topo_find_link(f.t, "ring1->ring2"), false);
+    topo_set_link_up(f.t, topo_find_link(f.t, "ring2->ring1"), false);
+    mc_round(&f, 1, rm, 2);
+    bool rm2[MAX_NODES] = {0};
+    CHECK(topo_mcast_join(f.t, 4, 1, true) == 0);
+    CHECK(topo_mcast_join(f.t, 4, 4, true) == 0);
+    rm2[1] = rm2[4] = true;
+    mc_round(&f, 4, rm2, 1);
+    mc_round(&f, 1, rm, 1);
     fab_fini(&f);
 }
 
@@ -348,6 +422,8 @@ int main(void)
 {
     test_leaf_spine();
     test_nonmember_rack();
+    test_sender_downlink_down();
+    test_switch_origin();
     test_fat_tree();
     test_star_and_ring();
     test_placement();

@@ -218,19 +218,14 @@ static int setup_links(struct world *w, const struct scenario *s, char *why, siz
 }
 
 /* A NIC's first QP joined a multicast group, or its last left: the
- * switches copy the group's packets to it (IGMP's job). */
-/* A NIC's first QP joined a group, or its last left: the fabric's trees
- * follow (ibv_attach_mcast fails with ENOTSUP on a ring). */
+ * fabric's trees follow (IGMP's job). */
 static int mcast_notify(void *ctx, uint32_t node, uint32_t group, bool join)
 {
     if (topo_mcast_join(ctx, group, node, join) == 0)
         return 0;
     int e = errno ? errno : ENOMEM;
     if (join)
-        fprintf(stderr, "rnicsim: ibv_attach_mcast on node %u: %s\n", node,
-                e == ENOTSUP ? "UD multicast needs a star, leaf-spine, fat-tree or back-to-back "
-                               "topology (a ring has no multicast tree)"
-                             : "out of memory");
+        fprintf(stderr, "rnicsim: ibv_attach_mcast on node %u: %s\n", node, strerror(e));
     return e;
 }
 
