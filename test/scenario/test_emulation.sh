@@ -69,7 +69,12 @@ check "a scenario with programs: is refused in emulation mode (exit 2, file:line
 "$bin" emulate "$src/scenarios/emulation/pair.yaml" --socket "$sock" -o "$scratch/emu.json" \
     >"$scratch/daemon.log" 2>&1 &
 dpid=$!
-for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.1; done
+# the daemon binds the socket before it prints the attach line: wait for both
+# (a loaded machine ran the check between the two)
+for _ in $(seq 100); do
+    [ -S "$sock" ] && grep -q "RNICSIM_HOST=h1 ibv_rc_pingpong localhost" "$scratch/daemon.log" && break
+    sleep 0.1
+done
 check "rnicsim emulate listens and prints how to attach" \
     '[ -S "$sock" ] && grep -q "RNICSIM_HOST=h1 ibv_rc_pingpong localhost" "$scratch/daemon.log"'
 check "the socket's directory is private to the user (0700) and the socket 0600" \
