@@ -128,6 +128,11 @@ void pcie_params_default(struct pcie_params *p)
      * them (drivers/pci/probe.c, pci_configure_extended_tags, since 4.11),
      * and ConnectX devices do; 10-bit tags (Gen4+) are not assumed. */
     p->tags = 256;
+    /* The device issues its context / translation cache fills ahead of its
+     * queued data reads (enqueue_read): a device that stalls on a miss
+     * must not queue the fill behind the reads it stalls.  Not published
+     * for any NIC; a design consequence (docs/pcie.md "Metadata reads"). */
+    p->meta_reads_first = true;
     /* Intel Xeon C5500/C3500 datasheet vol. 1 (323103-001), Table 76 "PCI
      * Express Credit Mapping for Inbound Requests", x16 root port: posted
      * request headers 64, posted data 320 (x 16 B = 5 KiB), non-posted
@@ -235,6 +240,7 @@ struct pcie_link {
     struct fc_pool posted; /* root complex posted header / data credits */
 
     struct pcie_read_op *rq_head, *rq_tail; /* reads with MRds still to send */
+    struct pcie_read_op *rq_meta_last;      /* the last metadata read queued (enqueue_read) */
     enum pcie_block cur_block;              /* why rq_head waits */
     struct sim_event pump_ev;
 
@@ -645,9 +651,54 @@ static void pump_event(struct sim *sim, struct sim_event *ev)
             l->rq_head = op->next;
             if (!l->rq_head)
                 l->rq_tail = NULL;
+            if (l->rq_meta_last == op)
+                l->rq_meta_last = NULL;
         }
     }
     l->cur_block = PCIE_BLOCK_NONE;
+}
+
+/* Queue a read's MRds.  Reads go out in issue order, except, with
+ * pcie.meta_reads_first, the device's metadata fetches (what its context
+ * and translation caches miss on: PCIE_K_CTX_MISS, PCIE_K_XLATE_MISS),
+ * which go ahead of every read not yet started, in their own issue order.
+ * The engines wait for them (a translation miss holds the in-order
+ * translation unit, sim/nic/xlate.c, and with it every DMA of the NIC):
+ * queued behind the payload reads of the DMA engines, one miss stalled the
+ * NIC for the whole queue (160 us behind 16 KiB READ responses, Huang
+ * Fig. 13; docs/huang_mechanisms.md).  PCIe allows a read request to pass
+ * another (PCIe base spec 3.0, 2.4.1, Table 2-34: a Non-Posted Request may
+ * pass a Non-Posted Request). */
+static void enqueue_read(struct pcie_link *l, struct pcie_read_op *op)
+{
+    bool meta =
+        l->p.meta_reads_first && (op->kind == PCIE_K_XLATE_MISS || op->kind == PCIE_K_CTX_MISS);
+    struct pcie_read_op *after = NULL; /* insert after this one; NULL: at the tail */
+    if (meta && l->rq_head) {
+        if (l->rq_meta_last)
+            after = l->rq_meta_last;
+        else if (l->rq_head->n_sent > 0)
+            after = l->rq_head; /* it has MRds out already: the rest follow */
+        else
+            after = op; /* marker: at the head */
+    }
+    if (meta)
+        l->rq_meta_last = op;
+    if (!after) {
+        if (l->rq_tail)
+            l->rq_tail->next = op;
+        else
+            l->rq_head = op;
+        l->rq_tail = op;
+    } else if (after == op) {
+        op->next = l->rq_head;
+        l->rq_head = op;
+    } else {
+        op->next = after->next;
+        after->next = op;
+        if (l->rq_tail == after)
+            l->rq_tail = op;
+    }
 }
 
 void pcie_dma_read_k(struct pcie_link *l, enum pcie_kind kind, unsigned flags, uint64_t bytes,
@@ -692,11 +743,7 @@ void pcie_dma_read_chain_k(struct pcie_link *l, enum pcie_kind kind, unsigned fl
     /* MRds are sent in issue order: behind a waiting read, this one waits
      * for the same reason. */
     op->blocked = l->rq_head ? l->cur_block : PCIE_BLOCK_NONE;
-    if (l->rq_tail)
-        l->rq_tail->next = op;
-    else
-        l->rq_head = op;
-    l->rq_tail = op;
+    enqueue_read(l, op);
     if (l->rq_head == op)
         pump_event(l->sim, &l->pump_ev);
 }

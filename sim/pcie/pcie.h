@@ -54,6 +54,9 @@ struct pcie_params {
      * first requests), on the link's own stream "noise/pcie/<name>".  An
      * interruption preset (NOISE_PERIODIC) is refused (pcie_params_check). */
     unsigned read_noise;
+    /* The device's context and translation cache fills (kinds ctx_miss,
+     * xlate_miss) pass its queued data reads (pcie.c enqueue_read). */
+    bool meta_reads_first;
 };
 
 /* Defaults for Gen3 x16, MPS 256, MRRS 512, each field's source in pcie.c. */

@@ -2,7 +2,8 @@
  * arithmetic, the tag limit (single-stream read bandwidth bounded by
  * tags x MRRS / round trip), root-complex flow-control credits (posted and
  * non-posted), posted writes passing reads that wait for a tag, and the
- * ordering of reads after posted writes with and without relaxed ordering.
+ * ordering of reads after posted writes with and without relaxed ordering,
+ * the NIC's cache fills passing its queued data reads.
  * Expected values are computed here from the PCIe facts, independently of
  * pcie.c. */
 #include <math.h>
@@ -206,6 +207,59 @@ static void test_write_passes_waiting_read(void)
     /* first MRd, then the write's 88 B */
     CHECK_EQ_U64(R.t[1], ser(24, eff) + ser(88, eff) + p.write_latency_ps);
     CHECK(R.t[1] < R.t[0]);
+    pcie_link_destroy(l);
+    sim_destroy(sim);
+}
+
+/* pcie.meta_reads_first: context and translation cache fills go ahead of
+ * queued data reads that have not started (in their own order), never
+ * into a read whose MRds are partly out; off, reads go in issue order.
+ * With one tag every MRd is a round trip of its own, so the completion
+ * order is the issue order of the MRds. */
+static void test_meta_reads_first(void)
+{
+    for (int on = 0; on <= 1; on++) {
+        struct pcie_params p;
+        pcie_params_default(&p);
+        p.read_fetch_bps = 0;
+        p.tags = 1;
+        p.meta_reads_first = on;
+        struct sim *sim = sim_create(1);
+        struct pcie_link *l = pcie_link_create(sim, "t.pcie", &p);
+        rec_reset();
+        /* 0: started (its first MRd holds the tag), 1: not started */
+        pcie_dma_read_k(l, PCIE_K_PAYLOAD_RD, 0, 4096, rec_done, (void *)(intptr_t)0, NULL);
+        pcie_dma_read_k(l, PCIE_K_PAYLOAD_RD, 0, 4096, rec_done, (void *)(intptr_t)1, NULL);
+        pcie_dma_read_k(l, PCIE_K_CTX_MISS, 0, 64, rec_done, (void *)(intptr_t)2, NULL);
+        pcie_dma_read_k(l, PCIE_K_XLATE_MISS, 0, 64, rec_done, (void *)(intptr_t)3, NULL);
+        pcie_dma_read_k(l, PCIE_K_WQE_FETCH, 0, 64, rec_done, (void *)(intptr_t)4, NULL);
+        CHECK(sim_run(sim, SIM_TIME_NEVER) == SIM_RUN_DONE);
+        CHECK_EQ_U64(R.n_done, 5);
+        CHECK(R.t[0] < R.t[1] && R.t[0] < R.t[2]); /* the started read is not split */
+        CHECK(R.t[2] < R.t[3]);                    /* fills in their own order */
+        CHECK(R.t[1] < R.t[4]);                    /* a WQE fetch is a data read */
+        if (on)
+            CHECK(R.t[3] < R.t[1]); /* both fills pass the read not started */
+        else
+            CHECK(R.t[1] < R.t[2] && R.t[3] < R.t[4]); /* issue order */
+        pcie_link_destroy(l);
+        sim_destroy(sim);
+    }
+    /* the head of the queue has not started (every tag held): a fill goes
+     * before it */
+    struct pcie_params p;
+    pcie_params_default(&p);
+    p.read_fetch_bps = 0;
+    p.tags = 1;
+    struct sim *sim = sim_create(1);
+    struct pcie_link *l = pcie_link_create(sim, "t.pcie", &p);
+    rec_reset();
+    pcie_dma_read_k(l, PCIE_K_PAYLOAD_RD, 0, 512, rec_done, (void *)(intptr_t)0, NULL);
+    pcie_dma_read_k(l, PCIE_K_PAYLOAD_RD, 0, 512, rec_done, (void *)(intptr_t)1, NULL);
+    pcie_dma_read_k(l, PCIE_K_XLATE_MISS, 0, 64, rec_done, (void *)(intptr_t)2, NULL);
+    CHECK(sim_run(sim, SIM_TIME_NEVER) == SIM_RUN_DONE);
+    CHECK_EQ_U64(R.n_done, 3);
+    CHECK(R.t[0] < R.t[2] && R.t[2] < R.t[1]);
     pcie_link_destroy(l);
     sim_destroy(sim);
 }
@@ -468,6 +522,7 @@ int main(void)
     test_kind_counts();
     test_tags();
     test_write_passes_waiting_read();
+    test_meta_reads_first();
     test_credits();
     test_relaxed_read();
     test_read_never_passes_write();

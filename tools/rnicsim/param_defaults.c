@@ -161,6 +161,9 @@ static const struct {
      "different DMA operations in parallel (docs/pcie.md \"Read fetch rate\")"},
     {"pcie.read_noise", "estimate: no noise unless a profile turns it on (sim/pcie/pcie.c; the "
                         "calibrated profiles use pcie-read, docs/noise.md)"},
+    {"pcie.meta_reads_first", "pcie.c default, design reading: the NIC's context / translation "
+                              "cache fills pass its queued data reads (PCIe base spec 3.0 Table "
+                              "2-34 lets reads pass reads; docs/pcie.md \"Metadata reads first\")"},
     {"pcie.write_latency",
      "estimate: half of the ~400 ns unloaded PCIe round trip (CALIBRATION, PCIe: 1RMA)"},
     {"pcie.mmio_latency", "estimate: CPU store through the root complex, half of the ~400 ns round "

@@ -246,6 +246,8 @@ const struct param_def hw_params[] = {
     PE("pcie.read_noise", pcie, read_noise, noise_preset_names,
        "variation of pcie.read_latency per DMA read: a named distribution (docs/noise.md), none = "
        "off"),
+    P("pcie.meta_reads_first", PARAM_BOOL, pcie, meta_reads_first,
+      "the NIC's context / translation cache fills pass its queued data reads"),
     P("pcie.write_latency", PARAM_TIME, pcie, write_latency_ps,
       "last MWr byte leaves the device -> visible in host memory"),
     P("pcie.mmio_latency", PARAM_TIME, pcie, mmio_latency_ps,
