@@ -84,6 +84,7 @@ struct rb2_config {
     bool hugepages;               /* ring memory on 2 MiB pages (host_alloc_huge) */
     bool numa_aware;              /* buffers on the NIC's socket (else the other one) */
     uint32_t sw_ns;               /* CPU time of the layer's logic per call that moves a message */
+    uint32_t div_ns;              /* CPU time of one 64-bit division (ring index, units) */
     uint32_t sq_depth;            /* send queue depth (a signaled WR at least every half) */
     uint32_t inline_bytes;        /* data WRITEs of at most this many bytes go inline (<= 220) */
     bool post_each;               /* one ibv_post_send per WR (default; else one list per call) */
@@ -132,6 +133,7 @@ struct rb2 {
     /* counters */
     uint64_t writes_posted, tail_syncs, tail_syncs_deferred, head_syncs, pulls;
     uint64_t full_waits, bytes_copied, last_tx_units;
+    uint32_t divs; /* divisions done since the last rb2_charge */
     int failed;    /* a completion error was seen */
     int violation; /* a message header was not as the sender wrote it */
 };

@@ -8,6 +8,7 @@
  *       [--batching=0|1] [--zero-copy=0|1] [--cache-friendly=0|1]
  *       [--hugepages=0|1] [--numa=0|1] [--sync-send=0|1] [--ablation=M1..M9]
  *       [--inline=N] [--post=list|each] [--zero-read=0|1] [--copy-in-ps=N] [--sw-ns=N]
+ *       [--div-ns=N]
  *       [--name=P]
  *       [server-host]
  *
@@ -126,8 +127,11 @@ static int rb2b_variant(struct rb2b_opts *o, const char *v)
          * zeroed by the receiver after it was read (receive: std::fill);
          * the copy in a loop of one-byte stores (send(data, length):
          * std::copy into volatile uint8_t *, see rb2_copy_in): 1.25
-         * cycles a byte at the testbed's 2.3 GHz (Xeon Gold 5118) */
+         * cycles a byte at the testbed's 2.3 GHz (Xeon Gold 5118); no
+         * division: its ring's size is a power of two and positions are
+         * masked (`bitmask`), lengths are bytes */
         c->tail = RB2_TAIL_POLL_MSG;
+        c->div_ns = 0;
         c->inline_bytes = RB2_MAX_INLINE;
         c->head = RB2_HEAD_PULL_FULL;
         c->zero_read = true;
@@ -164,6 +168,7 @@ static int rb2b_usage(const char *prog, const char *bad)
         "   [--zero-copy=0|1] [--cache-friendly=0|1] [--hugepages=0|1] [--numa=0|1]\n"
         "   [--sync-send=0|1] [--ablation=M1..M9]\n"
         "   [--inline=N] [--post=list|each] [--zero-read=0|1] [--copy-in-ps=N] [--sw-ns=N]\n"
+        "   [--div-ns=N]\n"
         "   [--name=P]\n"
         "   [server-host]\n",
         prog);
@@ -314,6 +319,8 @@ static int rb2b_parse(int argc, char **argv, struct rb2b_opts *o)
             c->copy_in_ps_per_byte = (uint32_t)v;
         else if (!strncmp(a, "--sw-ns=", 8) && rc_conn_parse_uint(a + 8, 0, 1000000, &v))
             c->sw_ns = (uint32_t)v;
+        else if (!strncmp(a, "--div-ns=", 9) && rc_conn_parse_uint(a + 9, 0, 1000000, &v))
+            c->div_ns = (uint32_t)v;
         else if (!strncmp(a, "--name=", 7) && a[7] && strlen(a + 7) < RC_CONN_NAME_MAX - 8)
             o->name = a + 7;
         else if (a[0] == '-')
