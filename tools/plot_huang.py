@@ -18,6 +18,7 @@ measured) for tests."""
 import argparse
 import csv
 import json
+import math
 import os
 import re
 import shutil
@@ -222,16 +223,25 @@ def same_model(commit):
     rev = commit.split()[0] if commit else ""
     if not rev or rev.endswith("+dirty"):
         return False
-    p = subprocess.run(["git", "-C", SRC, "diff", "--quiet", rev, "--", ".",
-                        ":(exclude)docs", ":(exclude)test", ":(exclude)tools/plot_huang.py"],
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return p.returncode == 0
+    where = ["--", ".", ":(exclude)docs", ":(exclude)test", ":(exclude)tools/plot_huang.py"]
+    try:
+        p = subprocess.run(["git", "-C", SRC, "diff", "--quiet", rev, *where],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        # an untracked source file is built too (CMake globs sim/*.c)
+        u = subprocess.run(["git", "-C", SRC, "ls-files", "--others", "--exclude-standard",
+                            *where], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    except OSError:
+        return False
+    return p.returncode == 0 and u.returncode == 0 and not u.stdout.strip()
 
 
 def reuse_figure_run(figs, binary, scen_dir, spec):
     """A check sweep that a figure already ran with the same command (but
     -j) on the same model: its points from results.json, as run_sweep
-    returns them (wall 0), or None.  Deterministic runs: the same bytes."""
+    returns them (wall 0), or None.  Deterministic runs: the same bytes.
+    Only points that run produced count (results.json's point_run names
+    each point's run; a later run of the figure with other --set values
+    replaces some), and only when it produced every point of the sweep."""
     want = re.sub(r" -j \d+ ", " ", sweep_cmd(binary, scen_dir, "OUT", spec, 1)[1])
     for tag, c in figs.get("commands", {}).items():
         if re.sub(r" -j \d+ ", " ", c) != want:
@@ -240,12 +250,19 @@ def reuse_figure_run(figs, binary, scen_dir, spec):
             continue
         f = tag.split("~")[0]
         protos = spec[4] if len(spec) > 4 else PROTOS
-        keep = lambda k: k.split("/")[0] in protos and int(k.split("/")[1]) in spec[2]
+        dims = [spec[2]] + list(spec[3].values())  # x, then the extra dimensions in order
+
+        def keep(k):
+            parts = k.split("/")
+            return (parts[0] in protos and len(parts) == 1 + len(dims)
+                    and all(int(v) in vals for v, vals in zip(parts[1:], dims))
+                    and figs.get("point_run", {}).get(f, {}).get(k) == tag)
         parse = lambda d: {(k.split("/")[0],) + tuple(int(x) for x in k.split("/")[1:]): v
                            for k, v in d.items() if keep(k)}
         got = [parse(figs.get(n, {}).get(f, {})) for n in
                ("points", "round1_us", "run_wall_s", "window_rounds")]
-        if got[0]:
+        want_n = len(protos) * math.prod(len(v) for v in dims)
+        if len(got[0]) == want_n:
             return got[0], 0.0, c, got[1], got[2], got[3], tag
     return None
 
@@ -633,9 +650,12 @@ def main():
     # points with their own, longer warm-up); its wall time and command are
     # kept under "fig~protos~xVALUES".
     partial = bool(a.protos or a.x) and not a.checks and not a.summary
+    # Any figure run keeps the figure's points it does not run (its plot
+    # shows them all; results.json keeps each point's own run, point_run).
+    keep_old = not a.checks and not a.summary
     kept = {}
     rpath = os.path.join(a.output, "results.json")
-    if partial and os.path.exists(rpath):
+    if keep_old and os.path.exists(rpath):
         with open(rpath) as f:
             prev = json.load(f)
         parse = lambda d: {(k.split("/")[0],) + tuple(int(x) for x in k.split("/")[1:]): v
@@ -659,13 +679,18 @@ def main():
                "run_wall_s": {f: {key_s(k): v for k, v in d.items()} for f, d in runwall.items()},
                # rounds of the slowest requesting node in each point's window
                "window_rounds": {f: {key_s(k): v for k, v in d.items()}
-                                 for f, d in winrounds.items()}}
-        for k in ("wall_seconds", "commands", "run_on", "points", "round1_us", "run_wall_s",
-                  "window_rounds"):
+                                 for f, d in winrounds.items()},
+               # the run (a "commands" / "run_on" tag) each point came from
+               "point_run": {f: {key_s(k): v for k, v in d.items()} for f, d in ptag.items()}}
+        for k in ("wall_seconds", "commands", "run_on"):
             out[k] = {**old.get(k, {}), **out[k]}
-        # a run's wall time stays with its point when part of a figure runs again
-        for k in ("run_wall_s", "window_rounds"):
-            out[k] = {f: {**old.get(k, {}).get(f, {}), **d} for f, d in out[k].items()}
+        # per point: a figure's points not run this time stay (a sweep of a
+        # figure run alone, --x, --protos, --skip), each with its own run
+        for k in ("points", "round1_us", "run_wall_s", "window_rounds", "point_run"):
+            mine = out[k]
+            out[k] = {f: dict(d) for f, d in old.get(k, {}).items()}
+            for f, d in mine.items():
+                out[k].setdefault(f, {}).update(d)
         if not a.checks and not a.summary:  # the ratio figures from every point so far
             out["ratios"] = ratios({f: {(k.split("/")[0],) + tuple(int(x) for x in k.split("/")[1:]): v
                                         for k, v in d.items()} for f, d in out["points"].items()})
@@ -677,6 +702,7 @@ def main():
         os.replace(path + ".tmp", path)
 
     res, wall, cmds, rounds, runon, runwall, winrounds = {}, {}, {}, {}, {}, {}, {}
+    ptag = {}  # figure -> point -> the run tag that produced it
     figs = {}  # the figures' results.json, for --checks to reuse identical runs
     fpath = os.path.join(a.output, "results.json")
     rev = run_label()
@@ -698,6 +724,7 @@ def main():
                 wall[fig], cmds[fig] = w, c
                 runon[fig] = {**figs["run_on"][ftag], "reused_from": ftag}
                 res.setdefault(fig, {}).update(pts)
+                ptag.setdefault(fig, {}).update({k: fig for k in pts})
                 rounds.setdefault(fig, {}).update(r1)
                 runwall.setdefault(fig, {}).update(rw)
                 winrounds.setdefault(fig, {}).update(nr)
@@ -717,11 +744,13 @@ def main():
                           "load_start": round(load0, 1), "load_end": round(load1, 1)}
             # "figNN~tag" sweeps (points with their own warm-up) add to figNN
             base = fig if a.checks else fig.split("~")[0]
-            if partial:
+            new_keys = list(pts)
+            if keep_old:
                 # what this run measured replaces, the rest of the figure stays
                 old_pts, old_r1 = kept.pop(base, ({}, {}))
                 pts = {**old_pts, **pts}
                 r1 = {**old_r1, **r1}
+            ptag.setdefault(base, {}).update({k: tag for k in new_keys})
             res.setdefault(base, {}).update(pts)
             rounds.setdefault(base, {}).update(r1)
             runwall.setdefault(base, {}).update(rw)

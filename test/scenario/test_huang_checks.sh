@@ -172,6 +172,22 @@ c = json.load(open(sys.argv[1] + '/checks.json'))
 assert c['points']['mm_S'] == {'read/1': f['points']['fig12b']['read/1']}, (c['points'], f['points'])
 assert c['run_on']['mm_S']['reused_from'].startswith('fig12b'), c['run_on']
 PY"
+        # the same point run again with another window, by a run of another
+        # tag (--x 1,2), replaces the point the matching command (tag
+        # fig12b~read~x1, still recorded) produced: --checks must run it
+        $py "$src/tools/plot_huang.py" --only fig12b --x 1,2 --protos read --set N=2 \
+            --set warmup=100us --set duration=60us --rnicsim "$bin" -j 2 -o "$fo" >/dev/null 2>"$fo.err4"
+        $py "$src/tools/plot_huang.py" --checks --only mm_S --protos read --set N=2 \
+            --set warmup=100us --set duration=50us --rnicsim "$bin" -j 1 -o "$fo" >/dev/null 2>"$fo.err5"
+        check "--checks does not lend a point a later run with other settings replaced" \
+            "[ -s '$fo.err4' ] && ! grep -q 'from results.json' '$fo.err5' && $py - '$fo' <<'PY'
+import json, sys
+f = json.load(open(sys.argv[1] + '/results.json'))
+c = json.load(open(sys.argv[1] + '/checks.json'))
+assert f['point_run']['fig12b']['read/1'] == 'fig12b~read~x1,2', f['point_run']
+assert 'duration=50us' in f['commands']['fig12b~read~x1'], f['commands']
+assert 'reused_from' not in c['run_on']['mm_S'], c['run_on']
+PY"
     fi
 fi
 # check 9: the marker framing is clean under strict DMA order and torn under
