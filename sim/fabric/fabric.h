@@ -354,10 +354,12 @@ void topo_recompute_routes(struct topology *t);
 /* Bytes of routing state: every switch's table and the shared prefix maps. */
 size_t topo_route_table_bytes(const struct topology *t);
 /* Node `node` joins (leaves) multicast group `group` (IGMP / the IB subnet
- * manager's job): the group's tree is rebuilt (topology.c "multicast": a
- * shared tree from one top-level switch; on a star, the switch copies to
- * every member), and again whenever routes are recomputed.  -1 (ENOTSUP)
- * on a ring, which has no up-down hierarchy to build a tree on. */
+ * manager's job): the group's tree is rebuilt (topology.c "multicast": one
+ * shared tree per group from a root switch that reaches every member's
+ * rack; on a ring, the ring cut opposite the root; on a star, the switch
+ * copies to every member), and again whenever routes are recomputed.
+ * A switch copies a group's frame to every branch of the tree but the
+ * cable it came in on. */
 int topo_mcast_join(struct topology *t, uint32_t group, uint32_t node, bool join);
 
 /* PFC deadlock detection (topology.c; on when the switches run PFC): a

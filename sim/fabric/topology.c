@@ -493,7 +493,9 @@ static int build_adjacency(struct topology *t)
 static int pair_peers(struct topology *t)
 {
     /* per vertex u: the first link into u from each v (in in_edges order),
-     * then every link u -> v takes it: O(links), not O(links x degree) */
+     * then every link u -> v takes it: O(links), not O(links x degree)
+     * (switch_set_back_port then scans the switch's ingresses: O(links x
+     * ports), once per wiring) */
     size_t nv = (size_t)t->p.n_nodes + t->n_switches;
     uint32_t *first = malloc(nv * sizeof(*first)), *stamp = calloc(nv, sizeof(*stamp));
     if (!first || !stamp) {

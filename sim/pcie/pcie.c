@@ -31,7 +31,10 @@
  *    the read has the relaxed ordering attribute;
  *  - posted writes pass read requests that wait for a tag or a credit (the
  *    waiting MRd is not on the link yet);
- *  - MMIO writes (posted, down) complete in issue order. */
+ *  - MMIO writes (posted, down) complete in issue order;
+ *  - read requests go out in issue order, except the device's cache fills
+ *    (pcie.meta_reads_first, enqueue_read): a non-posted request may pass
+ *    another (base spec 3.0 Table 2-34). */
 #include "pcie.h"
 
 #include <errno.h>
@@ -606,7 +609,7 @@ static void send_group(struct pcie_link *l, struct pcie_read_op *op, uint64_t k)
     sim_call_in(sim, max_time(g->a0l, g->w) - now, group_ready, l, g);
 }
 
-/* Send the MRds of the queued reads, in order, while tags and non-posted
+/* Send the MRds of the queued reads, in queue order (enqueue_read), while tags and non-posted
  * credits are free; otherwise come back when one is released (or, if every
  * tag belongs to a group not yet ready, when that group is ready). */
 static void pump_event(struct sim *sim, struct sim_event *ev)
@@ -740,8 +743,8 @@ void pcie_dma_read_chain_k(struct pcie_link *l, enum pcie_kind kind, unsigned fl
     op->tr_qpn = l->tr_qpn;
     op->tr_psn = l->tr_psn;
     l->tr_qpn = l->tr_psn = 0;
-    /* MRds are sent in issue order: behind a waiting read, this one waits
-     * for the same reason. */
+    /* MRds are sent in queue order (enqueue_read): behind a waiting read,
+     * this one waits for the same reason. */
     op->blocked = l->rq_head ? l->cur_block : PCIE_BLOCK_NONE;
     enqueue_read(l, op);
     if (l->rq_head == op)

@@ -1,11 +1,3 @@
-# ---- 6b. UD multicast on two-tier fabrics and a ring: the same replication
-# with the source and one receiver under one leaf (edge), the others under
-# other leaves (pods); on a ring of 4, each host on its own ring switch.
-# The fabric forwards the group on a tree (docs/fabric.md "Multicast";
-# on a ring, the ring cut opposite the tree's root): every receiver gets
-# every tuple once, in the sequencer's order, so all receivers' NICs take
-# in the same number of frames; no frame crosses a switch-to-switch cable
-# twice.
 #!/usr/bin/env bash
 # The programmable switch (docs/pswitch.md) and zero-sided RDMA
 # (docs/zero-sided.md, check 1 of its headline checks):
@@ -370,10 +362,12 @@ PY"
 
 # ---- 6b. UD multicast on two-tier fabrics and a ring: the same replication
 # with the source and one receiver under one leaf (edge), the others under
-# other leaves (pods); on a ring of 4 each host on its own switch.  The fabric forwards the group on a tree (docs/fabric.md
-# "Multicast"): every receiver gets every tuple once, in the sequencer's
-# order, so all receivers' NICs take in the same number of frames; no
-# frame crosses a switch-to-switch cable twice.
+# other leaves (pods); on a ring of 4, each host on its own ring switch.
+# The fabric forwards the group on a tree (docs/fabric.md "Multicast";
+# on a ring, the ring cut opposite the tree's root): every receiver gets
+# every tuple once, in the sequencer's order, so all receivers' NICs take
+# in the same number of frames; no frame crosses a switch-to-switch cable
+# twice.
 sed -e 's/^  kind: star$/  kind: leaf-spine\n  leaves: 3\n  spines: 2\n  hosts_per_leaf: 2/' \
     -e '/^  hosts: 4$/d' -e 's/host: h2, program/host: h3, program/' \
     -e 's/host: h3, program: zs_dfirepl, args: \[--flow=r, --role=target, --index=2/host: h5, program: zs_dfirepl, args: [--flow=r, --role=target, --index=2/' \
