@@ -73,6 +73,7 @@ dpid=$!
 # (a loaded machine ran the check between the two)
 for _ in $(seq 100); do
     [ -S "$sock" ] && grep -q "RNICSIM_HOST=h1 ibv_rc_pingpong localhost" "$scratch/daemon.log" && break
+    kill -0 "$dpid" 2>/dev/null || break # it exited: the check below says so
     sleep 0.1
 done
 check "rnicsim emulate listens and prints how to attach" \
