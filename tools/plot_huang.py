@@ -44,7 +44,14 @@ SWEEPS = {
     "fig8a": ("m1_R", "R", [1, 2, 4, 8, 16, 32, 64, 128], {}),
     "fig8a~256": ("m1_R", "R", [256], {}, PROTOS, {"warmup": "20ms"}),
     "fig8b": ("m1_S", "S", [1, 2, 4, 8, 16], {}),
-    "fig8c": ("m1_nodes", "P", [1, 2, 4, 8, 16, 28], {}),
+    # M:1 vs P: a round of R x S requests per requesting node grows with P
+    # (the one responder serves them all; main 99ed2fe, the 2 ms window:
+    # 1.5 / 0.7 / 0.2-0.4 rounds at P = 8 / 16 / 28), so from P = 8 each P
+    # has a window of ROUNDS_MIN rounds or more
+    "fig8c": ("m1_nodes", "P", [1, 2, 4], {}),
+    "fig8c~8": ("m1_nodes", "P", [8], {}, PROTOS, {"duration": "5ms"}),
+    "fig8c~16": ("m1_nodes", "P", [16], {}, PROTOS, {"duration": "10ms"}),
+    "fig8c~28": ("m1_nodes", "P", [28], {}, PROTOS, {"duration": "32ms"}),
     "fig9": ("m1_V", "V", VS, {"R": [4]}),
     "fig10a": ("1m_R", "R", [1, 2, 4, 8, 16, 32, 64, 128], {}, PROTOS[:4]),
     "fig10a~256": ("1m_R", "R", [256], {}, PROTOS[:4], {"warmup": "40ms"}),
