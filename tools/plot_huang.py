@@ -135,12 +135,16 @@ for _fig, _scen, _ab, _w4, _w128 in (("fig9", "m1_V", "m1", 4, 10), ("fig11", "1
 # responses at R = 128: 24.1 Gb/s in a window at 12 ms, 28.6 at 15, 37.4 at
 # 17, 40.8 at 20, 37.6 at 25; the merges stop at 13 ms; docs/huang.md
 # "Check 8a: a start-up transient"), so its non-READ points open at 20 ms.
+# Each window holds ROUNDS_MIN rounds of its slowest requesting node or
+# more (measured on 13a4d6c with the scenarios' 1-2 ms windows: M:1 S = 16
+# 0.2-0.4 rounds, 1:M S = 16 0.5, 1:M R = 64 1.0, M:M N = 16 1.1-1.3), but
+# 1:M READ at S = 16 and M:M READ at S = 8 (a round of ~100 and ~40 ms).
 # "name~tag" sweeps add their points to sweep "name".
 CHECK_SWEEPS = {
     "m1_S": ("m1_S", "S", [1], {}),
-    "m1_S~16": ("m1_S", "S", [16], {}, PROTOS, {"warmup": "25ms"}),
-    "1m_S": ("1m_S", "S", [1], {}),
-    "1m_S~16": ("1m_S", "S", [16], {}, PROTOS[:4], {"warmup": "20ms"}),
+    "m1_S~16": ("m1_S", "S", [16], {}, PROTOS, {"warmup": "25ms", "duration": "32ms"}),
+    "1m_S": ("1m_S", "S", [1], {}, PROTOS, {"duration": "6ms"}),
+    "1m_S~16": ("1m_S", "S", [16], {}, PROTOS[:4], {"warmup": "20ms", "duration": "16ms"}),
     "1m_S~read": ("1m_S", "S", [16], {}, ["read"], {"warmup": "90ms"}),
     # M:M S = 1 and 2 with Fig. 12b's windows (the same runs: at least 3
     # rounds of every node), and READ at S = 8 (mm_S8, last) past its 40.7 ms
@@ -152,11 +156,11 @@ CHECK_SWEEPS = {
     "mm_S": ("mm_S", "S", [1], {}, PROTOS, {"warmup": "5ms", "duration": "6ms"}),
     "mm_S~2": ("mm_S", "S", [2], {}, PROTOS, {"warmup": "6ms", "duration": "10ms"}),
     # checks 6 and 8 (the points at 28 nodes, R = 128 are those above)
-    "m1_nodes": ("m1_nodes", "P", [8, 28], {}, ["read"], {"warmup": "8ms"}),
+    "m1_nodes": ("m1_nodes", "P", [8, 28], {}, ["read"], {"warmup": "8ms", "duration": "16ms"}),
     "1m_nodes": ("1m_nodes", "Q", [1], {}, ["read"]),
-    "mm_nodes": ("mm_nodes", "N", [4, 8, 16], {}, PROTOS, {"warmup": "5ms"}),
-    "1m_R": ("1m_R", "R", [16, 64], {}, PROTOS[:4], {"warmup": "20ms"}),
-    "mm_R": ("mm_R", "R", [2, 4, 8, 16, 32, 64], {}, ["read"], {"warmup": "5ms"}),
+    "mm_nodes": ("mm_nodes", "N", [4, 8, 16], {}, PROTOS, {"warmup": "5ms", "duration": "4ms"}),
+    "1m_R": ("1m_R", "R", [16, 64], {}, PROTOS[:4], {"warmup": "20ms", "duration": "12ms"}),
+    "mm_R": ("mm_R", "R", [2, 4, 8, 16, 32, 64], {}, ["read"], {"warmup": "5ms", "duration": "3ms"}),
     "mm_S8": ("mm_S", "S", [8], {}, ["read"], {"warmup": "45ms", "duration": "1ms"}),
 }
 QUICK_SWEEPS = {
