@@ -95,29 +95,7 @@ print('%d items checked, %d frames lost, %d NAKs, %d READ re-issues' % (
 PY"
 }
 lossy pairs "$Z/pairs.yaml" --set topology.link.loss=1e-3 --set vars.items=3000
-cat >flows.yaml <<'YAML'
-name: zs-flows
-seed: 7
-stop_time: 1s
-profile: cx5-100g
-topology:
-  kind: star
-  hosts: 4
-  link: {rate: 100Gbps, delay: 5ns, loss: 1e-3}
-  switch: {buffer: 1MiB, programmable: true}
-vars:
-  mode: shuffle
-  item: 1024
-  bytes: 1MiB
-  lanes: 1
-  pipe: 1
-programs:
-  - {host: sw0, program: zs_switch, args: [--flow=t, "--mode=${mode}", --producers=2, --consumers=2, --rto=50us, "--lanes=${lanes}", "--pipeline=${pipe}"]}
-  - {host: h0, program: zs_pu, args: [--flow=t, --role=producer, --index=0, "--mode=${mode}", --producers=2, --consumers=2, "--item=${item}", --capacity=128, "--bytes=${bytes}"]}
-  - {host: h1, program: zs_pu, args: [--flow=t, --role=producer, --index=1, "--mode=${mode}", --producers=2, --consumers=2, "--item=${item}", --capacity=128, "--bytes=${bytes}"]}
-  - {host: h2, program: zs_pu, args: [--flow=t, --role=consumer, --index=0, "--mode=${mode}", --producers=2, --consumers=2, "--item=${item}", --capacity=128]}
-  - {host: h3, program: zs_pu, args: [--flow=t, --role=consumer, --index=1, "--mode=${mode}", --producers=2, --consumers=2, "--item=${item}", --capacity=128]}
-YAML
+cp "$Z/lossy-flows.yaml" flows.yaml
 for m in shuffle lb replicate; do
     lossy "$m" flows.yaml --set vars.mode=$m
 done
