@@ -211,6 +211,18 @@ static void test_write_passes_waiting_read(void)
     sim_destroy(sim);
 }
 
+/* A link with one tag and meta_reads_first as given, its recorder reset. */
+static struct pcie_link *one_tag_link(struct sim *sim, bool meta_first)
+{
+    struct pcie_params p;
+    pcie_params_default(&p);
+    p.read_fetch_bps = 0;
+    p.tags = 1;
+    p.meta_reads_first = meta_first;
+    rec_reset();
+    return pcie_link_create(sim, "t.pcie", &p);
+}
+
 /* pcie.meta_reads_first: context and translation cache fills go ahead of
  * queued data reads that have not started (in their own order), never
  * into a read whose MRds are partly out; off, reads go in issue order.
@@ -219,14 +231,8 @@ static void test_write_passes_waiting_read(void)
 static void test_meta_reads_first(void)
 {
     for (int on = 0; on <= 1; on++) {
-        struct pcie_params p;
-        pcie_params_default(&p);
-        p.read_fetch_bps = 0;
-        p.tags = 1;
-        p.meta_reads_first = on;
         struct sim *sim = sim_create(1);
-        struct pcie_link *l = pcie_link_create(sim, "t.pcie", &p);
-        rec_reset();
+        struct pcie_link *l = one_tag_link(sim, on);
         /* 0: started (its first MRd holds the tag), 1: not started */
         pcie_dma_read_k(l, PCIE_K_PAYLOAD_RD, 0, 4096, rec_done, (void *)(intptr_t)0, NULL);
         pcie_dma_read_k(l, PCIE_K_PAYLOAD_RD, 0, 4096, rec_done, (void *)(intptr_t)1, NULL);
@@ -247,13 +253,8 @@ static void test_meta_reads_first(void)
     }
     /* the head of the queue has not started (every tag held): a fill goes
      * before it */
-    struct pcie_params p;
-    pcie_params_default(&p);
-    p.read_fetch_bps = 0;
-    p.tags = 1;
     struct sim *sim = sim_create(1);
-    struct pcie_link *l = pcie_link_create(sim, "t.pcie", &p);
-    rec_reset();
+    struct pcie_link *l = one_tag_link(sim, true);
     pcie_dma_read_k(l, PCIE_K_PAYLOAD_RD, 0, 512, rec_done, (void *)(intptr_t)0, NULL);
     pcie_dma_read_k(l, PCIE_K_PAYLOAD_RD, 0, 512, rec_done, (void *)(intptr_t)1, NULL);
     pcie_dma_read_k(l, PCIE_K_XLATE_MISS, 0, 64, rec_done, (void *)(intptr_t)2, NULL);
