@@ -172,6 +172,14 @@ c = json.load(open(sys.argv[1] + '/checks.json'))
 assert c['points']['mm_S'] == {'read/1': f['points']['fig12b']['read/1']}, (c['points'], f['points'])
 assert c['run_on']['mm_S']['reused_from'].startswith('fig12b'), c['run_on']
 PY"
+        # another binary (here: the same one with a byte appended, which
+        # still runs) never borrows the figure's points, whatever the source
+        cp "$bin" "$scratch/rnicsim-other" && printf x >>"$scratch/rnicsim-other"
+        $py "$src/tools/plot_huang.py" --checks --only mm_S --protos read --set N=2 \
+            --set warmup=100us --set duration=50us --rnicsim "$scratch/rnicsim-other" -j 1 \
+            -o "$fo" >/dev/null 2>"$fo.err3b"
+        check "--checks does not reuse a run made by another binary" \
+            "grep -q 'mm_S: 1 points, ' '$fo.err3b' && ! grep -q 'from results.json' '$fo.err3b'"
         # the same point run again with another window, by a run of another
         # tag (--x 1,2), replaces the point the matching command (tag
         # fig12b~read~x1, still recorded) produced: --checks must run it
