@@ -722,10 +722,10 @@ static bool mc_sends(const struct switch_mc_port *m, uint32_t back)
  * when a failure or a membership change moved it: the new tree reaches
  * every member without it, so copying it to every branch would give the
  * members it had already reached a second copy.  It is dropped: the
- * reverse-path check of a bidirectional shared tree (BIDIR-PIM, RFC 5015,
- * its data forwarding rules: a router forwards a group's packet only if it arrived on
- * an interface of the tree, its RPF interface or one it is the
- * designated forwarder on). */
+ * reverse-path check of a bidirectional shared tree (BIDIR-PIM, RFC 5015:
+ * a router forwards a group's packet only if it arrived on an interface
+ * of the tree, its RPF interface or one it is the designated forwarder
+ * on). */
 static bool mc_takes(const struct mcast_group *g, const struct switch_in *in)
 {
     if (!in || !in->from_switch)
