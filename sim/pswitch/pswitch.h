@@ -159,6 +159,10 @@ int ps_roce_resp_to_write(uint8_t opcode);
  * node and QP, PSN; UDP source port from the QP pair as RoCEv2 NICs do. */
 void ps_roce_address(struct pswitch *ps, struct pkt *p, uint32_t dst_node, uint32_t dest_qpn,
                      uint32_t src_qpn, uint32_t psn);
+/* The BTH opcode of a RoCEv2 congestion notification packet (IBA Annex
+ * A17.9.3), which the NICs' DCQCN notification points send (the NIC's own
+ * constant; roce.c checks that they agree). */
+#define PS_ROCE_OPCODE_CNP 0x81u
 
 /* ---------------------------------------------------------------- device */
 

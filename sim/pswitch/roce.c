@@ -9,7 +9,10 @@
 
 #include "../nic/nic.h"
 #include "../nic/opcode.h"
+#include "../nic/ratelimit.h"
 #include "ps_internal.h"
+
+_Static_assert(PS_ROCE_OPCODE_CNP == NIC_OPCODE_CNP, "the CNP opcode programs see is the NIC's");
 
 void ps_roce_set_opcode(struct pkt *p, uint8_t opcode)
 {
