@@ -44,7 +44,7 @@ static void qp_free_mem(struct nic_qp *qp)
     nic_rl_free(qp);
     nic_stage_fini(&qp->eng->req_stage);
     nic_stage_fini(&qp->eng->resp_stage);
-    for (uint32_t i = 0; qp->sq && i < (qp->sq_depth ? qp->sq_depth : 1); i++)
+    for (uint32_t i = 0; qp->sq && i < qp->sq_cap; i++)
         free(qp->sq[i].inline_data);
     free(qp->eng->ar.win);
     free(qp->eng->work);
@@ -154,6 +154,64 @@ struct nic_qp *nic_qp_lookup(struct nic *nic, uint32_t qpn)
 
 /* ---------------------------------------------------------------- create / destroy */
 
+/* Work queue rings.  A ring holds WQE idx in slot idx % cap.  It starts
+ * with NIC_WQ_FIRST_SLOTS slots (the depth if smaller; 1 for a depth of 0,
+ * which posts nothing) and doubles, up to the depth (max_send_wr /
+ * max_recv_wr, still the limit posting hits with ENOMEM), when a WQE is
+ * posted to a full ring: a QP whose program keeps R WRs outstanding costs
+ * about R slots (376 B a send, 280 B a receive), not the depth it asked for
+ * (docs/performance.md "What a QP costs"). */
+enum { NIC_WQ_FIRST_SLOTS = 8 };
+
+static uint32_t wq_first_cap(uint32_t depth)
+{
+    return depth == 0 ? 1 : depth < NIC_WQ_FIRST_SLOTS ? depth : NIC_WQ_FIRST_SLOTS;
+}
+
+static uint32_t wq_next_cap(uint32_t cap, uint32_t depth)
+{
+    return cap > depth / 2 ? depth : 2 * cap;
+}
+
+/* The full ring `old` (cap slots of `slot` bytes, holding WQEs [head,
+ * tail)) laid out in a new ring of n slots: every slot holds a posted WQE,
+ * which keeps its index and moves whole (a send slot's inline buffer with
+ * it).  NULL if out of memory (old stays). */
+static void *wq_relayout(const void *old, size_t slot, uint32_t cap, uint32_t n, uint64_t head,
+                         uint64_t tail)
+{
+    char *r = calloc(n, slot);
+    if (r)
+        for (uint64_t i = head; i < tail; i++)
+            memcpy(r + (i % n) * slot, (const char *)old + (i % cap) * slot, slot);
+    return r;
+}
+
+static int sq_grow(struct nic_qp *qp)
+{
+    uint32_t n = wq_next_cap(qp->sq_cap, qp->sq_depth);
+    struct nic_send_wqe *r =
+        wq_relayout(qp->sq, sizeof(*r), qp->sq_cap, n, qp->sq_comp, qp->sq_tail);
+    if (!r)
+        return ENOMEM;
+    free(qp->sq);
+    qp->sq = r;
+    qp->sq_cap = n;
+    return 0;
+}
+
+static int rq_grow(struct nic_rq *rq)
+{
+    uint32_t n = wq_next_cap(rq->cap, rq->depth);
+    struct nic_recv_wqe *r = wq_relayout(rq->ring, sizeof(*r), rq->cap, n, rq->head, rq->tail);
+    if (!r)
+        return ENOMEM;
+    free(rq->ring);
+    rq->ring = r;
+    rq->cap = n;
+    return 0;
+}
+
 /* Path MTU before INIT->RTR sets one; UD has no path MTU attribute and
  * sends at the port's active MTU (= max_mtu here). */
 static uint32_t qp_default_mtu(const struct nic_qp *qp)
@@ -178,13 +236,14 @@ struct nic_qp *nic_qp_create(struct nic *nic, const struct nic_qp_init *init)
     }
     struct nic_qp *qp = calloc(1, sizeof(*qp));
     struct nic_qp_engine *e = calloc(1, sizeof(*e));
-    uint32_t sq_depth = init->cap.max_send_wr ? init->cap.max_send_wr : 1;
+    /* the rings start small and grow as posting needs (wq_grow) */
+    uint32_t sq_cap = wq_first_cap(init->cap.max_send_wr);
     /* a QP with an SRQ has no receive ring of its own */
-    uint32_t rq_depth = init->srq ? 0 : init->cap.max_recv_wr ? init->cap.max_recv_wr : 1;
-    struct nic_send_wqe *sq = calloc(sq_depth, sizeof(*sq));
-    struct nic_recv_wqe *rq = rq_depth ? calloc(rq_depth, sizeof(*rq)) : NULL;
+    uint32_t rq_cap = init->srq ? 0 : wq_first_cap(init->cap.max_recv_wr);
+    struct nic_send_wqe *sq = calloc(sq_cap, sizeof(*sq));
+    struct nic_recv_wqe *rq = rq_cap ? calloc(rq_cap, sizeof(*rq)) : NULL;
     uint32_t qpn = 0;
-    int rc = (qp && e && sq && (rq || !rq_depth)) ? alloc_qpn(nic, &qpn) : ENOMEM;
+    int rc = (qp && e && sq && (rq || !rq_cap)) ? alloc_qpn(nic, &qpn) : ENOMEM;
     if (rc) {
         free(qp);
         free(e);
@@ -201,8 +260,10 @@ struct nic_qp *nic_qp_create(struct nic *nic, const struct nic_qp_init *init)
     qp->attr.cap = init->cap;
     qp->sq = sq;
     qp->sq_depth = init->cap.max_send_wr;
+    qp->sq_cap = sq_cap;
     qp->rq.ring = rq;
     qp->rq.depth = init->srq ? 0 : init->cap.max_recv_wr;
+    qp->rq.cap = rq_cap;
     qp->srq = init->srq;
     qp->eng = e;
     e->qp = qp;
@@ -382,7 +443,7 @@ static void qp_reset(struct nic_qp *qp)
     e->rd_posted = 0;
     qp->rq.head = qp->rq.tail = 0;
     qp->srq_held = false; /* a WQE taken from the SRQ is lost, as in rxe */
-    for (uint32_t i = 0; i < qp->sq_depth; i++)
+    for (uint32_t i = 0; i < qp->sq_cap; i++)
         qp->sq[i].state = NIC_WQE_QUEUED;
     struct ibv_qp_cap cap = qp->attr.cap;
     memset(&qp->attr, 0, sizeof(qp->attr));
@@ -466,6 +527,8 @@ int nic_sq_append(struct nic_qp *qp, const struct nic_send_wqe *wqe)
      * completion, whatever the order (pers.c) */
     if (qp->sq_tail - qp->sq_comp >= qp->sq_depth && !(nic_qp_pers(qp) && nic_pers_sq_reclaim(qp)))
         return ENOMEM;
+    if (qp->sq_tail - qp->sq_comp >= qp->sq_cap && sq_grow(qp))
+        return ENOMEM;
     struct nic_send_wqe *w = nic_sq_wqe(qp, qp->sq_tail);
     /* the inline bytes go to the slot's own buffer, grown to fit */
     if (wqe->send_flags & IBV_SEND_INLINE) {
@@ -495,6 +558,8 @@ int nic_rq_append(struct nic_qp *qp, const struct nic_recv_wqe *wqe)
     if (!qp_type_supported(qp->init.qp_type))
         return EOPNOTSUPP;
     if (qp->srq || nic_rq_count(&qp->rq) >= qp->rq.depth)
+        return ENOMEM;
+    if (nic_rq_count(&qp->rq) >= qp->rq.cap && rq_grow(&qp->rq))
         return ENOMEM;
     *nic_rq_at(&qp->rq, qp->rq.tail) = *wqe;
     qp->rq.tail++;
