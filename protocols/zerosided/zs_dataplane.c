@@ -113,7 +113,7 @@ static void build_ptr_write(struct zs_dp *dp, struct pkt *p, const struct zs_ep_
     zs_store_le32(le, value);
     p->payload_len = 0;
     ps_roce_set_opcode(p, IB_OPCODE_RC_RDMA_WRITE_ONLY);
-    ps_roce_set_inline(p, le, 4);
+    ps_roce_set_inline(dp->ps, p, le, 4);
     ps_roce_address(dp->ps, p, ep->node, ep->pu_data_qpn, ep->sw_data_qpn, psn);
     p->reth_va = ep->base + off;
     p->reth_rkey = ep->rkey;
@@ -153,7 +153,7 @@ static void emit_mcast_head_write(struct zs_dp *dp, struct ps_pass *x, struct pk
     clear_bth_flags(p);
     p->payload_len = 0;
     ps_roce_set_opcode(p, IB_OPCODE_RC_RDMA_WRITE_ONLY);
-    ps_roce_set_inline(p, le, 4);
+    ps_roce_set_inline(dp->ps, p, le, 4);
     ps_roce_address(dp->ps, p, dp->sw_node, 0, 0, psn);
     p->reth_va = ZS_HEAD_OFF; /* + each consumer's base in egress */
     p->reth_dma_len = 4;

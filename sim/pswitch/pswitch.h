@@ -150,8 +150,9 @@ void ps_digest(struct ps_pass *x, const void *data, size_t len);
  * size from the payload length): IBA opcode table of sim/nic/opcode.h. */
 void ps_roce_set_opcode(struct pkt *p, uint8_t opcode);
 /* Replace the payload by `len` bytes that the deparser emits (a pointer
- * value written by the switch); the frame size follows. */
-void ps_roce_set_inline(struct pkt *p, const void *data, uint32_t len);
+ * value written by the switch); the frame size follows.  The bytes go in a
+ * buffer from the switch's packet pool (pkt_payload_reserve). */
+void ps_roce_set_inline(struct pswitch *ps, struct pkt *p, const void *data, uint32_t len);
 /* The RDMA WRITE opcode a READ RESPONSE opcode becomes (FIRST -> FIRST,
  * MIDDLE -> MIDDLE, LAST -> LAST, ONLY -> ONLY); -1 if not a response. */
 int ps_roce_resp_to_write(uint8_t opcode);
