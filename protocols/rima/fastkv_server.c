@@ -2,6 +2,14 @@
  * the allocator threads, set-up and loop. */
 #include "protocols/rima/fastkv_priv.h"
 
+#include <sys/mman.h>
+
+/* The bytes a large message's own mapping spans: whole pages. */
+static size_t fk_grant_map_bytes(uint32_t len)
+{
+    return ((size_t)len + 4095) & ~(size_t)4095;
+}
+
 /* ------------------------------------------------------------ server: store */
 
 static unsigned fk_class(uint32_t len)
@@ -197,10 +205,16 @@ static void fk_allocator_thread(void *arg)
         struct fk_grant *g = &s->grants[a->grant];
         host_compute(a->alloc_ns);
         void *mem = NULL;
-        uint64_t bytes = ((uint64_t)g->len + 63) & ~(uint64_t)63;
-        if (posix_memalign(&mem, 64, (size_t)bytes) == 0) {
+        /* Pages of their own, mapped for this message (as malloc does for
+         * large blocks): a heap block's place, hence its pages, MTT
+         * entries and TLB sets, depended on the heap's earlier
+         * allocations (even on the length of the scenario's path), and the
+         * same run gave other results */
+        size_t bytes = fk_grant_map_bytes(g->len);
+        mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (mem != MAP_FAILED) {
             g->buf = mem;
-            g->mr = ibv_reg_mr(s->arena_mr->pd, mem, (size_t)bytes,
+            g->mr = ibv_reg_mr(s->arena_mr->pd, mem, bytes,
                                IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
         }
         a->failed = !g->mr;
@@ -420,7 +434,7 @@ static int fk_server_recv(struct fk *f, const struct ibv_wc *wc)
         fk_outstanding(s, -1);
         if (g) {
             ibv_dereg_mr(g->mr);
-            free(g->buf);
+            munmap(g->buf, fk_grant_map_bytes(g->len));
             s->large_bytes -= ((uint64_t)g->len + 63) & ~(uint64_t)63;
             *g = (struct fk_grant){0};
         }

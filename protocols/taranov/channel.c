@@ -548,10 +548,22 @@ static int ack_post_recv(struct chan *c, struct chan_ack *a, uint32_t i)
     return err ? chan_fail(c, err, "credit receive: ibv_post_recv: %s", strerror(err)) : 0;
 }
 
+void *chan_zalloc_pages(size_t bytes)
+{
+    const size_t page = 4096;
+    void *p = NULL;
+    if (bytes == 0)
+        bytes = 1;
+    if (posix_memalign(&p, page, bytes) != 0)
+        return NULL;
+    memset(p, 0, bytes);
+    return p;
+}
+
 int chan_ack_post_recvs(struct chan *c, struct chan_ack *a, struct ibv_qp *qp, struct ibv_cq *rcq)
 {
     size_t bytes = (size_t)CHAN_ACK_RECVS * CHAN_ACK_WORDS * sizeof(uint64_t);
-    a->rbuf = calloc(1, bytes);
+    a->rbuf = chan_zalloc_pages(bytes);
     if (!a->rbuf)
         return chan_fail(c, ENOMEM, "credit receives: no memory");
     a->rmr = ibv_reg_mr(c->pd, a->rbuf, bytes, IBV_ACCESS_LOCAL_WRITE);

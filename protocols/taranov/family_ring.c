@@ -132,7 +132,7 @@ static int open_sender(struct chan *c, struct ring *g)
     if (rc < 0)
         return rc;
     size_t hbytes = (size_t)slots * RING_HBYTES + 64;
-    g->hdrs = calloc(1, hbytes);
+    g->hdrs = chan_zalloc_pages(hbytes);
     if (!g->hdrs)
         return chan_fail(c, ENOMEM, "no memory");
     g->op = (uint64_t *)(g->hdrs + (size_t)slots * RING_HBYTES);
@@ -179,7 +179,7 @@ static int open_receiver(struct chan *c, struct ring *g)
     g->rec_sz = calloc(g->R / 8, sizeof(*g->rec_sz));
     if (!g->qs || !g->qcs || !g->ack_cqs || !g->acks || !g->rec_sz)
         return chan_fail(c, ENOMEM, "no memory");
-    if (g->zeroing && !(g->zeros = calloc(1, g->R / 2)))
+    if (g->zeroing && !(g->zeros = chan_zalloc_pages(g->R / 2)))
         return chan_fail(c, ENOMEM, "no memory");
     g->base = chan_ring_map(g->R);
     if (!g->base)

@@ -101,7 +101,7 @@ static int open_sender(struct chan *c, struct ws *w)
     }
     if (w->v == WS_INLINED) {
         size_t bytes = (size_t)c->cfg.slots * WS_TRAILER;
-        w->trailers = calloc(1, bytes);
+        w->trailers = chan_zalloc_pages(bytes);
         if (!w->trailers)
             return chan_fail(c, ENOMEM, "no memory");
         w->tmr = ibv_reg_mr(c->pd, w->trailers, bytes, IBV_ACCESS_LOCAL_WRITE);
