@@ -199,6 +199,12 @@ struct pfc_params {
     uint64_t xon_bytes;      /* ... and resume at or below this */
     uint64_t headroom_bytes; /* admitted above xoff before a drop; 0 = from the cable */
     uint16_t quanta;         /* pause time of an XOFF, in 512-bit-time quanta */
+    /* InfiniBand: instead of XOFF / XON, each ingress port's buffer of
+     * xoff_bytes per lossless priority (VL) is the feeding link's credit
+     * limit (link_set_credits): the upstream sends only what fits, frames
+     * return their credit when they leave the switch; no pause frames, no
+     * headroom, no drop (pfc.c) */
+    bool credits;
     /* Not a parameter: called with `on_xoff_ctx` whenever a port sends an
      * XOFF (the topology's deadlock detector arms itself on it). */
     void (*on_xoff)(void *ctx);

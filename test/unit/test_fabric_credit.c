@@ -229,8 +229,73 @@ static void test_priorities_and_off(void)
     bed_free(&b);
 }
 
+/* A switch whose ingress ports run credits (pfc_params.credits: an
+ * InfiniBand switch): node0 and node1 send 2000 frames each to node2
+ * through a 64 KiB port buffer (drop-tail would lose ~half, as
+ * test_fabric_pfc's incast shows).  Nothing is dropped, no pause frame is
+ * sent, each sender's uplink never has more than the ingress buffer
+ * (20,000 B) outstanding and waits for credit, and every frame arrives. */
+static void free_count(struct sim *sim, void *ctx, struct pkt *p)
+{
+    (void)sim;
+    struct rcv *r = ctx;
+    r->got++;
+    pkt_free(r->pool, p);
+}
+
+static void test_switch_credits(void)
+{
+    struct sim *sim = sim_create(1);
+    struct pkt_pool *pool = pkt_pool_create();
+    struct topo_params tp;
+    fabric_defaults(&tp);
+    tp.n_nodes = 3;
+    tp.sw.port_buffer_bytes = 64 * 1024;
+    tp.sw.pfc = (struct pfc_params){.enabled = true,
+                                    .prio_mask = 1u << 3,
+                                    .xoff_bytes = 20000,
+                                    .xon_bytes = 15000,
+                                    .quanta = 65535,
+                                    .credits = true};
+    struct topology *t = topo_create(sim, &tp, pool);
+    struct rcv *r = calloc(1, sizeof(*r));
+    r->pool = pool;
+    topo_attach(t, 2, (struct fabric_sink){.rx = free_count, .ctx = r});
+    for (uint32_t i = 0; i < 2000; i++) {
+        struct pkt *a = frame(pool, i, 3), *b = frame(pool, i, 3);
+        b->src_node = 1;
+        a->dst_node = b->dst_node = 2;
+        link_send(topo_uplink(t, 0), a);
+        link_send(topo_uplink(t, 1), b);
+    }
+    sim_run(sim, SIM_TIME_NEVER);
+    CHECK_EQ_U64(r->got, 4000);
+    uint64_t drops = 0;
+    for (unsigned i = 0; i < topo_n_links(t); i++)
+        drops += link_get_counters(topo_link(t, i))->pkts_dropped;
+    CHECK_EQ_U64(drops, 0);
+    const struct switch_counters *c = switch_get_counters(topo_switch(t, 0));
+    CHECK_EQ_U64(c->pfc_xoff_sent, 0);
+    CHECK_EQ_U64(c->pfc_headroom_drops, 0);
+    for (uint32_t n = 0; n < 2; n++) {
+        const struct link_counters *u = link_get_counters(topo_uplink(t, n));
+        CHECK_EQ_U64(link_credit_limit_bytes(topo_uplink(t, n)), 20000 / 64 * 64);
+        CHECK(u->max_credit_used_bytes <= 20000);
+        CHECK(u->max_credit_used_bytes > 20000 - 2 * BLOCKS); /* it filled */
+        CHECK(u->credit_stalls > 0);
+        CHECK_EQ_U64(u->pfc_xoff_rx, 0);
+    }
+    /* the egress to node2 held at most both ingress buffers */
+    CHECK(link_get_counters(topo_downlink(t, 2))->max_queue_bytes <= 2 * 20000 + 2 * 1106);
+    topo_destroy(t);
+    pkt_pool_destroy(pool);
+    sim_destroy(sim);
+    free(r);
+}
+
 int main(void)
 {
+    test_switch_credits();
     test_stop_resume();
     test_slow_receiver();
     test_lost_frames_return_credit();
