@@ -719,6 +719,7 @@ static bool tx_start(struct link *l)
     p->next = NULL;
     uint64_t wire = pkt_wire_bytes(p);
     q->bytes -= wire;
+    bool was_starved = l->credit_blocked;
     if (l->credit_blocked) {
         l->credit_blocked = false;
         l->c.credit_wait_ps += sim_now(l->sim) - l->credit_wait_since;
@@ -738,7 +739,8 @@ static bool tx_start(struct link *l)
      * frame without an earlier head (head_ps 0 or >= now) is
      * store-and-forward. */
     sim_time_t now = sim_now(l->sim), start = now;
-    if (p->head_ps && p->head_ps < now) {
+    /* (a frame that waited for credit starts when the credit came: now) */
+    if (p->head_ps && p->head_ps < now && !was_starved) {
         start = p->head_ps > l->free_at_ps ? p->head_ps : l->free_at_ps;
         if (c < PKT_PRIOS && start < l->paused_until[c])
             start = l->paused_until[c];
