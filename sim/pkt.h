@@ -187,10 +187,15 @@ struct pkt {
      * Modelled as carried free: not counted in frame_bytes. */
     uint32_t ar_msg_psn;
 
-    /* The bytes, when the pool carries payloads (pkt_pool_carries_payload);
-     * a pool without them (scenario `payload: none`) hands out packets
-     * that end here: sizes are modelled, contents are not. */
-    _Alignas(16) uint8_t payload[PKT_MAX_PAYLOAD_BYTES];
+    /* The bytes: a buffer of the pool's size class for the payload
+     * (pkt_payload_reserve; nic_pkt_address reserves what it addresses),
+     * or NULL while the packet carries none, and always NULL in a pool
+     * without payloads (scenario `payload: none`: sizes are modelled,
+     * contents are not).  Both fields come after the header: code that
+     * copies or clears offsetof(struct pkt, payload) bytes copies the
+     * headers and leaves each packet its own buffer. */
+    uint8_t *payload;
+    uint8_t payload_class; /* the buffer's size class + 1 (0: no buffer) */
 };
 
 /* Bytes the packet occupies on its link: the frame plus the framing's
@@ -200,21 +205,35 @@ static inline uint32_t pkt_wire_bytes(const struct pkt *p)
     return p->frame_bytes + pkt_framings[p->framing].gap_bytes;
 }
 
-/* Packet pool (free list per simulation). */
+/* Packet pool (free lists per simulation): packet headers of one size,
+ * and payload buffers in size classes (pkt.c), so a packet costs its
+ * header plus the smallest class that holds its payload, not the largest
+ * MTU (docs/performance.md "What a packet costs"). */
 struct pkt_pool;
 struct pkt_pool *pkt_pool_create(void);
-/* A pool of packets without payload bytes (`payload: none`): each packet
- * is offsetof(struct pkt, payload) bytes instead of ~4.3 KB, and nothing
- * may read or write p->payload. */
+/* A pool of packets without payload bytes (`payload: none`): packets get
+ * no buffer (pkt_payload_reserve returns NULL), and nothing may read or
+ * write p->payload. */
 struct pkt_pool *pkt_pool_create_headers_only(void);
 bool pkt_pool_carries_payload(const struct pkt_pool *pool);
-/* Bytes one packet of the pool occupies (for the memory figures). */
+/* Bytes one packet header of the pool occupies (for the memory figures). */
 size_t pkt_pool_pkt_bytes(const struct pkt_pool *pool);
 /* Packets allocated from the system so far (in use + free). */
 uint64_t pkt_pool_allocated(const struct pkt_pool *pool);
+/* Bytes of payload buffers allocated from the system so far (in use + free). */
+uint64_t pkt_pool_payload_bytes(const struct pkt_pool *pool);
+/* Payload bytes a buffer of the class that holds `len` bytes has room
+ * for (0 for len 0). */
+uint32_t pkt_payload_class_bytes(uint32_t len);
 void pkt_pool_destroy(struct pkt_pool *pool);
-struct pkt *pkt_alloc(struct pkt_pool *pool); /* zeroed header, payload_len 0 */
-void pkt_free(struct pkt_pool *pool, struct pkt *p);
+struct pkt *pkt_alloc(struct pkt_pool *pool); /* zeroed header, payload_len 0, no buffer */
+/* Give p room for `len` payload bytes (len <= PKT_MAX_PAYLOAD_BYTES) and
+ * return p->payload.  A buffer that already has the room is kept, bytes
+ * and all; a smaller one is replaced by one of the right class, keeping
+ * its first p->payload_len bytes.  NULL in a pool without payloads, or
+ * for len 0 on a packet that has no buffer. */
+uint8_t *pkt_payload_reserve(struct pkt_pool *pool, struct pkt *p, uint32_t len);
+void pkt_free(struct pkt_pool *pool, struct pkt *p); /* and its buffer */
 /* A copy of p (headers, and the payload unless the pool holds none) with
  * its own id; it belongs to no queue and no switch ingress port (in_port 0:
  * the original carries that port's PFC accounting). */

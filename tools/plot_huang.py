@@ -17,6 +17,7 @@ Markdown table.  --quick shortens every run's window (50 us warm-up, 50 us
 measured) for tests."""
 import argparse
 import csv
+import hashlib
 import json
 import math
 import os
@@ -259,7 +260,8 @@ def reuse_figure_run(figs, binary, scen_dir, spec):
     for tag, c in figs.get("commands", {}).items():
         if re.sub(r" -j \d+ ", " ", c) != want:
             continue
-        if not same_model(figs.get("run_on", {}).get(tag, {}).get("commit", "")):
+        ron = figs.get("run_on", {}).get(tag, {})
+        if not same_model(ron.get("commit", "")) or ron.get("binary_sha256") != binary_id(binary):
             continue
         f = tag.split("~")[0]
         protos = spec[4] if len(spec) > 4 else PROTOS
@@ -297,10 +299,7 @@ def run_sweep(binary, scen_dir, out, spec, jobs):
         print(f"{scen}: {' '.join(cmd[1:])} exited {p.returncode}:\n{p.stderr[-600:]}",
               file=sys.stderr)
     pts, rounds, walls, nrounds = {}, {}, {}, {}
-    # the scenario's own warm-up, for points that do not set one
-    with open(os.path.join(scen_dir, scen + ".yaml")) as f:
-        m = re.search(r"\bwarmup: *([0-9.]+[mun]?s)\b", f.read())
-    scen_warm = m.group(1) if m else None
+    scen_warm = scen_warmup(scen_dir, scen)
     for r in rows:
         if r.get("exit") != "0" or not r.get("huang.bw_gbps"):
             continue
@@ -322,10 +321,8 @@ def run_sweep(binary, scen_dir, out, spec, jobs):
         r1 = r.get("huang.round1_us")
         if r1 not in (None, ""):
             rounds[key] = float(r1)
-            warm = r.get("vars.warmup") or fixed.get("warmup") or scen_warm
-            if float(r1) < 0 or (warm and float(r1) > to_us(warm)):
-                print(f"{scen} {key}: the window opens before the first round was answered "
-                      f"(round 1: {float(r1):.0f} us, warm-up {warm})", file=sys.stderr)
+            warn_round1(scen, key, float(r1), r.get("vars.warmup") or fixed.get("warmup")
+                        or scen_warm)
         # how many turns the window held for the busiest requesting thread
         # (docs/huang.md "The window"): fewer than 4 polls is a warning
         polls = r.get("huang.window_polls_min")
@@ -340,11 +337,44 @@ def run_sweep(binary, scen_dir, out, spec, jobs):
         nr = window_rounds(r)
         if nr is not None:
             nrounds[key] = round(nr, 2)
-            if nr < ROUNDS_MIN:
-                print(f"{scen} {key}: the slowest requesting node completed only {nr:.1f} "
-                      f"rounds in the window (fewer than {ROUNDS_MIN}; lengthen its duration)",
-                      file=sys.stderr)
+            warn_rounds(scen, key, nr)
     return pts, wall, shown, rounds, walls, nrounds
+
+
+def scen_warmup(scen_dir, scen):
+    """The scenario's own warm-up, for points that do not set one."""
+    with open(os.path.join(scen_dir, scen + ".yaml")) as f:
+        m = re.search(r"\bwarmup: *([0-9.]+[mun]?s)\b", f.read())
+    return m.group(1) if m else None
+
+
+def binary_id(binary):
+    """The rnicsim binary's identity: the SHA-256 of its bytes.  A reused
+    figure run must have been made by the same binary (a --rnicsim from
+    another tree, or a build older than the tree, gives other numbers
+    whatever the source says); a rebuild that changes nothing keeps it."""
+    h = hashlib.sha256()
+    with open(binary, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def warn_round1(scen, key, r1_us, warm):
+    """The window must open after the first round of R x QPs requests
+    (docs/huang.md "The window matters"): the program's round1_us against
+    the point's warm-up."""
+    if r1_us < 0 or (warm and r1_us > to_us(warm)):
+        print(f"{scen} {key}: the window opens before the first round was answered "
+              f"(round 1: {r1_us:.0f} us, warm-up {warm})", file=sys.stderr)
+
+
+def warn_rounds(scen, key, nr):
+    """Fewer than ROUNDS_MIN rounds of the slowest requesting node in the window."""
+    if nr < ROUNDS_MIN:
+        print(f"{scen} {key}: the slowest requesting node completed only {nr:.1f} "
+              f"rounds in the window (fewer than {ROUNDS_MIN}; lengthen its duration)",
+              file=sys.stderr)
 
 
 # A point's window must hold at least this many rounds of its slowest
@@ -719,6 +749,7 @@ def main():
     figs = {}  # the figures' results.json, for --checks to reuse identical runs
     fpath = os.path.join(a.output, "results.json")
     rev = run_label()
+    bin_id = binary_id(binary)
     with tempfile.TemporaryDirectory() as tmp:
         for fig, spec in sweeps.items():
             load0 = os.getloadavg()[0]
@@ -736,6 +767,14 @@ def main():
                       file=sys.stderr)
                 wall[fig], cmds[fig] = w, c
                 runon[fig] = {**figs["run_on"][ftag], "reused_from": ftag}
+                # the warnings its figure run printed, again for the check
+                warm = (spec[5] if len(spec) > 5 else {}).get("warmup") or \
+                    scen_warmup(a.scenarios, spec[0])
+                for k in sorted(pts):
+                    if k in r1:
+                        warn_round1(spec[0], k, r1[k], warm)
+                    if k in nr:
+                        warn_rounds(spec[0], k, nr[k])
                 res.setdefault(fig, {}).update(pts)
                 ptag.setdefault(fig, {}).update({k: fig for k in pts})
                 rounds.setdefault(fig, {}).update(r1)
@@ -753,7 +792,8 @@ def main():
             wall[tag], cmds[tag] = w, c
             # what it ran on: the commit, when, the 1-minute load average
             # at its start and end (2 cores shared with other jobs)
-            runon[tag] = {"commit": rev, "started": t_start, "jobs": a.jobs,
+            runon[tag] = {"commit": rev, "binary_sha256": bin_id, "started": t_start,
+                          "jobs": a.jobs,
                           "load_start": round(load0, 1), "load_end": round(load1, 1)}
             # "figNN~tag" sweeps (points with their own warm-up) add to figNN
             base = fig if a.checks else fig.split("~")[0]

@@ -4,7 +4,10 @@
 # docs/rb2/fig{3,5,6,7}.png and the tables (printed).  Latency points up to
 # 64 KiB run 10,000 round trips, so that a 99.9th percentile rests on 10
 # samples; 256 KiB and 1 MiB run 2,000 (10,000 would take a minute each).
-# 4-15 minutes of wall time on the shared two cores, by their load (docs/rb2.md "Set-up").
+# Fig. 3's latency points up to 64 KiB run 100,000 (the paper 300,000):
+# check 2 compares two p99.9s 0.1-0.2 us apart, and over 10,000 round
+# trips the OS tick's phase moves one by ~0.3 us (docs/rb2.md, Fig. 3).
+# 5-15 minutes of wall time on the shared two cores, by their load (docs/rb2.md "Set-up").
 #   tools/rb2_eval.sh [OUTDIR]     (default rb2-out; the sweeps' CSVs go there)
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -25,7 +28,7 @@ sweep "$s/fig6_latency.yaml" --set vars.variant=$v --set vars.size=$small --set 
 sweep "$s/fig6_latency.yaml" --set vars.variant=$v --set vars.size=$large --set vars.iters=2000 -o "$out/f6l"
 sweep "$s/fig3_pointer_sync.yaml" --set vars.head=push,pull --set vars.tail=wt,cq --set vars.size=$sizes -o "$out/f3"
 sweep "$s/fig3_pointer_sync.yaml" --set vars.head=push,pull --set vars.tail=wt,cq --set vars.size=$small \
-    --set vars.mode=pingpong --set vars.batching=0 --set vars.iters=10000 -o "$out/f3p"
+    --set vars.mode=pingpong --set vars.batching=0 --set vars.iters=100000 -o "$out/f3p"
 sweep "$s/fig3_pointer_sync.yaml" --set vars.head=push,pull --set vars.tail=wt,cq --set vars.size=$large \
     --set vars.mode=pingpong --set vars.batching=0 --set vars.iters=2000 -o "$out/f3pl"
 sweep "$s/table2_ablation.yaml" --set vars.m=M1,M2,M3,M4,M5,M6,M7,M8,M9 --set vars.size=512 \

@@ -8,7 +8,10 @@
 FROM_US / TO_US: the window to account (the job's start, the producers'
 t_start_ns, and its end, the last consumer's t_head_ns, in us).  Reads the
 `--trace` lines of the links (a frame: [first bit .. last bit]) and prints,
-per link: the busy share, the idle share by gap length, and for each
+per link: the busy share, the busy share by kind of frame (data: the
+FIRST / MIDDLE / LAST packets of READ responses and WRITEs; polls: 4-byte
+READ requests and RESPONSE ONLY; ACKs; WRITE ONLY: pointer WRITEs and
+single-packet data), the idle share by gap length, and for each
 producer node's uplink the idle share by how many data READs (switch ->
 producer, from the request leaving the switch to its last response) were
 outstanding to that node; then the distribution of outstanding data READs
@@ -21,6 +24,17 @@ import sys
 
 FRAME = re.compile(r"link (\S+)\s+(\S+) (\d+)\s+\[([\d.]+) \.\. ([\d.]+) ns\]\s+qp (\S+)")
 GAPS = [(100, "<100ns"), (1000, "<1us"), (5000, "<5us"), (20000, "<20us"), (float("inf"), ">=20us")]
+
+
+def kind(op):
+    """A frame's kind, for the busy share by kind."""
+    if op.endswith(("_FIRST", "_MIDDLE", "_LAST")):
+        return "data"
+    if op in ("RDMA_READ_REQUEST", "RDMA_READ_RESPONSE_ONLY"):
+        return "polls+READ-requests"
+    if op == "ACKNOWLEDGE":
+        return "ACKs"
+    return op
 
 
 def main():
@@ -65,6 +79,12 @@ def main():
         line = f"{link:12s} busy {100 * busy / span:5.1f}%  idle by gap:"
         line += "".join(f" {n} {100 * gaps[n] / span:.1f}%" for _, n in GAPS)
         print(line)
+        kinds = collections.Counter()
+        for a, b, op in frames[link]:
+            if b >= t0 and a <= t1:
+                kinds[kind(op)] += min(b, t1) - max(a, t0)
+        print("             busy by kind:" +
+              "".join(f" {k} {100 * v / span:.2f}%" for k, v in kinds.most_common()))
         if ev:  # uplink: idle time by READs outstanding to the node (20 ns steps)
             fr = sorted((a, b) for a, b, _ in frames[link])
             i = j = cnt = 0

@@ -173,18 +173,37 @@ static int wc_ok(struct hg_thread *t, const struct ibv_wc *wc)
 }
 
 static int poll_once(struct hg_thread *t, uint32_t *found, int *polled);
+static int repost_recvs(struct hg_thread *t, struct hg_qp *q, bool requests);
+
+/* Whether this thread's QPs take SENDs into posted receives (and repost
+ * them): a requester when responses are SENDs, a responder when requests
+ * are. */
+static bool takes_sends(const struct hg_thread *t)
+{
+    const struct hg_proto_info *p = &hg_protos[t->hg->o.proto];
+    return t->requesting ? p->resp == HG_SEND : p->req == HG_SEND;
+}
 
 /* Make room for n more WRs in q's send queue: the selectively signalled
- * completion that retires them may still be in the CQ. */
+ * completion that retires them may still be in the CQ.  A poll here can
+ * find a message on q itself, whose request or response the caller then
+ * posts in the same loop: the receive that message used is posted again
+ * first, or the peer's answer to it could arrive at a QP with no receive
+ * (an RNR NAK and a wait of min_rnr_timer; seen on M:M SEND/SEND with a
+ * full send queue). */
 static int sq_room(struct hg_thread *t, struct hg_qp *q, uint32_t n)
 {
+    bool polled_any = false;
     while (q->sq_posted + n - q->sq_done > t->sq_depth) {
         uint32_t found = 0;
         int polled = 0;
         int rc = poll_once(t, &found, &polled);
         if (rc)
             return rc;
+        polled_any = true;
     }
+    if (polled_any && q->nrecv && takes_sends(t) && !t->stopping)
+        return repost_recvs(t, q, !t->requesting);
     return 0;
 }
 
@@ -612,8 +631,7 @@ static int poll_once(struct hg_thread *t, uint32_t *found, int *polled)
 /* Post what the turn found: receives to repost, then requests / responses. */
 static int flush(struct hg_thread *t)
 {
-    const struct hg_proto_info *p = &hg_protos[t->hg->o.proto];
-    bool recvs = t->requesting ? p->resp == HG_SEND : p->req == HG_SEND;
+    bool recvs = takes_sends(t);
     while (t->ndirty) {
         uint32_t qi = t->dirty[t->dhead];
         t->dhead = (t->dhead + 1) % t->nqps;

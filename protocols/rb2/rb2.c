@@ -93,9 +93,12 @@ void rb2_config_default(struct rb2_config *c, uint32_t slot_bytes, uint32_t slot
          * the Xeon Gold 5118's 2.3 GHz.  Positions modulo the ring's size
          * (Algorithm 1: "all pointer arithmetics are performed in the
          * context of modulo slot count") and a message's units are
-         * divisions by run-time values: a write does three (its units,
-         * the full test's index, its slot), a read two (the head's index,
-         * the units), a slot transmission one. */
+         * divisions by run-time values: a write does two (its units and
+         * the tail's index, which is its slot's and the wrap test's), a
+         * read two (the head's index, the units), a slot transmission
+         * one (its first unit's index; a part past the ring's end starts
+         * at 0).  Each is computed once a call and charged before the
+         * post it addresses or at the end of the call that did it. */
         .div_ns = 15,
         .sq_depth = 128, /* perftest's tx-depth */
         /* one ibv_post_send per WR: Algorithm 1 issues the slot
@@ -204,11 +207,21 @@ static uint64_t rb2_idx(struct rb2 *rb, uint64_t pos)
 }
 
 /* The CPU time of one call that moves a message: the layer's logic
- * (sw_ns) and the divisions its data path did since the last charge
- * (div_ns each; those after this point are charged with the next call). */
+ * (sw_ns) and the divisions its data path did so far (div_ns each). */
 static void rb2_charge(struct rb2 *rb)
 {
     host_compute(rb->cfg.sw_ns + (uint64_t)rb->divs * rb->cfg.div_ns);
+    rb->divs = 0;
+}
+
+/* The divisions done since the last charge, charged where the program is:
+ * before a post (they computed its addresses) and at the end of every call
+ * (the last ones of a call, e.g. a Flush's slot transmission, are charged
+ * by the call that did them, not by the next one, which may never come). */
+static void rb2_charge_divs(struct rb2 *rb)
+{
+    if (rb->divs && rb->cfg.div_ns)
+        host_compute((uint64_t)rb->divs * rb->cfg.div_ns);
     rb->divs = 0;
 }
 
@@ -260,6 +273,7 @@ static int rb2_poll_send(struct rb2 *rb, bool block)
  * (one doorbell, no BlueFlame on mlx5 for a list of two). */
 static int rb2_submit(struct rb2 *rb)
 {
+    rb2_charge_divs(rb);
     if (!rb->npend)
         return rb->failed ? -1 : 0;
     for (int i = 0; i < rb->npend; i++) {
@@ -339,8 +353,9 @@ static int rb2_transmit(struct rb2 *rb, uint64_t from, uint64_t to)
     if (from == to)
         return 0;
     uint64_t units = to - from;
-    while (from < to) {
-        uint64_t idx = rb2_idx(rb, from), n = to - from;
+    /* one division: the part past the ring's end starts at its index 0 */
+    for (uint64_t idx = rb2_idx(rb, from); from < to; idx = 0) {
+        uint64_t n = to - from;
         if (idx + n > c->units)
             n = c->units - idx;
         struct ibv_sge sge = {.addr = (uint64_t)(uintptr_t)(tx->ring + idx * c->unit_bytes),
@@ -464,13 +479,15 @@ static int rb2_pull(struct rb2 *rb)
 }
 
 /* Room for a message of `units` at the tail (a wrap pad first if it would
- * cross the ring's end).  RB2_OK with *pad set, RB2_FULL or -1. */
-static int rb2_reserve(struct rb2 *rb, uint32_t units, uint64_t *pad)
+ * cross the ring's end).  RB2_OK with the tail's ring index in *idx and
+ * *pad set, RB2_FULL or -1.  The one division of the tail's index: the
+ * message's slot is *idx, or 0 after a pad. */
+static int rb2_reserve(struct rb2 *rb, uint32_t units, uint64_t *idx, uint64_t *pad)
 {
     struct rb2_tx *tx = rb->tx;
     const struct rb2_config *c = &rb->cfg;
-    uint64_t idx = rb2_idx(rb, tx->tail);
-    *pad = idx + units > c->units ? c->units - idx : 0;
+    *idx = rb2_idx(rb, tx->tail);
+    *pad = *idx + units > c->units ? c->units - *idx : 0;
     if (units + *pad > c->units - 1)
         return -1;
     volatile uint64_t *lh = rb2_ctrl(rb, RB2_C_LOCAL_HEAD);
@@ -478,13 +495,6 @@ static int rb2_reserve(struct rb2 *rb, uint32_t units, uint64_t *pad)
     uint64_t local_head = *lh;
     if (tx->tail + *pad + units - local_head > c->units - 1) {
         rb->full_waits++;
-        /* pull: retire a finished pull READ first (its completion is what
-         * allows the next one); a READ that brought a head from before the
-         * receiver's last reads would otherwise leave the sender waiting
-         * for a pull it never issues */
-        if ((c->head == RB2_HEAD_LAZY_PULL || c->head == RB2_HEAD_PULL_FULL) &&
-            (rb2_poll_send(rb, false) || rb2_pull(rb)))
-            return -1;
         return RB2_FULL;
     }
     return RB2_OK;
@@ -501,14 +511,14 @@ static void rb2_put_hdr(uint8_t *h, uint32_t len, uint32_t units, uint8_t flags)
 }
 
 /* The receiver-only ring (FaRM): the message from the staging buffer (at
- * the offset it will have in the remote ring) to the remote ring, then its
- * header (one post each by default, one list with --post=list); with
- * sync_send the sender waits for both. */
-static int rb2_farm_send(struct rb2 *rb, uint64_t at, uint32_t len, uint32_t units)
+ * the offset it will have in the remote ring, `idx` units) to the remote
+ * ring, then its header (one post each by default, one list with
+ * --post=list); with sync_send the sender waits for both. */
+static int rb2_farm_send(struct rb2 *rb, uint64_t idx, uint32_t len, uint32_t units)
 {
     struct rb2_tx *tx = rb->tx;
     const struct rb2_config *c = &rb->cfg;
-    uint64_t off = rb2_idx(rb, at) * c->unit_bytes;
+    uint64_t off = idx * c->unit_bytes;
     uint8_t *msg = tx->staging + off;
     struct ibv_sge d = {.addr = (uint64_t)(uintptr_t)(msg + RB2_HDR_BYTES),
                         .length = len,
@@ -568,22 +578,29 @@ static int rb2_write_common(struct rb2 *rb, uint32_t len, const void *msg, rb2_f
      * model times that wait): its divisions are not charged */
     uint32_t divs0 = rb->divs;
     uint32_t units = rb2_msg_units(rb, len);
-    uint64_t pad;
-    int r = rb2_reserve(rb, units, &pad);
+    uint64_t idx, pad;
+    int r = rb2_reserve(rb, units, &idx, &pad);
     if (r) {
         rb->divs = divs0;
+        /* pull: retire a finished pull READ first (its completion is what
+         * allows the next one); a READ that brought a head from before the
+         * receiver's last reads would otherwise leave the sender waiting
+         * for a pull it never issues */
+        if (r == RB2_FULL && (c->head == RB2_HEAD_LAZY_PULL || c->head == RB2_HEAD_PULL_FULL) &&
+            (rb2_poll_send(rb, false) || rb2_pull(rb)))
+            return -1;
         return r;
     }
     rb2_charge(rb);
     uint8_t *ring = c->sender_ring ? tx->ring : NULL;
     if (pad) { /* the rest of the ring: a wrap marker the receiver skips */
         if (ring) {
-            uint8_t *p = ring + rb2_idx(rb, tx->tail) * c->unit_bytes;
+            uint8_t *p = ring + idx * c->unit_bytes;
             rb2_put_hdr(p, (uint32_t)pad, (uint32_t)pad, RB2_F_WRAP);
             host_touch_write(p, RB2_HDR_BYTES);
         } else {
             /* FaRM: the header alone, straight to the receiver */
-            uint8_t *p = tx->staging + rb2_idx(rb, tx->tail) * c->unit_bytes;
+            uint8_t *p = tx->staging + idx * c->unit_bytes;
             rb2_put_hdr(p, (uint32_t)pad, (uint32_t)pad, RB2_F_WRAP);
             struct ibv_sge h = {
                 .addr = (uint64_t)(uintptr_t)p, .length = RB2_HDR_BYTES, .lkey = rb->conn.mr->lkey};
@@ -592,13 +609,14 @@ static int rb2_write_common(struct rb2 *rb, uint32_t len, const void *msg, rb2_f
                                      .opcode = IBV_WR_RDMA_WRITE,
                                      .send_flags = IBV_SEND_INLINE};
             hw.wr.rdma.rkey = rb->conn.peer.rkey;
-            hw.wr.rdma.remote_addr = tx->remote_ring + rb2_idx(rb, tx->tail) * c->unit_bytes;
+            hw.wr.rdma.remote_addr = tx->remote_ring + idx * c->unit_bytes;
             if (!rb2_post(rb, &hw, RB2_WR_TAIL, false))
                 return -1;
         }
         tx->tail += pad;
+        idx = 0; /* the pad ends at the ring's end */
     }
-    uint8_t *slot = (ring ? ring : tx->staging) + rb2_idx(rb, tx->tail) * c->unit_bytes;
+    uint8_t *slot = (ring ? ring : tx->staging) + idx * c->unit_bytes;
     uint8_t *payload = slot + RB2_HDR_BYTES;
     if (msg) {
         rb2_copy_in(c, payload, msg, len);
@@ -625,12 +643,11 @@ static int rb2_write_common(struct rb2 *rb, uint32_t len, const void *msg, rb2_f
         *last = RB2_TRAILER_MARK;
         host_touch_write(last, 1);
     }
-    uint64_t at = tx->tail;
     tx->tail += units;
     tx->msgs++;
     host_touch_write(rb->region + rb2_ctrl_off(c, RB2_C_TX_PTRS), 24);
     if (!c->sender_ring) {
-        if (rb2_farm_send(rb, at, len, units))
+        if (rb2_farm_send(rb, idx, len, units))
             return -1;
         tx->esc_tail = tx->synced_tail = tx->tail;
         tx->msgs_esc = tx->msgs_synced = tx->msgs;
@@ -753,13 +770,16 @@ static int rb2_head_sync(struct rb2 *rb)
 }
 
 /* Is there a message at the head?  Learns the tail by the configured
- * method.  1 yes, 0 no, -1 failure. */
-static int rb2_rx_ready(struct rb2 *rb, uint8_t **slot)
+ * method.  1 yes (*units: the units the message spans where the poll
+ * needed them, else 0), 0 no, -1 failure. */
+static int rb2_rx_ready(struct rb2 *rb, uint8_t **slot, uint32_t *msg_units)
 {
     struct rb2_rx *rx = rb->rx;
     const struct rb2_config *c = &rb->cfg;
-    for (;;) {
-        uint8_t *p = rx->ring + rb2_idx(rb, rx->head) * c->unit_bytes;
+    *msg_units = 0;
+    /* the head's index: one division; past a wrap marker it is 0 */
+    for (uint64_t idx = rb2_idx(rb, rx->head);;) {
+        uint8_t *p = rx->ring + idx * c->unit_bytes;
         switch (c->tail) {
         case RB2_TAIL_WRITE_TWICE: {
             volatile uint64_t *lt = rb2_ctrl(rb, RB2_C_LOCAL_TAIL);
@@ -815,6 +835,7 @@ static int rb2_rx_ready(struct rb2 *rb, uint8_t **slot)
                     host_touch((const void *)(uintptr_t)last, 1);
                     if (*last != RB2_TRAILER_MARK)
                         return 0;
+                    *msg_units = units;
                 }
             }
             break;
@@ -826,7 +847,9 @@ static int rb2_rx_ready(struct rb2 *rb, uint8_t **slot)
                 memset(p, 0, RB2_HDR_BYTES);
                 host_touch_write(p, RB2_HDR_BYTES);
             }
-            rx->head += units ? units : 1;
+            uint64_t step = units ? units : 1;
+            rx->head += step;
+            idx = idx + step == c->units ? 0 : rb2_idx(rb, rx->head);
             continue;
         }
         *slot = p;
@@ -861,14 +884,17 @@ static int rb2_read_common(struct rb2 *rb, void *buf, uint32_t cap, uint32_t *le
     }
     uint8_t *slot;
     uint32_t divs0 = rb->divs; /* an empty poll is the receiver's wait: not charged */
-    int r = rb2_rx_ready(rb, &slot);
+    uint32_t units;
+    int r = rb2_rx_ready(rb, &slot, &units);
     if (r <= 0) {
         rb->divs = divs0;
         return r < 0 ? -1 : RB2_EMPTY;
     }
     rb2_charge(rb);
     host_touch(slot, RB2_HDR_BYTES);
-    uint32_t n = (uint32_t)rb2_get_hdr_len(slot), units = rb2_msg_units(rb, n);
+    uint32_t n = (uint32_t)rb2_get_hdr_len(slot);
+    if (!units) /* the poll did not need them */
+        units = rb2_msg_units(rb, n);
     if (slot[7] != RB2_MARK || n > rb2_ring_bytes(&rb->cfg) ||
         rc_conn_get_le(slot + 4, 2) != (units & 0xffffu)) {
         fprintf(stderr,

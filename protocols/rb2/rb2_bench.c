@@ -14,8 +14,8 @@
  *
  * --variant picks a row of the paper's Table I (the presets below); the
  * other switches then change one design choice of it.  --bytes sends a
- * volume instead of a count: max(64, V / size) messages, at most
- * --max-messages.  --size is the
+ * volume instead of a count in a stream (bw): max(64, V / size) messages,
+ * at most --max-messages; ping-pong and rpc ignore it (--messages).  --size is the
  * message as the ring holds it: the 8-byte DRB header + payload; a ring has
  * --slots messages of --size (128: the paper's "128 times the message
  * size").  --batching=0 is RB²'s latency mode (α = β = 1); --gamma stays.
@@ -338,7 +338,9 @@ static int rb2b_parse(int argc, char **argv, struct rb2b_opts *o)
         c->gamma = 2;
         c->elastic = RB2_ELASTIC_OFF;
     }
-    if (o->bytes) { /* a volume: at least 64 messages, at most --max-messages */
+    /* a volume: at least 64 messages, at most --max-messages; a stream's
+     * only (ping-pong and rpc count --messages round trips / requests) */
+    if (o->bytes && o->mode == RB2B_BW) {
         o->messages = o->bytes / o->size < 64 ? 64 : o->bytes / o->size;
         if (o->max_messages && o->messages > o->max_messages)
             o->messages = o->max_messages;

@@ -113,7 +113,7 @@ static void build_ptr_write(struct zs_dp *dp, struct pkt *p, const struct zs_ep_
     zs_store_le32(le, value);
     p->payload_len = 0;
     ps_roce_set_opcode(p, IB_OPCODE_RC_RDMA_WRITE_ONLY);
-    ps_roce_set_inline(p, le, 4);
+    ps_roce_set_inline(dp->ps, p, le, 4);
     ps_roce_address(dp->ps, p, ep->node, ep->pu_data_qpn, ep->sw_data_qpn, psn);
     p->reth_va = ep->base + off;
     p->reth_rkey = ep->rkey;
@@ -153,7 +153,7 @@ static void emit_mcast_head_write(struct zs_dp *dp, struct ps_pass *x, struct pk
     clear_bth_flags(p);
     p->payload_len = 0;
     ps_roce_set_opcode(p, IB_OPCODE_RC_RDMA_WRITE_ONLY);
-    ps_roce_set_inline(p, le, 4);
+    ps_roce_set_inline(dp->ps, p, le, 4);
     ps_roce_address(dp->ps, p, dp->sw_node, 0, 0, psn);
     p->reth_va = ZS_HEAD_OFF; /* + each consumer's base in egress */
     p->reth_dma_len = 4;
@@ -765,6 +765,33 @@ static void fin_pass(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, struct 
 }
 
 /* an ACK / NAK on a consumer data QP */
+/* Congestion control (Jasny et al. 4 and 6.2: the switch propagates
+ * congestion information from the consumers to the producers; the
+ * producer's NIC throttles).  A consumer NIC that gets CE-marked WRITEs
+ * (an ECN-marking switch queue, topology `switch.ecn`) answers, as a DCQCN
+ * notification point, with a CNP to the WRITEs' requester: the switch's
+ * data QP of that consumer.  The switch sends it on to the source of the
+ * data, the producer whose READ responses it rewrote into those WRITEs
+ * (the thread's transfer, t_xfer), addressed from the switch's QP of that
+ * producer to the producer's data QP, whose responder then paces its READ
+ * responses at its DCQCN rate (sim/nic/ratelimit.c, dcqcn.c).  The
+ * producer's NIC reacts as to any CNP: the same DCQCN reaction point. */
+static void cnp_relay(struct zs_dp *dp, struct ps_pass *x, struct pkt *p,
+                      const struct zs_conn_ent *ce)
+{
+    uint32_t pidx = (uint32_t)ps_reg_read(x, dp->t_xfer, ce->t) & 0xffff; /* stage 9 */
+    const struct zs_ep_ent *pe =
+        pidx == ZS_NO_PROD ? NULL : ps_table_apply(x, dp->prod, pidx); /* stage 11 */
+    if (!pe) { /* the thread has not read from any producer yet */
+        dp->st.cnps_dropped++;
+        ps_drop(x);
+        return;
+    }
+    ps_roce_address(dp->ps, p, pe->node, pe->pu_data_qpn, pe->sw_data_qpn, 0);
+    dp->st.cnps_relayed++;
+    ps_fwd(x, pe->node);
+}
+
 static void cons_ack(struct zs_dp *dp, struct ps_pass *x, struct pkt *p,
                      const struct zs_conn_ent *ce)
 {
@@ -1336,7 +1363,10 @@ static void zs_ingress(struct ps_pass *x, struct pkt *p, void *prog)
             data_resp(dp, x, p, ce);
         return;
     case ZS_C_CDATA:
-        cons_ack(dp, x, p, ce);
+        if (p->opcode == PS_ROCE_OPCODE_CNP)
+            cnp_relay(dp, x, p, ce);
+        else
+            cons_ack(dp, x, p, ce);
         return;
     default:
         ctl_rx(dp, x, p, ce);

@@ -166,6 +166,8 @@ struct zs_dp_stats {
     uint64_t threads_done;
     uint64_t commit_waits;      /* lanes: commit passes that found an earlier transfer pending */
     uint64_t stray;             /* packets for the switch that match nothing */
+    uint64_t cnps_relayed;      /* consumers' CNPs sent on to the producer of the data */
+    uint64_t cnps_dropped;      /* ... and those of a thread that has read nothing yet */
     uint64_t phase_ns[ZS_PH_N]; /* time the threads spent in each phase */
     uint64_t c_noread_ns, c_read_ns; /* consumers' time with no READ / some READ on its way */
     uint64_t c_reads_max;            /* the most READs on their way to one consumer at once */

@@ -682,6 +682,8 @@ static void report(struct zs_sw *z, uint64_t t_start_ns, uint32_t fatal)
         {"slot_releases", (double)st->slot_releases},
         {"slots_left", (double)slots_left(&z->dp)},
         {"stray", (double)st->stray},
+        {"cnps_relayed", (double)st->cnps_relayed},
+        {"cnps_dropped", (double)st->cnps_dropped},
         {"ingress_passes", (double)pc->ingress_passes},
         {"recirculations", (double)pc->recirculations},
         {"recirc_drops", (double)pc->recirc_drops},

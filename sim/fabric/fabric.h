@@ -285,8 +285,14 @@ void switch_drop(struct fswitch *sw, struct pkt *p);
  * to the parent if members are outside this switch's subtree.  A packet the
  * switch itself made (a programmable switch's, in_port 0) goes to every
  * port of the entry.  So on a tree every member gets each packet once, and
- * no copy goes back where it came from. */
-enum switch_mc_kind { SWITCH_MC_HOST, SWITCH_MC_DOWN, SWITCH_MC_UP };
+ * no copy goes back where it came from.  The entry also lists the tree's
+ * other cables (to a child with no members below, up to a parent when every
+ * member is below: SWITCH_MC_IN), on which frames come in but none go out;
+ * a frame from another switch over a cable that is not in the entry (one
+ * the old tree had in flight when the tree moved) is dropped and counted
+ * (pkts_dropped_mcast_off_tree), as a bidirectional shared tree's
+ * reverse-path check does (RFC 5015). */
+enum switch_mc_kind { SWITCH_MC_HOST, SWITCH_MC_DOWN, SWITCH_MC_UP, SWITCH_MC_IN };
 struct switch_mc_port {
     uint32_t port;
     enum switch_mc_kind kind;
@@ -295,15 +301,19 @@ struct switch_mc_port {
 void switch_mcast_set(struct fswitch *sw, uint32_t group, const struct switch_mc_port *ports,
                       uint32_t n);
 /* The egress port back over the cable whose receiving link is `in` (the
- * topology's wiring; multicast never sends a frame back that way). */
+ * topology's wiring; multicast never sends a frame back that way), and
+ * whether that cable comes from another switch (multicast takes frames
+ * from switches only over the tree's cables). */
 #define SWITCH_NO_PORT UINT32_MAX
-void switch_set_back_port(struct fswitch *sw, const struct link *in, uint32_t port);
+void switch_set_back_port(struct fswitch *sw, const struct link *in, uint32_t port,
+                          bool from_switch);
 
 struct switch_counters {
     uint64_t pkts_forwarded, pkts_dropped_no_route;
     uint64_t pkts_dropped_down;           /* a route exists but every port of it is down */
     uint64_t pfc_xoff_sent, pfc_xon_sent; /* pause / resume frames sent upstream */
     uint64_t pfc_headroom_drops;          /* lossless frames dropped: headroom exceeded */
+    uint64_t pkts_dropped_mcast_off_tree; /* multicast from a switch off the group's tree */
 };
 const struct switch_counters *switch_get_counters(const struct fswitch *sw);
 

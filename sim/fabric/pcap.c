@@ -217,7 +217,7 @@ static uint8_t *put_transport(const struct pkt *p, uint64_t reth_va, uint64_t at
     }
     if (p->no_bytes) /* `payload: none`: the frame has the right size, zeros */
         memset(b, 0, len);
-    else
+    else if (len) /* a packet without payload has no buffer (pkt.h) */
         memcpy(b, p->payload, len);
     b += len;
     memset(b, 0, pad);

@@ -137,6 +137,7 @@ struct switch_in {
     const struct link *in; /* the link it receives from */
     uint32_t back;         /* the egress port back over the same cable, or
                             * SWITCH_NO_PORT (switch_set_back_port) */
+    bool from_switch;      /* the cable comes from another switch */
 };
 
 struct mcast_group {
@@ -707,10 +708,32 @@ static void forward_node(struct fswitch *sw, struct pkt *p, uint32_t node)
  * member's own frames come back to it, as on IB), to a switch of the tree
  * unless it came from there (`back`: the port back over the cable it came
  * in on; SWITCH_NO_PORT: it did not come in on a port -- the switch's own
- * program made it -- so every branch). */
+ * program made it -- so every branch); never on a tree cable that only
+ * brings frames in (SWITCH_MC_IN). */
 static bool mc_sends(const struct switch_mc_port *m, uint32_t back)
 {
-    return m->kind == SWITCH_MC_HOST || m->port != back;
+    return m->kind == SWITCH_MC_HOST || (m->kind != SWITCH_MC_IN && m->port != back);
+}
+
+/* Whether a frame that came in over the cable whose way back is `back`
+ * may enter the group's tree here: from a host, from the switch itself,
+ * or over a cable of the tree.  A frame from another switch over a cable
+ * that is not (any more) on the tree is one the old tree had in flight
+ * when a failure or a membership change moved it: the new tree reaches
+ * every member without it, so copying it to every branch would give the
+ * members it had already reached a second copy.  It is dropped: the
+ * reverse-path check of a bidirectional shared tree (BIDIR-PIM, RFC 5015:
+ * a router forwards a group's packet only if it arrived on an interface
+ * of the tree, its RPF interface or one it is the designated forwarder
+ * on). */
+static bool mc_takes(const struct mcast_group *g, const struct switch_in *in)
+{
+    if (!in || !in->from_switch)
+        return true;
+    for (uint32_t i = 0; g && i < g->n; i++)
+        if (g->ports[i].kind != SWITCH_MC_HOST && g->ports[i].port == in->back)
+            return true;
+    return false;
 }
 
 /* A multicast packet: a copy to every port of the group's tree entry but
@@ -725,8 +748,15 @@ static void forward_mcast(struct fswitch *sw, struct pkt *p)
     /* Where it came from decides where it does not go back to: on a tree
      * every member then gets it once (a sender whose downlink is down
      * too: its frames come in on its uplink like anyone's) */
-    uint32_t back =
-        p->in_port && p->in_port <= sw->n_in ? sw->in_ctx[p->in_port - 1]->back : SWITCH_NO_PORT;
+    const struct switch_in *in =
+        p->in_port && p->in_port <= sw->n_in ? sw->in_ctx[p->in_port - 1] : NULL;
+    uint32_t back = in ? in->back : SWITCH_NO_PORT;
+    if (g && !mc_takes(g, in)) {
+        sw->c.pkts_dropped_mcast_off_tree++;
+        trace_drop(sw, p, "switch: multicast frame from a cable off the group's tree");
+        pkt_free(sw->pool, p);
+        return;
+    }
     uint32_t n = 0;
     for (uint32_t i = 0; g && i < g->n; i++)
         n += mc_sends(&g->ports[i], back);
@@ -854,11 +884,14 @@ static void switch_rx(struct sim *sim, void *ctx, struct pkt *p)
         sim_schedule_at(sim, &sw->fwd_ev, ready);
 }
 
-void switch_set_back_port(struct fswitch *sw, const struct link *in, uint32_t port)
+void switch_set_back_port(struct fswitch *sw, const struct link *in, uint32_t port,
+                          bool from_switch)
 {
     for (unsigned i = 0; i < sw->n_in; i++)
-        if (sw->in_ctx[i]->in == in)
+        if (sw->in_ctx[i]->in == in) {
             sw->in_ctx[i]->back = port;
+            sw->in_ctx[i]->from_switch = from_switch;
+        }
 }
 
 struct fabric_sink switch_sink(struct fswitch *sw)

@@ -518,7 +518,7 @@ static int pair_peers(struct topology *t)
             link_set_peer(t->links[e], t->links[first[v]]);
             if (v >= t->p.n_nodes) /* multicast never sends back over the cable */
                 switch_set_back_port(t->switches[v - t->p.n_nodes], t->links[e],
-                                     t->edges[first[v]].port);
+                                     t->edges[first[v]].port, u >= t->p.n_nodes);
         }
     }
     free(first);
@@ -1112,15 +1112,18 @@ static void mcast_build(struct topology *t, const struct topo_mgroup *g)
             out[k++] = (struct switch_mc_port){
                 .port = t->edges[link_trace_id(t->nodes[mlist[j]].downlink)].port,
                 .kind = SWITCH_MC_HOST};
+        /* every cable of the tree at s: the ones with members beyond send,
+         * the others only take frames in (a sender's rack without members,
+         * a parent when every member is below) */
         for (uint32_t j = t->out_start[n + s]; j < t->out_start[n + s + 1]; j++) {
             uint32_t e = t->out_edges[j], v = t->edges[e].to_v;
-            if (v >= n && parent[v - n] == s && down_e[v - n] == e && cnt[v - n])
-                out[k++] =
-                    (struct switch_mc_port){.port = t->edges[e].port, .kind = SWITCH_MC_DOWN};
+            if (v >= n && parent[v - n] == s && down_e[v - n] == e)
+                out[k++] = (struct switch_mc_port){
+                    .port = t->edges[e].port, .kind = cnt[v - n] ? SWITCH_MC_DOWN : SWITCH_MC_IN};
         }
-        if (parent[s] != NO_VERTEX - 1 && cnt[s] < m)
-            out[k++] =
-                (struct switch_mc_port){.port = t->edges[up_e[s]].port, .kind = SWITCH_MC_UP};
+        if (parent[s] != NO_VERTEX - 1)
+            out[k++] = (struct switch_mc_port){.port = t->edges[up_e[s]].port,
+                                               .kind = cnt[s] < m ? SWITCH_MC_UP : SWITCH_MC_IN};
         switch_mcast_set(t->switches[s], g->id, out, k);
     }
     free(parent);

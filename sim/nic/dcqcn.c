@@ -336,9 +336,10 @@ void nic_dcqcn_np_rx(struct nic_qp *qp, const struct pkt *p)
      * InfiniBand port the same packet in IB framing stands for the CNP of
      * IB congestion control (IBA Annex A10), which carries the BECN: the
      * DCQCN reaction is kept, the frame is the port's */
-    c->payload_len = NIC_CNP_RESERVED_BYTES;
     if (!c->no_bytes)
-        memset(c->payload, 0, NIC_CNP_RESERVED_BYTES);
+        memset(pkt_payload_reserve(nic->pool, c, NIC_CNP_RESERVED_BYTES), 0,
+               NIC_CNP_RESERVED_BYTES);
+    c->payload_len = NIC_CNP_RESERVED_BYTES;
     c->framing = nic_framing(nic, qp->attr.ah_attr.is_global);
     c->frame_bytes =
         pkt_framed_bytes(c->framing, PKT_BTH_BYTES + NIC_CNP_RESERVED_BYTES + PKT_ICRC_BYTES);

@@ -565,6 +565,7 @@ void nic_pkt_address(const struct nic_qp *qp, struct pkt *p, uint8_t opcode, uin
         !nic_opcode_rima(opcode))
         opcode |= IB_OPCODE_XRC; /* XRC: RC's operation in the 0xa0 block (xrc.c) */
     p->opcode = opcode;
+    pkt_payload_reserve(qp->nic->pool, p, payload_len); /* before payload_len: keeps its bytes */
     p->payload_len = payload_len;
     p->framing = nic_framing(qp->nic, qp->attr.ah_attr.is_global != 0);
     p->frame_bytes = nic_frame_bytes(p->framing, opcode, payload_len);

@@ -336,7 +336,8 @@ struct nic_recv_wqe {
  * QP's own receive queue, or the ring of a shared receive queue. */
 struct nic_rq {
     struct nic_recv_wqe *ring;
-    uint32_t depth;
+    uint32_t depth; /* the limit: max_recv_wr (max_wr of an SRQ) */
+    uint32_t cap;   /* slots in ring: a QP's grows to depth as posting needs (qp.c) */
     uint64_t head, tail;
     uint32_t prefetched; /* WQEs the NIC fetched ahead and holds (ctx.c) */
 };
@@ -410,7 +411,8 @@ struct nic_qp {
     /* send queue: [sq_comp, sq_tail) posted and not yet completed;
      * [sq_next, sq_db) rung but not yet started by the requester. */
     struct nic_send_wqe *sq;
-    uint32_t sq_depth;
+    uint32_t sq_depth; /* the limit: max_send_wr */
+    uint32_t sq_cap;   /* slots in sq: grows to sq_depth as posting needs (qp.c) */
     uint64_t sq_comp, sq_next, sq_db, sq_tail;
     /* receive queue: the QP's own ring (unused with an SRQ), or the SRQ
      * with the WQE taken from it for the message in progress (srq_wqe,

@@ -646,7 +646,7 @@ void nic_qp_flush_sq(struct nic_qp *qp);
 void nic_qp_flush_rq(struct nic_qp *qp);
 static inline struct nic_send_wqe *nic_sq_wqe(struct nic_qp *qp, uint64_t idx)
 {
-    return &qp->sq[idx % qp->sq_depth];
+    return &qp->sq[idx % qp->sq_cap];
 }
 /* Move the WQE of slot src into slot dst (out-of-order completion squeezes
  * the queue, pers.c): the slots trade their inline buffers, so each keeps
@@ -667,7 +667,7 @@ static inline void nic_sq_move(struct nic_send_wqe *dst, struct nic_send_wqe *sr
  * retires it with nic_rq_consume when the receive completes. */
 static inline struct nic_recv_wqe *nic_rq_at(const struct nic_rq *rq, uint64_t idx)
 {
-    return &rq->ring[idx % rq->depth];
+    return &rq->ring[idx % rq->cap];
 }
 static inline uint32_t nic_rq_count(const struct nic_rq *rq)
 {

@@ -44,7 +44,7 @@ static void qp_free_mem(struct nic_qp *qp)
     nic_rl_free(qp);
     nic_stage_fini(&qp->eng->req_stage);
     nic_stage_fini(&qp->eng->resp_stage);
-    for (uint32_t i = 0; qp->sq && i < (qp->sq_depth ? qp->sq_depth : 1); i++)
+    for (uint32_t i = 0; qp->sq && i < qp->sq_cap; i++)
         free(qp->sq[i].inline_data);
     free(qp->eng->ar.win);
     free(qp->eng->work);
@@ -154,6 +154,66 @@ struct nic_qp *nic_qp_lookup(struct nic *nic, uint32_t qpn)
 
 /* ---------------------------------------------------------------- create / destroy */
 
+/* Work queue rings.  A ring holds WQE idx in slot idx % cap, cap slots of
+ * the block allocated for the whole depth (max_send_wr / max_recv_wr, as
+ * ever the limit posting hits with ENOMEM).  cap starts at
+ * NIC_WQ_FIRST_SLOTS (the depth if smaller; 1 for a depth of 0, which
+ * posts nothing) and doubles, up to the depth, when a WQE is posted to a
+ * full ring.  The block is malloc'd, not calloc'd, and only the first cap
+ * slots are ever written: the pages beyond them cost address space, not
+ * memory, so a QP whose program keeps R WRs outstanding costs about R
+ * slots (376 B a send, 280 B a receive), not the depth it asked for
+ * (docs/performance.md "What a QP costs").  The block stays the size it
+ * was, so the heap, and with it the programs' malloc'd buffers, which the
+ * host model sees by address (sim/host/mem.c), are laid out as before. */
+enum { NIC_WQ_FIRST_SLOTS = 8, NIC_WQ_SLOT_MAX_BYTES = 512 };
+_Static_assert(sizeof(struct nic_send_wqe) <= NIC_WQ_SLOT_MAX_BYTES &&
+                   sizeof(struct nic_recv_wqe) <= NIC_WQ_SLOT_MAX_BYTES,
+               "a WQE slot fits the swap buffer of wq_rotate");
+
+static uint32_t wq_first_cap(uint32_t depth)
+{
+    return depth == 0 ? 1 : depth < NIC_WQ_FIRST_SLOTS ? depth : NIC_WQ_FIRST_SLOTS;
+}
+
+static void wq_reverse(char *r, size_t slot, uint32_t from, uint32_t to)
+{
+    unsigned char tmp[NIC_WQ_SLOT_MAX_BYTES];
+    while (from + 1 < to) {
+        to--;
+        memcpy(tmp, r + (size_t)from * slot, slot);
+        memcpy(r + (size_t)from * slot, r + (size_t)to * slot, slot);
+        memcpy(r + (size_t)to * slot, tmp, slot);
+        from++;
+    }
+}
+
+/* Slots [0, n) of r rotated so that slot k moves to (k + by) % n. */
+static void wq_rotate(char *r, size_t slot, uint32_t n, uint32_t by)
+{
+    by %= n;
+    if (!by)
+        return;
+    wq_reverse(r, slot, 0, n);
+    wq_reverse(r, slot, 0, by);
+    wq_reverse(r, slot, by, n);
+}
+
+/* Grow the full ring r (cap slots, holding WQEs [head, head + cap)) to the
+ * next size, in place: every slot holds a posted WQE, which keeps its
+ * index (slot idx % new cap) and moves whole (a send slot's inline buffer
+ * with it); the new slots start zeroed.  Returns the new cap. */
+static uint32_t wq_grow(char *r, size_t slot, uint32_t cap, uint32_t depth, uint64_t head)
+{
+    uint32_t n = cap > depth / 2 ? depth : 2 * cap;
+    /* oldest first from slot 0, then the rest of the n slots empty ... */
+    wq_rotate(r, slot, cap, cap - (uint32_t)(head % cap));
+    memset(r + (size_t)cap * slot, 0, (size_t)(n - cap) * slot);
+    /* ... then the oldest to slot head % n */
+    wq_rotate(r, slot, n, (uint32_t)(head % n));
+    return n;
+}
+
 /* Path MTU before INIT->RTR sets one; UD has no path MTU attribute and
  * sends at the port's active MTU (= max_mtu here). */
 static uint32_t qp_default_mtu(const struct nic_qp *qp)
@@ -181,8 +241,16 @@ struct nic_qp *nic_qp_create(struct nic *nic, const struct nic_qp_init *init)
     uint32_t sq_depth = init->cap.max_send_wr ? init->cap.max_send_wr : 1;
     /* a QP with an SRQ has no receive ring of its own */
     uint32_t rq_depth = init->srq ? 0 : init->cap.max_recv_wr ? init->cap.max_recv_wr : 1;
-    struct nic_send_wqe *sq = calloc(sq_depth, sizeof(*sq));
-    struct nic_recv_wqe *rq = rq_depth ? calloc(rq_depth, sizeof(*rq)) : NULL;
+    /* blocks for the whole depth, of which the first cap slots are used
+     * (wq_grow) */
+    uint32_t sq_cap = wq_first_cap(init->cap.max_send_wr);
+    uint32_t rq_cap = rq_depth ? wq_first_cap(init->cap.max_recv_wr) : 0;
+    struct nic_send_wqe *sq = malloc(sq_depth * sizeof(*sq));
+    struct nic_recv_wqe *rq = rq_depth ? malloc(rq_depth * sizeof(*rq)) : NULL;
+    if (sq)
+        memset(sq, 0, sq_cap * sizeof(*sq));
+    if (rq)
+        memset(rq, 0, rq_cap * sizeof(*rq));
     uint32_t qpn = 0;
     int rc = (qp && e && sq && (rq || !rq_depth)) ? alloc_qpn(nic, &qpn) : ENOMEM;
     if (rc) {
@@ -201,8 +269,10 @@ struct nic_qp *nic_qp_create(struct nic *nic, const struct nic_qp_init *init)
     qp->attr.cap = init->cap;
     qp->sq = sq;
     qp->sq_depth = init->cap.max_send_wr;
+    qp->sq_cap = sq_cap;
     qp->rq.ring = rq;
     qp->rq.depth = init->srq ? 0 : init->cap.max_recv_wr;
+    qp->rq.cap = rq_cap;
     qp->srq = init->srq;
     qp->eng = e;
     e->qp = qp;
@@ -382,7 +452,7 @@ static void qp_reset(struct nic_qp *qp)
     e->rd_posted = 0;
     qp->rq.head = qp->rq.tail = 0;
     qp->srq_held = false; /* a WQE taken from the SRQ is lost, as in rxe */
-    for (uint32_t i = 0; i < qp->sq_depth; i++)
+    for (uint32_t i = 0; i < qp->sq_cap; i++)
         qp->sq[i].state = NIC_WQE_QUEUED;
     struct ibv_qp_cap cap = qp->attr.cap;
     memset(&qp->attr, 0, sizeof(qp->attr));
@@ -466,6 +536,9 @@ int nic_sq_append(struct nic_qp *qp, const struct nic_send_wqe *wqe)
      * completion, whatever the order (pers.c) */
     if (qp->sq_tail - qp->sq_comp >= qp->sq_depth && !(nic_qp_pers(qp) && nic_pers_sq_reclaim(qp)))
         return ENOMEM;
+    if (qp->sq_tail - qp->sq_comp >= qp->sq_cap)
+        qp->sq_cap =
+            wq_grow((char *)qp->sq, sizeof(*qp->sq), qp->sq_cap, qp->sq_depth, qp->sq_comp);
     struct nic_send_wqe *w = nic_sq_wqe(qp, qp->sq_tail);
     /* the inline bytes go to the slot's own buffer, grown to fit */
     if (wqe->send_flags & IBV_SEND_INLINE) {
@@ -496,6 +569,9 @@ int nic_rq_append(struct nic_qp *qp, const struct nic_recv_wqe *wqe)
         return EOPNOTSUPP;
     if (qp->srq || nic_rq_count(&qp->rq) >= qp->rq.depth)
         return ENOMEM;
+    if (nic_rq_count(&qp->rq) >= qp->rq.cap)
+        qp->rq.cap = wq_grow((char *)qp->rq.ring, sizeof(*qp->rq.ring), qp->rq.cap, qp->rq.depth,
+                             qp->rq.head);
     *nic_rq_at(&qp->rq, qp->rq.tail) = *wqe;
     qp->rq.tail++;
     if (qp->state == IBV_QPS_ERR)

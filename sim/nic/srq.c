@@ -84,6 +84,7 @@ struct nic_srq *nic_srq_create(struct nic_pd *pd, uint32_t max_wr, uint32_t max_
     srq->pd = pd;
     srq->rq.ring = ring;
     srq->rq.depth = max_wr;
+    srq->rq.cap = max_wr; /* allocated whole: one ring for many QPs */
     srq->max_sge = max_sge;
     pd->n_users++;
     nic->srqs[nic->n_srqs++] = srq;

@@ -150,8 +150,9 @@ void ps_digest(struct ps_pass *x, const void *data, size_t len);
  * size from the payload length): IBA opcode table of sim/nic/opcode.h. */
 void ps_roce_set_opcode(struct pkt *p, uint8_t opcode);
 /* Replace the payload by `len` bytes that the deparser emits (a pointer
- * value written by the switch); the frame size follows. */
-void ps_roce_set_inline(struct pkt *p, const void *data, uint32_t len);
+ * value written by the switch); the frame size follows.  The bytes go in a
+ * buffer from the switch's packet pool (pkt_payload_reserve). */
+void ps_roce_set_inline(struct pswitch *ps, struct pkt *p, const void *data, uint32_t len);
 /* The RDMA WRITE opcode a READ RESPONSE opcode becomes (FIRST -> FIRST,
  * MIDDLE -> MIDDLE, LAST -> LAST, ONLY -> ONLY); -1 if not a response. */
 int ps_roce_resp_to_write(uint8_t opcode);
@@ -159,6 +160,10 @@ int ps_roce_resp_to_write(uint8_t opcode);
  * node and QP, PSN; UDP source port from the QP pair as RoCEv2 NICs do. */
 void ps_roce_address(struct pswitch *ps, struct pkt *p, uint32_t dst_node, uint32_t dest_qpn,
                      uint32_t src_qpn, uint32_t psn);
+/* The BTH opcode of a RoCEv2 congestion notification packet (IBA Annex
+ * A17.9.3), which the NICs' DCQCN notification points send (the NIC's own
+ * constant; roce.c checks that they agree). */
+#define PS_ROCE_OPCODE_CNP 0x81u
 
 /* ---------------------------------------------------------------- device */
 

@@ -9,7 +9,10 @@
 
 #include "../nic/nic.h"
 #include "../nic/opcode.h"
+#include "../nic/ratelimit.h"
 #include "ps_internal.h"
+
+_Static_assert(PS_ROCE_OPCODE_CNP == NIC_OPCODE_CNP, "the CNP opcode programs see is the NIC's");
 
 void ps_roce_set_opcode(struct pkt *p, uint8_t opcode)
 {
@@ -18,12 +21,12 @@ void ps_roce_set_opcode(struct pkt *p, uint8_t opcode)
     p->frame_bytes = nic_frame_bytes(p->framing, opcode, p->payload_len);
 }
 
-void ps_roce_set_inline(struct pkt *p, const void *data, uint32_t len)
+void ps_roce_set_inline(struct pswitch *ps, struct pkt *p, const void *data, uint32_t len)
 {
     if (len > PKT_MAX_PAYLOAD_BYTES)
         len = PKT_MAX_PAYLOAD_BYTES;
-    if (len)
-        memcpy(p->payload, data, len);
+    if (len && !p->no_bytes) /* `payload: none`: the size alone */
+        memcpy(pkt_payload_reserve(ps->pool, p, len), data, len);
     p->payload_len = len;
     p->frame_bytes = nic_frame_bytes(p->framing, p->opcode, len);
 }

@@ -5,7 +5,8 @@
 # configuration at S = 1 (28 QPs at the responder, R = 128, V = 365 B, a
 # 1 ms window after 1 ms of warm-up) with the five protocols: READ is the
 # best (check 1a) and the response verb changes little (1c); check 7 on
-# two V points; check 6b; check 8a for SEND/SEND; a lossless star; the BlueFlame lock option; and check 9
+# two V points; check 6b; check 8a for SEND/SEND; a lossless star; no RNR NAK in M:M SEND/SEND;
+# the BlueFlame lock option; and check 9
 # (marker framing vs DMA order) with rnicsim check-order.  The S = 16 runs
 # take minutes each (docs/huang.md has them).  Every number is simulated
 # time, so the verdicts are deterministic.
@@ -100,6 +101,22 @@ assert sum(h['nic'].get('naks_tx', 0) for h in d['counters']['hosts'].values()) 
 assert t['bw_gbps'] >= 30, t['bw_gbps']
 assert 0 < t['round1_us'] < 2000, t['round1_us']
 PY"
+    # a receive is posted again before the message that used it is
+    # answered, also when a poll made inside sq_room (a full send queue)
+    # finds that message on the QP being posted to: M:M SEND/SEND on 16
+    # nodes, S = 2, drew an RNR NAK and two dropped requests before
+    # (protocols/huang/thread.c, docs/huang.md "Receives before answers")
+    $bin run "$src/scenarios/huang/mm_S.yaml" --set vars.proto=send_send --set vars.N=16 \
+        --set vars.S=2 --set vars.warmup=2ms --set vars.duration=500us \
+        -o "$scratch/mm_rnr.json" >/dev/null 2>&1
+    check "M:M SEND/SEND: no receiver-not-ready NAK, no dropped request" "[ $? -eq 0 ] && $py - '$scratch/mm_rnr.json' <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+n = [(h, c['nic']['naks_tx'], c['nic']['rx_drops']) for h, c in d['counters']['hosts'].items()
+     if c['nic']['naks_tx'] or c['nic']['rx_drops']]
+assert not n, n
+assert d['tables']['huang'][0]['bw_gbps'] > 10, d['tables']['huang']
+PY"
     # libmlx4's BlueFlame lock (host.cpu.bf_lock_context, docs/huang.md; every
     # QP locked as in rdma-core: bf_dedicated=0): the
     # inline requests of one process's 4 requesting threads (1:M, 4
@@ -175,6 +192,14 @@ c = json.load(open(sys.argv[1] + '/checks.json'))
 assert c['points']['mm_S'] == {'read/1': f['points']['fig12b']['read/1']}, (c['points'], f['points'])
 assert c['run_on']['mm_S']['reused_from'].startswith('fig12b'), c['run_on']
 PY"
+        # another binary (here: the same one with a byte appended, which
+        # still runs) never borrows the figure's points, whatever the source
+        cp "$bin" "$scratch/rnicsim-other" && printf x >>"$scratch/rnicsim-other"
+        $py "$src/tools/plot_huang.py" --checks --only mm_S --protos read --set N=2 \
+            --set warmup=100us --set duration=50us --rnicsim "$scratch/rnicsim-other" -j 1 \
+            -o "$fo" >/dev/null 2>"$fo.err3b"
+        check "--checks does not reuse a run made by another binary" \
+            "grep -q 'mm_S: 1 points, ' '$fo.err3b' && ! grep -q 'from results.json' '$fo.err3b'"
         # the same point run again with another window, by a run of another
         # tag (--x 1,2), replaces the point the matching command (tag
         # fig12b~read~x1, still recorded) produced: --checks must run it

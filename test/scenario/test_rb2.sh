@@ -16,8 +16,10 @@
 #     8: one post per WR);
 #  3. pointer sync: lazy push beats lazy pull with write twice at 64 B and
 #     1 KiB (check 1's direction: the ratio is short of 1.2 at 64 B,
-#     docs/rb2.md says why);
-#  4. ablation (check 6, 7 in part): 512 B M2 <= 0.45 M1, M5, M6, M9
+#     docs/rb2.md says why); Push+CQ's p99.9 round trip above Push+WT's at
+#     64 B and 1 KiB over 100,000 round trips (check 2's tail; plain build
+#     only);
+#  4. ablation (check 6, 7 in part): 512 B M2 <= 0.45 M1, M3, M5, M6, M9
 #     below M1, M8 (huge pages off) within 3 %, a blocking fixed threshold
 #     (M4's other reading) below M1; 1 MiB M6, M7 < 0.8 M1, M2, M3,
 #     M5, M8, M9 within 3 %; the page size is the region's: RB²'s and
@@ -86,9 +88,9 @@ for v in farm sd l5; do
     x=$(val $v-64 rb2_bw gbps)
     check "64 B: RB² $r64 Gb/s >= 2 x $v $x" "ge $r64 $x 2"
 done
-# The layer's divisions (3 a write, 1 a slot transmission, 2 a read, 15 ns
+# The layer's divisions (2 a write, 1 a slot transmission, 2 a read, 15 ns
 # each) are charged: at 64 B RB²'s sender is CPU-bound, and without them
-# (--div-ns=0, a layer that masks) it is ~1.5x as fast.  L5's preset masks
+# (--div-ns=0, a layer that masks) it is ~1.4x as fast.  L5's preset masks
 # (L5RDMA's power-of-two ring): checked on its round trip below, where the
 # divisions would show (its 64 B stream is bound by its posts).
 sed 's/"--variant=${variant}"/"--variant=${variant}", --div-ns=0/' "$s/fig5_throughput.yaml" \
@@ -158,8 +160,8 @@ for v in rb2 farm sd; do
 done
 
 # Check 8: RB²'s round trip at 512 B within 1 µs of raw WRITE's plus the
-# layer's software (2 x 2 x 20 ns of logic, 12 divisions of 15 ns: 0.26 µs;
-# a write's 3 and its slot transmission's 1, a read's 2, each way),
+# layer's software (2 x 2 x 20 ns of logic, 10 divisions of 15 ns: 0.23 µs;
+# a write's 2 and its slot transmission's 1, a read's 2, each way),
 # at 1 MiB within 20 %.  Write twice
 # posts its data and tail WRITEs one post each (Algorithm 1 issues the
 # slot transmission before it polls for and issues the tail WRITE; L5RDMA's
@@ -171,8 +173,8 @@ run rb2-rtt-512 "$s/fig6_latency.yaml" --set vars.size=512 --set vars.iters=300
 run rb2-rtt-1m "$s/fig6_latency.yaml" --set vars.size=1048576 --set vars.iters=20
 x=$(val rb2-rtt-512 rb2_pingpong rtt_avg_us)
 raw=$(val raw-512 write_lat t_avg_us)
-check "512 B: RB² RTT $x us within 1 us of raw WRITE's (2 x $raw us) + 0.26 us software" \
-    "awk -v a='$x' -v r='$raw' 'BEGIN { exit !(a != \"nan\" && r != \"nan\" && a <= 2 * r + 1.26) }'"
+check "512 B: RB² RTT $x us within 1 us of raw WRITE's (2 x $raw us) + 0.23 us software" \
+    "awk -v a='$x' -v r='$raw' 'BEGIN { exit !(a != \"nan\" && r != \"nan\" && a <= 2 * r + 1.23) }'"
 x=$(val rb2-rtt-1m rb2_pingpong rtt_avg_us)
 raw=$(val raw-1m write_lat t_avg_us)
 check "1 MiB: RB² RTT $x us within 20 % of raw WRITE's (2 x $raw us)" "ge $raw $x 0.416667"
@@ -187,6 +189,29 @@ for size in 64 1024; do
     q=$(val f3-pull-$size rb2_bw gbps)
     check "$size B: Push+WT $p Gb/s > Pull+WT $q" "ge $p $q 1.05"
 done
+# Check 2's tail: Push+CQ's p99.9 round trip above Push+WT's (batching
+# off).  Every p99.9 is the median plus a round trip that met the 250 Hz
+# tick; with 100,000 round trips (the paper ran 300,000) the 99.9th
+# percentile rests on 100 samples and follows the medians (poll CQ's
+# receiver takes a CQE and reposts a receive per message): at 10,000 the
+# tick's phase decided it (docs/rb2.md, Fig. 3).  Under ASan (its 400,000
+# round trips take minutes there) the plain build's run is the check: the
+# same ping-pong code runs below at 300 round trips (check 8, ordering).
+if ldd "$bin" 2>/dev/null | grep -q libasan; then
+    echo "ASan build: check 2's tail (400,000 round trips) runs in the plain build only"
+else
+    for size in 64 1024; do
+        for t in wt cq; do
+            run "f3p-$t-$size" "$s/fig3_pointer_sync.yaml" --set vars.tail=$t --set vars.size=$size \
+                --set vars.mode=pingpong --set vars.batching=0 --set vars.iters=100000
+        done
+        p=$(val f3p-wt-$size rb2_pingpong rtt_p999_us)
+        q=$(val f3p-cq-$size rb2_pingpong rtt_p999_us)
+        n=$(val f3p-cq-$size rb2_pingpong iters)
+        check "$size B: Push+CQ p99.9 $q us > Push+WT $p us ($n round trips)" \
+            "[ '$n' = 100000 ] && ge $q $p 1.01"
+    done
+fi
 
 # ---- 4: Table II
 t2="$s/table2_ablation.yaml"
@@ -200,10 +225,7 @@ run t2-M8-1m "$t2" --set vars.m=M8 --set vars.size=1048576 --set vars.max=24
 m1=$(val t2-M1-512 rb2_bw gbps)
 m2=$(val t2-M2-512 rb2_bw gbps)
 check "512 B: M2 (no batching) $m2 <= 0.45 x M1 $m1" "ge $m1 $m2 2.2222"
-# (M3 is not below M1 since the layer's divisions are charged: a sender
-# that spends ~100 ns a message leaves the link idle with or without
-# sync-ahead; docs/rb2.md, Table II)
-for m in M5 M6 M9; do
+for m in M3 M5 M6 M9; do
     x=$(val t2-$m-512 rb2_bw gbps)
     check "512 B: $m $x below M1 $m1" "ge $m1 $x 1.02"
 done

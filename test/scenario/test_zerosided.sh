@@ -14,6 +14,8 @@
 #  5. a capture at the consumer: what the switch sends are valid RoCEv2 RC
 #     WRITE FIRST / MIDDLE / LAST / ONLY frames (tshark), consecutive PSNs,
 #     RETH on FIRST / ONLY, the IBA ICRC (recomputed with zlib);
+#  2i. congestion control: the switch relays the consumer NIC's CNPs to the
+#     producers of the data (incast through ECN-marking queues, DCQCN NICs);
 #  6. UD multicast (ibv_attach_mcast): the DFI-like replication baseline
 #     delivers every tuple to 3 receivers, ordered with the sequencer.
 # Args: rnicsim binary, source dir, scratch dir (test/scenario/lib.sh).
@@ -192,6 +194,38 @@ PY"
 # seeds; lanes 2, seed 218, too).
 lossy ptail-40 flows.yaml --set vars.mode=shuffle --set topology.link.loss=1e-2 \
     --set vars.item=64 --set seed=40
+# ---- 2i. congestion control through the switch (Jasny et al. 4 and 6.2):
+# two producer nodes into two consumers on one node, ECN-marking switch
+# queues, DCQCN NICs, 512 KiB port buffers.  The consumer NIC's CNPs (to
+# the switch's QP, the WRITEs' requester) must reach the producers' NICs
+# through the switch (a CNP the switch does not relay is a stray there and
+# the producers get none), and the incast then drops nothing; without
+# DCQCN the same run drops frames, so the case is an incast.
+"$bin" run "$Z/incast-cc.yaml" -o cc.json --quiet >cc.out 2>&1
+rc1=$?
+"$bin" run "$Z/incast-cc.yaml" -o nocc.json --quiet --set hardware.nic.dcqcn=false >nocc.out 2>&1
+rc2=$?
+check "incast-cc: both runs exit 0 (got $rc1, $rc2)" "[ $rc1 -eq 0 ] && [ $rc2 -eq 0 ]"
+check "incast-cc: the consumer's CNPs reach both producers through the switch; no drop with them, drops without" \
+    "$py - cc.json nocc.json <<'PY'
+import json, sys
+d, n = (json.load(open(f)) for f in sys.argv[1:3])
+for r in (d, n):
+    t = r['tables']
+    assert 'order_violation' not in t, t.get('order_violation')
+    assert [x['messages_checked'] for x in t['order_check']] == [256, 256], t['order_check']
+sw, h = d['tables']['zs_switch'][0], d['counters']['hosts']
+assert sw['stray'] == 0 and sw['cnps_dropped'] == 0, sw
+assert sw['cnps_relayed'] == h['h2']['nic']['cnps_tx'] > 0, (sw['cnps_relayed'], h['h2']['nic'])
+assert h['h0']['nic']['cnps_rx'] > 0 and h['h1']['nic']['cnps_rx'] > 0, (h['h0']['nic'], h['h1']['nic'])
+assert h['h0']['nic']['cnps_rx'] + h['h1']['nic']['cnps_rx'] == sw['cnps_relayed']
+down, ndown = d['counters']['links']['sw0->node2'], n['counters']['links']['sw0->node2']
+assert down['ecn_marked'] > 0 and down['pkts_dropped'] == 0, down
+assert ndown['pkts_dropped'] > 0, ('no incast: nothing dropped without DCQCN', ndown)
+print('%d CNPs relayed, bottleneck queue %d B (without DCQCN %d B, %d frames dropped)' % (
+    sw['cnps_relayed'], down['max_queue_bytes'], ndown['max_queue_bytes'], ndown['pkts_dropped']))
+PY"
+
 # ---- 2d. the programmable switch as leaf 0 of a leaf-spine (2 leaves x 2
 # spines): producers h0 (leaf0) and h2 (leaf1), consumers h1 (leaf0) and h3
 # (leaf1).  Every other switch holds a host route to the switch's own

@@ -9,7 +9,9 @@
  * them.  After the tree's link to a member's leaf fails, the rebuilt tree
  * delivers exactly once again; a member whose downlink fails still reaches
  * every other member; a frame a switch makes itself reaches every member
- * once; members that leave stop receiving.  On a ring the tree is the ring
+ * once; members that leave stop receiving.  A frame the old tree has in
+ * flight when a failure moves the tree arrives over a cable that is no
+ * longer on it and is dropped there, so no member gets it twice.  On a ring the tree is the ring
  * cut opposite its root, rebuilt the other way round when a cable fails.
  *
  * Placement: with switch_node set on a spine, a fat-tree core or an edge,
@@ -260,6 +262,66 @@ static void test_switch_origin(void)
     fab_fini(&f);
 }
 
+/* A frame in flight on the old tree when a failure moves the tree: h0's
+ * frame is on the root spine's cables down to leaves 1 and 2 when the
+ * root's cable to leaf 3 fails (leaf 3 has hosts, so the root moves to
+ * another spine).  The copies arrive at leaves 1 and 2 over cables that
+ * are no longer on the tree and are dropped there (counted).  Copied to
+ * every branch instead, as before, they went up to the new root and down
+ * again: h1 (on h0's leaf, served directly) and the members on leaves 1
+ * and 2 each got the frame twice. */
+static void test_in_flight_when_the_tree_moves(void)
+{
+    struct topo_params p;
+    fabric_leaf_spine(&p, 4, 3, 2);
+    p.spine_link.delay_ps = 2 * SIM_US; /* long enough to catch a frame on the cable */
+    struct fab f;
+    if (!fab_init(&f, &p))
+        return;
+    const uint32_t g = 5, m[] = {1, 2, 3, 5};
+    bool member[MAX_NODES] = {0};
+    for (unsigned i = 0; i < 4; i++) {
+        CHECK(topo_mcast_join(f.t, g, m[i], true) == 0);
+        member[m[i]] = true;
+    }
+    mc_round(&f, g, member, 1);
+    unsigned root = 3;
+    char name[32];
+    for (unsigned s = 0; s < 3; s++) {
+        snprintf(name, sizeof(name), "spine%u->leaf2", s);
+        if (link_get_counters(topo_find_link(f.t, name))->pkts_sent)
+            root = s;
+    }
+    CHECK(root < 3);
+    if (root == 3) {
+        fab_fini(&f);
+        return;
+    }
+    snprintf(name, sizeof(name), "spine%u->leaf2", root);
+    const struct link *down2 = topo_find_link(f.t, name);
+    uint64_t sent0 = link_get_counters(down2)->pkts_sent;
+    struct rx before[MAX_NODES];
+    memcpy(before, f.rx, sizeof(before));
+    send_to(&f, 0, PKT_MCAST_NODE | g, 4242);
+    while (link_get_counters(down2)->pkts_sent == sent0 && sim_now(f.sim) < 100 * SIM_US)
+        sim_run(f.sim, sim_now(f.sim) + 100 * SIM_NS);
+    CHECK_EQ_U64(link_get_counters(down2)->pkts_sent, sent0 + 1); /* on its way to leaf 2 */
+    snprintf(name, sizeof(name), "spine%u->leaf3", root);
+    topo_set_link_up(f.t, topo_find_link(f.t, name), false);
+    snprintf(name, sizeof(name), "leaf3->spine%u", root);
+    topo_set_link_up(f.t, topo_find_link(f.t, name), false);
+    CHECK(sim_run(f.sim, sim_now(f.sim) + 1000 * SIM_US) == SIM_RUN_DONE);
+    for (uint32_t d = 0; d < f.n; d++)
+        CHECK(f.rx[d].from[0] - before[d].from[0] <= (member[d] ? 1u : 0u));
+    CHECK_EQ_U64(f.rx[1].from[0] - before[1].from[0], 1); /* h0's leaf: before the move */
+    uint64_t off = 0;
+    for (unsigned s = 0; s < topo_n_switches(f.t); s++)
+        off += switch_get_counters(topo_switch(f.t, s))->pkts_dropped_mcast_off_tree;
+    CHECK_EQ_U64(off, 2);       /* the copies to leaves 1 and 2 */
+    mc_round(&f, g, member, 2); /* and exactly once on the new tree */
+    fab_fini(&f);
+}
+
 static void test_fat_tree(void)
 {
     struct topo_params p;
@@ -284,6 +346,14 @@ static void test_fat_tree(void)
     CHECK(topo_mcast_join(f.t, 3, 15, true) == 0);
     mc_round(&f, 3, m2, 2);
     mc_round(&f, 2, member, 1);
+    /* every member in one pod (edges 0 and 1): the pod's aggregation
+     * switches have the whole group below, so frames from the other pods'
+     * senders come down over a tree cable that sends nothing up */
+    bool m3[MAX_NODES] = {0};
+    m3[0] = m3[2] = true;
+    CHECK(topo_mcast_join(f.t, 6, 0, true) == 0);
+    CHECK(topo_mcast_join(f.t, 6, 2, true) == 0);
+    mc_round(&f, 6, m3, 2);
     fab_fini(&f);
 }
 
@@ -424,6 +494,7 @@ int main(void)
     test_nonmember_rack();
     test_sender_downlink_down();
     test_switch_origin();
+    test_in_flight_when_the_tree_moves();
     test_fat_tree();
     test_star_and_ring();
     test_placement();

@@ -132,7 +132,9 @@ static void test_vectors(void)
 static struct pkt *mk(uint8_t opcode, uint32_t ext, uint32_t payload_len)
 {
     static struct pkt p;
+    static uint8_t bytes[PKT_MAX_PAYLOAD_BYTES];
     memset(&p, 0, sizeof(p));
+    p.payload = bytes;
     p.opcode = opcode;
     p.ext_hdrs = ext;
     p.payload_len = payload_len;

@@ -78,7 +78,7 @@ static void send(struct rig *r, uint32_t src, uint32_t dst, uint32_t psn)
     p->dst_node = dst;
     p->psn = psn;
     ps_roce_set_opcode(p, IB_OPCODE_RC_RDMA_WRITE_ONLY);
-    ps_roce_set_inline(p, "abcdefgh", 8);
+    ps_roce_set_inline(r->ps, p, "abcdefgh", 8);
     link_send(topo_uplink(r->topo, src), p);
 }
 
@@ -288,7 +288,7 @@ static void mc_egress(struct ps_pass *x, struct pkt *p, void *prog)
     struct ps_meta *m = ps_pass_meta(x);
     p->psn = 100 + m->rid; /* per-replica rewrite */
     uint32_t v = m->rid;
-    ps_roce_set_inline(p, &v, 4);
+    ps_roce_set_inline(ps_pass_switch(x), p, &v, 4);
     if (m->rid == 9)
         ps_drop(x);
 }
@@ -486,6 +486,8 @@ static void test_declarations(void)
 
 static void test_roce_rewrite(void)
 {
+    struct rig r;
+    rig_init(&r, NULL);
     struct pkt p;
     memset(&p, 0, sizeof(p));
     p.payload_len = 1024;
@@ -510,9 +512,11 @@ static void test_roce_rewrite(void)
     CHECK(p.ext_hdrs == 0);
     uint32_t v = 42;
     ps_roce_set_opcode(&p, IB_OPCODE_RC_RDMA_WRITE_ONLY);
-    ps_roce_set_inline(&p, &v, 4);
+    ps_roce_set_inline(r.ps, &p, &v, 4);
     CHECK_EQ_U64(p.payload_len, 4);
     CHECK_EQ_U64(p.frame_bytes, 14 + 20 + 8 + 12 + 16 + 4 + 4 + 4);
+    CHECK(p.payload && memcmp(p.payload, &v, 4) == 0);
+    rig_free(&r); /* the pool's slabs hold the buffer */
 }
 
 int main(void)

@@ -357,6 +357,8 @@ static void write_counters(struct json_writer *w, const struct run *r)
         json_kv_u64(w, "pfc_xoff_sent", c->pfc_xoff_sent);
         json_kv_u64(w, "pfc_xon_sent", c->pfc_xon_sent);
         json_kv_u64(w, "pfc_headroom_drops", c->pfc_headroom_drops);
+        if (c->pkts_dropped_mcast_off_tree) /* only then: other runs' output is unchanged */
+            json_kv_u64(w, "pkts_dropped_mcast_off_tree", c->pkts_dropped_mcast_off_tree);
         json_object_end(w);
     }
     json_object_end(w);
