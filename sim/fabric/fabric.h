@@ -79,6 +79,10 @@ struct link_counters {
     uint64_t ecn_marked;              /* frames marked CE on enqueue */
     uint64_t pfc_frames_sent;         /* PFC pause frames transmitted */
     uint64_t pfc_xoff_rx, pfc_xon_rx; /* pauses / resumes applied to this transmitter */
+    /* Credit-based flow control (link_set_credits): */
+    uint64_t credit_stalls;         /* times a frame waited for the receiver's credits */
+    sim_time_t credit_wait_ps;      /* time the transmitter had frames but no credit for any */
+    uint64_t max_credit_used_bytes; /* most receiver buffer held at once (64 B blocks x 64) */
 };
 /* (A due lazy end is processed first, so the counters are those of now.) */
 const struct link_counters *link_get_counters(const struct link *l);
@@ -115,6 +119,26 @@ struct link_ecn {
 void link_set_ecn(struct link *l, const struct link_ecn *e);
 uint64_t link_prio_queued_bytes(const struct link *l, unsigned prio);
 bool link_prio_paused(const struct link *l, unsigned prio);
+
+/* Credit-based link-level flow control (InfiniBand, IBA vol. 1 7.9): the
+ * receiver at the far end has a buffer of `limit_bytes` per priority (VL)
+ * in `prio_mask`, counted in 64-byte blocks; the transmitter starts a
+ * frame of such a priority only while the blocks it has sent and not had
+ * back, plus the frame's (ceil(frame_bytes / 64)), fit.  The receiver
+ * gives a frame's blocks back with link_credit_return when it frees them
+ * (the flow-control packet reaches the transmitter one cable delay
+ * later).  Frames the link loses on the way return their blocks as they
+ * would have arrived (IBA's resynchronisation of the credit counters).
+ * limit_bytes 0 turns it off.  A transmitter waiting for credits is not
+ * idle, as a paused one (link.c). */
+#define LINK_CREDIT_BLOCK_BYTES 64
+void link_set_credits(struct link *l, uint8_t prio_mask, uint64_t limit_bytes);
+void link_credit_return(struct link *l, const struct pkt *p);
+/* Bytes of the receiver's buffer the transmitter counts as held (sent,
+ * credit not back yet) for `prio`. */
+uint64_t link_credit_used_bytes(struct link *l, unsigned prio);
+/* The receiver's buffer per credited priority (0: no credits). */
+uint64_t link_credit_limit_bytes(const struct link *l);
 
 /* Change rate, delay, queue or probabilities (between runs or before the
  * first frame; a frame on the wire keeps its old timing).  -1 (EINVAL) on
@@ -175,6 +199,12 @@ struct pfc_params {
     uint64_t xon_bytes;      /* ... and resume at or below this */
     uint64_t headroom_bytes; /* admitted above xoff before a drop; 0 = from the cable */
     uint16_t quanta;         /* pause time of an XOFF, in 512-bit-time quanta */
+    /* InfiniBand: instead of XOFF / XON, each ingress port's buffer of
+     * xoff_bytes per lossless priority (VL) is the feeding link's credit
+     * limit (link_set_credits): the upstream sends only what fits, frames
+     * return their credit when they leave the switch; no pause frames, no
+     * headroom, no drop (pfc.c) */
+    bool credits;
     /* Not a parameter: called with `on_xoff_ctx` whenever a port sends an
      * XOFF (the topology's deadlock detector arms itself on it). */
     void (*on_xoff)(void *ctx);

@@ -49,7 +49,24 @@
  * (link_set_ecn): a frame of an ECN-capable transport is marked CE on
  * enqueue with a probability rising linearly from 0 at kmin to pmax at kmax
  * bytes of its priority's queue, 1 above kmax (RED on the instantaneous
- * queue, as DCQCN's switches do); the draw uses the link's RNG stream. */
+ * queue, as DCQCN's switches do); the draw uses the link's RNG stream.
+ *
+ * Credits (link_set_credits; InfiniBand's link-level flow control, IBA
+ * vol. 1 7.9): the receiver at the far end has a buffer per priority
+ * (VL) counted in 64-byte blocks, and this transmitter may start a frame
+ * of a credited priority only if its blocks fit in what the receiver has
+ * not given back.  Credit is one more condition on the choice of the
+ * FIFO to serve (pick_fifo), next to the pause state, so a transmitter
+ * without credit is not idle and a NIC feeding it stops, as under PFC.
+ * Returns (link_credit_return) reach the transmitter one cable delay
+ * after the receiver frees the blocks; they wait in a FIFO (times
+ * increasing: the delay is constant) and are taken in lazily, when the
+ * transmitter next picks a frame, so an unblocked link has no events for
+ * them.  Why not PFC's machinery (pfc.c): InfiniBand's receiver never
+ * sends XOFF/XON; the sender counts blocks against a limit the receiver
+ * advertised, so nothing is in flight beyond the buffer (no headroom, no
+ * threshold, never a drop) and the receiver's state is only "blocks
+ * freed". */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +80,13 @@ struct pipe_slot {
     struct pkt *pkt;
     uint32_t epoch; /* l->fail_epoch when it entered the cable */
     bool corrupt;
+};
+
+/* A credit return on its way to the transmitter. */
+struct credit_ret {
+    sim_time_t at_ps;
+    uint32_t blocks;
+    uint8_t prio;
 };
 
 struct link_tap_entry {
@@ -124,6 +148,15 @@ struct link {
     sim_time_t paused_until[PKT_PRIOS];
     struct sim_event resume_ev;
     struct link_ecn ecn;
+
+    /* credit-based flow control (link_set_credits) */
+    uint8_t credit_mask;             /* credited priorities; 0 = off */
+    bool credit_blocked;             /* frames wait and none has credit */
+    uint64_t credit_limit;           /* blocks per priority */
+    uint64_t credit_used[PKT_PRIOS]; /* blocks sent and not given back (here) */
+    struct credit_ret *cret;         /* returns on their way: ring, cret_cap a power of two */
+    size_t cret_cap, cret_head, cret_n;
+    sim_time_t credit_wait_since;
 
     sim_cb_fn idle_fn;
     void *idle_a, *idle_b;
@@ -224,6 +257,7 @@ static void tap(struct link *l, enum link_tap where, const struct pkt *p, bool c
 }
 
 static void tx_done(struct sim *sim, struct sim_event *ev);
+static void credit_lost(struct link *l, const struct pkt *p);
 static void pipe_arrive(struct sim *sim, struct sim_event *ev);
 static void resume_fn(struct sim *sim, struct sim_event *ev);
 static void settle(struct link *l);
@@ -274,6 +308,7 @@ void link_destroy(struct link *l)
     for (size_t i = 0; i < l->pipe_n; i++) /* the frame on the wire is the newest */
         pkt_free(l->pool, l->pipe[(l->pipe_head + i) & (l->pipe_cap - 1)].pkt);
     free(l->pipe);
+    free(l->cret);
     free(l->name);
     free(l);
 }
@@ -395,6 +430,7 @@ static void tx_finish(struct link *l)
     }
     if (!l->up) { /* serialised into a failed link */
         pipe_drop_newest(l);
+        credit_lost(l, p);
         drop(l, p, DROP_DOWN);
         return;
     }
@@ -403,6 +439,7 @@ static void tx_finish(struct link *l)
     tap(l, LINK_TAP_TX, p, false);
     if (draw(l, &l->loss)) {
         pipe_drop_newest(l);
+        credit_lost(l, p);
         drop(l, p, DROP_LOST);
         return;
     }
@@ -521,21 +558,122 @@ uint64_t link_idle_count(struct link *l)
     return l->idle_count;
 }
 
+/* ---------------------------------------------------------------- credits */
+
+static bool credited(const struct link *l, const struct pkt *p)
+{
+    return (l->credit_mask >> p->prio & 1u) && p->kind != PKT_PFC;
+}
+static uint32_t credit_blocks(const struct pkt *p)
+{
+    return (p->frame_bytes + LINK_CREDIT_BLOCK_BYTES - 1) / LINK_CREDIT_BLOCK_BYTES;
+}
+
+/* Returns that have reached the transmitter by now are its credit again. */
+static void credit_absorb(struct link *l)
+{
+    sim_time_t now = sim_now(l->sim);
+    while (l->cret_n && l->cret[l->cret_head].at_ps <= now) {
+        const struct credit_ret *r = &l->cret[l->cret_head];
+        l->credit_used[r->prio] -=
+            r->blocks < l->credit_used[r->prio] ? r->blocks : l->credit_used[r->prio];
+        l->cret_head = (l->cret_head + 1) & (l->cret_cap - 1);
+        l->cret_n--;
+    }
+}
+
+static void credit_push(struct link *l, const struct pkt *p)
+{
+    if (l->cret_n == l->cret_cap) {
+        size_t cap = l->cret_cap ? 2 * l->cret_cap : 64;
+        struct credit_ret *n = malloc(cap * sizeof(*n));
+        if (!n) {
+            fprintf(stderr, "rnicsim: link %s: out of memory\n", l->name);
+            abort();
+        }
+        for (size_t i = 0; i < l->cret_n; i++)
+            n[i] = l->cret[(l->cret_head + i) & (l->cret_cap - 1)];
+        free(l->cret);
+        l->cret = n;
+        l->cret_cap = cap;
+        l->cret_head = 0;
+    }
+    sim_time_t at = sim_time_add(sim_now(l->sim), l->p.delay_ps);
+    l->cret[(l->cret_head + l->cret_n) & (l->cret_cap - 1)] =
+        (struct credit_ret){at, credit_blocks(p), p->prio};
+    l->cret_n++;
+    /* a transmitter waiting for credit looks again when it arrives */
+    if (l->credit_blocked && (!sim_event_pending(&l->resume_ev) || l->resume_ev.time > at))
+        sim_schedule_at(l->sim, &l->resume_ev, at);
+}
+
+void link_set_credits(struct link *l, uint8_t prio_mask, uint64_t limit_bytes)
+{
+    l->credit_mask = limit_bytes ? prio_mask : 0;
+    l->credit_limit = limit_bytes / LINK_CREDIT_BLOCK_BYTES;
+}
+
+void link_credit_return(struct link *l, const struct pkt *p)
+{
+    if (credited(l, p))
+        credit_push(l, p);
+}
+
+/* A credited frame the far end will never receive (lost, corrupt, the
+ * link down): its blocks come back as if the receiver had freed them now
+ * (IBA 7.9.4: the credit counters resynchronise). */
+static void credit_lost(struct link *l, const struct pkt *p)
+{
+    if (credited(l, p))
+        credit_push(l, p);
+}
+
+uint64_t link_credit_limit_bytes(const struct link *l)
+{
+    return l->credit_mask ? l->credit_limit * LINK_CREDIT_BLOCK_BYTES : 0;
+}
+
+uint64_t link_credit_used_bytes(struct link *l, unsigned prio)
+{
+    if (prio >= PKT_PRIOS)
+        return 0;
+    credit_absorb(l);
+    return l->credit_used[prio] * LINK_CREDIT_BLOCK_BYTES;
+}
+
 /* The FIFO to serve next: control frames, then the highest priority
- * that is not paused; -1 if none (then, if frames wait for a pause to
- * expire, resume_ev is set for the earliest expiry). */
+ * that is not paused and, if credited, has credit for its head frame; -1
+ * if none (then, if frames wait for a pause to expire or for credit on
+ * its way, resume_ev is set for the earliest of them). */
 static int pick_fifo(struct link *l)
 {
     if (l->nonempty & (1u << LINK_CTRL))
         return LINK_CTRL;
     sim_time_t now = sim_now(l->sim), wake = SIM_TIME_NEVER;
+    bool starved = false;
+    if (l->credit_mask)
+        credit_absorb(l);
     for (int c = PKT_PRIOS - 1; c >= 0; c--) {
         if (!(l->nonempty & (1u << c)))
             continue;
-        if (l->paused_until[c] <= now)
-            return c;
-        if (l->paused_until[c] < wake)
-            wake = l->paused_until[c];
+        if (l->paused_until[c] > now) {
+            if (l->paused_until[c] < wake)
+                wake = l->paused_until[c];
+            continue;
+        }
+        if ((l->credit_mask >> c & 1u) &&
+            l->credit_used[c] + credit_blocks(l->q[c].head) > l->credit_limit) {
+            starved = true;
+            if (l->cret_n && l->cret[l->cret_head].at_ps < wake)
+                wake = l->cret[l->cret_head].at_ps;
+            continue;
+        }
+        return c;
+    }
+    if (starved && !l->credit_blocked) {
+        l->credit_blocked = true;
+        l->credit_wait_since = now;
+        l->c.credit_stalls++;
     }
     if (wake != SIM_TIME_NEVER)
         sim_schedule_at(l->sim, &l->resume_ev, wake);
@@ -581,6 +719,16 @@ static bool tx_start(struct link *l)
     p->next = NULL;
     uint64_t wire = pkt_wire_bytes(p);
     q->bytes -= wire;
+    bool was_starved = l->credit_blocked;
+    if (l->credit_blocked) {
+        l->credit_blocked = false;
+        l->c.credit_wait_ps += sim_now(l->sim) - l->credit_wait_since;
+    }
+    if (c < PKT_PRIOS && (l->credit_mask >> c & 1u)) {
+        l->credit_used[c] += credit_blocks(p);
+        if (l->credit_used[c] * LINK_CREDIT_BLOCK_BYTES > l->c.max_credit_used_bytes)
+            l->c.max_credit_used_bytes = l->credit_used[c] * LINK_CREDIT_BLOCK_BYTES;
+    }
     sim_time_t ser_ps = sim_bytes_to_ps(wire, l->p.rate_bps);
     /* Cut-through (docs/fabric.md "Cut-through"): a frame whose head was
      * available before now (pkt.head_ps, set by a cut-through switch or a
@@ -591,7 +739,8 @@ static bool tx_start(struct link *l)
      * frame without an earlier head (head_ps 0 or >= now) is
      * store-and-forward. */
     sim_time_t now = sim_now(l->sim), start = now;
-    if (p->head_ps && p->head_ps < now) {
+    /* (a frame that waited for credit starts when the credit came: now) */
+    if (p->head_ps && p->head_ps < now && !was_starved) {
         start = p->head_ps > l->free_at_ps ? p->head_ps : l->free_at_ps;
         if (c < PKT_PRIOS && start < l->paused_until[c])
             start = l->paused_until[c];
@@ -793,18 +942,22 @@ static void pipe_arrive(struct sim *sim, struct sim_event *ev)
     if (l->pipe_n)
         sim_schedule_at(sim, &l->pipe_ev, l->pipe[l->pipe_head].arrive_ps);
     if (!l->up || s.epoch != l->fail_epoch) {
+        credit_lost(l, s.pkt);
         drop(l, s.pkt, DROP_DOWN); /* in the cable when it failed */
         return;
     }
     tap(l, LINK_TAP_RX, s.pkt, s.corrupt);
-    if (s.corrupt)
-        drop(l, s.pkt, DROP_CORRUPT);  /* the receiver's ICRC check fails */
-    else if (s.pkt->kind == PKT_PFC) { /* MAC control: consumed by the receiving port */
+    if (s.corrupt) {
+        credit_lost(l, s.pkt);
+        drop(l, s.pkt, DROP_CORRUPT);    /* the receiver's ICRC check fails */
+    } else if (s.pkt->kind == PKT_PFC) { /* MAC control: consumed by the receiving port */
         if (l->peer)
             pfc_apply(l->peer, s.pkt);
         pkt_free(l->pool, s.pkt);
     } else if (l->sink.rx)
         l->sink.rx(sim, l->sink.ctx, s.pkt);
-    else /* unconnected far end: the frame is lost, counted as a drop */
+    else { /* unconnected far end: the frame is lost, counted as a drop */
+        credit_lost(l, s.pkt);
         drop(l, s.pkt, DROP_UNCONNECTED);
+    }
 }

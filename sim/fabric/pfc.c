@@ -21,7 +21,15 @@
  * (link.c), so a pause costs a frame time + the cable delay to take effect:
  * that is what the headroom absorbs.  Pauses propagate by themselves: a
  * paused egress port's queue grows, which fills the ingress counters of the
- * ports feeding it, which pause their upstreams in turn. */
+ * ports feeding it, which pause their upstreams in turn.
+ *
+ * With credits (pfc_params.credits, an InfiniBand switch; IBA vol. 1 7.9)
+ * the same per-port, per-priority accounting is the port's receive buffer
+ * of xoff_bytes: the feeding link's transmitter counts the credits
+ * (link_set_credits, link.c) and never sends past it, and a frame leaving
+ * the switch gives its blocks back (link_credit_return).  Nothing is sent
+ * upstream but credit, so there is no threshold, headroom or drop, and no
+ * XOFF arms the deadlock detector. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -105,6 +113,8 @@ struct pfc_port *pfc_port_create(struct sim *sim, struct pkt_pool *pool, struct 
                          : in               ? pfc_default_headroom(in)
                                             : 0;
     sim_event_init(&pt->refresh_ev, refresh_fn, pt, "pfc.refresh");
+    if (pp->credits && in)
+        link_set_credits(in, pp->prio_mask, pp->xoff_bytes);
     return pt;
 }
 
@@ -121,6 +131,10 @@ bool pfc_admit(struct pfc_port *pt, const struct pkt *p)
     if (p->kind != PKT_ROCE || !(pt->pp->prio_mask & (1u << p->prio)))
         return true;
     uint64_t wire = pkt_wire_bytes(p);
+    if (pt->pp->credits) { /* the upstream sent it on credit: it fits */
+        pt->bytes[p->prio] += wire;
+        return true;
+    }
     if (pt->bytes[p->prio] + wire > pt->pp->xoff_bytes + pt->headroom_bytes) {
         pt->c->pfc_headroom_drops++;
         return false;
@@ -144,6 +158,11 @@ void pfc_release(struct pfc_port *pt, const struct pkt *p)
         return;
     uint64_t wire = pkt_wire_bytes(p);
     pt->bytes[p->prio] = pt->bytes[p->prio] > wire ? pt->bytes[p->prio] - wire : 0;
+    if (pt->pp->credits) {
+        if (pt->in)
+            link_credit_return(pt->in, p);
+        return;
+    }
     if ((pt->paused & (1u << p->prio)) && pt->bytes[p->prio] <= pt->pp->xon_bytes) {
         pt->paused &= (uint8_t) ~(1u << p->prio);
         send_pause(pt, (uint8_t)(1u << p->prio), false);
@@ -159,6 +178,10 @@ uint64_t pfc_port_bytes(const struct pfc_port *pt, unsigned prio)
 uint8_t pfc_port_paused(const struct pfc_port *pt)
 {
     return pt->paused;
+}
+uint8_t pfc_port_timed(const struct pfc_port *pt)
+{
+    return pt->pp->credits ? pt->pp->prio_mask : pt->paused;
 }
 uint64_t pfc_port_headroom(const struct pfc_port *pt)
 {

@@ -18,6 +18,10 @@ uint64_t pfc_port_bytes(const struct pfc_port *pt, unsigned prio);
 uint64_t pfc_port_headroom(const struct pfc_port *pt);
 /* Priorities this port has paused its upstream for (XOFF sent, no XON). */
 uint8_t pfc_port_paused(const struct pfc_port *pt);
+/* Priorities whose releases the upstream waits for now (paused ones;
+ * with credits, every lossless one): their frames' ends need their own
+ * events (switch.c, lazy ends). */
+uint8_t pfc_port_timed(const struct pfc_port *pt);
 /* The headroom IEEE 802.1Qbb Annex N asks for on ingress link `in`. */
 uint64_t pfc_default_headroom(const struct link *in);
 

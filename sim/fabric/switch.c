@@ -246,7 +246,7 @@ static bool egress_lazy(void *ctx, unsigned port, const struct pkt *p)
 {
     struct fswitch *sw = ctx;
     if (p->in_port && p->in_port <= sw->n_in &&
-        (pfc_port_paused(sw->in[p->in_port - 1]) & (1u << p->prio)))
+        (pfc_port_timed(sw->in[p->in_port - 1]) & (1u << p->prio)))
         return false;
     sim_time_t end = link_pending_end(sw->ports[port]);
     if (sw->lazy_at[port]) {

@@ -834,6 +834,40 @@ static void rx_process(struct nic *nic, struct pkt *p)
     nic_comp_rx(qp, p);
 }
 
+/* The receive buffer (nic.rx_buffer): a packet holds its 64 B blocks
+ * from its arrival until its processing unit is done with it (it has been
+ * parsed and its placement handed to the DMA engine, dma.c); then the
+ * blocks go back to the sender as credits (link_credit_return, IBA 7.9). */
+static uint64_t rx_buf_need(const struct pkt *p)
+{
+    return ((uint64_t)p->frame_bytes + LINK_CREDIT_BLOCK_BYTES - 1) / LINK_CREDIT_BLOCK_BYTES *
+           LINK_CREDIT_BLOCK_BYTES;
+}
+
+static void rx_buf_take(struct nic *nic, const struct pkt *p)
+{
+    if (!nic->rx_credit_link)
+        return;
+    uint64_t *b = &nic->rx_buf_bytes[p->prio];
+    *b += rx_buf_need(p);
+    if (*b > nic->cnt.rx_buf_max_bytes)
+        nic->cnt.rx_buf_max_bytes = *b;
+}
+
+static void rx_buf_free(struct nic *nic, const struct pkt *p)
+{
+    if (!nic->rx_credit_link)
+        return;
+    uint64_t n = rx_buf_need(p), *b = &nic->rx_buf_bytes[p->prio];
+    *b = *b > n ? *b - n : 0;
+    link_credit_return(nic->rx_credit_link, p);
+}
+
+uint64_t nic_rx_buf_bytes(const struct nic *nic, unsigned prio)
+{
+    return prio < PKT_PRIOS ? nic->rx_buf_bytes[prio] : 0;
+}
+
 /* A processing unit finished a packet: dispatch it, take the next one. */
 static void rx_unit_done(struct sim *sim, void *a, void *b)
 {
@@ -842,6 +876,7 @@ static void rx_unit_done(struct sim *sim, void *a, void *b)
     if (nic->rx_units_busy == units)
         nic->rx_unit_free_ps = sim_now(sim);
     nic->rx_units_busy--;
+    rx_buf_free(nic, b);
     rx_process(nic, b);
     nic_rx_pump(nic);
 }
@@ -1091,6 +1126,7 @@ static void rx_hold(struct nic *nic, struct nic_qp *qp, struct pkt *p)
         nic->cnt.acks_rx++;
         nic->cnt.acks_merged++;
         nic_trace_pkt(nic, TRACE_PKT_RX, t, t->dest_qpn, "nic rx (ACK merged into a later one)");
+        rx_buf_free(nic, t);
         pkt_free(nic->pool, t);
         if (nic->rx_units_busy == (nic->p.pus ? nic->p.pus : 1))
             nic->rx_unit_free_ps = sim_now(nic->sim); /* as rx_unit_done */
@@ -1148,6 +1184,7 @@ static void rx_arrive(struct sim *sim, void *ctx, struct pkt *p)
 {
     /* ib-ar: a request packet may come later by its path's skew (resp.c) */
     struct nic *nic = ctx;
+    rx_buf_take(nic, p);
     sim_time_t skew = nic->p.transport == NIC_TRANSPORT_IB_AR ? nic_ar_skew_ps(nic, p) : 0;
     if (skew)
         sim_call_in(sim, skew, rx_enqueue, ctx, p);
@@ -1248,6 +1285,19 @@ void nic_attach_uplink(struct nic *nic, struct link *uplink)
     nic->uplink = uplink;
     if (uplink)
         link_set_idle_hook(uplink, tx_link_idle, nic, NULL);
+    /* The receive buffer on an InfiniBand port: the link that delivers to
+     * us (the cable's other direction) may only send what fits in it, per
+     * VL (IBA 7.9).  A buffer holds at least one packet of the largest
+     * MTU (IBA 7.9.4), so a smaller setting is raised to that. */
+    if (nic->rx_credit_link)
+        link_set_credits(nic->rx_credit_link, 0, 0);
+    nic->rx_credit_link = NULL;
+    if (uplink && nic->p.rx_buffer_bytes && nic->p.link_layer == NIC_LINK_IB && link_peer(uplink)) {
+        uint64_t min = NIC_RX_BUF_MIN_BYTES;
+        nic->rx_credit_link = link_peer(uplink);
+        link_set_credits(nic->rx_credit_link, 0xff,
+                         nic->p.rx_buffer_bytes > min ? nic->p.rx_buffer_bytes : min);
+    }
 }
 
 struct fabric_sink nic_sink(struct nic *nic)

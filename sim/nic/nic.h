@@ -105,6 +105,12 @@ struct nic_params {
     uint32_t max_qp_wr, max_sge, max_cqe, max_qp, max_cq, max_mr;
     /* shared receive queues (srq.c): 0 = the NIC_DEFAULT_MAX_SRQ* below */
     uint32_t max_srq, max_srq_wr, max_srq_sge;
+    /* receive (port) buffer per priority (VL), bytes (0 = unbounded): an
+     * arriving packet holds ceil(frame / 64) 64 B blocks of it until its
+     * processing unit is done with it; on InfiniBand ports (link_layer ib)
+     * the link's credits (IBA 7.9, link_set_credits) stop the sender when
+     * it is full.  At least one packet of the largest MTU. */
+    uint64_t rx_buffer_bytes;
     uint32_t ack_every_pkts;   /* responder coalescing: ACK at least every N packets */
     sim_time_t atomic_proc_ps; /* atomic unit occupancy per op (plus the PCIe RMW) */
     uint32_t transport;        /* enum nic_transport */
@@ -515,6 +521,8 @@ struct nic_counters {
     uint64_t dm_accesses;     /* NIC accesses to device memory (no PCIe) */
     uint64_t atomic_waits;    /* atomics held behind one on the same address */
     uint64_t cqes_compressed; /* CQEs written as 8 B mini-CQEs */
+    /* most of the receive buffer held at once (nic.rx_buffer) */
+    uint64_t rx_buf_max_bytes;
     /* RIMA (aq.c) */
     uint64_t rima_appends;  /* append messages accepted (tail advanced) */
     uint64_t rima_rnr_naks; /* append messages refused for want of room */
@@ -534,6 +542,12 @@ struct nic *nic_create(struct sim *sim, struct host *host, uint32_t node_id,
 void nic_destroy(struct nic *nic);
 /* Egress to the fabric; ingress arrives through nic_sink(). */
 void nic_attach_uplink(struct nic *nic, struct link *uplink);
+/* The receive buffer (nic.rx_buffer) a packet of the largest MTU needs:
+ * 4 KiB of payload + the largest IB headers (LRH, GRH, BTH, RETH, ICRC,
+ * VCRC: 86 B), in 64 B blocks. */
+#define NIC_RX_BUF_MIN_BYTES 4224u
+/* Bytes of the receive buffer held now at priority (VL) `prio`. */
+uint64_t nic_rx_buf_bytes(const struct nic *nic, unsigned prio);
 struct fabric_sink nic_sink(struct nic *nic);
 const struct nic_params *nic_get_params(const struct nic *nic);
 const struct nic_counters *nic_get_counters(struct nic *nic);

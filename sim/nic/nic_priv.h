@@ -215,6 +215,10 @@ struct nic {
     struct pkt *rx_head, *rx_tail;
     uint32_t rx_units_busy;     /* processing units holding a packet (nic.pus of them) */
     sim_time_t rx_unit_free_ps; /* since then at least one unit has been free */
+    /* receive buffer (nic.rx_buffer): bytes held per priority, in 64 B
+     * blocks x 64; the credits go back to the link that delivers to us */
+    struct link *rx_credit_link;
+    uint64_t rx_buf_bytes[PKT_PRIOS];
 
     /* responder READ engine (readeng.c): READ requests waiting, in work */
     struct nic_op *rde_head, *rde_tail, *rde_cur;

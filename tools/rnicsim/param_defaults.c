@@ -22,6 +22,10 @@ static const struct {
                         "NICs: CX-6 215 M msg/s)"},
     {"nic.rx_pkt_proc", "16 processing units (nic.pus), each busy this long per received packet: "
                         "16 / 80 ns = 200 M msg/s, ConnectX-5 brief (CALIBRATION, NICs)"},
+    {"nic.rx_buffer",
+     "nic.c default: unbounded receive buffer; its back-pressure is built for InfiniBand ports "
+     "(credits, IBA 7.9) only, and these ports run Ethernet, where the NIC would need PFC of its "
+     "own (not built; docs/fabric.md \"Credit-based flow control\")"},
     {"nic.wqe", "mlx5 PRM: one 64 B WQE basic block (ctrl + remote address + one data segment)"},
     {"nic.wqe_sge", "mlx5 PRM: a data segment (scatter/gather entry) is 16 B"},
     {"nic.cqe", "mlx5 PRM: 64 B CQE (the default CQE size of the mlx5 provider)"},

@@ -79,6 +79,9 @@ const struct param_def hw_params[] = {
       "per packet built (send pipeline occupancy)"),
     P("nic.rx_pkt_proc", PARAM_TIME, nic, rx_pkt_proc_ps,
       "per packet received: time a processing unit (nic.pus) spends on it"),
+    PR("nic.rx_buffer", PARAM_SIZE, nic, rx_buffer_bytes, 0, 64 << 20,
+       "receive (port) buffer per VL; on InfiniBand ports the link's credits stop the sender "
+       "when it is full (0 = unbounded; at least one 4 KiB-MTU packet, 4224 B)"),
     PR("nic.wqe", PARAM_SIZE, nic, wqe_bytes, 1, 4096, "WQE bytes fetched per WR (basic segment)"),
     PR("nic.wqe_sge", PARAM_SIZE, nic, wqe_sge_bytes, 0, 4096,
        "extra WQE bytes per scatter/gather entry"),

@@ -181,6 +181,8 @@ static void write_nic(struct json_writer *w, const struct nic_counters *c)
     json_kv_u64(w, "qpc_misses", c->qpc_misses);
     json_kv_u64(w, "qpc_evictions", c->qpc_evictions);
     json_kv_u64(w, "rx_pu_stalls", c->rx_pu_stalls);
+    if (c->rx_buf_max_bytes) /* only with a receive buffer (nic.rx_buffer) */
+        json_kv_u64(w, "rx_buf_max_bytes", c->rx_buf_max_bytes);
     json_kv_u64(w, "acks_merged", c->acks_merged);
     json_kv_u64(w, "mpt_hits", c->mpt_hits);
     json_kv_u64(w, "mpt_misses", c->mpt_misses);
@@ -335,6 +337,12 @@ static void write_counters(struct json_writer *w, const struct run *r)
         json_kv_u64(w, "pfc_frames_sent", c->pfc_frames_sent);
         json_kv_u64(w, "pfc_xoff_rx", c->pfc_xoff_rx);
         json_kv_u64(w, "pfc_xon_rx", c->pfc_xon_rx);
+        if (link_credit_limit_bytes(l)) { /* InfiniBand credits (nic.rx_buffer) */
+            json_kv_u64(w, "credit_limit_bytes", link_credit_limit_bytes(l));
+            json_kv_u64(w, "max_credit_used_bytes", c->max_credit_used_bytes);
+            json_kv_u64(w, "credit_stalls", c->credit_stalls);
+            json_kv_u64(w, "credit_wait_ps", c->credit_wait_ps);
+        }
         json_object_end(w);
     }
     json_object_end(w);

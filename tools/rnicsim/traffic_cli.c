@@ -192,7 +192,8 @@ int scn_read_traffic(struct scenario *s, struct cfg_node *root, struct cfg_error
  * incl. RETH, ICRC, FCS, preamble and IFG). */
 #define MAX_FRAME_WIRE_BYTES (4096 + 98)
 
-/*   topology.pfc: {priorities: [3], xoff: 61KiB, xon: 49KiB, headroom: 20KiB, quanta: 65535}
+/*   topology.pfc: {priorities: [3], xoff: 61KiB, xon: 49KiB, headroom: 20KiB, quanta: 65535,
+ *                  credits: false}   (credits: InfiniBand, the ingress buffer xoff is credit)
  *   topology.ecn: {kmin: 5KB, kmax: 200KB, pmax: 1%}
  * Defaults and their sources: docs/lossless.md. */
 int scn_read_lossless(struct scenario *s, struct cfg_node *topo, struct cfg_error *err)
@@ -215,7 +216,8 @@ int scn_read_lossless(struct scenario *s, struct cfg_node *topo, struct cfg_erro
         if (cfg_get_size(pn, "xoff", 15 * MAX_FRAME_WIRE_BYTES, &p->xoff_bytes, err) ||
             cfg_get_size(pn, "xon", 12 * MAX_FRAME_WIRE_BYTES, &p->xon_bytes, err) ||
             cfg_get_size(pn, "headroom", 0, &p->headroom_bytes, err) ||
-            cfg_get_u64(pn, "quanta", 65535, &quanta, err))
+            cfg_get_u64(pn, "quanta", 65535, &quanta, err) ||
+            cfg_get_bool(pn, "credits", false, &p->credits, err))
             return -1;
         if (quanta < 1 || quanta > 65535)
             return cfg_errorf(err, cfg_child(pn, "quanta"),
