@@ -77,7 +77,7 @@ SWEEPS = {
     "fig12b~2": ("mm_S", "S", [2], {}, PROTOS, {"warmup": "6ms", "duration": "10ms"}),
     "fig12b~4": ("mm_S", "S", [4], {}, PROTOS[:4], {"warmup": "10ms", "duration": "20ms"}),
     "fig12b~4read": ("mm_S", "S", [4], {}, ["read"], {"warmup": "18ms", "duration": "40ms"}),
-    "fig12b~8read": ("mm_S", "S", [8], {}, ["read"], {"warmup": "45ms", "duration": "125ms"}),
+    "fig12b~8read": ("mm_S", "S", [8], {}, ["read"], {"warmup": "70ms", "duration": "125ms"}),
     "fig12b~8": ("mm_S", "S", [8], {}, PROTOS[:4], {"warmup": "14ms", "duration": "30ms"}),
     "fig12c": ("mm_nodes", "N", [2, 4, 8, 16, 28], {}),
     "fig13": ("mm_V", "V", VS, {"R": [4]}),
@@ -150,8 +150,9 @@ CHECK_SWEEPS = {
     "1m_S~16": ("1m_S", "S", [16], {}, PROTOS[:4], {"warmup": "20ms", "duration": "16ms"}),
     "1m_S~read": ("1m_S", "S", [16], {}, ["read"], {"warmup": "110ms"}),
     # M:M S = 1 and 2 with Fig. 12b's windows (the same runs: at least 3
-    # rounds of every node), and READ at S = 8 (mm_S8, last) past its 40.7 ms
-    # round 1 (35 ms until the fifth session opened it inside) with a 1 ms
+    # rounds of every node), and READ at S = 8 (mm_S8, last) past its round 1
+    # (40.7 ms; 56.8 ms with link credits, sixth session: 45 ms then opened
+    # inside it; 35 ms until the fifth session) with a 1 ms
     # window (1,927 polls of each thread; 0.03 of its 40 ms round: Fig. 12b's
     # full window of 3 rounds is 125 ms, 6 minutes more): a figure that ran
     # the same command already lends its points (fig12b~8read --set
@@ -164,7 +165,7 @@ CHECK_SWEEPS = {
     "mm_nodes": ("mm_nodes", "N", [4, 8, 16], {}, PROTOS, {"warmup": "5ms", "duration": "4ms"}),
     "1m_R": ("1m_R", "R", [16, 64], {}, PROTOS[:4], {"warmup": "20ms", "duration": "12ms"}),
     "mm_R": ("mm_R", "R", [2, 4, 8, 16, 32, 64], {}, ["read"], {"warmup": "5ms", "duration": "3ms"}),
-    "mm_S8": ("mm_S", "S", [8], {}, ["read"], {"warmup": "45ms", "duration": "1ms"}),
+    "mm_S8": ("mm_S", "S", [8], {}, ["read"], {"warmup": "70ms", "duration": "1ms"}),
 }
 QUICK_SWEEPS = {
     "m1_S": ("m1_S", "S", [1], {}, PROTOS, {"warmup": "1ms", "duration": "1ms"}),
