@@ -565,6 +565,12 @@ static void rb2_copy_in(const struct rb2_config *c, uint8_t *dst, const void *sr
         host_memcpy(dst, src, len);
 }
 
+void *rb2_buf_alloc(size_t bytes)
+{
+    const size_t page = 4096;
+    return aligned_alloc(page, (bytes / page + 1) * page);
+}
+
 static int rb2_write_common(struct rb2 *rb, uint32_t len, const void *msg, rb2_fill_fn fill,
                             void *arg)
 {
@@ -626,7 +632,7 @@ static int rb2_write_common(struct rb2 *rb, uint32_t len, const void *msg, rb2_f
     } else {
         /* a layer without zero copy: the producer fills a buffer of its
          * own, which the layer copies in */
-        uint8_t *tmp = malloc(len ? len : 1);
+        uint8_t *tmp = rb2_buf_alloc(len);
         if (!tmp) {
             errno = ENOMEM;
             return -1;
@@ -911,7 +917,7 @@ static int rb2_read_common(struct rb2 *rb, void *buf, uint32_t cap, uint32_t *le
         uint8_t *dst = buf;
         uint8_t *tmp = NULL;
         if (consume) {
-            tmp = malloc(n ? n : 1);
+            tmp = rb2_buf_alloc(n);
             if (!tmp) {
                 errno = ENOMEM;
                 return -1;

@@ -132,6 +132,12 @@ struct fk_grant {
     struct ibv_mr *mr;
     bool busy;
 };
+/* The bytes a large message's own mapping spans (fastkv_server.c maps
+ * each grant's buffer by itself, page aligned): whole pages. */
+static inline size_t fk_grant_map_bytes(uint32_t len)
+{
+    return ((size_t)len + 4095) & ~(size_t)4095;
+}
 struct fk_allocator {
     struct fk_server *srv;
     _Atomic int state;

@@ -4,12 +4,6 @@
 
 #include <sys/mman.h>
 
-/* The bytes a large message's own mapping spans: whole pages. */
-static size_t fk_grant_map_bytes(uint32_t len)
-{
-    return ((size_t)len + 4095) & ~(size_t)4095;
-}
-
 /* ------------------------------------------------------------ server: store */
 
 static unsigned fk_class(uint32_t len)
@@ -213,9 +207,12 @@ static void fk_allocator_thread(void *arg)
         size_t bytes = fk_grant_map_bytes(g->len);
         mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (mem != MAP_FAILED) {
-            g->buf = mem;
             g->mr = ibv_reg_mr(s->arena_mr->pd, mem, bytes,
                                IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+            if (g->mr)
+                g->buf = mem;
+            else
+                munmap(mem, bytes);
         }
         a->failed = !g->mr;
         atomic_store(&a->state, FK_ALLOC_DONE);

@@ -705,10 +705,15 @@ static uint8_t *page_buffer(size_t bytes)
 
 /* Zeroed and page aligned; pages never written stay unallocated (an SRQ's
  * buffers are sized for its depth, most never receive a message). */
+static size_t zero_pages_bytes(size_t bytes)
+{
+    return bytes ? bytes : 1; /* what zero_pages maps (and munmap takes) */
+}
+
 static uint8_t *zero_pages(size_t bytes)
 {
-    void *p =
-        mmap(NULL, bytes ? bytes : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *p = mmap(NULL, zero_pages_bytes(bytes), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     return p == MAP_FAILED ? NULL : p;
 }
 
@@ -1340,7 +1345,8 @@ static void fp_close(struct fp *fp)
         if (fp->srqs[b])
             ibv_destroy_srq(fp->srqs[b]);
         if (fp->srq_buf && fp->srq_buf[b])
-            munmap(fp->srq_buf[b], (size_t)fp->srq_depth[b] * fp->bins[b].buf_bytes);
+            munmap(fp->srq_buf[b],
+                   zero_pages_bytes((size_t)fp->srq_depth[b] * fp->bins[b].buf_bytes));
     }
     if (fp->pat_mr)
         ibv_dereg_mr(fp->pat_mr);

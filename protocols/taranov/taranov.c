@@ -1164,7 +1164,8 @@ static int rpc_server(struct tr *t)
     }
     t->pool_owner = &t->back;
     t->handles = calloc(p, sizeof(*t->handles));
-    uint8_t *store = t->o.copy_store ? malloc(t->o.copy_store) : NULL;
+    /* page aligned: host_memcpy charges the lines at their place in the page */
+    uint8_t *store = t->o.copy_store ? chan_zalloc_pages(t->o.copy_store) : NULL;
     if (!t->handles || (t->o.copy_store && !store)) {
         free(store);
         return TR_ERROR;

@@ -199,12 +199,14 @@ void nic_comp_advance(struct nic_qp *qp)
 {
     struct nic_qp_engine *e = qp->eng;
     while (qp->sq_comp < qp->sq_tail) {
+        /* w is not used after its CQE is written: a consumer woken by the
+         * CQE may post, and a post may grow the ring and move the slot */
         struct nic_send_wqe *w = nic_sq_wqe(qp, qp->sq_comp);
         if (w->state == NIC_WQE_ERROR) {
-            write_send_cqe(qp, w, e->err_status);
             w->state = NIC_WQE_DONE;
             if (nic_wqe_is_rd_atomic(w))
                 e->rd_posted--;
+            write_send_cqe(qp, w, e->err_status);
             qp->sq_comp++;
             qp->nic->cnt.wqes_completed++;
             if (nic_qp_reliable(qp))
@@ -219,10 +221,10 @@ void nic_comp_advance(struct nic_qp *qp)
                 break;
             w->state = NIC_WQE_DONE;
         }
-        if (w->signaled)
-            write_send_cqe(qp, w, IBV_WC_SUCCESS);
         if (nic_wqe_is_rd_atomic(w))
             e->rd_posted--;
+        if (w->signaled)
+            write_send_cqe(qp, w, IBV_WC_SUCCESS);
         qp->sq_comp++;
         qp->nic->cnt.wqes_completed++;
     }

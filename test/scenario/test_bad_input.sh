@@ -108,6 +108,15 @@ expect set_bad_gen '' "--set:1:19: bad value '9' for 'pcie.gen': expected one of
     --set hardware.pcie.gen=9
 expect set_bad_mps '' "--set:1:19: bad value '300' for 'pcie.mps'" --set hardware.pcie.mps=300
 expect set_no_pus '' "--set:1:18: 'nic.pus': 0 is out of range (expected 1..4096)" --set hardware.nic.pus=0
+# InfiniBand credits (docs/lossless.md): a switch ingress buffer smaller
+# than the largest frame would never admit one (the link would wait for
+# credit forever), and a programmable switch rewrites frames (a returned
+# credit would not match the one taken)
+expect set_credit_tiny 's/kind: back-to-back/kind: star/' \
+    "--set:1:19: 'topology.pfc.xoff': with credits the ingress buffer must hold the largest frame (4224 B), got 2048 B" \
+    --set topology.pfc.credits=true --set topology.pfc.xoff=2KiB
+expect set_credit_pswitch 's/kind: back-to-back/kind: star\n  switch: {programmable: true}/' \
+    "--set:1:22: 'topology.pfc.credits': not with a programmable switch" --set topology.pfc.credits=true
 
 # A --set that is valid takes effect.
 (cd "$scratch" && timeout 60 "$bin" run good.yaml -o set.json --quiet \

@@ -223,7 +223,26 @@ int scn_read_lossless(struct scenario *s, struct cfg_node *topo, struct cfg_erro
             return cfg_errorf(err, cfg_child(pn, "quanta"),
                               "'topology.pfc.quanta': expected 1..65535");
         p->quanta = (uint16_t)quanta;
-        if (p->xoff_bytes == 0 || p->xon_bytes >= p->xoff_bytes)
+        if (p->credits) {
+            /* credits: xoff is the ingress buffer a sender may fill, xon
+             * unused.  A buffer smaller than the largest frame (its 64-byte
+             * blocks, IBA 7.9) would never admit one: the link would wait
+             * for credit forever */
+            uint64_t min = (MAX_FRAME_WIRE_BYTES + 63) / 64 * 64;
+            if (p->xoff_bytes < min)
+                return cfg_errorf(err, cfg_child(pn, "xoff") ? cfg_child(pn, "xoff") : pn,
+                                  "'topology.pfc.xoff': with credits the ingress buffer must "
+                                  "hold the largest frame (%llu B), got %llu B",
+                                  (unsigned long long)min, (unsigned long long)p->xoff_bytes);
+            /* a programmable switch rewrites frames between ingress and
+             * egress (a READ response becomes a WRITE, payloads shrink):
+             * a returned credit is counted from the frame as it leaves, so
+             * it would not give back what the sender took */
+            if (s->pswitch)
+                return cfg_errorf(err, cfg_child(pn, "credits"),
+                                  "'topology.pfc.credits': not with a programmable switch "
+                                  "(it rewrites frames; use PFC)");
+        } else if (p->xoff_bytes == 0 || p->xon_bytes >= p->xoff_bytes)
             return cfg_errorf(err, cfg_child(pn, "xon") ? cfg_child(pn, "xon") : pn,
                               "'topology.pfc': xon (%llu B) must be below xoff (%llu B)",
                               (unsigned long long)p->xon_bytes, (unsigned long long)p->xoff_bytes);
