@@ -42,8 +42,14 @@ ABS = {"m1": "M:1", "1m": "1:M", "mm": "M:M"}
 # matters"); a point whose window still opens inside round 1 is reported.
 VS = [365, 1024, 2048, 4096, 8192, 16384, 32768, 65536]
 SWEEPS = {
-    "fig8a": ("m1_R", "R", [1, 2, 4, 8, 16, 32, 64, 128], {}),
-    "fig8a~256": ("m1_R", "R", [256], {}, PROTOS, {"warmup": "20ms"}),
+    # M:1 with link credits (sixth session): a round of R x 448 requests
+    # lasts 0.75 ms at R = 16, 5 ms at 64, 11 ms at 128, 23 ms at 256
+    # (14-28 Gb/s); every window holds 3 rounds and opens past round 1
+    "fig8a": ("m1_R", "R", [1, 2, 4, 8, 16], {}, PROTOS, {"duration": "3ms"}),
+    "fig8a~32": ("m1_R", "R", [32], {}, PROTOS, {"duration": "5ms"}),
+    "fig8a~64": ("m1_R", "R", [64], {}, PROTOS, {"duration": "15ms"}),
+    "fig8a~128": ("m1_R", "R", [128], {}, PROTOS, {"warmup": "15ms", "duration": "35ms"}),
+    "fig8a~256": ("m1_R", "R", [256], {}, PROTOS, {"warmup": "30ms", "duration": "70ms"}),
     "fig8b": ("m1_S", "S", [1, 2, 4, 8, 16], {}),
     # M:1 vs P: a round of R x S requests per requesting node grows with P
     # (the one responder serves them all; main 99ed2fe, the 2 ms window:
