@@ -75,7 +75,6 @@
  * globals are used only while parsing. */
 #include "protocols/rima/fastkv_priv.h"
 
-#include <sys/mman.h>
 
 /* read-only facts of each transport (fastkv_priv.h), shared by all three files */
 const struct fk_transport_info fk_transports[FK_TRANSPORT_COUNT] = {
@@ -916,7 +915,7 @@ static void fk_close(struct fk *f)
     for (uint64_t i = 0; s->grants && i < s->ngrants; i++)
         if (s->grants[i].mr) {
             ibv_dereg_mr(s->grants[i].mr);
-            munmap(s->grants[i].buf, fk_grant_map_bytes(s->grants[i].len));
+            host_free(s->grants[i].buf, fk_grant_map_bytes(s->grants[i].len));
         }
     for (uint32_t i = 0; s->qps && i < f->npeers; i++)
         if (s->qps[i])

@@ -132,8 +132,8 @@ struct fk_grant {
     struct ibv_mr *mr;
     bool busy;
 };
-/* The bytes a large message's own mapping spans (fastkv_server.c maps
- * each grant's buffer by itself, page aligned): whole pages. */
+/* The bytes a large message's own buffer spans (fastkv_server.c takes
+ * each grant's buffer from host_alloc, page aligned): whole pages. */
 static inline size_t fk_grant_map_bytes(uint32_t len)
 {
     return ((size_t)len + 4095) & ~(size_t)4095;

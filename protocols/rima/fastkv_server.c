@@ -2,7 +2,6 @@
  * the allocator threads, set-up and loop. */
 #include "protocols/rima/fastkv_priv.h"
 
-#include <sys/mman.h>
 
 /* ------------------------------------------------------------ server: store */
 
@@ -198,21 +197,23 @@ static void fk_allocator_thread(void *arg)
             return;
         struct fk_grant *g = &s->grants[a->grant];
         host_compute(a->alloc_ns);
-        void *mem = NULL;
-        /* Pages of their own, mapped for this message (as malloc does for
-         * large blocks): a heap block's place, hence its pages, MTT
-         * entries and TLB sets, depended on the heap's earlier
-         * allocations (even on the length of the scenario's path), and the
-         * same run gave other results */
+        /* A buffer of its own for this message, from host_alloc: page
+         * aligned, seen by the host model at a deterministic address, and
+         * forgotten by it again when host_free gives it back.  (A plain
+         * mmap'd block was page aligned too, but the host model kept the
+         * line state of its pages after munmap: the next grant mapped at
+         * the same address, as the kernel does under glibc but not under
+         * ASan's allocator, found them warm, and the run's results
+         * depended on the allocator.) */
         size_t bytes = fk_grant_map_bytes(g->len);
-        mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (mem != MAP_FAILED) {
+        void *mem = host_alloc(bytes, HOST_SOCKET_LOCAL);
+        if (mem) {
             g->mr = ibv_reg_mr(s->arena_mr->pd, mem, bytes,
                                IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
             if (g->mr)
                 g->buf = mem;
             else
-                munmap(mem, bytes);
+                host_free(mem, bytes);
         }
         a->failed = !g->mr;
         atomic_store(&a->state, FK_ALLOC_DONE);
@@ -431,7 +432,7 @@ static int fk_server_recv(struct fk *f, const struct ibv_wc *wc)
         fk_outstanding(s, -1);
         if (g) {
             ibv_dereg_mr(g->mr);
-            munmap(g->buf, fk_grant_map_bytes(g->len));
+            host_free(g->buf, fk_grant_map_bytes(g->len));
             s->large_bytes -= ((uint64_t)g->len + 63) & ~(uint64_t)63;
             *g = (struct fk_grant){0};
         }
