@@ -8,6 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "protocols/common/pages.h"
 #include "rnicsim/host.h"
 
 static const char *const rc_conn_role_names[] = {[RC_CONN_ROLE_NONE] = "none",
@@ -144,14 +145,12 @@ int rc_conn_query(struct rc_conn *c, struct ibv_device_attr *dev, uint32_t mtu_b
 
 int rc_conn_alloc_buf(struct rc_conn *c, size_t bytes)
 {
-    void *mem = NULL;
     c->buf_bytes = bytes;
-    if (posix_memalign(&mem, 4096, bytes) != 0) {
+    c->buf = pages_zalloc(bytes);
+    if (!c->buf) {
         fprintf(stderr, "%s: cannot allocate %zu bytes\n", c->prog, bytes);
         return -1;
     }
-    c->buf = mem;
-    memset(c->buf, 0, bytes);
     return 0;
 }
 

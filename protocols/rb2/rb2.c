@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "protocols/common/pages.h"
 #include "rnicsim/host.h"
 
 /* Control lines, in this order (each its own 64 B line when
@@ -565,12 +566,6 @@ static void rb2_copy_in(const struct rb2_config *c, uint8_t *dst, const void *sr
         host_memcpy(dst, src, len);
 }
 
-void *rb2_buf_alloc(size_t bytes)
-{
-    const size_t page = 4096;
-    return aligned_alloc(page, (bytes / page + 1) * page);
-}
-
 static int rb2_write_common(struct rb2 *rb, uint32_t len, const void *msg, rb2_fill_fn fill,
                             void *arg)
 {
@@ -632,7 +627,7 @@ static int rb2_write_common(struct rb2 *rb, uint32_t len, const void *msg, rb2_f
     } else {
         /* a layer without zero copy: the producer fills a buffer of its
          * own, which the layer copies in */
-        uint8_t *tmp = rb2_buf_alloc(len);
+        uint8_t *tmp = pages_alloc(len);
         if (!tmp) {
             errno = ENOMEM;
             return -1;
@@ -917,7 +912,7 @@ static int rb2_read_common(struct rb2 *rb, void *buf, uint32_t cap, uint32_t *le
         uint8_t *dst = buf;
         uint8_t *tmp = NULL;
         if (consume) {
-            tmp = rb2_buf_alloc(n);
+            tmp = pages_alloc(n);
             if (!tmp) {
                 errno = ENOMEM;
                 return -1;

@@ -145,13 +145,6 @@ int rb2_open(struct rb2 *rb, const char *prog, const char *name, bool is_server,
              const struct rb2_config *cfg, bool has_tx, bool has_rx);
 void rb2_close(struct rb2 *rb);
 
-/* An application buffer for messages (free() it): page aligned, so the
- * cache lines a copy to or from it touches (which the host model charges
- * at their real place in the page) do not depend on where malloc put it
- * after the run's earlier allocations, which include the scenario's path.
- * NULL when out of memory. */
-void *rb2_buf_alloc(size_t bytes);
-
 /* Sender.  RB2_OK, RB2_FULL (nothing done) or -1 (failure).  rb2_write
  * copies `len` bytes into the ring (with zero_copy off, or always when the
  * caller has the message in its own buffer); rb2_write_zc lets `fill`

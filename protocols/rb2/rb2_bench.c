@@ -54,6 +54,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "protocols/common/pages.h"
 #include "protocols/rb2/rb2.h"
 #include "rnicsim/host.h"
 
@@ -457,7 +458,7 @@ static int rb2b_recv(struct rb2b_pair *pr, uint32_t want_len, uint64_t *t_sent)
     } else { /* the copying API: into the application's buffer, then checked there */
         if (pr->rxcap < want_len) {
             free(pr->rxbuf);
-            pr->rxbuf = rb2_buf_alloc(want_len);
+            pr->rxbuf = pages_alloc(want_len);
             pr->rxcap = pr->rxbuf ? want_len : 0;
             if (!pr->rxbuf)
                 return -1;
@@ -500,7 +501,7 @@ static int rb2b_bw(struct rb2b_pair *pr)
     uint32_t len = (uint32_t)(o->size - RB2_HDR_BYTES);
     uint64_t t0 = host_now_ns();
     if (!o->server) {
-        uint8_t *scratch = rb2_buf_alloc(len);
+        uint8_t *scratch = pages_alloc(len);
         if (!scratch)
             return 2;
         int rc = 0;
@@ -538,7 +539,7 @@ static int rb2b_pingpong(struct rb2b_pair *pr)
              resp = (uint32_t)(o->resp_size - RB2_HDR_BYTES);
     uint32_t in = o->server ? req : resp, out = o->server ? resp : req;
     uint64_t total = o->warmup + o->messages;
-    uint8_t *scratch = rb2_buf_alloc(out > in ? out : in);
+    uint8_t *scratch = pages_alloc(out > in ? out : in);
     if (!scratch)
         return 2;
     pr->lat = malloc(o->messages * sizeof(uint64_t));
@@ -582,7 +583,7 @@ static int rb2b_rpc(struct rb2b_pair *pr)
              resp = (uint32_t)(o->resp_size - RB2_HDR_BYTES);
     uint32_t in = o->server ? req : resp, out = o->server ? resp : req;
     uint64_t total = o->messages;
-    uint8_t *scratch = rb2_buf_alloc(out > in ? out : in);
+    uint8_t *scratch = pages_alloc(out > in ? out : in);
     pr->lat = malloc(total * sizeof(uint64_t));
     if (!scratch || !pr->lat) {
         free(scratch);
@@ -699,7 +700,7 @@ static int rb2b_example(struct rb2b_pair *pr)
     struct rb2 *rb = &pr->rb;
     struct rc_conn *c = &rb->conn;
     uint32_t len = (uint32_t)(o->size - RB2_HDR_BYTES);
-    uint8_t *scratch = rb2_buf_alloc(len);
+    uint8_t *scratch = pages_alloc(len);
     struct rb2b_ex ex = {.pr = pr};
     struct rb2_state st;
     int rc = 0;

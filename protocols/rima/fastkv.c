@@ -75,6 +75,7 @@
  * globals are used only while parsing. */
 #include "protocols/rima/fastkv_priv.h"
 
+#include "protocols/common/pages.h"
 
 /* read-only facts of each transport (fastkv_priv.h), shared by all three files */
 const struct fk_transport_info fk_transports[FK_TRANSPORT_COUNT] = {
@@ -571,9 +572,9 @@ struct ibv_cq *fk_cq(struct fk *f, uint64_t cqe)
 /* A zeroed page-aligned buffer registered with `access`. */
 int fk_alloc_mr(struct fk *f, uint64_t bytes, int access, uint8_t **buf, struct ibv_mr **mr)
 {
-    void *mem = NULL;
-    bytes = (bytes + 4095) & ~(uint64_t)4095;
-    if (posix_memalign(&mem, 4096, (size_t)bytes) != 0) {
+    bytes = (bytes + PAGES_BYTES - 1) & ~(uint64_t)(PAGES_BYTES - 1);
+    void *mem = pages_alloc((size_t)bytes);
+    if (!mem) {
         fprintf(stderr, "%s: cannot allocate %" PRIu64 " bytes\n", f->prog, bytes);
         return 1;
     }

@@ -69,8 +69,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/mman.h>
 
+#include "protocols/common/pages.h"
 #include "protocols/common/rc_conn.h"
 #include "protocols/rima/footprint_model.h"
 #include "protocols/rima/workload.h"
@@ -689,34 +689,6 @@ static uint32_t fp_bin_depth(const struct fp *fp, size_t b)
     return (uint32_t)want;
 }
 
-/* Buffers the host model or the NIC touches are page aligned: host_memcpy
- * charges the cache lines and pages it touches at their real addresses,
- * and the NIC's translation cache the pages a message spans.  Where malloc
- * put a buffer depends on how long the strings allocated before it were
- * (the scenario's path, say), so a malloc'd buffer gave the same scenario
- * other line, page and MTT counts, and other results, when its path was
- * spelled another way. */
-#define FP_PAGE_BYTES 4096u
-
-static uint8_t *page_buffer(size_t bytes)
-{
-    return aligned_alloc(FP_PAGE_BYTES, (bytes / FP_PAGE_BYTES + 1) * FP_PAGE_BYTES);
-}
-
-/* Zeroed and page aligned; pages never written stay unallocated (an SRQ's
- * buffers are sized for its depth, most never receive a message). */
-static size_t zero_pages_bytes(size_t bytes)
-{
-    return bytes ? bytes : 1; /* what zero_pages maps (and munmap takes) */
-}
-
-static uint8_t *zero_pages(size_t bytes)
-{
-    void *p = mmap(NULL, zero_pages_bytes(bytes), PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    return p == MAP_FAILED ? NULL : p;
-}
-
 /* --bins=rima: one append queue, K QPs without receives, a FIFO that
  * grows, and a replica of every client's size stream (one QP per client
  * keeps its order, so every length is checked exactly). */
@@ -736,7 +708,7 @@ static int fp_server_setup_aq(struct fp *fp)
         fprintf(stderr, "%s: ibv_create_aq: %s\n", fp->prog, strerror(errno));
         return 1;
     }
-    fp->app = page_buffer(wl_dist_max(&fp->dist));
+    fp->app = pages_alloc(wl_dist_max(&fp->dist));
     fp->ring = calloc(fp->ring_cap, sizeof *fp->ring);
     fp->done_cap = 4096;
     fp->done = calloc(fp->done_cap, sizeof *fp->done);
@@ -795,7 +767,7 @@ static int fp_server_setup(struct fp *fp)
         }
         size_t bytes = (size_t)fp->srq_depth[b] * fp->bins[b].buf_bytes;
         /* only the bytes messages land in become resident */
-        fp->srq_buf[b] = zero_pages(bytes);
+        fp->srq_buf[b] = pages_map(bytes); /* mostly never written: never backed */
         if (!fp->srq_buf[b]) {
             fprintf(stderr, "%s: no memory for SRQ %zu (%zu bytes)\n", fp->prog, b, bytes);
             return 1;
@@ -811,7 +783,7 @@ static int fp_server_setup(struct fp *fp)
         if (fp->bins[b].buf_bytes > maxbuf)
             maxbuf = fp->bins[b].buf_bytes;
     }
-    fp->app = page_buffer(maxbuf);
+    fp->app = pages_alloc(maxbuf);
     fp->ring_cap = total_bufs;
     fp->ring = calloc(fp->ring_cap, sizeof *fp->ring);
     fp->nqps = (uint32_t)(K * M);
@@ -1230,7 +1202,7 @@ static int fp_client_main(struct fp *fp)
     fp->qps = calloc(M, sizeof *fp->qps);
     fp->inflight = calloc(M, sizeof *fp->inflight);
     fp->seq = calloc(M, sizeof *fp->seq);
-    fp->pattern = page_buffer(maxsz);
+    fp->pattern = pages_alloc(maxsz);
     if (!fp->qps || !fp->inflight || !fp->seq || !fp->pattern)
         return 1;
     for (uint32_t j = 0; j < maxsz; j++)
@@ -1345,8 +1317,7 @@ static void fp_close(struct fp *fp)
         if (fp->srqs[b])
             ibv_destroy_srq(fp->srqs[b]);
         if (fp->srq_buf && fp->srq_buf[b])
-            munmap(fp->srq_buf[b],
-                   zero_pages_bytes((size_t)fp->srq_depth[b] * fp->bins[b].buf_bytes));
+            pages_unmap(fp->srq_buf[b], (size_t)fp->srq_depth[b] * fp->bins[b].buf_bytes);
     }
     if (fp->pat_mr)
         ibv_dereg_mr(fp->pat_mr);

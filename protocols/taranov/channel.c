@@ -8,6 +8,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include "protocols/common/pages.h"
 #include "protocols/taranov/channel.h"
 #include "protocols/taranov/ch_internal.h"
 
@@ -142,14 +143,10 @@ void chan_close(struct chan *c)
 int chan_alloc(struct chan *c, size_t len, struct chan_region *r)
 {
     memset(r, 0, sizeof(*r));
-    size_t page = 4096;
-    size_t bytes = (len + page - 1) / page * page;
-    if (bytes == 0)
-        bytes = page;
-    void *p = NULL;
-    if (posix_memalign(&p, page, bytes) != 0)
+    size_t bytes = len ? (len + PAGES_BYTES - 1) / PAGES_BYTES * PAGES_BYTES : PAGES_BYTES;
+    void *p = pages_zalloc(bytes);
+    if (!p)
         return chan_fail(c, ENOMEM, "chan_alloc: no memory for %zu bytes", bytes);
-    memset(p, 0, bytes);
     struct ibv_mr *mr = ibv_reg_mr(
         c->pd, p, bytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
     if (!mr) {
@@ -548,22 +545,10 @@ static int ack_post_recv(struct chan *c, struct chan_ack *a, uint32_t i)
     return err ? chan_fail(c, err, "credit receive: ibv_post_recv: %s", strerror(err)) : 0;
 }
 
-void *chan_zalloc_pages(size_t bytes)
-{
-    const size_t page = 4096;
-    void *p = NULL;
-    if (bytes == 0)
-        bytes = 1;
-    if (posix_memalign(&p, page, bytes) != 0)
-        return NULL;
-    memset(p, 0, bytes);
-    return p;
-}
-
 int chan_ack_post_recvs(struct chan *c, struct chan_ack *a, struct ibv_qp *qp, struct ibv_cq *rcq)
 {
     size_t bytes = (size_t)CHAN_ACK_RECVS * CHAN_ACK_WORDS * sizeof(uint64_t);
-    a->rbuf = chan_zalloc_pages(bytes);
+    a->rbuf = pages_zalloc(bytes);
     if (!a->rbuf)
         return chan_fail(c, ENOMEM, "credit receives: no memory");
     a->rmr = ibv_reg_mr(c->pd, a->rbuf, bytes, IBV_ACCESS_LOCAL_WRITE);

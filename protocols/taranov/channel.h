@@ -181,13 +181,6 @@ void chan_relax(struct chan *c);
  * Helpers for channel implementations (added by tar-write; channel.c).
  * ------------------------------------------------------------------------ */
 
-/* Zeroed memory at the start of a page (free() it), for buffers the NIC
- * or the host model touches: their cache lines and pages are charged at
- * their place in the page, and a calloc'd block's place depends on every
- * allocation made before it (even the length of the scenario's path), so
- * the same run gave other results. NULL when out of memory. */
-void *chan_zalloc_pages(size_t bytes);
-
 /* Set c->err (printf-style) and return -err (err > 0, an errno value). */
 int chan_fail(struct chan *c, int err, const char *fmt, ...)
 #if defined(__GNUC__)

@@ -45,6 +45,7 @@
 
 #include <rnicsim/host.h>
 
+#include "protocols/common/pages.h"
 #include "protocols/taranov/ch_internal.h"
 
 enum {
@@ -132,7 +133,7 @@ static int open_sender(struct chan *c, struct ring *g)
     if (rc < 0)
         return rc;
     size_t hbytes = (size_t)slots * RING_HBYTES + 64;
-    g->hdrs = chan_zalloc_pages(hbytes);
+    g->hdrs = pages_zalloc(hbytes);
     if (!g->hdrs)
         return chan_fail(c, ENOMEM, "no memory");
     g->op = (uint64_t *)(g->hdrs + (size_t)slots * RING_HBYTES);
@@ -179,7 +180,7 @@ static int open_receiver(struct chan *c, struct ring *g)
     g->rec_sz = calloc(g->R / 8, sizeof(*g->rec_sz));
     if (!g->qs || !g->qcs || !g->ack_cqs || !g->acks || !g->rec_sz)
         return chan_fail(c, ENOMEM, "no memory");
-    if (g->zeroing && !(g->zeros = chan_zalloc_pages(g->R / 2)))
+    if (g->zeroing && !(g->zeros = pages_zalloc(g->R / 2)))
         return chan_fail(c, ENOMEM, "no memory");
     g->base = chan_ring_map(g->R);
     if (!g->base)

@@ -23,6 +23,7 @@
 
 #include <rnicsim/host.h>
 
+#include "protocols/common/pages.h"
 #include "protocols/taranov/ch_internal.h"
 
 /* SR_ACK_SQ: the receiver's send queue holds ack SENDs (at most 8
@@ -127,11 +128,10 @@ static int open_receiver(struct chan *c, struct sr *s)
             return chan_fail(c, ENOMEM, "no memory");
     } else {
         size_t bytes = (size_t)s->nbuf * c->cfg.max_msg_bytes;
-        bytes = (bytes + 4095) / 4096 * 4096;
-        void *p = NULL;
-        if (posix_memalign(&p, 4096, bytes) != 0)
+        bytes = (bytes + PAGES_BYTES - 1) / PAGES_BYTES * PAGES_BYTES;
+        void *p = pages_zalloc(bytes);
+        if (!p)
             return chan_fail(c, ENOMEM, "no memory for %zu bytes of receive buffers", bytes);
-        memset(p, 0, bytes);
         s->buf = p;
         s->mr = ibv_reg_mr(c->pd, p, bytes, IBV_ACCESS_LOCAL_WRITE);
         if (!s->mr)

@@ -35,6 +35,7 @@
 
 #include <rnicsim/host.h>
 
+#include "protocols/common/pages.h"
 #include "protocols/taranov/ch_internal.h"
 
 enum {
@@ -101,7 +102,7 @@ static int open_sender(struct chan *c, struct ws *w)
     }
     if (w->v == WS_INLINED) {
         size_t bytes = (size_t)c->cfg.slots * WS_TRAILER;
-        w->trailers = chan_zalloc_pages(bytes);
+        w->trailers = pages_zalloc(bytes);
         if (!w->trailers)
             return chan_fail(c, ENOMEM, "no memory");
         w->tmr = ibv_reg_mr(c->pd, w->trailers, bytes, IBV_ACCESS_LOCAL_WRITE);
@@ -144,10 +145,9 @@ static int open_receiver(struct chan *c, struct ws *w)
     w->n_free = slots;
     w->mem_bytes = (size_t)slots * w->slot_bytes + (size_t)slots * 8;
     w->mem_bytes = (w->mem_bytes + 4095) / 4096 * 4096;
-    void *p = NULL;
-    if (posix_memalign(&p, 4096, w->mem_bytes) != 0)
+    void *p = pages_zalloc(w->mem_bytes);
+    if (!p)
         return chan_fail(c, ENOMEM, "no memory for %zu bytes of slots", w->mem_bytes);
-    memset(p, 0, w->mem_bytes);
     w->mem = p;
     w->mr = ibv_reg_mr(c->pd, p, w->mem_bytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
     if (!w->mr)

@@ -11,6 +11,8 @@
 
 #include <rnicsim/host.h>
 
+#include "protocols/common/pages.h"
+
 #define RD_PORT 1
 #define RD_PAGE_BYTES 4096u
 
@@ -417,17 +419,6 @@ struct ibv_mr *rd_cache_reg(struct chan *c, struct rd_ep *ep, void *addr, size_t
     return mr;
 }
 
-/* ---------------------------------------------------------------- memory */
-
-void *rd_zalloc(size_t bytes)
-{
-    void *p = NULL;
-    if (posix_memalign(&p, RD_PAGE_BYTES, bytes ? bytes : 1))
-        return NULL;
-    memset(p, 0, bytes);
-    return p;
-}
-
 int rd_circ_map(struct chan *c, struct rd_circ *m, size_t bytes)
 {
     /* channel.c's mapping (a memfd mapped twice back to back) */
@@ -517,7 +508,7 @@ static int rd_ring_open_inner(struct chan *c, const struct rd_ring_variant *v)
     if ((err = rd_circ_map(c, &g->mem, g->R)))
         return err;
     size_t ctl_bytes = rd_tail_off(RD_MAX_PEERS);
-    g->ctl = rd_zalloc(ctl_bytes);
+    g->ctl = pages_zalloc(ctl_bytes);
     if (!g->ctl)
         return rd_fail(c, ENOMEM, "allocating the control words");
     int ring_access = sender ? IBV_ACCESS_REMOTE_READ : IBV_ACCESS_LOCAL_WRITE;
@@ -820,8 +811,8 @@ static int rd_slot_open_inner(struct chan *c, struct rd_slot *s, const struct rd
     bool sender = c->cfg.role == CHAN_SENDER;
     s->stride = l->stride;
     s->mem_bytes = sender ? l->send_table_bytes + RD_LINE_BYTES : l->recv_bytes;
-    s->mem = rd_zalloc(s->mem_bytes);
-    s->hdr = rd_zalloc(RD_LINE_BYTES);
+    s->mem = pages_zalloc(s->mem_bytes);
+    s->hdr = pages_zalloc(RD_LINE_BYTES);
     s->zc_wait = calloc(c->cfg.slots, sizeof(uint64_t));
     s->priv = calloc(1, l->priv_bytes ? l->priv_bytes : 1);
     if (!s->priv || !s->mem || !s->hdr || !s->zc_wait || rd_rel_init(&s->rel, c->cfg.slots))

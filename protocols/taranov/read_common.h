@@ -137,9 +137,6 @@ struct rd_circ {
 int rd_circ_map(struct chan *c, struct rd_circ *m, size_t bytes);
 void rd_circ_unmap(struct rd_circ *m);
 
-/* Page-aligned zeroed memory. */
-void *rd_zalloc(size_t bytes);
-
 /* In-order release of up to `n` held messages freed in any order:
  * rd_rel_hold gives the index of the next held one, rd_rel_free marks one
  * and returns how many of the oldest became releasable. */

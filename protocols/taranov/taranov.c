@@ -53,6 +53,7 @@
 
 #include <rnicsim/host.h>
 
+#include "protocols/common/pages.h"
 #include "protocols/common/rc_conn.h"
 #include "protocols/taranov/channel.h"
 
@@ -1165,7 +1166,7 @@ static int rpc_server(struct tr *t)
     t->pool_owner = &t->back;
     t->handles = calloc(p, sizeof(*t->handles));
     /* page aligned: host_memcpy charges the lines at their place in the page */
-    uint8_t *store = t->o.copy_store ? chan_zalloc_pages(t->o.copy_store) : NULL;
+    uint8_t *store = t->o.copy_store ? pages_zalloc(t->o.copy_store) : NULL;
     if (!t->handles || (t->o.copy_store && !store)) {
         free(store);
         return TR_ERROR;

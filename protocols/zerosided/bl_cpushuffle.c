@@ -41,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "protocols/common/pages.h"
 #include "protocols/common/rc_conn.h"
 #include "protocols/zerosided/zs.h"
 #include "protocols/zerosided/zs_switch.h"
@@ -503,7 +504,7 @@ struct wk_thread {
 static int worker_run(struct wk *w)
 {
     int rc = 1;
-    uint8_t *scratch = malloc(256u << 10);
+    uint8_t *scratch = pages_alloc(256u << 10);
     if (!scratch || zv_open(&w->dev, PROG))
         goto out;
     w->items = (w->bytes + w->tuple - 1) / w->tuple;

@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "protocols/common/pages.h"
 #include "protocols/common/rc_conn.h"
 #include "protocols/zerosided/zs.h"
 #include "protocols/zerosided/zs_switch.h"
@@ -79,7 +80,7 @@ static int source(struct dr *d)
     uint32_t per = (SEG - HDR) / d->tuple;
     uint64_t nseg = (d->items + per - 1) / per + 1; /* + the end marker */
     /* memory: window x SEG staging, credits[M], sequence numbers */
-    uint8_t *stage = d->mem, *scratch = malloc(SEG);
+    uint8_t *stage = d->mem, *scratch = pages_alloc(SEG);
     volatile uint64_t *credit = (volatile uint64_t *)(void *)(d->mem + (size_t)d->window * SEG);
     uint64_t *seqs = (uint64_t *)(void *)(d->mem + (size_t)d->window * SEG + MAX_T * 8);
     if (!scratch)
@@ -171,7 +172,7 @@ static int source(struct dr *d)
 
 static int target(struct dr *d)
 {
-    uint8_t *scratch = malloc(SEG);
+    uint8_t *scratch = pages_alloc(SEG);
     uint64_t next_seq = 0, items = 0, hash = 0, consumed = 0, t_first = 0, t_last = 0;
     uint64_t t0 = host_now_ns();
     uint32_t *held = calloc(d->window, sizeof(*held)); /* ordered: slot + 1 of a held segment */

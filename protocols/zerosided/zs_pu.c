@@ -44,6 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "protocols/common/pages.h"
 #include "protocols/common/rc_conn.h"
 #include "protocols/zerosided/zs.h"
 #include "protocols/zerosided/zs_pu_mem.h"
@@ -1091,7 +1092,7 @@ static int pu_run(struct pu *u)
         u->chunk = (256u << 10) / u->item ? (256u << 10) / u->item : 1;
     if (u->chunk > u->capacity)
         u->chunk = u->capacity;
-    u->scratch = malloc((size_t)u->item * u->chunk);
+    u->scratch = pages_alloc((size_t)u->item * u->chunk);
     if (!u->scratch || open_device(u))
         goto out;
     char key[128];
