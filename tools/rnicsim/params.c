@@ -778,6 +778,18 @@ int params_check(const struct hw_profile *hw, struct cfg_node *map, struct cfg_n
                           "pcie.mps = %u bytes (at least %llu, or 0 for unlimited)",
                           hw->pcie.fc_pd_credits, hw->pcie.mps_bytes, (unsigned long long)need);
     }
+    /* a bounded receive buffer gives its space back as InfiniBand link
+     * credits (nic.c, link.c); a RoCE NIC would need PFC from the NIC,
+     * which is not built */
+    if (hw->nic.rx_buffer_bytes && hw->nic.link_layer != NIC_LINK_IB) {
+        struct cfg_node *at = param_node(map, "nic.rx_buffer");
+        if (!at)
+            at = param_node(map, "nic.link_layer");
+        return cfg_errorf(err, at ? at : fallback,
+                          "'nic.rx_buffer': a bounded receive buffer is modelled on InfiniBand "
+                          "ports only (nic.link_layer: ib, credit flow control); a RoCE NIC's "
+                          "PFC is not built: set nic.rx_buffer to 0");
+    }
     return 0;
 }
 

@@ -284,14 +284,6 @@ struct world *world_build(const struct scenario *s, char *why, size_t why_len)
         world_free(w);
         return NULL;
     }
-    if (s->hw.nic.rx_buffer_bytes && s->hw.nic.link_layer != NIC_LINK_IB) {
-        snprintf(why, why_len,
-                 "nic.rx_buffer: a bounded receive buffer is modelled on InfiniBand ports only "
-                 "(nic.link_layer: ib, credit flow control); a RoCE NIC's PFC is not built: "
-                 "set nic.rx_buffer to 0");
-        world_free(w);
-        return NULL;
-    }
     w->nhosts = s->topo.n_nodes;
     w->hosts = xcalloc_or_die(w->nhosts, sizeof(*w->hosts));
     w->pcie = xcalloc_or_die(w->nhosts, sizeof(*w->pcie));
