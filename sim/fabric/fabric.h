@@ -139,6 +139,9 @@ void link_credit_return(struct link *l, const struct pkt *p);
 uint64_t link_credit_used_bytes(struct link *l, unsigned prio);
 /* The receiver's buffer per credited priority (0: no credits). */
 uint64_t link_credit_limit_bytes(const struct link *l);
+/* Time frames waited for credit: link_counters.credit_wait_ps (stalls that
+ * ended) plus a stall still open now (at the end of a run, say). */
+sim_time_t link_credit_wait_ps(const struct link *l);
 
 /* Change rate, delay, queue or probabilities (between runs or before the
  * first frame; a frame on the wire keeps its old timing).  -1 (EINVAL) on

@@ -633,6 +633,12 @@ uint64_t link_credit_limit_bytes(const struct link *l)
     return l->credit_mask ? l->credit_limit * LINK_CREDIT_BLOCK_BYTES : 0;
 }
 
+sim_time_t link_credit_wait_ps(const struct link *l)
+{
+    sim_time_t open = l->credit_blocked ? sim_now(l->sim) - l->credit_wait_since : 0;
+    return l->c.credit_wait_ps + open;
+}
+
 uint64_t link_credit_used_bytes(struct link *l, unsigned prio)
 {
     if (prio >= PKT_PRIOS)

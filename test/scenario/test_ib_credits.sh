@@ -62,5 +62,5 @@ PY"
     --set hardware.nic.rx_buffer=64KiB >eth.out 2>eth.err)
 rc=$?
 check "an Ethernet port with a receive buffer is refused (exit $rc)" \
-    "[ $rc -ne 0 ] && grep -q 'nic.rx_buffer: a bounded receive buffer is modelled on InfiniBand ports only' '$scratch/eth.err'"
+    "[ $rc -eq 2 ] && grep -q \"^--set:1:[0-9]*: 'nic.rx_buffer': a bounded receive buffer is modelled on InfiniBand ports only\" '$scratch/eth.err'"
 finish

@@ -133,6 +133,10 @@ static void test_stop_resume(void)
     CHECK_EQ_U64(link_credit_used_bytes(b.ab, 0), 4 * BLOCKS);
     CHECK_EQ_U64(link_get_counters(b.ab)->credit_stalls, 1);
     CHECK_EQ_U64(link_get_counters(b.ab)->max_credit_used_bytes, 4 * BLOCKS);
+    /* the stall is still open: the counter has nothing yet, the accessor
+     * (what the results file reports) counts it up to now */
+    CHECK_EQ_U64(link_get_counters(b.ab)->credit_wait_ps, 0);
+    CHECK_EQ_U64(link_credit_wait_ps(b.ab), b.r->t[3] - 4 * SER);
     /* the receiver frees one frame at t0 (the clock stopped at the last
      * event, the fourth arrival): its credit reaches the transmitter a
      * cable later, the fifth frame arrives a serialisation and a cable
@@ -147,6 +151,9 @@ static void test_stop_resume(void)
     /* the transmitter waited from the fourth frame's end (4 x SER) to the
      * credit's arrival: counted when it resumed */
     CHECK_EQ_U64(link_get_counters(b.ab)->credit_wait_ps, t0 + DELAY - 4 * SER);
+    /* ... and the fifth frame's end began a second stall, open now */
+    CHECK_EQ_U64(link_credit_wait_ps(b.ab),
+                 t0 + DELAY - 4 * SER + (b.r->t[4] - (t0 + DELAY + SER)));
     /* from now on the receiver frees each frame 1 us after it came */
     b.r->auto_free_ps = SIM_US;
     while (b.r->n)

@@ -341,7 +341,7 @@ static void write_counters(struct json_writer *w, const struct run *r)
             json_kv_u64(w, "credit_limit_bytes", link_credit_limit_bytes(l));
             json_kv_u64(w, "max_credit_used_bytes", c->max_credit_used_bytes);
             json_kv_u64(w, "credit_stalls", c->credit_stalls);
-            json_kv_u64(w, "credit_wait_ps", c->credit_wait_ps);
+            json_kv_u64(w, "credit_wait_ps", link_credit_wait_ps(l)); /* open stall too */
         }
         json_object_end(w);
     }
