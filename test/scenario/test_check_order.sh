@@ -209,7 +209,7 @@ cc=${CC:-cc}
 warn="-std=c11 -D_GNU_SOURCE -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wcast-qual -Wformat=2 -Wundef -Wdouble-promotion -Werror"
 if $cc $warn -I"$src" -I"$src/include" -DRNICSIM_REAL_VERBS=1 -DRNICSIM_REAL_PROGRAM=litmus \
     -include "$src/protocols/litmus/litmus.h" "$src/tools/real/real_main.c" \
-    "$src/protocols/litmus/litmus.c" "$src/protocols/common/rc_conn.c" "$src/protocols/common/parse.c" \
+    "$src/protocols/litmus/litmus.c" "$src/protocols/common/rc_conn.c" "$src/protocols/common/parse.c" "$src/protocols/common/pages.c" \
     "$src/tools/real/host_posix.c" -libverbs -lpthread \
     -o "$scratch/real_litmus" 2>"$scratch/real.log"; then
     ok "litmus builds against the system libibverbs with zero warnings"
