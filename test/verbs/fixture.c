@@ -116,6 +116,17 @@ enum sim_run_result fx_run(struct fx *fx)
     return sim_run(fx->sim, sim_now(fx->sim) + 10 * SIM_S);
 }
 
+enum sim_run_result fx_run_pair(struct fx *fx, const char *name0, sim_proc_fn fn0,
+                                const char *name1, sim_proc_fn fn1, void *arg)
+{
+    fx_spawn(fx, 0, name0, fn0, arg);
+    fx_spawn(fx, 1, name1, fn1, arg);
+    enum sim_run_result rr = fx_run(fx);
+    if (rr == SIM_RUN_DEADLOCK)
+        sim_deadlock_report(fx->sim, stderr); /* who waits for what */
+    return rr;
+}
+
 void fx_destroy(struct fx *fx)
 {
     for (unsigned i = 0; i < FX_MAX_RCS; i++)

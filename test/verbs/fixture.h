@@ -6,9 +6,8 @@
  *
  * Typical use:
  *     struct fx *fx = fx_create(1, NULL);
- *     fx_spawn(fx, 0, "client", client_fn, &state);
- *     fx_spawn(fx, 1, "server", server_fn, &state);
- *     CHECK(fx_run(fx) == SIM_RUN_DONE);
+ *     CHECK(fx_run_pair(fx, "client", client_fn, "server", server_fn, &state) ==
+ *           SIM_RUN_DONE);   (fx_spawn + fx_run for other layouts)
  *     fx_destroy(fx);
  * and inside a program:
  *     struct fx_rc *rc = &state->rc[0];
@@ -98,6 +97,10 @@ struct fx *fx_create_n(uint64_t seed, unsigned n_hosts, const struct nic_params 
 struct sim_proc *fx_spawn(struct fx *fx, unsigned h, const char *name, sim_proc_fn fn, void *arg);
 /* sim_run until everything finished (or 10 s of simulated time). */
 enum sim_run_result fx_run(struct fx *fx);
+/* The usual pair: fn0 on host 0, fn1 on host 1, both given arg, then
+ * fx_run; a deadlock prints the simulator's report of who waits for what. */
+enum sim_run_result fx_run_pair(struct fx *fx, const char *name0, sim_proc_fn fn0,
+                                const char *name1, sim_proc_fn fn1, void *arg);
 void fx_destroy(struct fx *fx);
 
 /* Rendezvous (inside programs): put stores a copy; get blocks until the

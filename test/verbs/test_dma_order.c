@@ -262,12 +262,8 @@ static void run_stream(struct run *r, uint64_t seed, uint32_t dma_ordering, uint
     r->n = n;
     r->n_regions = n_regions;
     r->ro_mr = ro_mr;
-    fx_spawn(r->fx, 0, "c", stream_client, r);
-    fx_spawn(r->fx, 1, "s", stream_server, r);
-    enum sim_run_result rr = fx_run(r->fx);
+    enum sim_run_result rr = fx_run_pair(r->fx, "c", stream_client, "s", stream_server, r);
     CHECK_EQ_U64(rr, SIM_RUN_DONE);
-    if (rr == SIM_RUN_DEADLOCK)
-        sim_deadlock_report(r->fx->sim, stderr);
     uint32_t total = n * n_regions;
     CHECK_EQ_U64(r->send_in_order, total);
     CHECK_EQ_U64(r->recv_ok, total);
@@ -451,9 +447,7 @@ static uint32_t run_bell(bool bell_relaxed)
     memset(&b, 0, sizeof(b));
     b.fx = fx_create(5, NULL); /* strict NIC: only the MR decides */
     b.bell_relaxed = bell_relaxed;
-    fx_spawn(b.fx, 0, "c", bell_client, &b);
-    fx_spawn(b.fx, 1, "s", bell_server, &b);
-    CHECK_EQ_U64(fx_run(b.fx), SIM_RUN_DONE);
+    CHECK_EQ_U64(fx_run_pair(b.fx, "c", bell_client, "s", bell_server, &b), SIM_RUN_DONE);
     CHECK_EQ_U64(b.bells_seen, N_BELL);
     fx_destroy(b.fx);
     return b.bell_early;
@@ -554,9 +548,7 @@ static void test_read(void)
     nic_params_default(&np);
     np.dma_ordering = NIC_DMA_RELAXED;
     r.fx = fx_create(4, &np);
-    fx_spawn(r.fx, 0, "c", rd_client, &r);
-    fx_spawn(r.fx, 1, "s", rd_server, &r);
-    CHECK_EQ_U64(fx_run(r.fx), SIM_RUN_DONE);
+    CHECK_EQ_U64(fx_run_pair(r.fx, "c", rd_client, "s", rd_server, &r), SIM_RUN_DONE);
     CHECK_EQ_U64(r.reads_ok, N_READ);
     CHECK_EQ_U64(r.data_ok, N_READ);
     CHECK_EQ_U64(r.o.cqe_checked, N_READ);

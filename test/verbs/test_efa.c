@@ -233,9 +233,7 @@ static void test_refusals(void)
     struct refuse t;
     memset(&t, 0, sizeof(t));
     t.fx = efa_fx(1, NIC_TRANSPORT_EFA_SRD);
-    fx_spawn(t.fx, 0, "client", refuse_client, &t);
-    fx_spawn(t.fx, 1, "server", refuse_server, &t);
-    CHECK(fx_run(t.fx) == SIM_RUN_DONE);
+    CHECK(fx_run_pair(t.fx, "client", refuse_client, "server", refuse_server, &t) == SIM_RUN_DONE);
     CHECK_EQ_U64(t.rc_write, EINVAL);
     CHECK_EQ_U64(t.rc_write_imm, EINVAL);
     CHECK_EQ_U64(t.rc_faa, EINVAL);
@@ -418,9 +416,7 @@ static void run_stream(struct stream *t)
 {
     t->n_send = N_SEND;
     t->n_read = N_READ;
-    fx_spawn(t->fx, 0, "client", stream_client, t);
-    fx_spawn(t->fx, 1, "server", stream_server, t);
-    CHECK(fx_run(t->fx) == SIM_RUN_DONE);
+    CHECK(fx_run_pair(t->fx, "client", stream_client, "server", stream_server, t) == SIM_RUN_DONE);
 }
 
 static void test_stream_star(void)
@@ -591,9 +587,7 @@ static void test_rnr_and_retry(void)
     struct rnr t;
     memset(&t, 0, sizeof(t));
     t.fx = efa_fx(4, NIC_TRANSPORT_EFA_SRD);
-    fx_spawn(t.fx, 0, "client", rnr_client, &t);
-    fx_spawn(t.fx, 1, "server", rnr_server, &t);
-    CHECK(fx_run(t.fx) == SIM_RUN_DONE);
+    CHECK(fx_run_pair(t.fx, "client", rnr_client, "server", rnr_server, &t) == SIM_RUN_DONE);
     CHECK(t.wc1.status == IBV_WC_SUCCESS && t.wc1.wr_id == 1);
     CHECK(t.t_done - t.t_post > 35 * SIM_US);  /* waited for the receive */
     CHECK(t.t_done - t.t_post < 100 * SIM_US); /* RNR timer 10 us, not the 100 us RTO */
@@ -697,9 +691,7 @@ static void test_err_flush(void)
 {
     struct flush *t = calloc(1, sizeof(*t));
     t->fx = efa_fx(5, NIC_TRANSPORT_EFA_SRD);
-    fx_spawn(t->fx, 0, "client", flush_client, t);
-    fx_spawn(t->fx, 1, "server", flush_server, t);
-    CHECK(fx_run(t->fx) == SIM_RUN_DONE);
+    CHECK(fx_run_pair(t->fx, "client", flush_client, "server", flush_server, t) == SIM_RUN_DONE);
     CHECK_EQ_U64(t->ok, 8);
     CHECK_EQ_U64(t->flushed, 8); /* exactly the eight that had not completed */
     CHECK_EQ_U64(t->other, 0);

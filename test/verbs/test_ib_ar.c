@@ -226,12 +226,8 @@ static void run_on(struct run *r, uint64_t seed, uint32_t transport, uint32_t n,
     r->use_send = use_send;
     r->timeout = timeout;
     fx_set_loss_all(r->fx, loss);
-    fx_spawn(r->fx, 0, "c", client, r);
-    fx_spawn(r->fx, 1, "s", server, r);
-    enum sim_run_result rr = fx_run(r->fx);
+    enum sim_run_result rr = fx_run_pair(r->fx, "c", client, "s", server, r);
     CHECK_EQ_U64(rr, SIM_RUN_DONE);
-    if (rr == SIM_RUN_DEADLOCK)
-        sim_deadlock_report(r->fx->sim, stderr);
     CHECK_EQ_U64(r->send_in_order, n);
     CHECK_EQ_U64(r->recv_in_order, n);
     CHECK_EQ_U64(r->data_ok, n);
@@ -327,9 +323,7 @@ static void test_rnr(void)
     r.n = 32;
     r.use_send = true;
     r.late_recv = true;
-    fx_spawn(r.fx, 0, "c", client, &r);
-    fx_spawn(r.fx, 1, "s", server, &r);
-    CHECK_EQ_U64(fx_run(r.fx), SIM_RUN_DONE);
+    CHECK_EQ_U64(fx_run_pair(r.fx, "c", client, "s", server, &r), SIM_RUN_DONE);
     CHECK_EQ_U64(r.send_in_order, 32);
     CHECK_EQ_U64(r.recv_in_order, 32);
     CHECK_EQ_U64(r.data_ok, 32);
@@ -443,9 +437,7 @@ static void test_read_atomic(void)
     nic_params_default(&np);
     np.transport = NIC_TRANSPORT_IB_AR;
     r.fx = fx_create(5, &np);
-    fx_spawn(r.fx, 0, "c", rw_client, &r);
-    fx_spawn(r.fx, 1, "s", rw_server, &r);
-    CHECK_EQ_U64(fx_run(r.fx), SIM_RUN_DONE);
+    CHECK_EQ_U64(fx_run_pair(r.fx, "c", rw_client, "s", rw_server, &r), SIM_RUN_DONE);
     CHECK(r.read_ok);
     CHECK(r.faa_ok);
     CHECK(r.cas_ok);

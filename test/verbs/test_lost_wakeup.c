@@ -105,18 +105,14 @@ int main(void)
     {
         struct two t = {0};
         t.fx = fx_create(2, NULL);
-        fx_spawn(t.fx, 0, "client", two_client, &t);
-        fx_spawn(t.fx, 1, "server", two_server, &t);
-        CHECK(fx_run(t.fx) == SIM_RUN_DONE);
+        CHECK(fx_run_pair(t.fx, "client", two_client, "server", two_server, &t) == SIM_RUN_DONE);
         CHECK(t.done == 1);
         fx_destroy(t.fx);
     }
     struct state s = {0};
     s.fx = fx_create(1, NULL);
     s.fx->hosts[1].cpu.poll_cq_ps = 50 * SIM_US;
-    fx_spawn(s.fx, 0, "client", client, &s);
-    fx_spawn(s.fx, 1, "server", server, &s);
-    CHECK(fx_run(s.fx) == SIM_RUN_DONE);
+    CHECK(fx_run_pair(s.fx, "client", client, "server", server, &s) == SIM_RUN_DONE);
     /* One empty poll, one host_relax that returned at once, then the poll
      * that took the CQE: found within two poll charges of the send. */
     CHECK_EQ_U64((uint64_t)s.relaxes, 1);

@@ -194,9 +194,7 @@ static void test_basic(void)
 {
     struct basic *t = calloc(1, sizeof(*t));
     t->fx = rma_fx(1, 2);
-    fx_spawn(t->fx, 0, "client", basic_client, t);
-    fx_spawn(t->fx, 1, "server", basic_server, t);
-    CHECK(fx_run(t->fx) == SIM_RUN_DONE);
+    CHECK(fx_run_pair(t->fx, "client", basic_client, "server", basic_server, t) == SIM_RUN_DONE);
     CHECK_EQ_U64(t->rc_send, EINVAL);
     CHECK_EQ_U64(t->rc_send_imm, EINVAL);
     CHECK_EQ_U64(t->rc_write_imm, EINVAL);
@@ -304,9 +302,7 @@ static void run_rtt(uint32_t len, sim_time_t cable_ps, double *ratio, double *di
         fabric_defaults(&tp);
         cable_ps = tp.link.delay_ps;
     }
-    fx_spawn(t->fx, 0, "client", rtt_client, t);
-    fx_spawn(t->fx, 1, "server", rtt_server, t);
-    CHECK(fx_run(t->fx) == SIM_RUN_DONE);
+    CHECK(fx_run_pair(t->fx, "client", rtt_client, "server", rtt_server, t) == SIM_RUN_DONE);
     CHECK_EQ_U64(t->pkts_read, 2);  /* request, response: one round trip */
     CHECK_EQ_U64(t->pkts_write, 4); /* request, fetch, data, ACK: two round trips */
     sim_time_t rtt = star_rtt_ps(cable_ps);
@@ -425,9 +421,7 @@ static void test_out_of_order(void)
     struct topo_params tp;
     fabric_leaf_spine(&tp, 2, 4, 1);
     CHECK(fx_use_topology(t->fx, &tp) == 0);
-    fx_spawn(t->fx, 0, "client", ooo_client, t);
-    fx_spawn(t->fx, 1, "server", ooo_server, t);
-    CHECK(fx_run(t->fx) == SIM_RUN_DONE);
+    CHECK(fx_run_pair(t->fx, "client", ooo_client, "server", ooo_server, t) == SIM_RUN_DONE);
     /* the READ posted second completes first */
     CHECK_EQ_U64(t->first_two[0], 1);
     CHECK_EQ_U64(t->first_two[1], 0);
@@ -599,9 +593,7 @@ static void test_fail_fast(void)
 {
     struct ff *t = calloc(1, sizeof(*t));
     t->fx = rma_fx(8, 2);
-    fx_spawn(t->fx, 0, "client", ff_client, t);
-    fx_spawn(t->fx, 1, "server", ff_server, t);
-    CHECK(fx_run(t->fx) == SIM_RUN_DONE);
+    CHECK(fx_run_pair(t->fx, "client", ff_client, "server", ff_server, t) == SIM_RUN_DONE);
     sim_time_t to = nic_get_params(t->fx->nic[0])->onerma_timeout_ps;
     for (int k = 0; k < 2; k++) {
         CHECK(t->wc[k].status == IBV_WC_RESP_TIMEOUT_ERR);

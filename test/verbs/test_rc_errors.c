@@ -320,9 +320,7 @@ int main(void)
     struct state s;
     memset(&s, 0, sizeof(s));
     s.fx = fx_create(2, NULL);
-    fx_spawn(s.fx, 0, "client", client, &s);
-    fx_spawn(s.fx, 1, "server", server, &s);
-    enum sim_run_result r = fx_run(s.fx);
+    enum sim_run_result r = fx_run_pair(s.fx, "client", client, "server", server, &s);
     CHECK_EQ_U64(r, SIM_RUN_DONE);
     if (r != SIM_RUN_DONE)
         sim_deadlock_report(s.fx->sim, stderr);

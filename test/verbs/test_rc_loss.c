@@ -296,9 +296,7 @@ static void run_loss(double loss, uint64_t seed)
     fx_set_loss_all(r.fx, loss);
     if (getenv("LOSS_TRACE"))
         sim_trace_enable(r.fx->sim, 4000);
-    fx_spawn(r.fx, 0, "client", client, &r);
-    fx_spawn(r.fx, 1, "server", server, &r);
-    CHECK(fx_run(r.fx) == SIM_RUN_DONE);
+    CHECK(fx_run_pair(r.fx, "client", client, "server", server, &r) == SIM_RUN_DONE);
     CHECK(r.client_done && r.server_done);
     CHECK_EQ_U64(r.sends_ok, N_SEND);
     CHECK_EQ_U64(r.sends_in_order, N_SEND);

@@ -121,9 +121,7 @@ static void setup(struct st *s, uint64_t seed)
 
 static void run(struct st *s)
 {
-    fx_spawn(s->fx, 0, "client", client, s);
-    fx_spawn(s->fx, 1, "server", server, s);
-    CHECK(fx_run(s->fx) == SIM_RUN_DONE);
+    CHECK(fx_run_pair(s->fx, "client", client, "server", server, s) == SIM_RUN_DONE);
 }
 
 /* The three completions of a failed QP: `first` then two flushes, QP in ERR. */

@@ -218,9 +218,7 @@ int main(void)
 {
     struct state s = {0};
     s.fx = fx_create(1, NULL);
-    fx_spawn(s.fx, 0, "client", client, &s);
-    fx_spawn(s.fx, 1, "server", server, &s);
-    CHECK(fx_run(s.fx) == SIM_RUN_DONE);
+    CHECK(fx_run_pair(s.fx, "client", client, "server", server, &s) == SIM_RUN_DONE);
     fx_destroy(s.fx);
     return test_summary();
 }

@@ -146,9 +146,7 @@ static void basic_server(void *arg)
 static void test_basic(void)
 {
     struct basic_st s = {.fx = fx_create(1, NULL)};
-    fx_spawn(s.fx, 0, "server", basic_server, &s);
-    fx_spawn(s.fx, 1, "client", basic_client, &s);
-    CHECK(fx_run(s.fx) == SIM_RUN_DONE);
+    CHECK(fx_run_pair(s.fx, "server", basic_server, "client", basic_client, &s) == SIM_RUN_DONE);
     for (unsigned m = 0; m < 2; m++) {
         CHECK(s.recv_ok[m]);
         CHECK(s.send_ok[m]);
@@ -774,9 +772,7 @@ static void test_hole(void)
     static struct hole_st s;
     memset(&s, 0, sizeof(s));
     s.fx = fx_create(71, NULL);
-    fx_spawn(s.fx, 0, "server", hole_server, &s);
-    fx_spawn(s.fx, 1, "client", hole_client, &s);
-    enum sim_run_result rr = fx_run(s.fx);
+    enum sim_run_result rr = fx_run_pair(s.fx, "server", hole_server, "client", hole_client, &s);
     if (rr != SIM_RUN_DONE)
         printf("hole run %d at %.3f us\n", (int)rr, (double)sim_now(s.fx->sim) / SIM_US);
     CHECK(rr == SIM_RUN_DONE);
@@ -1225,9 +1221,7 @@ static void err_server(void *arg)
 static void test_errors(void)
 {
     struct err_st s = {.fx = fx_create(71, NULL)};
-    fx_spawn(s.fx, 0, "server", err_server, &s);
-    fx_spawn(s.fx, 1, "client", err_client, &s);
-    CHECK(fx_run(s.fx) == SIM_RUN_DONE);
+    CHECK(fx_run_pair(s.fx, "server", err_server, "client", err_client, &s) == SIM_RUN_DONE);
     CHECK_EQ_U64(s.st[0], IBV_WC_REM_INV_REQ_ERR);
     CHECK_EQ_U64(s.st[1], IBV_WC_REM_ACCESS_ERR);
     CHECK_EQ_U64(s.st[2], IBV_WC_REM_ACCESS_ERR);
@@ -1321,9 +1315,7 @@ static void lat_run(sim_time_t tpt_ps, double *send, double *app)
     static struct lat_st s;
     memset(&s, 0, sizeof(s));
     s.fx = fx_create(81, &np);
-    fx_spawn(s.fx, 0, "server", lat_server, &s);
-    fx_spawn(s.fx, 1, "client", lat_client, &s);
-    CHECK(fx_run(s.fx) == SIM_RUN_DONE);
+    CHECK(fx_run_pair(s.fx, "server", lat_server, "client", lat_client, &s) == SIM_RUN_DONE);
     CHECK(s.ok);
     /* the first of each kind warms the NIC's caches (QP context, MPT/MTT
      * of the receive buffer / of the AQ region): left out */

@@ -421,9 +421,7 @@ static void test_mid_batch_error(void)
     static struct mid_st s;
     memset(&s, 0, sizeof(s));
     s.fx = fx_create(5, NULL);
-    fx_spawn(s.fx, 0, "server", mid_server, &s);
-    fx_spawn(s.fx, 1, "client", mid_client, &s);
-    CHECK(fx_run(s.fx) == SIM_RUN_DONE);
+    CHECK(fx_run_pair(s.fx, "server", mid_server, "client", mid_client, &s) == SIM_RUN_DONE);
     CHECK_EQ_U64(s.r1, 1);
     CHECK_EQ_U64(s.m1.offset, 0);
     CHECK_EQ_U64(s.m1.len, 300);
@@ -521,9 +519,7 @@ static void test_hole_hw(void)
     static struct phole_st s;
     memset(&s, 0, sizeof(s));
     s.fx = fx_create(9, NULL);
-    fx_spawn(s.fx, 0, "server", phole_server, &s);
-    fx_spawn(s.fx, 1, "client", phole_client, &s);
-    CHECK(fx_run(s.fx) == SIM_RUN_DONE);
+    CHECK(fx_run_pair(s.fx, "server", phole_server, "client", phole_client, &s) == SIM_RUN_DONE);
     CHECK_EQ_U64(s.r1, 1);
     CHECK_EQ_U64(s.m.offset, PH_BIG);
     CHECK_EQ_U64(s.m.len, PH_SMALL);

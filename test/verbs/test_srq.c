@@ -451,9 +451,7 @@ static void lim_server(void *arg)
 static void test_limit(void)
 {
     struct lim_st s = {.fx = fx_create(3, NULL)};
-    fx_spawn(s.fx, 0, "server", lim_server, &s);
-    fx_spawn(s.fx, 1, "client", lim_client, &s);
-    CHECK(fx_run(s.fx) == SIM_RUN_DONE);
+    CHECK(fx_run_pair(s.fx, "server", lim_server, "client", lim_client, &s) == SIM_RUN_DONE);
     CHECK_EQ_U64(s.n_recv, 9);
     for (unsigned m = 0; m < 9; m++)
         CHECK_EQ_U64(s.wr_ids[m], 1000 + m); /* SRQ order */
@@ -541,9 +539,7 @@ static void test_rnr(uint8_t rnr_retry, sim_time_t post_after_ps)
 {
     struct rnr_st s = {
         .fx = fx_create(4, NULL), .rnr_retry = rnr_retry, .post_after_ps = post_after_ps};
-    fx_spawn(s.fx, 0, "server", rnr_server, &s);
-    fx_spawn(s.fx, 1, "client", rnr_client, &s);
-    CHECK(fx_run(s.fx) == SIM_RUN_DONE);
+    CHECK(fx_run_pair(s.fx, "server", rnr_server, "client", rnr_client, &s) == SIM_RUN_DONE);
     uint64_t naks = nic_get_counters(s.fx->nic[0])->naks_tx;
     if (post_after_ps) {
         CHECK_EQ_U64(s.n_send, 3);
@@ -622,9 +618,7 @@ static void ud_server(void *arg)
 static void test_ud(void)
 {
     struct ud_st s = {.fx = fx_create(5, NULL)};
-    fx_spawn(s.fx, 0, "server", ud_server, &s);
-    fx_spawn(s.fx, 1, "client", ud_client, &s);
-    CHECK(fx_run(s.fx) == SIM_RUN_DONE);
+    CHECK(fx_run_pair(s.fx, "server", ud_server, "client", ud_client, &s) == SIM_RUN_DONE);
     CHECK_EQ_U64(s.n_recv, 2);
     CHECK(s.ok);
     fx_destroy(s.fx);

@@ -622,9 +622,7 @@ static void test_pingpong(void)
         struct pp_st p = {.ops = all_ops[k], .iters = 30};
         struct fx *fx = fx_create(3, NULL);
         g_fx = fx;
-        fx_spawn(fx, 0, "client", pp_client, &p);
-        fx_spawn(fx, 1, "server", pp_server, &p);
-        enum sim_run_result res = fx_run(fx);
+        enum sim_run_result res = fx_run_pair(fx, "client", pp_client, "server", pp_server, &p);
         fx_destroy(fx);
         g_fx = NULL;
         if (res != SIM_RUN_DONE || p.echoed != p.iters)

@@ -149,9 +149,7 @@ static void test_basic(void)
     struct basic b;
     memset(&b, 0, sizeof(b));
     b.fx = uc_fx(1);
-    fx_spawn(b.fx, 0, "c", basic_client, &b);
-    fx_spawn(b.fx, 1, "s", basic_server, &b);
-    CHECK(fx_run(b.fx) == SIM_RUN_DONE);
+    CHECK(fx_run_pair(b.fx, "c", basic_client, "s", basic_server, &b) == SIM_RUN_DONE);
     CHECK_EQ_U64(b.read_rc, EINVAL);   /* UC has no READ ... */
     CHECK_EQ_U64(b.atomic_rc, EINVAL); /* ... and no atomics */
     CHECK_EQ_U64(b.rwc[0].status, IBV_WC_SUCCESS);
@@ -250,9 +248,7 @@ static void test_chosen_drops(void)
     memset(&c, 0, sizeof(c));
     c.fx = uc_fx(2);
     fx_set_drop_fn(c.fx, drop_chosen, &c);
-    fx_spawn(c.fx, 0, "c", chosen_client, &c);
-    fx_spawn(c.fx, 1, "s", chosen_server, &c);
-    CHECK(fx_run(c.fx) == SIM_RUN_DONE);
+    CHECK(fx_run_pair(c.fx, "c", chosen_client, "s", chosen_server, &c) == SIM_RUN_DONE);
     static const uint32_t want[4] = {0, 2, 4, 5};
     for (unsigned i = 0; i < 4; i++) {
         CHECK_EQ_U64(c.rwc[i].status, IBV_WC_SUCCESS);
@@ -360,12 +356,8 @@ static void run_stream(double loss, uint64_t seed, bool use_write)
     st.fx = uc_fx(seed);
     st.use_write = use_write;
     fx_set_loss_all(st.fx, loss);
-    fx_spawn(st.fx, 0, "c", stream_client, &st);
-    fx_spawn(st.fx, 1, "s", stream_server, &st);
-    enum sim_run_result rr = fx_run(st.fx);
+    enum sim_run_result rr = fx_run_pair(st.fx, "c", stream_client, "s", stream_server, &st);
     CHECK_EQ_U64(rr, SIM_RUN_DONE);
-    if (rr == SIM_RUN_DEADLOCK)
-        sim_deadlock_report(st.fx->sim, stderr);
     CHECK_EQ_U64(st.sends_ok, N_STREAM); /* every WR completes at the sender */
     CHECK_EQ_U64(st.bad_status, 0);
     CHECK(st.got < N_STREAM);           /* some messages were lost ... */

@@ -469,9 +469,7 @@ static void test_ah_from_wc_without_grh(void)
     CHECK_EQ_U64(fx_run(fx), SIM_RUN_DONE);
     fx_destroy(fx);
     struct grh_st g = {.fx = fx_create(7, &np)};
-    fx_spawn(g.fx, 0, "gs", grh_sender, &g);
-    fx_spawn(g.fx, 1, "gr", grh_receiver, &g);
-    CHECK_EQ_U64(fx_run(g.fx), SIM_RUN_DONE);
+    CHECK_EQ_U64(fx_run_pair(g.fx, "gs", grh_sender, "gr", grh_receiver, &g), SIM_RUN_DONE);
     fx_destroy(g.fx);
     fx = fx_create(6, NULL);
     fx_spawn(fx, 1, "roce", ah_from_wc_roce, fx);
@@ -487,12 +485,8 @@ int main(void)
     s.fx = fx_create(5, NULL);
     if (getenv("UD_TRACE"))
         sim_trace_enable(s.fx->sim, 200);
-    fx_spawn(s.fx, 0, "c", client, &s);
-    fx_spawn(s.fx, 1, "s", server, &s);
-    enum sim_run_result rr = fx_run(s.fx);
+    enum sim_run_result rr = fx_run_pair(s.fx, "c", client, "s", server, &s);
     CHECK_EQ_U64(rr, SIM_RUN_DONE);
-    if (rr == SIM_RUN_DEADLOCK)
-        sim_deadlock_report(s.fx->sim, stderr);
     if (getenv("UD_TRACE"))
         sim_trace_dump(s.fx->sim, stderr, 60);
     CHECK(s.reply_ok);

@@ -88,9 +88,8 @@ static void test_cq_overrun(void)
 {
     struct overrun *t = calloc(1, sizeof(*t));
     t->fx = fx_create(1, NULL);
-    fx_spawn(t->fx, 0, "client", overrun_client, t);
-    fx_spawn(t->fx, 1, "server", overrun_server, t);
-    CHECK(fx_run(t->fx) == SIM_RUN_DONE);
+    CHECK(fx_run_pair(t->fx, "client", overrun_client, "server", overrun_server, t) ==
+          SIM_RUN_DONE);
     CHECK_EQ_U64(t->ev1, IBV_EVENT_CQ_ERR);
     CHECK(t->el1 == t->c.scq);
     CHECK_EQ_U64(t->ev2, IBV_EVENT_QP_FATAL);
@@ -177,9 +176,7 @@ static void test_efa_flags(void)
     np.transport = NIC_TRANSPORT_EFA_SRD;
     struct flags *t = calloc(1, sizeof(*t));
     t->fx = fx_create(3, &np);
-    fx_spawn(t->fx, 0, "client", flags_client, t);
-    fx_spawn(t->fx, 1, "server", flags_server, t);
-    CHECK(fx_run(t->fx) == SIM_RUN_DONE);
+    CHECK(fx_run_pair(t->fx, "client", flags_client, "server", flags_server, t) == SIM_RUN_DONE);
     CHECK_EQ_U64(t->fence, EINVAL);
     CHECK_EQ_U64(t->solicited, EINVAL);
     CHECK_EQ_U64(t->ok, 0);
@@ -267,9 +264,7 @@ static void test_slots(enum nic_transport tr, enum ibv_wr_opcode op)
     t->op = op;
     t->fx = fx_create(4, &np);
     fx_set_drop_fn(t->fx, drop_first, t);
-    fx_spawn(t->fx, 0, "client", slots_client, t);
-    fx_spawn(t->fx, 1, "server", slots_server, t);
-    CHECK(fx_run(t->fx) == SIM_RUN_DONE);
+    CHECK(fx_run_pair(t->fx, "client", slots_client, "server", slots_server, t) == SIM_RUN_DONE);
     for (int i = 0; i < 3; i++)
         CHECK_EQ_U64(t->early[i], 0); /* before: ENOMEM */
     CHECK_EQ_U64(t->late[0], 0);
