@@ -1091,7 +1091,11 @@ static int pu_run(struct pu *u)
         u->chunk = (256u << 10) / u->item ? (256u << 10) / u->item : 1;
     if (u->chunk > u->capacity)
         u->chunk = u->capacity;
-    u->scratch = malloc((size_t)u->item * u->chunk);
+    /* page aligned: where a malloc'd block starts inside its lines depends
+     * on the heap (the simulator's own strings, the binary), and the host
+     * model counts the lines a copy touches (docs/host.md) */
+    size_t sbytes = ((size_t)u->item * u->chunk + 4095) & ~(size_t)4095;
+    u->scratch = aligned_alloc(4096, sbytes);
     if (!u->scratch || open_device(u))
         goto out;
     char key[128];
