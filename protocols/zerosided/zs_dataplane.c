@@ -172,6 +172,8 @@ static void ptr_copy(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, const s
     } else if (rid == ZS_RID_RECIRC) {
         p->payload_len = 0;
         p->frame_bytes = 64;
+    } else {
+        zs_ecn_mark(dp, x, p); /* a READ's last response, as a WRITE to the consumer */
     }
 }
 
@@ -181,8 +183,10 @@ static void zs_egress(struct ps_pass *x, struct pkt *p, void *prog)
 {
     struct zs_dp *dp = prog;
     struct ps_meta *m = ps_pass_meta(x);
-    if (m->rid == 0)
+    if (m->rid == 0) {
+        zs_ecn_mark(dp, x, p);
         return;
+    }
     const struct zs_br *b = (const struct zs_br *)(const void *)m->bridge;
     if (m->rid >= ZS_RID_CHEAD) {
         ptr_copy(dp, x, p, b, m->rid);
@@ -198,6 +202,7 @@ static void zs_egress(struct ps_pass *x, struct pkt *p, void *prog)
         p->reth_va += c->base;
         p->reth_rkey = c->rkey;
     }
+    zs_ecn_mark(dp, x, p);
 }
 
 static const struct ps_dataplane zs_dataplane = {"zerosided", zs_ingress, zs_egress};

@@ -12,7 +12,8 @@
  *   zs_acks.c      steps 3-5: the switch as RC requester on its data QPs --
  *                  ACKs / NAKs of the consumers and producers, the pointer
  *                  WRITEs, lanes' in-order commits
- *   zs_cnp.c       congestion: consumers' CNPs relayed to the producer
+ *   zs_cnp.c       congestion: ECN marks from the switch's own queue depth
+ *                  (egress), consumers' CNPs relayed to the producer
  *   zs_mirrors.c   polls and doorbells that update the pointer mirrors
  *   zs_recovery.c  timer passes and the re-issue of a thread's operation
  *   zs_emit.c      the packets the pipeline builds (READ, pointer WRITE,
@@ -88,6 +89,7 @@ void zs_cons_ack(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, const struc
 void zs_prod_ack(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, const struct zs_conn_ent *ce);
 
 /* zs_cnp.c */
+void zs_ecn_mark(struct zs_dp *dp, struct ps_pass *x, struct pkt *p);
 void zs_cnp_relay(struct zs_dp *dp, struct ps_pass *x, struct pkt *p, const struct zs_conn_ent *ce);
 
 /* zs_mirrors.c */
