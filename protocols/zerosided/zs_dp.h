@@ -168,6 +168,7 @@ struct zs_dp_stats {
     uint64_t stray;             /* packets for the switch that match nothing */
     uint64_t cnps_relayed;      /* consumers' CNPs sent on to the producer of the data */
     uint64_t cnps_dropped;      /* ... and those of a thread that has read nothing yet */
+    uint64_t ecn_marked;        /* data WRITEs marked CE from the switch's own queue depth */
     uint64_t phase_ns[ZS_PH_N]; /* time the threads spent in each phase */
     uint64_t c_noread_ns, c_read_ns; /* consumers' time with no READ / some READ on its way */
     uint64_t c_reads_max;            /* the most READs on their way to one consumer at once */
@@ -187,6 +188,11 @@ struct zs_dp {
     uint32_t lanes;  /* shuffle: threads (data QPs) per consumer */
     uint32_t stream; /* pipeline: lanes of a consumer streaming at once at most (0 = no limit) */
     uint32_t n_src;  /* source slots per thread (pointer groups ZS_GRP_PTR) */
+    /* ECN marking from the egress queue depth (zs_cnp.c): RED on the
+     * packet's enq_qdepth, 0 at kmin, pmax at kmax, every packet above
+     * (ecn_kmax_bytes 0: off) */
+    uint64_t ecn_kmin_bytes, ecn_kmax_bytes;
+    uint32_t ecn_pmax_ppm;
     /* tables */
     struct ps_table *conn, *thr, *ep, *src, *mc, *cons, *prod, *mcc, *eprod;
     /* registers */

@@ -1092,6 +1092,9 @@ static int pu_run(struct pu *u)
         u->chunk = (256u << 10) / u->item ? (256u << 10) / u->item : 1;
     if (u->chunk > u->capacity)
         u->chunk = u->capacity;
+    /* page aligned (pages.h): where a malloc'd block starts inside its
+     * lines depends on the heap, and the host model counts the lines a
+     * copy touches */
     u->scratch = pages_alloc((size_t)u->item * u->chunk);
     if (!u->scratch || open_device(u))
         goto out;

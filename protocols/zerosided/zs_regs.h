@@ -1,6 +1,6 @@
 /* The zero-sided switch program's register cells and register actions
  * (the read-modify-write each register array allows per pass): shared by
- * the data plane's steps (zs_dataplane.c) and defined in zs_regs.c. */
+ * the data plane's steps (zs_dp_int.h lists their files) and defined in zs_regs.c. */
 #ifndef RNICSIM_ZS_REGS_H
 #define RNICSIM_ZS_REGS_H
 

@@ -12,7 +12,11 @@
  *   zs_switch --flow=NAME --mode=pairs|shuffle|lb|replicate --producers=N --consumers=M
  *             [--batch=ITEMS | --batch-bytes=SIZE] [--poll=TIME | --doorbell]
  *             [--rto=TIME] [--tick=TIME] [--mtu=BYTES] [--active=K]
- *             [--join=C@TIME[,...]] [--leave=C@TIME[,...]]
+ *             [--join=C@TIME[,...]] [--leave=C@TIME[,...]] [--ecn=KMIN:KMAX:PMAX|off]
+ *
+ * --ecn: the egress marks data WRITEs CE from the depth of the queue they
+ * join (RED; default DCQCN's 5000:200000:1%), which the consumer's NIC
+ * answers with a CNP the switch relays to the producer (zs_cnp.c).
  *
  * Out-of-band keys (host_oob): the PU puts zs/<flow>/<ep> (struct
  * zs_ep_desc; ep = p<i>, p<i>.<j> for shuffle, c<j>), the switch answers
@@ -67,6 +71,8 @@ struct zs_sw {
     uint32_t *lane_qpn;   /* the consumer PU's QP of each thread (lanes 1..) */
     struct zs_qos qos;    /* --qos: per-flow rate schedule (n_steps 0: none) */
     uint64_t qos_rate_bps;
+    uint64_t ecn_kmin, ecn_kmax; /* --ecn (kmax 0: off) */
+    uint32_t ecn_pmax_ppm;
     struct sched_ev ev[MAX_EVENTS];
     uint32_t n_ev;
     struct zs_dp dp;
@@ -117,7 +123,40 @@ static void usage(void)
             "       [--tick=TIME] [--mtu=BYTES] [--active=K] [--join=C@TIME,...] "
             "[--leave=C@TIME,...]\n"
             "       [--uplink-slots=N|auto] [--lanes=N | --pipeline=W] "
-            "[--qos=TIME:R1/R2/...,TIME:...] [--qos-rate=RATE]\n");
+            "[--qos=TIME:R1/R2/...,TIME:...] [--qos-rate=RATE]\n"
+            "       [--ecn=KMIN:KMAX:PMAX|off]\n");
+}
+
+/* --ecn=KMIN:KMAX:PMAX (sizes, PMAX a fraction or N%) or --ecn=off */
+static int parse_ecn(struct zs_sw *z, const char *arg)
+{
+    if (!strcmp(arg, "off")) {
+        z->ecn_kmin = z->ecn_kmax = 0;
+        return 0;
+    }
+    char buf[128];
+    snprintf(buf, sizeof(buf), "%s", arg);
+    char *c1 = strchr(buf, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+    if (!c2)
+        return -1;
+    *c1 = *c2 = 0;
+    uint64_t kmin, kmax;
+    if (!rc_conn_parse_size(buf, &kmin) || !rc_conn_parse_size(c1 + 1, &kmax) || kmax <= kmin)
+        return -1;
+    char *end;
+    double pmax = strtod(c2 + 1, &end);
+    if (end == c2 + 1)
+        return -1;
+    if (*end == '%') {
+        pmax /= 100.0;
+        end++;
+    }
+    if (*end || !(pmax > 0.0) || pmax > 1.0)
+        return -1;
+    z->ecn_kmin = kmin;
+    z->ecn_kmax = kmax;
+    z->ecn_pmax_ppm = (uint32_t)(pmax * 1e6 + 0.5);
+    return 0;
 }
 
 /* --qos=TIME:R1/R2/...,TIME:...: from TIME on (after the start) flow i
@@ -189,6 +228,7 @@ static int parse_args(struct zs_sw *z, int argc, char **argv)
         {"qos", required_argument, 0, 'q'},
         {"qos-rate", required_argument, 0, 'Q'},
         {"lanes", required_argument, 0, 'L'},
+        {"ecn", required_argument, 0, 'e'},
         {"pipeline", required_argument, 0, 'P'}, /* lanes, one READ streaming at a time */
         {0, 0, 0, 0},
     };
@@ -200,6 +240,12 @@ static int parse_args(struct zs_sw *z, int argc, char **argv)
     z->uplink_slots = -1;
     z->lanes = 1;
     z->qos_rate_bps = 100000000000ull;
+    /* DCQCN's marking (Zhu et al., SIGCOMM 2015, section 6: Kmin 5 KB,
+     * Kmax 200 KB, Pmax 1 %), the settings the fabric's switches use
+     * (topology `ecn: {}`: 5000 and 200000 bytes) */
+    z->ecn_kmin = 5000;
+    z->ecn_kmax = 200000;
+    z->ecn_pmax_ppm = 10000;
     uint64_t v;
     int o;
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -270,6 +316,10 @@ static int parse_args(struct zs_sw *z, int argc, char **argv)
             if (!rc_conn_parse_uint(optarg, 1, ZS_MAX_LANES, &v))
                 goto bad;
             z->pipeline = (uint32_t)v;
+            break;
+        case 'e':
+            if (parse_ecn(z, optarg))
+                goto bad;
             break;
         case 'q':
             if (parse_qos(z, optarg))
@@ -699,8 +749,13 @@ static void report(struct zs_sw *z, uint64_t t_start_ns, uint32_t fatal)
         {"release_us", per_xfer_us(st, ZS_PH_RELEASE)},
         {"idle_us", per_xfer_us(st, ZS_PH_IDLE)},
         {"commit_us", per_xfer_us(st, ZS_PH_COMMIT)},
+        /* data WRITEs the switch marked CE from its own egress queues (in
+         * the table only when non-zero: without ECN-capable traffic,
+         * i.e. without DCQCN, nothing is marked) */
+        {"ecn_marked", (double)st->ecn_marked},
     };
-    host_report("zs_switch", kv, sizeof(kv) / sizeof(kv[0]));
+    size_t n_kv = sizeof(kv) / sizeof(kv[0]) - (st->ecn_marked ? 0 : 1);
+    host_report("zs_switch", kv, n_kv);
     printf(PROG ": %s: %" PRIu64 " transfers, %" PRIu64 " items, mean batch %.1f, "
                 "%" PRIu64 " READ re-issues, %" PRIu64 " pointer re-issues, %" PRIu64
                 " timeouts, %" PRIu64 " recirculations\n",
@@ -737,6 +792,9 @@ int zs_switch_main(int argc, char **argv)
     dp->rto_ns = z->rto_ns;
     dp->poll_rto_ns = z->poll_ns * 4 > 20000 ? z->poll_ns * 4 : 20000;
     dp->doorbell = z->doorbell;
+    dp->ecn_kmin_bytes = z->ecn_kmin;
+    dp->ecn_kmax_bytes = z->ecn_kmax;
+    dp->ecn_pmax_ppm = z->ecn_pmax_ppm;
     if (zs_dp_install(dp)) {
         fprintf(stderr, PROG ": cannot install the data plane: %s\n", ps_last_error(ps));
         goto out;

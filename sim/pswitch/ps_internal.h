@@ -129,6 +129,7 @@ struct pswitch {
     uint32_t digest_head, digest_n;
     struct sim_waitq digest_wq;
 
+    struct sim_rng rng; /* the Random extern (ps_random) */
     struct ps_counters c;
     char error[512];
     char last_error[256];

@@ -308,10 +308,30 @@ static void ing_ev(struct sim *sim, struct sim_event *ev)
     }
 }
 
+/* Bytes queued on the port a packet for `node` leaves by (its route has
+ * one port towards a host; towards another switch the route may have
+ * several, and the port is picked when the packet leaves egress: the
+ * deepest of them).  A read of the queues, nothing else. */
+static uint64_t port_qdepth(const struct pswitch *ps, uint32_t node)
+{
+    const uint32_t *ports = NULL;
+    unsigned n = switch_route_ports(ps->sw, node, &ports);
+    uint64_t d = 0;
+    for (unsigned i = 0; i < n; i++) {
+        const struct link *l = switch_port(ps->sw, ports[i]);
+        uint64_t q = l ? link_queued_bytes(l) : 0;
+        if (q > d)
+            d = q;
+    }
+    return d;
+}
+
 static void egress_enter(struct pswitch *ps, struct ps_pkt *pp)
 {
     struct pkt *p = pp->pkt;
     ps->c.egress_passes++;
+    pp->meta.enq_qdepth_bytes =
+        pp->action == PS_ACT_RECIRC ? ps->recirc_queued : port_qdepth(ps, p->dst_node);
     bool dropped = false;
     if (ps->dp.egress && !ps->error[0]) {
         struct ps_pass x;
@@ -461,6 +481,9 @@ struct pswitch *ps_create(struct sim *sim, struct fswitch *sw, uint32_t node_id,
     sim_event_init(&ps->eg.ev, eg_ev, ps, "pswitch.egress");
     sim_event_init(&ps->recirc.ev, recirc_ev, ps, "pswitch.recirc");
     sim_waitq_init(&ps->digest_wq, "ps_digest_recv");
+    char stream[64];
+    snprintf(stream, sizeof(stream), "pswitch.random.%s", ps->name);
+    sim_rng_stream(sim, &ps->rng, stream);
     switch_set_ingress_hook(sw, (struct fabric_sink){.rx = ps_rx, .ctx = ps});
     return ps;
 }
@@ -614,6 +637,11 @@ void ps_drop(struct ps_pass *x)
     }
     x->pp->action = PS_ACT_DROP;
     x->ps->c.program_drops++;
+}
+
+uint64_t ps_random(struct ps_pass *x)
+{
+    return sim_rng_u64(&x->ps->rng);
 }
 
 struct ps_meta *ps_pass_meta(struct ps_pass *x)

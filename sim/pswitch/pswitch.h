@@ -23,7 +23,9 @@
  *    naming the array (a P4 compiler would reject it).
  *  - the traffic manager's packet replication engine copies a packet once
  *    per member (node, replica id) of a multicast group; each copy gets its
- *    own egress pass, where the program sees the replica id.
+ *    own egress pass, where the program sees the replica id and the depth
+ *    of the queue the copy will join (enq_qdepth_bytes), so it may mark
+ *    ECN from it.
  *  - recirculation: a packet sent to the recirculation port is serialised
  *    at recirc_rate_bps (its frame plus the bridged header bytes) and
  *    enters ingress again.
@@ -91,6 +93,10 @@ struct ps_meta {
     uint64_t pktgen_batch; /* ... the period number (0, 1, ...) */
     uint32_t pktgen_pkt;   /* ... the packet within the batch, 0..n-1 */
     uint32_t rid;          /* egress: replica id (0 for unicast) */
+    /* egress: bytes queued on the port this packet will leave by (the
+     * recirculation port's for a recirculating packet) when its egress
+     * pass starts -- Tofino's enq_qdepth (docs/pswitch.md "Queue depth") */
+    uint64_t enq_qdepth_bytes;
     uint32_t bridge_bytes; /* wire size of `bridge` when recirculated (set by the program) */
     uint8_t bridge[PS_BRIDGE_MAX_BYTES];
 };
@@ -123,6 +129,9 @@ uint64_t ps_reg_exec(struct ps_pass *x, struct ps_reg *r, uint32_t idx, ps_reg_a
                      const void *arg);
 uint64_t ps_reg_read(struct ps_pass *x, struct ps_reg *r, uint32_t idx);
 void ps_reg_write(struct ps_pass *x, struct ps_reg *r, uint32_t idx, uint64_t v);
+/* The Random extern: 64 uniformly distributed bits from the switch's own
+ * stream (named after the switch, so a seed gives the same draws). */
+uint64_t ps_random(struct ps_pass *x);
 /* Exact-match lookup: the entry's action data, or NULL on a miss. */
 const void *ps_table_apply(struct ps_pass *x, struct ps_table *t, uint64_t key);
 

@@ -195,35 +195,49 @@ PY"
 lossy ptail-40 flows.yaml --set vars.mode=shuffle --set topology.link.loss=1e-2 \
     --set vars.item=64 --set seed=40
 # ---- 2i. congestion control through the switch (Jasny et al. 4 and 6.2):
-# two producer nodes into two consumers on one node, ECN-marking switch
-# queues, DCQCN NICs, 512 KiB port buffers.  The consumer NIC's CNPs (to
-# the switch's QP, the WRITEs' requester) must reach the producers' NICs
-# through the switch (a CNP the switch does not relay is a stray there and
-# the producers get none), and the incast then drops nothing; without
-# DCQCN the same run drops frames, so the case is an incast.
+# two producer nodes into two consumers on one node, DCQCN NICs, 512 KiB
+# port buffers, and no ECN marking in the fabric: the congested queue is
+# the switch's own egress to the consumer node, which the switch program
+# reads in its egress pipeline (enq_qdepth) to mark the WRITEs CE.  The
+# consumer NIC's CNPs (to the switch's QP, the WRITEs' requester) must
+# reach the producers' NICs through the switch (a CNP the switch does not
+# relay is a stray there and the producers get none), and the incast then
+# drops nothing.  Without the switch's marking (--ecn=off: the switch
+# before it read its queue depth) no CNP is sent at all and the incast
+# drops frames, as it does without DCQCN.
 "$bin" run "$Z/incast-cc.yaml" -o cc.json --quiet >cc.out 2>&1
 rc1=$?
 "$bin" run "$Z/incast-cc.yaml" -o nocc.json --quiet --set hardware.nic.dcqcn=false >nocc.out 2>&1
 rc2=$?
-check "incast-cc: both runs exit 0 (got $rc1, $rc2)" "[ $rc1 -eq 0 ] && [ $rc2 -eq 0 ]"
-check "incast-cc: the consumer's CNPs reach both producers through the switch; no drop with them, drops without" \
-    "$py - cc.json nocc.json <<'PY'
+"$bin" run "$Z/incast-cc.yaml" -o noecn.json --quiet --set vars.ecn=off >noecn.out 2>&1
+rc3=$?
+check "incast-cc: the three runs exit 0 (got $rc1, $rc2, $rc3)" \
+    "[ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ $rc3 -eq 0 ]"
+check "incast-cc: the switch marks from its queue depth, the consumer's CNPs reach both producers through it; no drop with them, drops without" \
+    "$py - cc.json nocc.json noecn.json <<'PY'
 import json, sys
-d, n = (json.load(open(f)) for f in sys.argv[1:3])
-for r in (d, n):
+d, n, e = (json.load(open(f)) for f in sys.argv[1:4])
+for r in (d, n, e):
     t = r['tables']
     assert 'order_violation' not in t, t.get('order_violation')
     assert [x['messages_checked'] for x in t['order_check']] == [256, 256], t['order_check']
 sw, h = d['tables']['zs_switch'][0], d['counters']['hosts']
 assert sw['stray'] == 0 and sw['cnps_dropped'] == 0, sw
+assert sw.get('ecn_marked', 0) > 0, ('the switch marked nothing', sw)
 assert sw['cnps_relayed'] == h['h2']['nic']['cnps_tx'] > 0, (sw['cnps_relayed'], h['h2']['nic'])
 assert h['h0']['nic']['cnps_rx'] > 0 and h['h1']['nic']['cnps_rx'] > 0, (h['h0']['nic'], h['h1']['nic'])
 assert h['h0']['nic']['cnps_rx'] + h['h1']['nic']['cnps_rx'] == sw['cnps_relayed']
-down, ndown = d['counters']['links']['sw0->node2'], n['counters']['links']['sw0->node2']
-assert down['ecn_marked'] > 0 and down['pkts_dropped'] == 0, down
+L = d['counters']['links']
+assert sum(v.get('ecn_marked', 0) for v in L.values()) == 0, 'a fabric queue marked: not the switch program'
+down = L['sw0->node2']
+ndown, edown = n['counters']['links']['sw0->node2'], e['counters']['links']['sw0->node2']
+assert down['pkts_dropped'] == 0, down
 assert ndown['pkts_dropped'] > 0, ('no incast: nothing dropped without DCQCN', ndown)
-print('%d CNPs relayed, bottleneck queue %d B (without DCQCN %d B, %d frames dropped)' % (
-    sw['cnps_relayed'], down['max_queue_bytes'], ndown['max_queue_bytes'], ndown['pkts_dropped']))
+esw = e['tables']['zs_switch'][0]
+assert esw['cnps_relayed'] == 0 and edown['pkts_dropped'] > 0, (esw, edown)
+print('%d WRITEs marked, %d CNPs relayed, bottleneck queue %d B (without the marking %d B, %d frames dropped; without DCQCN %d frames dropped)' % (
+    sw['ecn_marked'], sw['cnps_relayed'], down['max_queue_bytes'], edown['max_queue_bytes'],
+    edown['pkts_dropped'], ndown['pkts_dropped']))
 PY"
 
 # ---- 2d. the programmable switch as leaf 0 of a leaf-spine (2 leaves x 2
