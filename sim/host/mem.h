@@ -86,6 +86,12 @@ bool host_mem_range_huge(const struct host_mem *m, uintptr_t addr, size_t len);
  * host.mem.mlp at a time) and updates the lines. */
 sim_time_t host_mem_access(struct host *h, uint32_t core, uint32_t socket, uintptr_t addr,
                            size_t len, bool write);
+/* host_mem_access worked out line by line, as docs/host.md states the
+ * model: the reference the unit test holds host_mem_access's runs of
+ * lines to (test_host_mem "lines_run"); the same costs, counters and
+ * line states. */
+sim_time_t host_mem_access_ref(struct host *h, uint32_t core, uint32_t socket, uintptr_t addr,
+                               size_t len, bool write);
 /* The same, accumulated: adds the lines' latencies to *hits_ps (hits, in
  * sequence) and *miss_sum_ps / *miss_max_ps (misses, to be overlapped by
  * the caller: max(max, sum / mlp)). */

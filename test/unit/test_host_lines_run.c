@@ -1,0 +1,217 @@
+/* The host model's runs of lines (sim/host/mem.c lines_run) against the
+ * model line by line (host_mem_access_ref, the form docs/host.md states):
+ * two hosts get the same random sequence of NIC writes, CPU reads and
+ * writes by cores of both sockets (aligned or not, within a page or over
+ * several), copies, and buffers placed on the other socket; after every
+ * step the costs returned, the host's counters and the state of every
+ * line of every page (owner, its access count, modified, written by the
+ * NIC), the cores' access counts and the NIC's write count must be the
+ * same.  Caches of a few lines, a small DDIO share and few TLB entries
+ * make every class of line (L1 / L2 / LLC hit, aged out, another core's
+ * clean or modified line, the NIC's with and without DDIO, the other
+ * socket's) and page walks occur; the mix over the seeds is checked to
+ * include them. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../sim/host.h"
+#include "../../sim/host/mem.h"
+#include "test.h"
+
+#define REGION_BYTES (64u * 4096u) /* 64 pages: lines recur often */
+
+static uint8_t *buf;
+
+static uint64_t rng_state;
+static struct host_counters mix; /* over all seeds */
+static uint64_t rnd(void)
+{
+    /* xorshift64* */
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return rng_state * 0x2545F4914F6CDD1Dull;
+}
+static uint64_t rnd_below(uint64_t n)
+{
+    return rnd() % n;
+}
+
+struct rig {
+    struct sim *sim;
+    struct host h;
+};
+
+static void rig_init(struct rig *r, const struct host_cpu_params *p)
+{
+    r->sim = sim_create(1);
+    host_init(&r->h, r->sim, 0, "h0", p);
+    CHECK(host_mem_get(&r->h) != NULL);
+}
+
+static void rig_fini(struct rig *r)
+{
+    sim_destroy(r->sim);
+    host_fini(&r->h);
+}
+
+/* Everything the two models keep must be equal: 0 if so. */
+static int state_differs(const struct rig *a, const struct rig *b)
+{
+    const struct host_mem *ma = a->h.mem, *mb = b->h.mem;
+    if (memcmp(&a->h.cnt, &b->h.cnt, sizeof(a->h.cnt)))
+        return 1;
+    if (ma->npages != mb->npages || ma->dma_lines != mb->dma_lines)
+        return 2;
+    if (memcmp(ma->core_seq, mb->core_seq, ma->cores * sizeof(*ma->core_seq)))
+        return 3;
+    for (uint32_t e = 0; e < ma->npages; e++) {
+        const struct host_line_page *x = &ma->pages[e], *y = &mb->pages[e];
+        if (x->page != y->page || x->dma != y->dma || x->dirty != y->dirty ||
+            x->dma_seq != y->dma_seq || x->socket != y->socket ||
+            memcmp(x->owner, y->owner, sizeof(x->owner)) || memcmp(x->seq, y->seq, sizeof(x->seq)))
+            return 4;
+    }
+    return 0;
+}
+
+/* One seed: `steps` random steps on both hosts. */
+static void run_seed(uint64_t seed, int steps)
+{
+    rng_state = seed * 0x9E3779B97F4A7C15ull + 1;
+    struct host_cpu_params p;
+    host_cpu_params_default(&p);
+    /* caches of a few lines so that ages cross every bound */
+    p.mem.l1_bytes = 64u << rnd_below(6);                  /* 1-32 lines */
+    p.mem.l2_bytes = p.mem.l1_bytes << (1 + rnd_below(4)); /* 2-16x */
+    p.mem.llc_bytes = p.mem.l2_bytes << (1 + rnd_below(5));
+    p.mem.ddio = rnd_below(4) != 0;
+    p.mem.ddio_bytes = 64u << rnd_below(10);
+    p.mem.mlp = 1 + (uint32_t)rnd_below(12);
+    p.mem.tlb_l1_4k = 4;
+    p.mem.tlb_l1_2m = 2;
+    p.mem.tlb_stlb = 12;
+    struct rig fast, ref;
+    rig_init(&fast, &p);
+    rig_init(&ref, &p);
+    uint32_t cores = fast.h.mem->cores, per_socket = fast.h.mem->cores_per_socket;
+    bool ranged = false;
+    for (int step = 0; step < steps; step++) {
+        uint64_t op = rnd_below(100);
+        /* half of the steps in 4 pages, so that lines are met again soon */
+        size_t off = rnd_below(REGION_BYTES >> (rnd_below(2) ? 0 : 4));
+        size_t max = REGION_BYTES - off;
+        /* mostly short (a slot's marker, a header), some pages long */
+        size_t len = rnd_below(3) ? 1 + rnd_below(300) : 1 + rnd_below(5 * 4096);
+        if (len > max)
+            len = max;
+        if (op < 25) {
+            host_dma_wrote(&fast.h, buf + off, len);
+            host_dma_wrote(&ref.h, buf + off, len);
+        } else if (op < 90) {
+            /* a few cores do most of the work, so lines stay theirs */
+            uint32_t core = rnd_below(3) ? (uint32_t)rnd_below(3) : (uint32_t)rnd_below(cores);
+            uint32_t socket = rnd_below(8) ? core / per_socket : 1 - core / per_socket;
+            bool write = rnd_below(2);
+            sim_time_t tf =
+                host_mem_access(&fast.h, core, socket, (uintptr_t)buf + off, len, write);
+            sim_time_t tr =
+                host_mem_access_ref(&ref.h, core, socket, (uintptr_t)buf + off, len, write);
+            if (tf != tr) {
+                CHECK_EQ_U64(tf, tr);
+                fprintf(stderr, "seed %" PRIu64 " step %d: access %zu+%zu core %u\n", seed, step,
+                        off, len, core);
+                break;
+            }
+        } else if (op < 97) {
+            /* a copy through the fast path; the reference reads, then writes */
+            size_t dst = rnd_below(REGION_BYTES - len + 1);
+            uint32_t core = (uint32_t)rnd_below(3);
+            host_mem_copy(&fast.h, core, core / per_socket, (uintptr_t)buf + dst,
+                          (uintptr_t)buf + off, len);
+            host_mem_access_ref(&ref.h, core, core / per_socket, (uintptr_t)buf + off, len, false);
+            host_mem_access_ref(&ref.h, core, core / per_socket, (uintptr_t)buf + dst, len, true);
+            /* the copy's cost is not the accesses' (tested in test_host_mem) */
+        } else if (!ranged) {
+            /* a quarter of the region on the other socket */
+            CHECK(host_mem_add_range(fast.h.mem, (uintptr_t)buf + REGION_BYTES / 4,
+                                     REGION_BYTES / 4, 1, false) == 0);
+            CHECK(host_mem_add_range(ref.h.mem, (uintptr_t)buf + REGION_BYTES / 4, REGION_BYTES / 4,
+                                     1, false) == 0);
+            ranged = true;
+        } else {
+            host_mem_remove_range(fast.h.mem, (uintptr_t)buf + REGION_BYTES / 4);
+            host_mem_remove_range(ref.h.mem, (uintptr_t)buf + REGION_BYTES / 4);
+            ranged = false;
+        }
+        int d = state_differs(&fast, &ref);
+        if (d) {
+            CHECK_EQ_U64(d, 0);
+            fprintf(stderr, "seed %" PRIu64 " step %d (op %" PRIu64 " at %zu+%zu): state differs\n",
+                    seed, step, op, off, len);
+            break;
+        }
+    }
+    CHECK_EQ_U64(state_differs(&fast, &ref), 0);
+    const struct host_counters *c = &fast.h.cnt;
+    mix.lines_touched += c->lines_touched;
+    mix.lines_hit += c->lines_hit;
+    mix.lines_dma_miss += c->lines_dma_miss;
+    mix.lines_remote += c->lines_remote;
+    mix.tlb_walks += c->tlb_walks;
+    rig_fini(&fast);
+    rig_fini(&ref);
+}
+
+int main(void)
+{
+    if (posix_memalign((void **)&buf, 4096, REGION_BYTES))
+        return 1;
+    uint64_t c2c = 0;
+    for (uint64_t seed = 1; seed <= 40; seed++) {
+        unsigned failed = test_failed_;
+        run_seed(seed, 3000);
+        if (test_failed_ != failed)
+            break;
+    }
+    /* the mix reached every class of line */
+    printf("lines %" PRIu64 ": hit %" PRIu64 ", NIC's %" PRIu64 ", other socket %" PRIu64
+           "; page walks %" PRIu64 "\n",
+           mix.lines_touched, mix.lines_hit, mix.lines_dma_miss, mix.lines_remote, mix.tlb_walks);
+    CHECK(mix.lines_hit > 10000);
+    CHECK(mix.lines_dma_miss > mix.lines_touched / 20);
+    CHECK(mix.lines_remote > mix.lines_touched / 20);
+    CHECK(mix.tlb_walks > 1000);
+    CHECK(mix.lines_touched > mix.lines_hit + mix.lines_dma_miss + mix.lines_remote);
+    /* another core's modified lines, checked once over a run with large
+     * caches (with a few lines they age out before another core reads) */
+    {
+        struct host_cpu_params p;
+        host_cpu_params_default(&p);
+        struct rig fast, ref;
+        rig_init(&fast, &p);
+        rig_init(&ref, &p);
+        rng_state = 77;
+        for (int step = 0; step < 2000; step++) {
+            size_t off = rnd_below(REGION_BYTES - 512), len = 1 + rnd_below(512);
+            uint32_t core = (uint32_t)rnd_below(4) * 7; /* 0, 7 on socket 0; 14, 21 on 1 */
+            bool write = rnd_below(2);
+            sim_time_t tf =
+                host_mem_access(&fast.h, core, core / 12, (uintptr_t)buf + off, len, write);
+            sim_time_t tr =
+                host_mem_access_ref(&ref.h, core, core / 12, (uintptr_t)buf + off, len, write);
+            if (tf != tr || state_differs(&fast, &ref)) {
+                CHECK_EQ_U64(tf, tr);
+                CHECK_EQ_U64(state_differs(&fast, &ref), 0);
+                break;
+            }
+        }
+        c2c = fast.h.cnt.lines_c2c;
+        CHECK(c2c > 0);
+        CHECK(fast.h.cnt.lines_remote > 0);
+        rig_fini(&fast);
+        rig_fini(&ref);
+    }
+    free(buf);
+    return test_summary();
+}
