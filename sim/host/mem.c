@@ -569,8 +569,9 @@ static void line_touch(struct host_mem *m, struct host_line_page *pg, unsigned i
  * the costs are worked out first, from locals (a store into owner[] may
  * alias anything, so a loop that also stored would reload every field a
  * line), and the new states are written for the whole run after.
- * lines_run_ref is the line-by-line form (kept for the unit test, which
- * compares the two on random states: test_host_lines_run). */
+ * lines_run_ref is the line-by-line form: single lines take it, and every
+ * run does with host_mem.line_by_line (test_host_lines_run compares the
+ * two on random states). */
 static void lines_run(struct host *h, struct host_mem *m, struct host_line_page *pg, unsigned a,
                       unsigned b, uint32_t c, uint32_t sc, bool write, struct walk *w)
 {
@@ -720,7 +721,7 @@ static inline void lines_run_ref(struct host *h, struct host_mem *m, struct host
 }
 
 static void walk_lines(struct host *h, struct host_mem *m, uint32_t c, uint32_t sc, uintptr_t addr,
-                       size_t len, bool write, struct walk *w, bool ref)
+                       size_t len, bool write, struct walk *w)
 {
     uintptr_t first = addr >> HOST_LINE_SHIFT, last = (addr + len - 1) >> HOST_LINE_SHIFT;
     for (uintptr_t pgn = first >> 6; pgn <= last >> 6; pgn++) {
@@ -745,35 +746,23 @@ static void walk_lines(struct host *h, struct host_mem *m, uint32_t c, uint32_t 
         }
         unsigned a = pgn == first >> 6 ? (unsigned)(first & 63) : 0;
         unsigned b = pgn == last >> 6 ? (unsigned)(last & 63) : 63;
-        if (ref || a == b) /* one line (a scan's slot): nothing to batch */
+        if (a == b || m->line_by_line) /* one line (a scan's slot): nothing to batch */
             lines_run_ref(h, m, pg, a, b, c, sc, write, w);
         else
             lines_run(h, m, pg, a, b, c, sc, write, w);
     }
 }
 
-static sim_time_t access_walk(struct host *h, uint32_t core, uint32_t socket, uintptr_t addr,
-                              size_t len, bool write, bool ref)
+sim_time_t host_mem_access(struct host *h, uint32_t core, uint32_t socket, uintptr_t addr,
+                           size_t len, bool write)
 {
     struct host_mem *m = host_mem_get(h);
     if (!m || !len)
         return 0;
     struct walk w = {0};
-    walk_lines(h, m, core, socket, addr, len, write, &w, ref);
+    walk_lines(h, m, core, socket, addr, len, write, &w);
     sim_time_t overlapped = w.miss_sum_ps / m->p->mlp;
     return w.tlb_ps + w.hits_ps + (overlapped > w.miss_max_ps ? overlapped : w.miss_max_ps);
-}
-
-sim_time_t host_mem_access(struct host *h, uint32_t core, uint32_t socket, uintptr_t addr,
-                           size_t len, bool write)
-{
-    return access_walk(h, core, socket, addr, len, write, false);
-}
-
-sim_time_t host_mem_access_ref(struct host *h, uint32_t core, uint32_t socket, uintptr_t addr,
-                               size_t len, bool write)
-{
-    return access_walk(h, core, socket, addr, len, write, true);
 }
 
 void host_mem_access_acc(struct host *h, uint32_t core, uint32_t socket, uintptr_t addr, size_t len,
@@ -784,7 +773,7 @@ void host_mem_access_acc(struct host *h, uint32_t core, uint32_t socket, uintptr
     if (!m || !len)
         return;
     struct walk w = {0};
-    walk_lines(h, m, core, socket, addr, len, write, &w, false);
+    walk_lines(h, m, core, socket, addr, len, write, &w);
     *hits_ps += w.hits_ps;
     *miss_sum_ps += w.miss_sum_ps;
     if (w.miss_max_ps > *miss_max_ps)
@@ -805,7 +794,7 @@ void host_mem_access_acc_n(struct host *h, uint32_t core, uint32_t socket, uintp
      * separate walk would, changes nothing and costs nothing. */
     struct walk w = {0};
     for (size_t i = 0; i < count; i++)
-        walk_lines(h, m, core, socket, addr + i * stride, len, write, &w, false);
+        walk_lines(h, m, core, socket, addr + i * stride, len, write, &w);
     *hits_ps += w.hits_ps;
     *miss_sum_ps += w.miss_sum_ps;
     if (w.miss_max_ps > *miss_max_ps)
@@ -839,8 +828,8 @@ sim_time_t host_mem_copy_loop(struct host *h, uint32_t core, uint32_t socket, ui
     if (!m) /* no line map (out of memory): the stream or the loop alone */
         return loop > bw ? loop : bw;
     struct walk ws = {0}, wd = {0};
-    walk_lines(h, m, core, socket, src, len, false, &ws, false);
-    walk_lines(h, m, core, socket, dst, len, true, &wd, false);
+    walk_lines(h, m, core, socket, src, len, false, &ws);
+    walk_lines(h, m, core, socket, dst, len, true, &wd);
     /* Little's law: a core's copy streams at mlp lines per memory latency,
      * so memory on the other socket streams slower by the latency ratio */
     if ((ws.any_remote_mem || wd.any_remote_mem) && m->p->dram_ps)

@@ -62,6 +62,10 @@ struct host_mem {
     sim_time_t link_free_ps[2];
     struct host_tlb tlb; /* the cores' data TLBs */
     bool all_huge;       /* every page 2 MiB (host.hugepages) */
+    /* price every run of lines line by line, as docs/host.md states the
+     * model: the reference test_host_lines_run holds the runs to (the
+     * same costs, counters and line states); never set by a run */
+    bool line_by_line;
 };
 
 void host_mem_params_default(struct host_mem_params *p);
@@ -86,12 +90,6 @@ bool host_mem_range_huge(const struct host_mem *m, uintptr_t addr, size_t len);
  * host.mem.mlp at a time) and updates the lines. */
 sim_time_t host_mem_access(struct host *h, uint32_t core, uint32_t socket, uintptr_t addr,
                            size_t len, bool write);
-/* host_mem_access worked out line by line, as docs/host.md states the
- * model: the reference the unit test holds host_mem_access's runs of
- * lines to (test_host_mem "lines_run"); the same costs, counters and
- * line states. */
-sim_time_t host_mem_access_ref(struct host *h, uint32_t core, uint32_t socket, uintptr_t addr,
-                               size_t len, bool write);
 /* The same, accumulated: adds the lines' latencies to *hits_ps (hits, in
  * sequence) and *miss_sum_ps / *miss_max_ps (misses, to be overlapped by
  * the caller: max(max, sum / mlp)). */

@@ -1,8 +1,9 @@
 /* The host model's runs of lines (sim/host/mem.c lines_run) against the
- * model line by line (host_mem_access_ref, the form docs/host.md states):
+ * model line by line (host_mem.line_by_line, the form docs/host.md states):
  * two hosts get the same random sequence of NIC writes, CPU reads and
  * writes by cores of both sockets (aligned or not, within a page or over
- * several), copies, and buffers placed on the other socket; after every
+ * several; one at a time and as a scan of slots), copies, and buffers
+ * placed on the other socket; after every
  * step the costs returned, the host's counters and the state of every
  * line of every page (owner, its access count, modified, written by the
  * NIC), the cores' access counts and the NIC's write count must be the
@@ -42,11 +43,12 @@ struct rig {
     struct host h;
 };
 
-static void rig_init(struct rig *r, const struct host_cpu_params *p)
+static void rig_init(struct rig *r, const struct host_cpu_params *p, bool line_by_line)
 {
     r->sim = sim_create(1);
     host_init(&r->h, r->sim, 0, "h0", p);
     CHECK(host_mem_get(&r->h) != NULL);
+    r->h.mem->line_by_line = line_by_line;
 }
 
 static void rig_fini(struct rig *r)
@@ -92,8 +94,8 @@ static void run_seed(uint64_t seed, int steps)
     p.mem.tlb_l1_2m = 2;
     p.mem.tlb_stlb = 12;
     struct rig fast, ref;
-    rig_init(&fast, &p);
-    rig_init(&ref, &p);
+    rig_init(&fast, &p, false);
+    rig_init(&ref, &p, true);
     uint32_t cores = fast.h.mem->cores, per_socket = fast.h.mem->cores_per_socket;
     bool ranged = false;
     for (int step = 0; step < steps; step++) {
@@ -115,23 +117,47 @@ static void run_seed(uint64_t seed, int steps)
             bool write = rnd_below(2);
             sim_time_t tf =
                 host_mem_access(&fast.h, core, socket, (uintptr_t)buf + off, len, write);
-            sim_time_t tr =
-                host_mem_access_ref(&ref.h, core, socket, (uintptr_t)buf + off, len, write);
+            sim_time_t tr = host_mem_access(&ref.h, core, socket, (uintptr_t)buf + off, len, write);
             if (tf != tr) {
                 CHECK_EQ_U64(tf, tr);
                 fprintf(stderr, "seed %" PRIu64 " step %d: access %zu+%zu core %u\n", seed, step,
                         off, len, core);
                 break;
             }
-        } else if (op < 97) {
-            /* a copy through the fast path; the reference reads, then writes */
-            size_t dst = rnd_below(REGION_BYTES - len + 1);
+        } else if (op < 93) {
+            /* a scan: `count` slots `stride` apart, accumulated */
             uint32_t core = (uint32_t)rnd_below(3);
-            host_mem_copy(&fast.h, core, core / per_socket, (uintptr_t)buf + dst,
-                          (uintptr_t)buf + off, len);
-            host_mem_access_ref(&ref.h, core, core / per_socket, (uintptr_t)buf + off, len, false);
-            host_mem_access_ref(&ref.h, core, core / per_socket, (uintptr_t)buf + dst, len, true);
-            /* the copy's cost is not the accesses' (tested in test_host_mem) */
+            size_t stride = 1 + rnd_below(3 * 4096), count = 1 + rnd_below(16);
+            if (len > 512)
+                len = 1 + len % 512;
+            if (off + (count - 1) * stride + len > REGION_BYTES)
+                count = 1 + (REGION_BYTES - off - len) / stride;
+            bool write = rnd_below(4) == 0;
+            sim_time_t f[3] = {0, 0, 0}, r[3] = {0, 0, 0};
+            host_mem_access_acc_n(&fast.h, core, core / per_socket, (uintptr_t)buf + off, len,
+                                  stride, count, write, &f[0], &f[1], &f[2]);
+            host_mem_access_acc_n(&ref.h, core, core / per_socket, (uintptr_t)buf + off, len,
+                                  stride, count, write, &r[0], &r[1], &r[2]);
+            if (memcmp(f, r, sizeof(f))) {
+                CHECK_EQ_U64(f[0], r[0]);
+                CHECK_EQ_U64(f[1], r[1]);
+                CHECK_EQ_U64(f[2], r[2]);
+                fprintf(stderr, "seed %" PRIu64 " step %d: scan\n", seed, step);
+                break;
+            }
+        } else if (op < 97) {
+            /* a copy, by memcpy or by a byte loop (its cost has the first miss) */
+            size_t dst = rnd_below(REGION_BYTES - len + 1);
+            uint32_t core = (uint32_t)rnd_below(3), ps = rnd_below(2) ? 0 : 1000;
+            sim_time_t tf = host_mem_copy_loop(&fast.h, core, core / per_socket,
+                                               (uintptr_t)buf + dst, (uintptr_t)buf + off, len, ps);
+            sim_time_t tr = host_mem_copy_loop(&ref.h, core, core / per_socket,
+                                               (uintptr_t)buf + dst, (uintptr_t)buf + off, len, ps);
+            if (tf != tr) {
+                CHECK_EQ_U64(tf, tr);
+                fprintf(stderr, "seed %" PRIu64 " step %d: copy\n", seed, step);
+                break;
+            }
         } else if (!ranged) {
             /* a quarter of the region on the other socket */
             CHECK(host_mem_add_range(fast.h.mem, (uintptr_t)buf + REGION_BYTES / 4,
@@ -189,8 +215,8 @@ int main(void)
         struct host_cpu_params p;
         host_cpu_params_default(&p);
         struct rig fast, ref;
-        rig_init(&fast, &p);
-        rig_init(&ref, &p);
+        rig_init(&fast, &p, false);
+        rig_init(&ref, &p, true);
         rng_state = 77;
         for (int step = 0; step < 2000; step++) {
             size_t off = rnd_below(REGION_BYTES - 512), len = 1 + rnd_below(512);
@@ -199,7 +225,7 @@ int main(void)
             sim_time_t tf =
                 host_mem_access(&fast.h, core, core / 12, (uintptr_t)buf + off, len, write);
             sim_time_t tr =
-                host_mem_access_ref(&ref.h, core, core / 12, (uintptr_t)buf + off, len, write);
+                host_mem_access(&ref.h, core, core / 12, (uintptr_t)buf + off, len, write);
             if (tf != tr || state_differs(&fast, &ref)) {
                 CHECK_EQ_U64(tf, tr);
                 CHECK_EQ_U64(state_differs(&fast, &ref), 0);
