@@ -11,12 +11,14 @@
  * make every class of line (L1 / L2 / LLC hit, aged out, another core's
  * clean or modified line, the NIC's with and without DDIO, the other
  * socket's) and page walks occur; the mix over the seeds is checked to
- * include them. */
+ * include them.  Then the TLB's set index against LRU sets written out
+ * here (test_tlb_sets). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "../../sim/host.h"
 #include "../../sim/host/mem.h"
+#include "../../sim/host/tlb.h"
 #include "test.h"
 
 #define REGION_BYTES (64u * 4096u) /* 64 pages: lines recur often */
@@ -189,6 +191,95 @@ static void run_seed(uint64_t seed, int steps)
     rig_fini(&ref);
 }
 
+/* The TLB's set index (tlb.c level_access: a mask, a 32-bit or a 64-bit
+ * division by the set count) against LRU sets written out here with
+ * vpn % sets: random page numbers below and above 2^32, set counts that
+ * are powers of two and not, both page sizes. */
+#define REF_MAX_KEYS 4096
+struct ref_level {
+    uint32_t sets, ways;
+    uint64_t key[REF_MAX_KEYS];
+    uint32_t n[REF_MAX_KEYS];
+};
+
+static void ref_level_init(struct ref_level *l, uint32_t entries, uint32_t ways)
+{
+    memset(l, 0, sizeof(*l));
+    if (!entries)
+        return;
+    l->ways = entries < ways ? entries : ways;
+    l->sets = entries / l->ways;
+}
+
+static bool ref_level_access(struct ref_level *l, uint64_t vpn, uint64_t key)
+{
+    if (!l->sets)
+        return true;
+    uint64_t *k = &l->key[(vpn % l->sets) * l->ways];
+    uint32_t *n = &l->n[vpn % l->sets], j = 0;
+    while (j < *n && k[j] != key)
+        j++;
+    bool hit = j < *n;
+    if (!hit) {
+        if (*n < l->ways)
+            ++*n;
+        j = *n - 1;
+    }
+    for (; j; j--)
+        k[j] = k[j - 1];
+    k[0] = key;
+    return hit;
+}
+
+static void test_tlb_sets(void)
+{
+    static const uint32_t shapes[][3] = {{64, 32, 1536}, {64, 32, 512}, {48, 24, 1000},
+                                         {16, 8, 12},    {64, 0, 0},    {60, 30, 1530}};
+    static struct ref_level r4k, r2m, rst;
+    uint64_t walks = 0, stlb = 0;
+    for (size_t sh = 0; sh < sizeof(shapes) / sizeof(shapes[0]); sh++) {
+        struct host_mem_params mp;
+        host_mem_params_default(&mp);
+        mp.tlb_l1_4k = shapes[sh][0];
+        mp.tlb_l1_2m = shapes[sh][1];
+        mp.tlb_stlb = shapes[sh][2];
+        struct host_tlb t;
+        CHECK(host_tlb_init(&t, &mp, 1) == 0);
+        ref_level_init(&r4k, mp.tlb_l1_4k, 4);
+        ref_level_init(&r2m, mp.tlb_l1_2m, 4);
+        ref_level_init(&rst, mp.tlb_stlb, 12);
+        rng_state = 1000 + sh;
+        unsigned bad = 0;
+        for (int i = 0; i < 200000 && !bad; i++) {
+            /* pages of a few regions, some above 2^32 (16 TiB up) */
+            uint64_t vpn = (rnd_below(2) ? (uint64_t)1 << 32 : (uint64_t)1 << 28) +
+                           rnd_below(4) * 0x10000 + rnd_below(3000);
+            bool huge = rnd_below(8) == 0;
+            if (huge)
+                vpn >>= 9;
+            enum host_tlb_hit want = HOST_TLB_L1;
+            /* host_tlb_lookup's repeat of the last page is a DTLB hit that
+             * changes nothing: the reference does the same access, a hit */
+            if (!ref_level_access(huge ? &r2m : &r4k, vpn, vpn)) {
+                uint64_t key = huge ? vpn | (uint64_t)1 << 63 : vpn;
+                want = ref_level_access(&rst, vpn, key) ? HOST_TLB_STLB : HOST_TLB_WALK;
+            }
+            enum host_tlb_hit got = host_tlb_lookup(&t, 0, vpn, huge);
+            walks += got == HOST_TLB_WALK;
+            stlb += got == HOST_TLB_STLB;
+            if (got != want) {
+                bad = 1;
+                CHECK_EQ_U64(got, want);
+                fprintf(stderr, "TLB shape %zu, lookup %d (vpn %" PRIu64 ")\n", sh, i, vpn);
+            }
+        }
+        CHECK(!bad);
+        host_tlb_fini(&t);
+    }
+    CHECK(walks > 10000);
+    CHECK(stlb > 10000);
+}
+
 int main(void)
 {
     if (posix_memalign((void **)&buf, 4096, REGION_BYTES))
@@ -238,6 +329,7 @@ int main(void)
         rig_fini(&fast);
         rig_fini(&ref);
     }
+    test_tlb_sets();
     free(buf);
     return test_summary();
 }
