@@ -562,6 +562,164 @@ static void line_touch(struct host_mem *m, struct host_line_page *pg, unsigned i
     pg->seq[i] = m->core_seq[c]++;
 }
 
+/* Lines a..b of page pg, in order, for core c of socket sc: each line's
+ * cost as line_cost gives it, then its new state as line_touch leaves it.
+ * The lines are distinct, so a line's cost depends only on its own state
+ * before the run and on core c's access count, which grows by one a line:
+ * the costs are worked out first, from locals (a store into owner[] may
+ * alias anything, so a loop that also stored would reload every field a
+ * line), and the new states are written for the whole run after.
+ * lines_run_ref is the line-by-line form: single lines take it, and every
+ * run does with host_mem.line_by_line (test_host_lines_run compares the
+ * two on random states). */
+static void lines_run(struct host *h, struct host_mem *m, struct host_line_page *pg, unsigned a,
+                      unsigned b, uint32_t c, uint32_t sc, bool write, struct walk *w)
+{
+    const struct host_mem_params *p = m->p;
+    const uint32_t n = b - a + 1;
+    const uint64_t seg = line_mask(a, b);
+    const uint32_t home = pg->socket;
+    const uint32_t base = m->core_seq[c];
+    const uint64_t dma = pg->dma, dirty = pg->dirty;
+    const sim_time_t mem = sc == home ? p->dram_ps : p->remote_dram_ps;
+    const bool mem_remote = sc != home;
+    const uint64_t l1_lines = p->l1_bytes / HOST_LINE_BYTES;
+    const uint64_t l2_lines = p->l2_bytes / HOST_LINE_BYTES;
+    const uint64_t llc_lines = p->llc_bytes / HOST_LINE_BYTES;
+    /* the cost of a line the NIC wrote: the same for every such line of the page */
+    sim_time_t dma_lat = mem;
+    bool dma_remote = mem_remote;
+    if (dma & seg) {
+        if (p->ddio && home == m->nic_socket &&
+            m->dma_lines - pg->dma_seq < p->ddio_bytes / HOST_LINE_BYTES) {
+            dma_remote = sc != m->nic_socket;
+            dma_lat = dma_remote ? p->remote_cache_ps : p->llc_ps;
+        } else {
+            dma_remote = mem_remote;
+            dma_lat = mem;
+        }
+    }
+    uint64_t n_hit = 0, n_remote = 0, n_dma = 0, n_c2c = 0;
+    sim_time_t hits = 0, miss_sum = 0, miss_max = w->miss_max_ps, first = w->first_miss_ps;
+    uint64_t notmine = 0; /* lines whose owner was not c */
+    if ((dma & seg) == seg) {
+        /* every line the NIC's: one cost n times */
+        n_dma = n;
+        n_remote = dma_remote ? n : 0;
+        miss_sum = (sim_time_t)n * dma_lat;
+        if (!first)
+            first = dma_lat;
+        if (dma_lat > miss_max)
+            miss_max = dma_lat;
+        for (unsigned i = a; i <= b; i++)
+            if (pg->owner[i] != c)
+                notmine |= 1ull << i;
+    } else {
+        for (unsigned i = a; i <= b; i++) {
+            const uint64_t bit = 1ull << i;
+            const uint32_t o = pg->owner[i];
+            sim_time_t lat;
+            bool remote = false, hit = false;
+            if (o != c)
+                notmine |= bit;
+            if (dma & bit) {
+                n_dma++;
+                lat = dma_lat;
+                remote = dma_remote;
+            } else if (o == HOST_LINE_NONE) {
+                lat = mem;
+                remote = mem_remote;
+            } else if (o == c) {
+                uint32_t age = base + (i - a) - pg->seq[i];
+                if (age < l1_lines) {
+                    hit = true;
+                    lat = p->l1_ps;
+                } else if (age < l2_lines) {
+                    hit = true;
+                    lat = p->l2_ps;
+                } else if (age < llc_lines) {
+                    lat = p->llc_ps;
+                } else {
+                    lat = mem;
+                    remote = mem_remote;
+                }
+            } else {
+                uint32_t age = m->core_seq[o] - pg->seq[i];
+                if (age < llc_lines) {
+                    remote = o / m->cores_per_socket != sc;
+                    if ((dirty & bit) && age < l2_lines) {
+                        n_c2c++;
+                        lat = remote ? p->remote_cache_ps : p->c2c_ps;
+                    } else {
+                        lat = remote ? p->remote_cache_ps : p->llc_ps;
+                    }
+                } else {
+                    lat = mem;
+                    remote = mem_remote;
+                }
+            }
+            n_remote += remote;
+            if (hit) {
+                n_hit++;
+                hits += lat;
+            } else {
+                if (!first)
+                    first = lat;
+                miss_sum += lat;
+                if (lat > miss_max)
+                    miss_max = lat;
+            }
+        }
+    }
+    h->cnt.lines_touched += n;
+    h->cnt.lines_remote += n_remote;
+    h->cnt.lines_hit += n_hit;
+    h->cnt.lines_dma_miss += n_dma;
+    h->cnt.lines_c2c += n_c2c;
+    w->hits_ps += hits;
+    w->miss_sum_ps += miss_sum;
+    w->miss_max_ps = miss_max;
+    w->first_miss_ps = first;
+    /* the new states, as line_touch leaves them line by line */
+    pg->dirty = write ? dirty | seg : dirty & ~notmine;
+    pg->dma = dma & ~seg;
+    memset(&pg->owner[a], (int)(uint8_t)c, n);
+    for (uint32_t k = 0; k < n; k++)
+        pg->seq[a + k] = base + k;
+    m->core_seq[c] = base + n;
+}
+
+/* lines_run line by line, as the model is written (docs/host.md): each
+ * line's cost from its state, then its new state, in order. */
+static inline void lines_run_ref(struct host *h, struct host_mem *m, struct host_line_page *pg,
+                                 unsigned a, unsigned b, uint32_t c, uint32_t sc, bool write,
+                                 struct walk *w)
+{
+    for (unsigned i = a; i <= b; i++) {
+        enum line_class cls;
+        bool remote;
+        sim_time_t lat = line_cost(m, pg, i, c, sc, &cls, &remote);
+        h->cnt.lines_touched++;
+        if (remote)
+            h->cnt.lines_remote++;
+        if (cls == LC_HIT) {
+            h->cnt.lines_hit++;
+            w->hits_ps += lat;
+        } else {
+            if (cls == LC_DMA)
+                h->cnt.lines_dma_miss++;
+            else if (cls == LC_C2C)
+                h->cnt.lines_c2c++;
+            if (!w->first_miss_ps)
+                w->first_miss_ps = lat;
+            w->miss_sum_ps += lat;
+            if (lat > w->miss_max_ps)
+                w->miss_max_ps = lat;
+        }
+        line_touch(m, pg, i, c, write);
+    }
+}
+
 static void walk_lines(struct host *h, struct host_mem *m, uint32_t c, uint32_t sc, uintptr_t addr,
                        size_t len, bool write, struct walk *w)
 {
@@ -588,29 +746,10 @@ static void walk_lines(struct host *h, struct host_mem *m, uint32_t c, uint32_t 
         }
         unsigned a = pgn == first >> 6 ? (unsigned)(first & 63) : 0;
         unsigned b = pgn == last >> 6 ? (unsigned)(last & 63) : 63;
-        for (unsigned i = a; i <= b; i++) {
-            enum line_class cls;
-            bool remote;
-            sim_time_t lat = line_cost(m, pg, i, c, sc, &cls, &remote);
-            h->cnt.lines_touched++;
-            if (remote)
-                h->cnt.lines_remote++;
-            if (cls == LC_HIT) {
-                h->cnt.lines_hit++;
-                w->hits_ps += lat;
-            } else {
-                if (cls == LC_DMA)
-                    h->cnt.lines_dma_miss++;
-                else if (cls == LC_C2C)
-                    h->cnt.lines_c2c++;
-                if (!w->first_miss_ps)
-                    w->first_miss_ps = lat;
-                w->miss_sum_ps += lat;
-                if (lat > w->miss_max_ps)
-                    w->miss_max_ps = lat;
-            }
-            line_touch(m, pg, i, c, write);
-        }
+        if (a == b || m->line_by_line) /* one line (a scan's slot): nothing to batch */
+            lines_run_ref(h, m, pg, a, b, c, sc, write, w);
+        else
+            lines_run(h, m, pg, a, b, c, sc, write, w);
     }
 }
 

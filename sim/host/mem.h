@@ -62,6 +62,10 @@ struct host_mem {
     sim_time_t link_free_ps[2];
     struct host_tlb tlb; /* the cores' data TLBs */
     bool all_huge;       /* every page 2 MiB (host.hugepages) */
+    /* price every run of lines line by line, as docs/host.md states the
+     * model: the reference test_host_lines_run holds the runs to (the
+     * same costs, counters and line states); never set by a run */
+    bool line_by_line;
 };
 
 void host_mem_params_default(struct host_mem_params *p);

@@ -73,7 +73,12 @@ static bool level_access(struct host_tlb_level *l, uint64_t vpn, uint64_t key)
 {
     if (!l->sets)
         return true;
-    uint32_t s = (uint32_t)(vpn % l->sets);
+    /* vpn mod sets: a mask when sets is a power of two (the default
+     * DTLB's 16, STLB's 128), a 32-bit division when vpn fits (a 64-bit
+     * one costs several times more), the same set either way */
+    uint32_t s = !(l->sets & (l->sets - 1)) ? (uint32_t)vpn & (l->sets - 1)
+                 : vpn >> 32                ? (uint32_t)(vpn % l->sets)
+                                            : (uint32_t)vpn % l->sets;
     uint64_t *k = &l->key[(size_t)s * l->ways];
     uint32_t n = l->n[s], j = 0;
     while (j < n && k[j] != key)
