@@ -180,6 +180,7 @@ void nic_params_default(struct nic_params *p)
     p->rwqe_ways = 8;
     p->rwqe_prefetch = 8;
     p->rwqe_bytes = 16;
+    p->tx_burst_pkts = 1;
     /* Responder READ engine (resp.c, readeng.c): fitted to the SMART
      * (ASPLOS'24) ConnectX-6 READ peak of 111 Mops (ae/raw-reference
      * fig4a.csv: 8 B READs, 48 threads x 24 in flight): 1 / 111 M = 9 ns
@@ -646,6 +647,7 @@ static struct pkt *tx_take(struct nic *nic)
         if (qp->eng->dead || !nic_stage_head_ready(s) ||
             (qp->eng->rl && rl_paced(src, nic_stage_at(s, s->head)->pkt) && nic_rl_hold(qp, src))) {
             /* (a rate-limited QP's source is offered again when it may go) */
+            src->burst = 0;
             src->queued = false;
             nic_qp_put(qp);
             continue;
@@ -656,13 +658,21 @@ static struct pkt *tx_take(struct nic *nic)
         s->head++;
         s->bytes -= p->payload_len;
         bool more = nic_stage_head_ready(s);
-        if (more) { /* stays queued (keeps its reference), back of the line */
+        if (more && ++src->burst < nic->p.tx_burst_pkts) {
+            /* its burst goes on: stays at the head (keeps its reference) */
+            src->next = nic->txq_head;
+            nic->txq_head = src;
+            if (!nic->txq_tail)
+                nic->txq_tail = src;
+        } else if (more) { /* stays queued (keeps its reference), back of the line */
+            src->burst = 0;
             if (nic->txq_tail)
                 nic->txq_tail->next = src;
             else
                 nic->txq_head = src;
             nic->txq_tail = src;
         } else {
+            src->burst = 0;
             src->queued = false;
         }
         if (qp->eng->rl && rl_paced(src, p))

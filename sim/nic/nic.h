@@ -166,6 +166,10 @@ struct nic_params {
     uint32_t rwqe_ways;
     uint32_t rwqe_prefetch;
     uint32_t rwqe_bytes;
+    /* transmit arbitration (nic.c tx_take): a source (a QP's requester or
+     * responder) sends up to tx_burst_pkts packets in a row before the next
+     * source with packets ready gets its turn (1 = one packet each in turn) */
+    uint32_t tx_burst_pkts;
     sim_time_t rd_ctx_miss_proc_ps;
     /* responder READ engine (resp.c): every accepted READ request occupies
      * it this long, one after the other; at most max_rd_resp READs are

@@ -72,6 +72,7 @@ struct nic_txsrc {
     struct nic_stage *stage;
     uint8_t kind; /* enum nic_txsrc_kind */
     bool queued;
+    uint32_t burst; /* packets sent in a row in its current turn (nic.tx_burst_pkts) */
 };
 
 /* ---------------------------------------------------------------- pooled operation contexts */

@@ -104,6 +104,12 @@ static const struct {
     {"nic.rwqe_ways", "nic.c default, estimate: 8-way, as the QP-context cache"},
     {"nic.rwqe_prefetch", "nic.c default, estimate: 8 WQEs (128 B, two 64 B lines) per fetch"},
     {"nic.rwqe", "mlx5 PRM: a receive WQE is its data segments, 16 B each (one SGE)"},
+    {"nic.tx_burst_pkts",
+     "nic.c default, estimate: one packet per QP in turn; the NIC's send scheduler goes round "
+     "robin over QPs (DeepEP issue 147, a current ConnectX measured by its maintainers: "
+     "'round-robin ... based on the QPN'), its quantum is not published; with InfiniBand credits "
+     "it decides how interleaved an M:1 responder's arrivals are (docs/huang_mechanisms.md section "
+     "10)"},
     {"nic.rd_req_proc", "nic.c default, fitted: SMART (ASPLOS'24) ConnectX-6 8 B READ peak 111 "
                         "Mops -> 9 ns; scaled by the briefs' message rates (200 vs 215 M/s)"},
     {"nic.max_rd_resp", "nic.c default: no per-NIC bound beyond max_dest_rd_atomic "

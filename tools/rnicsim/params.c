@@ -176,6 +176,8 @@ const struct param_def hw_params[] = {
     PR("nic.rwqe_prefetch", PARAM_COUNT, nic, rwqe_prefetch, 1, 1024,
        "receive WQEs fetched by one PCIe read when a queue has none on chip"),
     PR("nic.rwqe", PARAM_SIZE, nic, rwqe_bytes, 1, 4096, "one receive WQE, as read over PCIe"),
+    PR("nic.tx_burst_pkts", PARAM_COUNT, nic, tx_burst_pkts, 1, 4096,
+       "transmit arbitration: packets a QP's source sends in a row before the next source's turn"),
     P("nic.rd_req_proc", PARAM_TIME, nic, rd_req_proc_ps,
       "responder READ engine: occupancy per READ request, one at a time per NIC"),
     P("nic.max_rd_resp", PARAM_COUNT, nic, max_rd_resp,
