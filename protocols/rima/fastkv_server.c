@@ -2,7 +2,6 @@
  * the allocator threads, set-up and loop. */
 #include "protocols/rima/fastkv_priv.h"
 
-
 /* ------------------------------------------------------------ server: store */
 
 static unsigned fk_class(uint32_t len)
